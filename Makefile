@@ -1,0 +1,68 @@
+# train_gpt — build.
+#
+#   make            the trainer ./train_gpt and the data tools in build/
+#   make test       build and run the GoogleTest suites (CPU; CUDA suites report SKIPPED without a GPU)
+#   make clean
+#
+# Host-only code (CLI11, JSON, BLAS, the CPU kernel set) is compiled by the host compiler;
+# nvcc compiles only .cu files. Every llmc/*.cpp and llmc/cpu/*.cpp goes into one static
+# library, every tests/*.cpp into one test binary, every dev/data/*.cpp into a tool of its name.
+
+CXX      ?= g++
+NVCC     ?= nvcc
+CUDA_HOME ?= /usr/local/cuda
+# Hopper: sm_90a enables the FP8 / wgmma instructions. Override for other GPUs.
+GENCODE  ?= -gencode=arch=compute_90a,code=sm_90a
+BUILD    := build
+
+CPPFLAGS := -I. -Illmc -I$(CUDA_HOME)/include -I/usr/include/x86_64-linux-gnu/openblas-pthread
+CXXFLAGS ?= -O3 -march=native
+CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -MMD -MP
+NVCCFLAGS ?= -O3
+NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -fopenmp,-Wall -MMD -MP
+LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lopenblas -lgomp -lpthread -ldl
+
+LIB_SRCS := $(sort $(wildcard llmc/*.cpp llmc/cpu/*.cpp))
+LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
+LIB      := $(BUILD)/libtrain_gpt.a
+
+TOOL_SRCS := $(sort $(wildcard dev/data/*.cpp))
+TOOLS     := $(patsubst dev/data/%.cpp,$(BUILD)/%,$(TOOL_SRCS))
+
+TEST_SRCS := $(sort $(wildcard tests/*.cpp))
+TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
+TEST_BIN  := $(BUILD)/test_cpu
+
+.PHONY: all test clean tools tests
+all: train_gpt $(TOOLS)
+tools: $(TOOLS)
+tests: $(TEST_BIN)
+
+$(BUILD)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+train_gpt: $(BUILD)/train_gpt.o $(LIB)
+	$(CXX) -fopenmp $^ -o $@ $(LDLIBS)
+
+$(BUILD)/%: $(BUILD)/dev/data/%.o $(LIB)
+	$(CXX) -fopenmp $^ -o $@ $(LDLIBS)
+
+$(TEST_BIN): $(TEST_OBJS) $(LIB)
+	$(CXX) -fopenmp $^ -o $@ $(LDLIBS) -lgtest -lgtest_main
+
+test: all $(TEST_BIN)
+	$(TEST_BIN)
+
+clean:
+	rm -rf $(BUILD) train_gpt
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,40 @@
+// utils.h — errors and checked I/O shared by every host file.
+//
+// Invariant: nothing in the library calls exit(). A bad input raises
+// train_gpt::Error with a message that names the file, flag or value at
+// fault; main() catches it, prints "error: <message>" and exits non-zero.
+// That keeps every failure path testable in-process.
+#pragma once
+
+#include <cstdarg>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+namespace train_gpt {
+
+struct Error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// printf-style formatting into a std::string.
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string vformat(const char* fmt, va_list args);
+
+// Throw train_gpt::Error with a printf-style message.
+[[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// fopen that fails with "cannot open <path> for <mode>: <strerror>".
+FILE* open_file(const std::string& path, const char* mode);
+// fread/fwrite of exactly `count` items or fail naming `path`.
+void read_exact(void* dst, size_t size, size_t count, FILE* f, const std::string& path);
+void write_exact(const void* src, size_t size, size_t count, FILE* f, const std::string& path);
+
+// Write `bytes` to `path` atomically: into path + ".tmp", fsync, then rename.
+// A crash leaves either the old file or the complete new one, never a torn one.
+void write_file_atomic(const std::string& path, const void* bytes, size_t size);
+
+bool file_exists(const std::string& path);
+void make_dirs(const std::string& path);  // mkdir -p; fails with the path on error
+
+}  // namespace train_gpt
