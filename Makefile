@@ -56,8 +56,8 @@ train_gpt: $(BUILD)/train_gpt.o $(LIB)
 $(BUILD)/%: $(BUILD)/dev/data/%.o $(LIB)
 	$(CXX) -fopenmp $^ -o $@ $(LDLIBS)
 
-$(TEST_BIN): $(TEST_OBJS) $(LIB)
-	$(CXX) -fopenmp $^ -o $@ $(LDLIBS) -lgtest -lgtest_main
+$(TEST_BIN): $(TEST_OBJS) $(LIB) $(TOOLS)
+	$(CXX) -fopenmp $(TEST_OBJS) $(LIB) -o $@ $(LDLIBS) -lgtest -lgtest_main
 
 test: all $(TEST_BIN)
 	$(TEST_BIN)

@@ -1,0 +1,107 @@
+// gpt.h — the GPT-2 model, written once against the Backend interface.
+//
+// Architecture: learned token + position embeddings, L pre-LN blocks
+//   x = x + attn_proj(attention(ln1(x)));  x = x + fc_proj(gelu(fc(ln2(x))))
+// a final layernorm, and a tied LM head (logits = lnf(x) · wteᵀ) over a vocabulary padded to
+// a multiple of 128 whose padding rows stay zero and never receive a gradient.
+//
+// Memory: parameters, gradients and Adam moments are each one contiguous device buffer in the
+// order of ParamTensor (the same order llm.c uses); per-layer tensors are stacked along a
+// leading L dimension. Activations are sized for (max_B, max_T) once; forward() may be called
+// with any B ≤ max_B, T ≤ max_T (sampling uses B = 1).
+//
+// Gradient rules: forward() with a non-zero dloss writes dlogits over the logits buffer (the
+// fused classifier works in place); backward() then ACCUMULATES into the parameter gradients,
+// so several forward/backward pairs between zero_grad() and update() accumulate gradients.
+#pragma once
+
+#include "backend.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace train_gpt {
+
+struct GPTConfig {
+    int n_layer = 0;
+    int n_head = 0;
+    int n_embd = 0;
+    int vocab_size = 0;         // V: real tokens
+    int padded_vocab_size = 0;  // Vp: V rounded up to a multiple of 128
+    int max_seq_len = 0;        // rows of the position table
+};
+
+// Shape from a depth dial "dN": GPT-2's sizes for d12 (124M), d24, d36, d48 (1.5B); otherwise
+// n_embd = 64·N, n_head = N (head size 64). n_embd / n_head override when > 0.
+GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_seq_len,
+                               int n_embd_override = 0, int n_head_override = 0);
+int pad_vocab(int vocab_size);   // round up to a multiple of 128
+
+enum ParamTensor {
+    kWte, kWpe, kLn1w, kLn1b, kQkvw, kQkvb, kAttprojw, kAttprojb,
+    kLn2w, kLn2b, kFcw, kFcb, kFcprojw, kFcprojb, kLnfw, kLnfb, kNumParamTensors
+};
+const char* param_tensor_name(int i);
+// Weight decay applies to the 2-D weights only: embeddings and the four matrices of each block.
+bool param_tensor_decays(int i);
+std::array<size_t, kNumParamTensors> param_tensor_sizes(const GPTConfig& cfg);
+// Shape of each tensor as stored, e.g. qkvw → {L, 3C, C}.
+std::vector<int> param_tensor_shape(const GPTConfig& cfg, int i);
+
+struct AdamWConfig {
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
+
+class GPT {
+public:
+    GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T);
+    ~GPT();
+    GPT(const GPT&) = delete;
+    GPT& operator=(const GPT&) = delete;
+
+    const GPTConfig& config() const { return cfg_; }
+    size_t num_parameters() const { return num_params_; }            // including vocab padding
+    size_t offset_of(int tensor) const { return param_offsets_[tensor]; }
+
+    // GPT-2 / nanoGPT initialisation: N(0, 0.02) weights, residual projections N(0, 0.02/√(2L)),
+    // zero biases, unit layernorm gains, zero padding rows. Deterministic in `seed`.
+    void init_weights(uint64_t seed);
+    void set_weights(const std::vector<float>& host);   // num_parameters() floats, tensor order
+    std::vector<float> weights() const;
+    std::vector<float> gradients() const;
+
+    // Runs the model on inputs (B,T) (host ids). With targets (B,T) it returns the mean loss,
+    // else 0. With dloss != 0 it also leaves dlogits = dloss · ∂(Σ losses)/∂logits for backward().
+    float forward(const int32_t* inputs, const int32_t* targets, int B, int T, float dloss = 0.0f);
+    void backward();
+    void zero_grad();
+    double gradient_norm();   // √(Σ g²) over all parameters, FP32 gradients, double accumulation
+    // One AdamW step over every tensor; gradients are multiplied by grad_scale first (clipping).
+    void update(float lr, const AdamWConfig& opt, float grad_scale, int t);
+    // Host copy of the logits at (b, t) of the last forward, first V entries.
+    std::vector<float> logits_at(int b, int t) const;
+
+private:
+    struct Activations;
+    GPTConfig cfg_;
+    Backend& k_;
+    int max_B_, max_T_;
+    size_t num_params_ = 0;
+    std::array<size_t, kNumParamTensors> param_offsets_{};
+    float* params_ = nullptr;   // working weights
+    float* grads_ = nullptr;    // accumulated gradients
+    float* adam_m_ = nullptr;
+    float* adam_v_ = nullptr;
+    Activations* acts_ = nullptr;
+    int32_t* inputs_ = nullptr;    // (max_B, max_T) device
+    int32_t* targets_ = nullptr;   // (max_B, max_T) device
+    int last_B_ = 0, last_T_ = 0;
+    bool have_dlogits_ = false;
+
+    float* param(int tensor) const { return params_ + param_offsets_[tensor]; }
+    float* grad(int tensor) const { return grads_ + param_offsets_[tensor]; }
+};
+
+}  // namespace train_gpt

@@ -1,0 +1,55 @@
+// tokenizer.h — the token-id → bytes table (llm.c's tokenizer.bin) and a byte-level encoder.
+//
+// File format (llm.c): a header of 256 little-endian uint32
+//   [0] magic 20240328, [1] version 2, [2] vocab_size, [3] eot_token (end-of-text id)
+// then, for each id 0 .. vocab_size-1, one uint8 length L >= 1 and the token's L raw bytes.
+// (Version 1, from older llm.c, has no [3]; its eot is 50256 and its vocab 50257.)
+//
+// Invariant: every id in [0, vocab_size) has a non-empty byte string, so decode() is a plain
+// concatenation and never fails for in-range ids. A token's bytes need not be valid UTF-8
+// on their own (BPE splits characters); use printable() before showing them.
+//
+// The byte-level tokenizer maps ids 0..255 to the bytes 0..255 and id 256 to
+// <|endoftext|> (stored as that text): vocab 257. Only it can encode (encode_bytes);
+// GPT-2 text is tokenised offline (dev/data) and this class only decodes it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace train_gpt {
+
+constexpr uint32_t kTokenizerMagic = 20240328;
+constexpr int kTokenizerVersion = 2;
+constexpr int kTokenizerHeaderInts = 256;
+inline constexpr const char* kEndOfText = "<|endoftext|>";
+
+class Tokenizer {
+public:
+    static Tokenizer load(const std::string& path);  // validates magic, version, sizes; errors name the path
+    static Tokenizer byte_level();                   // vocab 257, eot 256
+    void save(const std::string& path) const;        // version 2, atomic
+
+    int vocab_size() const { return static_cast<int>(tokens_.size()); }
+    int eot_token() const { return eot_token_; }
+    const std::string& token_bytes(int id) const;    // fails for id outside [0, vocab_size)
+    bool is_byte_level() const;                      // equal to byte_level()'s table
+
+    // Concatenation of the ids' bytes (the EOT id decodes to "<|endoftext|>").
+    std::string decode(const std::vector<int>& ids) const;
+    // One id per byte of `text` (id = byte value); fails unless is_byte_level().
+    std::vector<int> encode_bytes(const std::string& text) const;
+
+private:
+    Tokenizer(std::vector<std::string> tokens, int eot_token, const std::string& origin);
+    std::vector<std::string> tokens_;  // (vocab_size,): bytes of each id
+    int eot_token_ = 0;
+};
+
+// `bytes` made safe to print on a UTF-8 terminal: valid UTF-8 passes through; each byte of an
+// invalid or truncated sequence becomes U+FFFD; control characters other than \n and \t
+// become escapes (\xNN for C0 and DEL, \u00NN for C1).
+std::string printable(const std::string& bytes);
+
+}  // namespace train_gpt

@@ -1,0 +1,485 @@
+// test_dataloader.cpp — DataLoader sample order, rank split, resume, shuffle and checks; and
+// prepare_text end to end (its shards read back through DataLoader to the original bytes).
+//
+// Shards here hold consecutive integers (token i of the concatenated stream is i, or a known
+// function of i), so a sample's identity can be read off its first input token.
+#include "dataloader.h"
+#include "shard.h"
+#include "tokenizer.h"
+#include "utils.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <set>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace train_gpt;
+
+namespace {
+
+struct ScratchDir {
+    std::string path;
+    ScratchDir() {
+        char name[] = "/tmp/test_dataloader_XXXXXX";
+        if (!mkdtemp(name)) throw std::runtime_error("mkdtemp failed");
+        path = name;
+    }
+    ~ScratchDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+    std::string file(const std::string& name) const { return path + "/" + name; }
+};
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "expected a train_gpt::Error";
+    return "";
+}
+
+#define EXPECT_CONTAINS(text, part) \
+    EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
+
+// Writes shards d_000000.bin, ... with the given token counts; shard s holds the values
+// start_s, start_s + 1, ... where start_s = 1000 * s. Returns the glob.
+std::string write_counting_shards(const ScratchDir& dir, const std::vector<int>& sizes,
+                                  int token_bytes = 2) {
+    for (size_t s = 0; s < sizes.size(); s++) {
+        std::vector<uint32_t> tokens(sizes[s]);
+        for (int i = 0; i < sizes[s]; i++) tokens[i] = static_cast<uint32_t>(1000 * s + i);
+        write_shard(dir.file(format("d_%06zu.bin", s)), tokens.data(), sizes[s], token_bytes);
+    }
+    return dir.file("d_*.bin");
+}
+
+struct Batch {
+    std::vector<int32_t> inputs, targets;  // each (B, T)
+};
+
+Batch next(DataLoader& loader) {
+    Batch b;
+    b.inputs.resize(static_cast<size_t>(loader.B()) * loader.T());
+    b.targets.resize(b.inputs.size());
+    loader.next_batch(b.inputs.data(), b.targets.data());
+    return b;
+}
+
+// The first input token of each row: identifies the sample in counting shards.
+std::vector<int32_t> row_starts(const Batch& b, int B, int T) {
+    std::vector<int32_t> starts(B);
+    for (int i = 0; i < B; i++) starts[i] = b.inputs[static_cast<size_t>(i) * T];
+    return starts;
+}
+
+constexpr int kVocab = 5000;
+
+}  // namespace
+
+TEST(DataLoader, SamplesPerShardAndTargetsShiftedByOne) {
+    ScratchDir dir;
+    // T = 4: shard 0 has (25-1)/4 = 6 samples, shard 1 (8-1)/4 = 1, shard 2 (4 tokens) none,
+    // shard 3 (16-1)/4 = 3.
+    const std::string glob = write_counting_shards(dir, {25, 8, 4, 16});
+    DataLoader loader(glob, 2, 4, 0, 1, false, 0, kVocab);
+    EXPECT_EQ(loader.num_shards(), 4);
+    EXPECT_EQ(loader.num_tokens(), 25 + 8 + 4 + 16);
+    EXPECT_EQ(loader.samples_per_epoch(), 10);
+
+    // Expected first tokens of samples 0..9 in concatenation order.
+    const std::vector<int32_t> sample_start = {0, 4, 8, 12, 16, 20, 1000, 3000, 3004, 3008};
+    for (int step = 0; step < 5; step++) {
+        const Batch b = next(loader);
+        for (int row = 0; row < 2; row++) {
+            const int32_t s0 = sample_start[2 * step + row];
+            for (int t = 0; t < 4; t++) {
+                EXPECT_EQ(b.inputs[row * 4 + t], s0 + t) << "step " << step << " row " << row;
+                EXPECT_EQ(b.targets[row * 4 + t], s0 + t + 1) << "step " << step << " row " << row;
+            }
+        }
+        EXPECT_EQ(loader.position(), 2 * (step + 1));
+    }
+}
+
+TEST(DataLoader, ReadsUint32Shards) {
+    ScratchDir dir;
+    std::vector<uint32_t> tokens(9);
+    for (int i = 0; i < 9; i++) tokens[i] = 70000 + i;
+    write_shard(dir.file("w.bin"), tokens.data(), tokens.size(), 4);
+    DataLoader loader(dir.file("w.bin"), 2, 4, 0, 1, false, 0, 100000);
+    const Batch b = next(loader);
+    const std::vector<int32_t> inputs = {70000, 70001, 70002, 70003, 70004, 70005, 70006, 70007};
+    const std::vector<int32_t> targets = {70001, 70002, 70003, 70004, 70005, 70006, 70007, 70008};
+    EXPECT_EQ(b.inputs, inputs);
+    EXPECT_EQ(b.targets, targets);
+}
+
+TEST(DataLoader, WrapsAroundTheEpoch) {
+    ScratchDir dir;
+    const std::string glob = write_counting_shards(dir, {21});  // T = 4: 5 samples
+    DataLoader loader(glob, 2, 4, 0, 1, false, 0, kVocab);
+    ASSERT_EQ(loader.samples_per_epoch(), 5);
+    const std::vector<std::vector<int32_t>> expected = {{0, 4}, {8, 12}, {16, 0}, {4, 8}, {12, 16}};
+    for (size_t step = 0; step < expected.size(); step++) {
+        EXPECT_EQ(row_starts(next(loader), 2, 4), expected[step]) << "step " << step;
+    }
+    EXPECT_EQ(loader.position(), 10);
+    EXPECT_EQ(loader.epoch(), 2);
+    loader.reset();
+    EXPECT_EQ(loader.position(), 0);
+    EXPECT_EQ(row_starts(next(loader), 2, 4), expected[0]);
+}
+
+// world_size ranks of B samples each read, together, exactly what one rank of world*B reads,
+// and never the same sample within a step.
+static void check_ranks_equal_one_big_rank(bool shuffle) {
+    ScratchDir dir;
+    const std::string glob = write_counting_shards(dir, {41, 30, 50});  // T = 5: 8 + 5 + 9 = 22
+    const int b = 3, T = 5;
+    DataLoader single(glob, 2 * b, T, 0, 1, shuffle, 7, kVocab);
+    DataLoader rank0(glob, b, T, 0, 2, shuffle, 7, kVocab);
+    DataLoader rank1(glob, b, T, 1, 2, shuffle, 7, kVocab);
+    ASSERT_EQ(single.samples_per_epoch(), 22);
+    for (int step = 0; step < 12; step++) {  // several epochs, crossing boundaries mid-batch
+        const Batch all = next(single), r0 = next(rank0), r1 = next(rank1);
+        std::vector<int32_t> joined = r0.inputs;
+        joined.insert(joined.end(), r1.inputs.begin(), r1.inputs.end());
+        EXPECT_EQ(joined, all.inputs) << "step " << step;
+        std::vector<int32_t> joined_targets = r0.targets;
+        joined_targets.insert(joined_targets.end(), r1.targets.begin(), r1.targets.end());
+        EXPECT_EQ(joined_targets, all.targets) << "step " << step;
+        std::set<int32_t> starts0, starts1;
+        for (int32_t s : row_starts(r0, b, T)) starts0.insert(s);
+        for (int32_t s : row_starts(r1, b, T)) starts1.insert(s);
+        for (int32_t s : starts0) EXPECT_EQ(starts1.count(s), 0u) << "step " << step << " sample " << s;
+        EXPECT_EQ(rank0.position(), single.position());
+        EXPECT_EQ(rank1.position(), single.position());
+    }
+}
+
+TEST(DataLoader, TwoRanksEqualOneRankWithTwiceB) { check_ranks_equal_one_big_rank(false); }
+TEST(DataLoader, TwoRanksEqualOneRankWithTwiceBShuffled) { check_ranks_equal_one_big_rank(true); }
+
+TEST(DataLoader, SetPositionReproducesBatchesAcrossWorldSizes) {
+    ScratchDir dir;
+    const std::string glob = write_counting_shards(dir, {101, 64});  // T = 6: 16 + 10 = 26
+    const int T = 6;
+    for (bool shuffle : {false, true}) {
+        DataLoader a(glob, 4, T, 0, 1, shuffle, 123, kVocab);
+        std::vector<Batch> batches;
+        for (int i = 0; i < 20; i++) batches.push_back(next(a));
+        // Same loader, rewound.
+        a.set_position(8);  // after two batches of 4
+        for (int i = 2; i < 20; i++) EXPECT_EQ(next(a).inputs, batches[i].inputs) << i;
+        // A fresh loader resumed at the position, with a different world size (2 ranks of 2).
+        DataLoader r0(glob, 2, T, 0, 2, shuffle, 123, kVocab);
+        DataLoader r1(glob, 2, T, 1, 2, shuffle, 123, kVocab);
+        r0.set_position(4 * 13);
+        r1.set_position(4 * 13);
+        for (int i = 13; i < 20; i++) {
+            Batch x = next(r0);
+            const Batch y = next(r1);
+            x.inputs.insert(x.inputs.end(), y.inputs.begin(), y.inputs.end());
+            EXPECT_EQ(x.inputs, batches[i].inputs) << "shuffle " << shuffle << " batch " << i;
+        }
+    }
+    DataLoader a(glob, 4, T, 0, 1, false, 0, kVocab);
+    EXPECT_CONTAINS(error_of([&] { a.set_position(-1); }), "position");
+}
+
+TEST(DataLoader, ShuffleIsADeterministicPermutationPerEpoch) {
+    ScratchDir dir;
+    const std::string glob = write_counting_shards(dir, {97, 33});  // T = 4: 24 + 8 = 32 samples
+    const int B = 4, T = 4, S = 32;
+    auto epoch_orders = [&](uint64_t seed, int epochs) {
+        DataLoader loader(glob, B, T, 0, 1, true, seed, kVocab);
+        EXPECT_EQ(loader.samples_per_epoch(), S);
+        std::vector<std::vector<int32_t>> orders(epochs);
+        for (int e = 0; e < epochs; e++) {
+            for (int step = 0; step < S / B; step++) {
+                for (int32_t s : row_starts(next(loader), B, T)) orders[e].push_back(s);
+            }
+        }
+        return orders;
+    };
+    const auto orders = epoch_orders(42, 3);
+    std::vector<int32_t> unshuffled;
+    for (int k = 0; k < 24; k++) unshuffled.push_back(4 * k);
+    for (int k = 0; k < 8; k++) unshuffled.push_back(1000 + 4 * k);
+    for (int e = 0; e < 3; e++) {
+        std::vector<int32_t> sorted = orders[e];
+        std::sort(sorted.begin(), sorted.end());
+        EXPECT_EQ(sorted, unshuffled) << "epoch " << e << " is not a permutation";
+        EXPECT_NE(orders[e], unshuffled) << "epoch " << e << " was not shuffled";
+    }
+    EXPECT_NE(orders[0], orders[1]);
+    EXPECT_NE(orders[1], orders[2]);
+    EXPECT_EQ(epoch_orders(42, 3), orders);     // same seed: same data order
+    EXPECT_NE(epoch_orders(43, 1)[0], orders[0]);  // different seed: different order
+}
+
+TEST(DataLoader, ShuffledOrderIsPinned) {
+    // The order is part of the checkpoint contract (resume must replay it), so pin it: a change
+    // here silently changes which data a resumed run sees.
+    const std::vector<int64_t> order = DataLoader::shuffled_order(10, 42, 0);
+    std::vector<int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+    EXPECT_EQ(order, (std::vector<int64_t>{9, 6, 2, 0, 1, 4, 3, 8, 5, 7}));
+    EXPECT_EQ(DataLoader::shuffled_order(10, 42, 0), order);
+    EXPECT_NE(DataLoader::shuffled_order(10, 42, 1), order);
+    EXPECT_EQ(DataLoader::shuffled_order(1, 42, 0), (std::vector<int64_t>{0}));
+    EXPECT_TRUE(DataLoader::shuffled_order(0, 42, 0).empty());
+}
+
+TEST(DataLoader, ShuffleUsesEachEpochsOwnOrderAcrossTheBoundary) {
+    ScratchDir dir;
+    const std::string glob = write_counting_shards(dir, {21});  // T = 4: 5 samples
+    DataLoader loader(glob, 3, 4, 0, 1, true, 9, kVocab);
+    const std::vector<int64_t> e0 = DataLoader::shuffled_order(5, 9, 0);
+    const std::vector<int64_t> e1 = DataLoader::shuffled_order(5, 9, 1);
+    const Batch first = next(loader);   // slots 0, 1, 2 of epoch 0
+    const Batch second = next(loader);  // slots 3, 4 of epoch 0, slot 0 of epoch 1
+    const std::vector<int32_t> expected_first = {int32_t(4 * e0[0]), int32_t(4 * e0[1]), int32_t(4 * e0[2])};
+    const std::vector<int32_t> expected_second = {int32_t(4 * e0[3]), int32_t(4 * e0[4]), int32_t(4 * e1[0])};
+    EXPECT_EQ(row_starts(first, 3, 4), expected_first);
+    EXPECT_EQ(row_starts(second, 3, 4), expected_second);
+}
+
+TEST(DataLoader, TooFewSamplesForOneStep) {
+    ScratchDir dir;
+    const std::string glob = write_counting_shards(dir, {17, 3});  // T = 4: 4 samples
+    const std::string msg = error_of([&] { DataLoader(glob, 3, 4, 0, 2, false, 0, kVocab); });
+    EXPECT_CONTAINS(msg, glob);
+    EXPECT_CONTAINS(msg, "only 4 samples");
+    EXPECT_CONTAINS(msg, "20 tokens");
+    EXPECT_CONTAINS(msg, "2*3");
+    DataLoader ok(glob, 2, 4, 1, 2, false, 0, kVocab);  // exactly enough
+    EXPECT_EQ(row_starts(next(ok), 2, 4), (std::vector<int32_t>{8, 12}));
+}
+
+TEST(DataLoader, RejectsBadArguments) {
+    ScratchDir dir;
+    const std::string glob = write_counting_shards(dir, {100});
+    EXPECT_CONTAINS(error_of([&] { DataLoader(glob, 1, 4, 2, 2, false, 0, kVocab); }), "rank 2");
+    EXPECT_CONTAINS(error_of([&] { DataLoader(glob, 0, 4, 0, 1, false, 0, kVocab); }), "B=0");
+    EXPECT_CONTAINS(error_of([&] { DataLoader(glob, 1, 0, 0, 1, false, 0, kVocab); }), "T=0");
+    EXPECT_CONTAINS(error_of([&] { DataLoader(dir.file("nothing_*.bin"), 1, 4, 0, 1, false, 0, kVocab); }),
+                    "no files match");
+}
+
+TEST(DataLoader, ValidatesEveryShardHeaderUpFront) {
+    ScratchDir dir;
+    const std::string glob = write_counting_shards(dir, {50, 50, 50});
+    // Corrupt the last shard: drop its final byte.
+    const std::string bad = dir.file("d_000002.bin");
+    ASSERT_EQ(truncate(bad.c_str(), 1024 + 2 * 50 - 1), 0);
+    const std::string msg = error_of([&] { DataLoader(glob, 1, 4, 0, 1, false, 0, kVocab); });
+    EXPECT_CONTAINS(msg, bad);
+    EXPECT_CONTAINS(msg, "truncated");
+}
+
+TEST(DataLoader, TokenOutOfVocabularyNamesShardOffsetAndValue) {
+    ScratchDir dir;
+    std::vector<uint32_t> good(20, 5), bad(20, 5);
+    bad[13] = 300;
+    write_shard(dir.file("s_000000.bin"), good.data(), good.size(), 2);
+    write_shard(dir.file("s_000001.bin"), bad.data(), bad.size(), 2);
+    // T = 4: shard 0 has samples 0..3, shard 1 samples 4..7; token 13 lies in shard 1's
+    // sample 3 (tokens 12..16) = global sample 7.
+    DataLoader loader(dir.file("s_*.bin"), 2, 4, 0, 1, false, 0, 257);
+    std::vector<int32_t> inputs(8), targets(8);
+    for (int i = 0; i < 3; i++) loader.next_batch(inputs.data(), targets.data());  // samples 0..5
+    const std::string msg = error_of([&] { loader.next_batch(inputs.data(), targets.data()); });
+    EXPECT_CONTAINS(msg, dir.file("s_000001.bin"));
+    EXPECT_CONTAINS(msg, "offset 13");
+    EXPECT_CONTAINS(msg, "300");
+    EXPECT_CONTAINS(msg, "257");
+}
+
+// ---------------------------------------------------------------------------------------------
+// prepare_text end to end: run the built tool, read its shards back.
+
+namespace {
+
+// build/prepare_text next to this test binary (build/test_cpu), else relative to the repo root.
+std::string prepare_text_binary() {
+    char self[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        std::string dir(self);
+        dir = dir.substr(0, dir.rfind('/'));
+        if (access((dir + "/prepare_text").c_str(), X_OK) == 0) return dir + "/prepare_text";
+    }
+    return "build/prepare_text";
+}
+
+// Runs a shell command; returns its exit code and leaves its stdout+stderr in *output.
+int run_command(const std::string& command, const ScratchDir& dir, std::string* output) {
+    const std::string log = dir.file("command.log");
+    const int status = std::system((command + " > '" + log + "' 2>&1").c_str());
+    *output = "";
+    if (FILE* f = std::fopen(log.c_str(), "rb")) {
+        char buf[4096];
+        size_t got;
+        while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) output->append(buf, got);
+        std::fclose(f);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+    FILE* f = open_file(path, "wb");
+    write_exact(text.data(), 1, text.size(), f, path);
+    std::fclose(f);
+}
+
+}  // namespace
+
+TEST(DataLoaderPrepareText, EndToEndShardsReadBackToTheOriginalBytes) {
+    const std::string tool = prepare_text_binary();
+    if (access(tool.c_str(), X_OK) != 0) GTEST_SKIP() << tool << " not built (run make)";
+    ScratchDir dir;
+    std::string doc1, doc2;
+    for (int i = 0; i < 30; i++) doc1 += format("Line %d of the first document, caf\xc3\xa9.\n", i);
+    for (int i = 0; i < 12; i++) doc2 += format("Verse %d: \xe2\x80\x9cquoted\xe2\x80\x9d text\tand a tab.\n", i);
+    write_text(dir.file("one.txt"), doc1);
+    write_text(dir.file("two.txt"), doc2);
+    const std::string out = dir.file("out");
+    std::string output;
+    const int rc = run_command(tool + " --input " + dir.file("one.txt") + " --input " +
+                                   dir.file("two.txt") + " --out-dir " + out +
+                                   " --name tiny --val-fraction 0.1 --shard-tokens 500",
+                               dir, &output);
+    ASSERT_EQ(rc, 0) << output;
+    EXPECT_CONTAINS(output, "train:");
+    EXPECT_CONTAINS(output, "val:");
+
+    const Tokenizer tokenizer = Tokenizer::load(out + "/tokenizer.bin");
+    ASSERT_TRUE(tokenizer.is_byte_level());
+    const std::string expected = std::string(kEndOfText) + doc1 + kEndOfText + doc2;
+    const int64_t stream_tokens = 2 + static_cast<int64_t>(doc1.size() + doc2.size());
+
+    // Train shards then val shards, concatenated, decode to exactly the input documents.
+    const std::vector<std::string> train = expand_glob(out + "/tiny_train_*.bin");
+    const std::vector<std::string> val = expand_glob(out + "/tiny_val_*.bin");
+    ASSERT_GE(train.size(), 3u);  // ~1500 train tokens at 500 per shard
+    ASSERT_EQ(val.size(), 1u);
+    std::vector<int> ids;
+    int64_t train_tokens = 0;
+    for (const std::string& path : train) {
+        const ShardInfo info = read_shard_header(path);
+        EXPECT_EQ(info.token_bytes, 2);  // vocab 257: llm.c's uint16 format
+        EXPECT_LE(info.num_tokens, 500);
+        train_tokens += info.num_tokens;
+        for (uint32_t t : read_shard(path)) ids.push_back(static_cast<int>(t));
+    }
+    for (const std::string& path : val) {
+        for (uint32_t t : read_shard(path)) ids.push_back(static_cast<int>(t));
+    }
+    EXPECT_EQ(static_cast<int64_t>(ids.size()), stream_tokens);
+    EXPECT_EQ(tokenizer.decode(ids), expected);
+    EXPECT_EQ(ids[0], 256);
+    EXPECT_EQ(static_cast<int64_t>(train.size()), (train_tokens + 499) / 500);  // all full but the last
+    // The val split is about 10% of the stream and starts at the beginning of a line.
+    const int64_t val_tokens = stream_tokens - train_tokens;
+    EXPECT_NEAR(static_cast<double>(val_tokens), 0.1 * stream_tokens, 60.0);
+    EXPECT_EQ(ids[train_tokens - 1], '\n');
+
+    // DataLoader over the train glob: every sample is the stream's tokens at its offset.
+    const int B = 2, T = 16;
+    DataLoader loader(out + "/tiny_train_*.bin", B, T, 0, 1, false, 0, tokenizer.vocab_size());
+    std::vector<int64_t> sample_offsets;  // stream offset of each sample's first token
+    int64_t shard_offset = 0;
+    for (const std::string& path : train) {
+        const int64_t n = read_shard_header(path).num_tokens;
+        for (int64_t k = 0; k < (n - 1) / T; k++) sample_offsets.push_back(shard_offset + k * T);
+        shard_offset += n;
+    }
+    ASSERT_EQ(static_cast<int64_t>(sample_offsets.size()), loader.samples_per_epoch());
+    std::string read_back;
+    for (int64_t step = 0; step < loader.samples_per_epoch() / B; step++) {
+        const Batch b = next(loader);
+        for (int row = 0; row < B; row++) {
+            const int64_t offset = sample_offsets[step * B + row];
+            std::vector<int> in(b.inputs.begin() + row * T, b.inputs.begin() + (row + 1) * T);
+            std::vector<int> tg(b.targets.begin() + row * T, b.targets.begin() + (row + 1) * T);
+            EXPECT_EQ(tokenizer.decode(in), tokenizer.decode(std::vector<int>(ids.begin() + offset, ids.begin() + offset + T)));
+            EXPECT_EQ(tg, std::vector<int>(ids.begin() + offset + 1, ids.begin() + offset + T + 1));
+            if (offset == 0) read_back = tokenizer.decode(in);
+        }
+    }
+    EXPECT_EQ(read_back, std::string(kEndOfText) + doc1.substr(0, T - 1));
+}
+
+TEST(DataLoaderPrepareText, RerunRemovesStaleShards) {
+    const std::string tool = prepare_text_binary();
+    if (access(tool.c_str(), X_OK) != 0) GTEST_SKIP() << tool << " not built (run make)";
+    ScratchDir dir;
+    std::string text;
+    for (int i = 0; i < 100; i++) text += "some words on a line\n";
+    write_text(dir.file("t.txt"), text);
+    std::string output;
+    const std::string base = tool + " --input " + dir.file("t.txt") + " --out-dir " + dir.path;
+    ASSERT_EQ(run_command(base + " --shard-tokens 300", dir, &output), 0) << output;
+    EXPECT_EQ(expand_glob(dir.file("data_train_*.bin")).size(), 7u);  // 1996 tokens / 300
+    ASSERT_EQ(run_command(base, dir, &output), 0) << output;
+    EXPECT_EQ(expand_glob(dir.file("data_train_*.bin")).size(), 1u);
+    EXPECT_CONTAINS(output, "removed stale shard");
+}
+
+TEST(DataLoaderPrepareText, CommandLineErrors) {
+    const std::string tool = prepare_text_binary();
+    if (access(tool.c_str(), X_OK) != 0) GTEST_SKIP() << tool << " not built (run make)";
+    ScratchDir dir;
+    write_text(dir.file("ok.txt"), "hello\n");
+    write_text(dir.file("empty.txt"), "");
+    std::string output;
+
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("missing.txt") + " --out-dir " + dir.path, dir, &output), 1);
+    EXPECT_CONTAINS(output, "error: cannot open " + dir.file("missing.txt"));
+
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("empty.txt") + " --out-dir " + dir.path, dir, &output), 1);
+    EXPECT_CONTAINS(output, "error: input " + dir.file("empty.txt") + " is empty");
+
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --val-fraction 1.5", dir, &output), 1);
+    EXPECT_CONTAINS(output, "error: --val-fraction must be in [0, 1)");
+
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --bogus 3", dir, &output), 1);
+    EXPECT_CONTAINS(output, "error:");
+    EXPECT_CONTAINS(output, "--bogus");
+
+    EXPECT_EQ(run_command(tool + " --out-dir " + dir.path, dir, &output), 1);
+    EXPECT_CONTAINS(output, "--input");
+
+    EXPECT_EQ(run_command(tool + " --help", dir, &output), 0);
+    EXPECT_CONTAINS(output, "--val-fraction");
+    EXPECT_CONTAINS(output, "--shard-tokens");
+    EXPECT_FALSE(file_exists(dir.file("tokenizer.bin")));  // no failed run wrote anything
+}
+
+TEST(DataLoader, VocabBoundaryIsExclusive) {
+    ScratchDir dir;
+    std::vector<uint32_t> tokens(9, 256);  // 256 = vocab - 1: the byte-level EOT, valid
+    write_shard(dir.file("edge.bin"), tokens.data(), tokens.size(), 2);
+    DataLoader ok(dir.file("edge.bin"), 2, 4, 0, 1, false, 0, 257);
+    std::vector<int32_t> inputs(8), targets(8);
+    ok.next_batch(inputs.data(), targets.data());
+    EXPECT_EQ(inputs, std::vector<int32_t>(8, 256));
+    EXPECT_EQ(targets, std::vector<int32_t>(8, 256));
+    tokens[8] = 257;  // = vocab: the last target of the last sample
+    write_shard(dir.file("edge.bin"), tokens.data(), tokens.size(), 2);
+    DataLoader bad(dir.file("edge.bin"), 2, 4, 0, 1, false, 0, 257);
+    const std::string msg = error_of([&] { bad.next_batch(inputs.data(), targets.data()); });
+    EXPECT_CONTAINS(msg, "offset 8");
+    EXPECT_CONTAINS(msg, "id 257");
+}
