@@ -5,49 +5,22 @@
 // function of i), so a sample's identity can be read off its first input token.
 #include "dataloader.h"
 #include "shard.h"
+#include "test_util.h"
 #include "tokenizer.h"
 #include "utils.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <climits>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <set>
 #include <string>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
 using namespace train_gpt;
+using namespace train_gpt::testing;
 
 namespace {
-
-struct ScratchDir {
-    std::string path;
-    ScratchDir() {
-        char name[] = "/tmp/test_dataloader_XXXXXX";
-        if (!mkdtemp(name)) throw std::runtime_error("mkdtemp failed");
-        path = name;
-    }
-    ~ScratchDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "expected a train_gpt::Error";
-    return "";
-}
-
-#define EXPECT_CONTAINS(text, part) \
-    EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
 
 // Writes shards d_000000.bin, ... with the given token counts; shard s holds the values
 // start_s, start_s + 1, ... where start_s = 1000 * s. Returns the glob.
@@ -310,44 +283,16 @@ TEST(DataLoader, TokenOutOfVocabularyNamesShardOffsetAndValue) {
 
 namespace {
 
-// build/prepare_text next to this test binary (build/test_cpu), else relative to the repo root.
-std::string prepare_text_binary() {
-    char self[PATH_MAX];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        std::string dir(self);
-        dir = dir.substr(0, dir.rfind('/'));
-        if (access((dir + "/prepare_text").c_str(), X_OK) == 0) return dir + "/prepare_text";
-    }
-    return "build/prepare_text";
-}
-
-// Runs a shell command; returns its exit code and leaves its stdout+stderr in *output.
-int run_command(const std::string& command, const ScratchDir& dir, std::string* output) {
-    const std::string log = dir.file("command.log");
-    const int status = std::system((command + " > '" + log + "' 2>&1").c_str());
-    *output = "";
-    if (FILE* f = std::fopen(log.c_str(), "rb")) {
-        char buf[4096];
-        size_t got;
-        while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) output->append(buf, got);
-        std::fclose(f);
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-void write_text(const std::string& path, const std::string& text) {
-    FILE* f = open_file(path, "wb");
-    write_exact(text.data(), 1, text.size(), f, path);
-    std::fclose(f);
-}
+// build/prepare_text, which the Makefile builds before the test binary; a missing tool is a
+// failure, not a skip.
+std::string prepare_text_binary() { return build_dir() + "/prepare_text"; }
 
 }  // namespace
 
 TEST(DataLoaderPrepareText, EndToEndShardsReadBackToTheOriginalBytes) {
     const std::string tool = prepare_text_binary();
-    if (access(tool.c_str(), X_OK) != 0) GTEST_SKIP() << tool << " not built (run make)";
+    ASSERT_EQ(access(tool.c_str(), X_OK), 0)
+        << tool << " is missing or not executable: run make (it builds the tools before the tests)";
     ScratchDir dir;
     std::string doc1, doc2;
     for (int i = 0; i < 30; i++) doc1 += format("Line %d of the first document, caf\xc3\xa9.\n", i);
@@ -359,7 +304,7 @@ TEST(DataLoaderPrepareText, EndToEndShardsReadBackToTheOriginalBytes) {
     const int rc = run_command(tool + " --input " + dir.file("one.txt") + " --input " +
                                    dir.file("two.txt") + " --out-dir " + out +
                                    " --name tiny --val-fraction 0.1 --shard-tokens 500",
-                               dir, &output);
+                               &output);
     ASSERT_EQ(rc, 0) << output;
     EXPECT_CONTAINS(output, "train:");
     EXPECT_CONTAINS(output, "val:");
@@ -423,45 +368,47 @@ TEST(DataLoaderPrepareText, EndToEndShardsReadBackToTheOriginalBytes) {
 
 TEST(DataLoaderPrepareText, RerunRemovesStaleShards) {
     const std::string tool = prepare_text_binary();
-    if (access(tool.c_str(), X_OK) != 0) GTEST_SKIP() << tool << " not built (run make)";
+    ASSERT_EQ(access(tool.c_str(), X_OK), 0)
+        << tool << " is missing or not executable: run make (it builds the tools before the tests)";
     ScratchDir dir;
     std::string text;
     for (int i = 0; i < 100; i++) text += "some words on a line\n";
     write_text(dir.file("t.txt"), text);
     std::string output;
     const std::string base = tool + " --input " + dir.file("t.txt") + " --out-dir " + dir.path;
-    ASSERT_EQ(run_command(base + " --shard-tokens 300", dir, &output), 0) << output;
+    ASSERT_EQ(run_command(base + " --shard-tokens 300", &output), 0) << output;
     EXPECT_EQ(expand_glob(dir.file("data_train_*.bin")).size(), 7u);  // 1996 tokens / 300
-    ASSERT_EQ(run_command(base, dir, &output), 0) << output;
+    ASSERT_EQ(run_command(base, &output), 0) << output;
     EXPECT_EQ(expand_glob(dir.file("data_train_*.bin")).size(), 1u);
     EXPECT_CONTAINS(output, "removed stale shard");
 }
 
 TEST(DataLoaderPrepareText, CommandLineErrors) {
     const std::string tool = prepare_text_binary();
-    if (access(tool.c_str(), X_OK) != 0) GTEST_SKIP() << tool << " not built (run make)";
+    ASSERT_EQ(access(tool.c_str(), X_OK), 0)
+        << tool << " is missing or not executable: run make (it builds the tools before the tests)";
     ScratchDir dir;
     write_text(dir.file("ok.txt"), "hello\n");
     write_text(dir.file("empty.txt"), "");
     std::string output;
 
-    EXPECT_EQ(run_command(tool + " --input " + dir.file("missing.txt") + " --out-dir " + dir.path, dir, &output), 1);
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("missing.txt") + " --out-dir " + dir.path, &output), 1);
     EXPECT_CONTAINS(output, "error: cannot open " + dir.file("missing.txt"));
 
-    EXPECT_EQ(run_command(tool + " --input " + dir.file("empty.txt") + " --out-dir " + dir.path, dir, &output), 1);
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("empty.txt") + " --out-dir " + dir.path, &output), 1);
     EXPECT_CONTAINS(output, "error: input " + dir.file("empty.txt") + " is empty");
 
-    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --val-fraction 1.5", dir, &output), 1);
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --val-fraction 1.5", &output), 1);
     EXPECT_CONTAINS(output, "error: --val-fraction must be in [0, 1)");
 
-    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --bogus 3", dir, &output), 1);
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --bogus 3", &output), 1);
     EXPECT_CONTAINS(output, "error:");
     EXPECT_CONTAINS(output, "--bogus");
 
-    EXPECT_EQ(run_command(tool + " --out-dir " + dir.path, dir, &output), 1);
+    EXPECT_EQ(run_command(tool + " --out-dir " + dir.path, &output), 1);
     EXPECT_CONTAINS(output, "--input");
 
-    EXPECT_EQ(run_command(tool + " --help", dir, &output), 0);
+    EXPECT_EQ(run_command(tool + " --help", &output), 0);
     EXPECT_CONTAINS(output, "--val-fraction");
     EXPECT_CONTAINS(output, "--shard-tokens");
     EXPECT_FALSE(file_exists(dir.file("tokenizer.bin")));  // no failed run wrote anything

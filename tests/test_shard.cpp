@@ -1,47 +1,20 @@
 // test_shard.cpp — llm.c shard format: exact bytes on disk, round trips, and one test per way a
 // shard file can be wrong (each error must name the path and the problem).
 #include "shard.h"
+#include "test_util.h"
 #include "utils.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 using namespace train_gpt;
+using namespace train_gpt::testing;
 
 namespace {
-
-// A fresh directory under /tmp, removed with its contents at scope exit.
-struct ScratchDir {
-    std::string path;
-    ScratchDir() {
-        char name[] = "/tmp/test_shard_XXXXXX";
-        if (!mkdtemp(name)) throw std::runtime_error("mkdtemp failed");
-        path = name;
-    }
-    ~ScratchDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
-
-// The message of the train_gpt::Error that `f` throws; a test failure if it throws none.
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "expected a train_gpt::Error";
-    return "";
-}
-
-#define EXPECT_CONTAINS(text, part) \
-    EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
 
 std::vector<unsigned char> file_bytes(const std::string& path) {
     FILE* f = open_file(path, "rb");

@@ -1,43 +1,18 @@
 // test_tokenizer.cpp — tokenizer.bin format (llm.c), byte-level encode/decode, printable().
+#include "test_util.h"
 #include "tokenizer.h"
 #include "utils.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <cstring>
-#include <functional>
+#include <cstdint>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 using namespace train_gpt;
+using namespace train_gpt::testing;
 
 namespace {
-
-struct ScratchDir {
-    std::string path;
-    ScratchDir() {
-        char name[] = "/tmp/test_tokenizer_XXXXXX";
-        if (!mkdtemp(name)) throw std::runtime_error("mkdtemp failed");
-        path = name;
-    }
-    ~ScratchDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    ADD_FAILURE() << "expected a train_gpt::Error";
-    return "";
-}
-
-#define EXPECT_CONTAINS(text, part) \
-    EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
 
 // A tokenizer file built by hand: header (magic, version, vocab, eot) then length-prefixed tokens.
 std::string tokenizer_file(uint32_t magic, uint32_t version, uint32_t eot,
@@ -52,22 +27,6 @@ std::string tokenizer_file(uint32_t magic, uint32_t version, uint32_t eot,
         bytes.push_back(static_cast<char>(t.size()));
         bytes += t;
     }
-    return bytes;
-}
-
-void write_text(const std::string& path, const std::string& bytes) {
-    FILE* f = open_file(path, "wb");
-    write_exact(bytes.data(), 1, bytes.size(), f, path);
-    std::fclose(f);
-}
-
-std::string read_text(const std::string& path) {
-    FILE* f = open_file(path, "rb");
-    std::string bytes;
-    char buf[4096];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, got);
-    std::fclose(f);
     return bytes;
 }
 

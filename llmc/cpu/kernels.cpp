@@ -276,7 +276,7 @@ void fused_classifier(Real* dlogits, Real* losses, const Real* logits, const int
         Real sum = 0;
         for (int c = 0; c < V; c++) sum += std::exp(x[c] - row_max);
         const int target = targets[i];
-        losses[i] = row_max + std::log(sum) - x[target];   // −log softmax[target]
+        losses[i] = (row_max - x[target]) + std::log(sum);   // −log softmax[target]; difference first, no cancellation
         if (dlogits == nullptr) continue;
         Real* dx = dlogits + (size_t)i * Vp;
         const Real inv_sum = Real(1) / sum;

@@ -1,0 +1,110 @@
+// test_util.h — helpers shared by the test suites: scratch directories, running the built
+// binaries, capturing a train_gpt::Error's message, and comparing float arrays.
+#pragma once
+
+#include "utils.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace train_gpt::testing {
+
+// A fresh directory under /tmp, removed with everything in it when the object dies.
+struct ScratchDir {
+    std::string path;
+    ScratchDir() {
+        char name[] = "/tmp/train_gpt_test_XXXXXX";
+        if (!mkdtemp(name)) throw std::runtime_error("mkdtemp failed");
+        path = name;
+    }
+    ~ScratchDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+    std::string file(const std::string& name) const { return path + "/" + name; }
+};
+
+// The message of the train_gpt::Error that f throws (a test failure if it throws none).
+inline std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "expected a train_gpt::Error";
+    return "";
+}
+
+#define EXPECT_CONTAINS(text, part) \
+    EXPECT_NE(std::string(text).find(part), std::string::npos) << "expected '" << (part) << "' in: " << (text)
+
+// Directory of the running test binary (build/), where the Makefile puts the tools.
+inline std::string build_dir() {
+    char self[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) return "build";
+    self[n] = '\0';
+    std::string dir(self);
+    return dir.substr(0, dir.rfind('/'));
+}
+
+// The repository root: the parent of build/.
+inline std::string repo_root() {
+    std::string b = build_dir();
+    return b.substr(0, b.rfind('/'));
+}
+
+// Runs a shell command; returns its exit code and leaves its stdout+stderr in *output.
+inline int run_command(const std::string& command, std::string* output) {
+    char name[] = "/tmp/train_gpt_cmd_XXXXXX";
+    int fd = mkstemp(name);
+    if (fd < 0) throw std::runtime_error("mkstemp failed");
+    close(fd);
+    const int status = std::system((command + " > '" + name + "' 2>&1").c_str());
+    output->clear();
+    if (FILE* f = std::fopen(name, "rb")) {
+        char buf[4096];
+        size_t got;
+        while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) output->append(buf, got);
+        std::fclose(f);
+    }
+    std::remove(name);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+inline void write_text(const std::string& path, const std::string& bytes) {
+    FILE* f = open_file(path, "wb");
+    write_exact(bytes.data(), 1, bytes.size(), f, path);
+    std::fclose(f);
+}
+
+inline std::string read_text(const std::string& path) {
+    std::string out;
+    FILE* f = open_file(path, "rb");
+    char buf[4096];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, got);
+    std::fclose(f);
+    return out;
+}
+
+// Normwise relative error max_i |a_i − b_i| / max_i |b_i|: the error measure for tensors whose
+// small elements are rounding noise (an element-wise relative error would divide by ~0 there).
+template <typename A, typename B>
+double max_rel_error(const A* a, const B* b, size_t n) {
+    double max_diff = 0, max_ref = 0;
+    for (size_t i = 0; i < n; i++) {
+        max_diff = std::max(max_diff, std::fabs((double)a[i] - (double)b[i]));
+        max_ref = std::max(max_ref, std::fabs((double)b[i]));
+    }
+    return max_ref == 0 ? max_diff : max_diff / max_ref;
+}
+
+}  // namespace train_gpt::testing
