@@ -56,7 +56,7 @@ train_gpt: $(BUILD)/train_gpt.o $(LIB)
 $(BUILD)/%: $(BUILD)/dev/data/%.o $(LIB)
 	$(CXX) -fopenmp $^ -o $@ $(LDLIBS)
 
-$(TEST_BIN): $(TEST_OBJS) $(LIB) $(TOOLS)
+$(TEST_BIN): $(TEST_OBJS) $(LIB) $(TOOLS) train_gpt
 	$(CXX) -fopenmp $(TEST_OBJS) $(LIB) -o $@ $(LDLIBS) -lgtest -lgtest_main
 
 test: all $(TEST_BIN)

@@ -47,6 +47,7 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
         "  defaults train a small model on the bundled KJV corpus (scripts/run_default.sh prepares it).",
         "train_gpt"};
     app.option_defaults()->always_capture_default();
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);   // later flags override earlier ones
     app.get_formatter()->column_width(34);
 
     app.add_option("-i,--train-data", c.train_data, "Glob of training token shards")->group("Data");

@@ -22,7 +22,7 @@
 #include <vector>
 
 using namespace train_gpt;
-using namespace train_gpt::testing;
+using namespace train_gpt::test;
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <vector>
 
-namespace train_gpt::testing {
+namespace train_gpt::test {
 
 // A fresh directory under /tmp, removed with everything in it when the object dies.
 struct ScratchDir {
@@ -107,4 +107,4 @@ double max_rel_error(const A* a, const B* b, size_t n) {
     return max_ref == 0 ? max_diff : max_diff / max_ref;
 }
 
-}  // namespace train_gpt::testing
+}  // namespace train_gpt::test

@@ -1,0 +1,200 @@
+// test_host_utils.cpp — the small host helpers: learning-rate schedules, the RNG, the JSONL
+// log, command-line parsing and the resolved config, model shapes, and the file utilities.
+#include "config.h"
+#include "gpt.h"
+#include "logger.h"
+#include "rng.h"
+#include "schedule.h"
+#include "test_util.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+
+TEST(Schedule, WarmupIsLinearFromLrOverWarmup) {
+    LrSchedule s;
+    s.lr = 1.0f;
+    s.warmup_steps = 4;
+    s.total_steps = 100;
+    EXPECT_FLOAT_EQ(s.at(0), 0.25f);
+    EXPECT_FLOAT_EQ(s.at(3), 1.0f);
+}
+
+TEST(Schedule, CosineLinearConstantAndWsdHitTheirEndpoints) {
+    LrSchedule s;
+    s.lr = 2.0f;
+    s.warmup_steps = 10;
+    s.total_steps = 110;   // post-warmup steps 10..109
+    s.final_lr_frac = 0.1f;
+    s.kind = LrScheduleKind::Cosine;
+    EXPECT_FLOAT_EQ(s.at(10), 2.0f);
+    EXPECT_NEAR(s.at(109), 0.2f, 1e-6);
+    EXPECT_NEAR(s.at(10 + 99 / 2.0f), 1.1f, 0.02f);   // halfway: the mean of lr and lr_min
+    s.kind = LrScheduleKind::Linear;
+    EXPECT_FLOAT_EQ(s.at(10), 2.0f);
+    EXPECT_NEAR(s.at(109), 0.2f, 1e-6);
+    EXPECT_NEAR(s.at(10 + 33), 2.0f - 1.8f * 33 / 99, 1e-5);
+    s.kind = LrScheduleKind::Constant;
+    EXPECT_FLOAT_EQ(s.at(109), 2.0f);
+    s.kind = LrScheduleKind::WSD;
+    s.decay_frac = 0.2f;   // decay over the last 22 steps: 88..109
+    EXPECT_FLOAT_EQ(s.at(87), 2.0f);
+    EXPECT_FLOAT_EQ(s.at(88), 2.0f);
+    EXPECT_NEAR(s.at(109), 0.2f, 1e-6);
+    EXPECT_LT(s.at(100), 2.0f);
+}
+
+TEST(Schedule, NamesRoundTripAndUnknownFails) {
+    for (auto kind : {LrScheduleKind::Constant, LrScheduleKind::Cosine, LrScheduleKind::Linear, LrScheduleKind::WSD}) {
+        EXPECT_EQ(parse_lr_schedule(lr_schedule_name(kind)), kind);
+    }
+    EXPECT_CONTAINS(error_of([] { parse_lr_schedule("step"); }), "step");
+}
+
+TEST(Rng, IsDeterministicAndWellDistributed) {
+    Rng a(42), b(42), c(43);
+    EXPECT_EQ(a.next_u64(), b.next_u64());
+    EXPECT_NE(Rng(42).next_u64(), c.next_u64());
+    // std::mt19937_64's 10000th output is fixed by the C++ standard
+    Rng standard(5489u);
+    for (int i = 0; i < 9999; i++) standard.next_u64();
+    EXPECT_EQ(standard.next_u64(), 9981545732273789042ull);
+    Rng r(1);
+    const int n = 200000;
+    double sum = 0, sum_sq = 0;
+    for (int i = 0; i < n; i++) {
+        double x = r.normal();
+        sum += x;
+        sum_sq += x * x;
+    }
+    EXPECT_NEAR(sum / n, 0.0, 5.0 / std::sqrt(n));       // 5 standard errors
+    EXPECT_NEAR(sum_sq / n, 1.0, 5.0 * std::sqrt(2.0 / n));
+    std::set<uint64_t> seen;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t x = r.below(7);
+        EXPECT_LT(x, 7u);
+        seen.insert(x);
+    }
+    EXPECT_EQ(seen.size(), 7u);
+    for (int i = 0; i < 1000; i++) {
+        double u = r.uniform();
+        EXPECT_GE(u, 0.0);
+        EXPECT_LT(u, 1.0);
+    }
+}
+
+TEST(Logger, WritesOneJsonObjectPerLineIncludingNonFinite) {
+    ScratchDir dir;
+    {
+        JsonlLog log(dir.file("log.jsonl"));
+        log.write(LogRecord("step").num("step", 1).num("loss", 2.5).str("note", "a \"quoted\" word"));
+        log.write(LogRecord("step").num("step", 2).num("loss", NAN).num("grad_norm", INFINITY));
+    }
+    std::string text = read_text(dir.file("log.jsonl"));
+    size_t newline = text.find('\n');
+    auto first = nlohmann::json::parse(text.substr(0, newline));
+    EXPECT_EQ(first["type"], "step");
+    EXPECT_EQ(first["loss"].get<double>(), 2.5);
+    EXPECT_EQ(first["note"], "a \"quoted\" word");
+    auto second = nlohmann::json::parse(text.substr(newline + 1));
+    EXPECT_EQ(second["loss"], "nan");
+    EXPECT_EQ(second["grad_norm"], "inf");
+    EXPECT_CONTAINS(error_of([&] { JsonlLog bad(dir.file("missing/dir/log.jsonl")); }), "missing/dir/log.jsonl");
+}
+
+namespace {
+std::optional<int> parse(std::vector<const char*> args, TrainConfig& cfg) {
+    args.insert(args.begin(), "train_gpt");
+    ::testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStdout();
+    auto rc = parse_command_line((int)args.size(), args.data(), cfg);
+    ::testing::internal::GetCapturedStderr();
+    ::testing::internal::GetCapturedStdout();
+    return rc;
+}
+}  // namespace
+
+TEST(Config, ParsesFlagsAndLaterFlagsWin) {
+    TrainConfig cfg;
+    EXPECT_FALSE(parse({"-e", "d12", "-b", "4", "--lr", "6e-4", "-b", "16", "--shuffle", "--lr-schedule", "wsd"}, cfg));
+    EXPECT_EQ(cfg.model, "d12");
+    EXPECT_EQ(cfg.batch_size, 16);
+    EXPECT_FLOAT_EQ(cfg.lr, 6e-4f);
+    EXPECT_TRUE(cfg.shuffle);
+    EXPECT_EQ(cfg.lr_schedule, "wsd");
+}
+
+TEST(Config, BadInputGivesANonZeroExitCode) {
+    TrainConfig cfg;
+    EXPECT_NE(parse({"--nope"}, cfg).value_or(0), 0);
+    EXPECT_NE(parse({"-t", "x"}, cfg).value_or(0), 0);
+    EXPECT_NE(parse({"-t", "0"}, cfg).value_or(0), 0);
+    EXPECT_EQ(parse({"--help"}, cfg).value_or(-1), 0);
+}
+
+TEST(Config, GradAccumulationMustDivide) {
+    TrainConfig cfg;
+    cfg.batch_size = 4;
+    cfg.seq_len = 64;
+    cfg.total_batch_tokens = 1024;
+    EXPECT_EQ(grad_accum_steps_for(cfg, 1), 4);
+    EXPECT_EQ(grad_accum_steps_for(cfg, 2), 2);
+    cfg.total_batch_tokens = 1000;
+    EXPECT_CONTAINS(error_of([&] { grad_accum_steps_for(cfg, 1); }), "--total-batch-tokens");
+}
+
+TEST(Config, ResolvedConfigIsSavedAsJson) {
+    ScratchDir dir;
+    TrainConfig cfg;
+    RunPlan plan;
+    plan.model = gpt_config_from_spec("d12", 50257, 1024);
+    plan.device = "cpu";
+    save_config_json(dir.file("config.json"), cfg, plan);
+    auto j = nlohmann::json::parse(read_text(dir.file("config.json")));
+    EXPECT_EQ(j["n_embd"].get<int>(), 768);
+    EXPECT_EQ(j["padded_vocab_size"].get<int>(), 50304);
+    EXPECT_EQ(j["device"], "cpu");
+    EXPECT_EQ(j["lr_schedule"], "cosine");
+}
+
+TEST(ModelShape, DepthDialGivesGpt2Sizes) {
+    auto d12 = gpt_config_from_spec("d12", 50257, 1024);
+    EXPECT_EQ(d12.n_embd, 768);
+    EXPECT_EQ(d12.n_head, 12);
+    auto sizes = param_tensor_sizes(d12);
+    size_t total = 0;
+    for (size_t s : sizes) total += s;
+    // GPT-2 small has 124,439,808 parameters with V = 50257; padding adds 47 rows of 768
+    EXPECT_EQ(total, 124439808u + 47u * 768u);
+    auto d48 = gpt_config_from_spec("d48", 50257, 1024);
+    EXPECT_EQ(d48.n_embd, 1600);
+    EXPECT_EQ(d48.n_head, 25);
+    auto d2 = gpt_config_from_spec("d2", 257, 64);
+    EXPECT_EQ(d2.n_embd, 128);
+    EXPECT_EQ(d2.padded_vocab_size, 384);
+    EXPECT_CONTAINS(error_of([] { gpt_config_from_spec("12", 100, 64); }), "dN");
+    EXPECT_CONTAINS(error_of([] { gpt_config_from_spec("d4", 100, 64, 100, 3); }), "divisible");
+}
+
+TEST(ModelShape, OnlyTwoDimensionalWeightsDecay) {
+    std::set<std::string> decayed;
+    for (int i = 0; i < kNumParamTensors; i++) {
+        if (param_tensor_decays(i)) decayed.insert(param_tensor_name(i));
+    }
+    EXPECT_EQ(decayed, (std::set<std::string>{"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}));
+}
+
+TEST(Utils, FormatAndAtomicWriteAndMakeDirs) {
+    EXPECT_EQ(format("%d-%s", 7, "x"), "7-x");
+    ScratchDir dir;
+    make_dirs(dir.file("a/b/c"));
+    write_file_atomic(dir.file("a/b/c/f.txt"), "hello", 5);
+    EXPECT_EQ(read_text(dir.file("a/b/c/f.txt")), "hello");
+    EXPECT_FALSE(file_exists(dir.file("a/b/c/f.txt.tmp")));
+    EXPECT_CONTAINS(error_of([&] { open_file(dir.file("nope/x"), "rb"); }), dir.file("nope/x"));
+    EXPECT_CONTAINS(error_of([] { fail("value %d", 3); }), "value 3");
+}
