@@ -9,7 +9,7 @@
 # library, every tests/*.cpp into one test binary, every dev/data/*.cpp into a tool of its name.
 
 CXX      ?= g++
-NVCC     ?= nvcc
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
 CUDA_HOME ?= /usr/local/cuda
 # Hopper: sm_90a enables the FP8 / wgmma instructions. Override for other GPUs.
 GENCODE  ?= -gencode=arch=compute_90a,code=sm_90a

@@ -22,7 +22,7 @@ struct TrainConfig {
     bool shuffle = false;
     std::string output_dir = "out";
     // model
-    std::string model = "d4";   // depth dial: d12 = GPT-2 124M
+    std::string model = "d2";   // depth dial: d12 = GPT-2 124M (the default is sized for a CPU run)
     int n_embd = 0;             // 0: from the depth dial
     int n_head = 0;             // 0: from the depth dial
     int vocab_size = 0;         // 0: from the tokenizer
@@ -32,7 +32,7 @@ struct TrainConfig {
     int seq_len = 128;               // T
     int64_t total_batch_tokens = 0;  // tokens per optimizer step; 0: B·T·world (no accumulation)
     // optimisation
-    int steps = 800;
+    int steps = 250;
     float lr = 2e-3f;
     int warmup_steps = 20;
     std::string lr_schedule = "cosine";
@@ -44,7 +44,7 @@ struct TrainConfig {
     float adam_eps = 1e-8f;
     float grad_clip = 1.0f;   // 0: no clipping
     // evaluation and sampling
-    int val_every = 100;     // steps between val-loss evaluations (and at the end); 0: never
+    int val_every = 50;      // steps between val-loss evaluations (and at the end); 0: never
     int val_batches = 20;    // micro-batches per val-loss evaluation
     int sample_tokens = 256; // tokens sampled at the end; 0: no sample
     std::string sample_prompt = "";
