@@ -9,6 +9,8 @@
 // Where things are (include map):
 //   llmc/config.h     TrainConfig (every flag), RunPlan, the start-up table and config.json
 //   llmc/gpt.h        the model: parameter layout, forward, backward, AdamW update
+//   llmc/precision.h  fp32 | bf16 | fp16 | fp8: the dtype of every buffer
+//   llmc/fp8_scaling.h  FP8 delayed scaling (amax history → scale); llmc/loss_scaler.h  fp16 loss scaling
 //   llmc/backend.h    the kernel-set interface the model calls; llmc/cpu/ is the CPU kernel set,
 //                     llmc/cpu/kernels.h documents every op (shapes, maths, += rules)
 //   llmc/dataloader.h batches of (B, T) tokens from a glob of llm.c token shards
@@ -20,6 +22,7 @@
 #include "dataloader.h"
 #include "gpt.h"
 #include "logger.h"
+#include "loss_scaler.h"
 #include "rng.h"
 #include "schedule.h"
 #include "tokenizer.h"
@@ -144,8 +147,15 @@ int run(int argc, char** argv) {
     }
 
     // ---- model ----
-    std::unique_ptr<Backend> backend = make_cpu_backend();
-    GPT model(plan.model, *backend, B, T);
+    PrecisionConfig precision;
+    precision.precision = parse_precision(cfg.precision);
+    precision.master_weights = cfg.master_weights;
+    precision.fp8.amax_history = cfg.fp8_amax_history;
+    precision.fp8.algo = parse_fp8_amax_algo(cfg.fp8_amax_algo);
+    precision.fp8.margin = cfg.fp8_margin;
+    precision.fp8.recipe = parse_fp8_recipe(cfg.fp8_recipe);
+    std::unique_ptr<Backend> backend = make_cpu_backend(activation_dtype(precision.precision));
+    GPT model(plan.model, *backend, B, T, precision);
     model.init_weights(cfg.seed);
     plan.num_parameters = model.num_parameters();
 
@@ -165,11 +175,20 @@ int run(int argc, char** argv) {
     schedule.final_lr_frac = cfg.final_lr_frac;
     schedule.decay_frac = cfg.wsd_decay_frac;
     AdamWConfig adamw{cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay};
+    // fp16: dynamic loss scaling keeps small gradients above fp16's smallest subnormal
+    std::optional<LossScaler> scaler;
+    if (precision.precision == Precision::FP16 && cfg.loss_scaling) {
+        LossScalerConfig lsc;
+        lsc.init_scale = cfg.loss_scale_init;
+        lsc.growth_interval = cfg.loss_scale_growth_interval;
+        lsc.min_scale = cfg.loss_scale_min;
+        scaler.emplace(lsc);
+    }
 
     // ---- training loop ----
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);   // (B, T) each
     const float dloss = 1.0f / ((float)B * T * plan.grad_accum_steps);     // d(mean loss)/d(each token's loss)
-    int updates = 0, skipped = 0;
+    int updates = 0, skipped = 0, skipped_in_a_row = 0;
     for (int step = 0; step <= cfg.steps; step++) {
         const bool last = step == cfg.steps;
         if (val_loader && (step % cfg.val_every == 0 || last)) {
@@ -181,31 +200,58 @@ int run(int argc, char** argv) {
 
         auto t0 = std::chrono::steady_clock::now();
         model.zero_grad();
+        const float loss_scale = scaler ? scaler->scale() : 1.0f;   // gradients come out × loss_scale
         double loss = 0;
         for (int micro = 0; micro < plan.grad_accum_steps; micro++) {
             train_loader.next_batch(inputs.data(), targets.data());
-            loss += model.forward(inputs.data(), targets.data(), B, T, dloss) / plan.grad_accum_steps;
+            loss += model.forward(inputs.data(), targets.data(), B, T, dloss * loss_scale) / plan.grad_accum_steps;
             model.backward();
         }
-        const double norm = model.gradient_norm();
+        if (step == cfg.inject_nonfinite_step) model.poison_gradient();
+        const double norm = model.gradient_norm() / loss_scale;   // of the unscaled gradients
         const float lr = schedule.at(step);
         const bool finite = std::isfinite(loss) && std::isfinite(norm);
+        if (scaler) {
+            LossScaleUpdate u = scaler->update(!finite);   // overflow: halve; 2000 clean steps: double
+            if (u.collapse_warning) {
+                std::printf("warning: the fp16 loss scale has sat at its floor %g for %d steps: gradients keep "
+                            "overflowing; consider bf16\n", scaler->scale(), scaler->floor_streak());
+            }
+        }
         if (finite) {
             // torch.nn.utils.clip_grad_norm_: scale by clip/(norm + 1e-6) when that is below 1
             float clip_scale = 1.0f;
             if (cfg.grad_clip > 0) clip_scale = std::min(1.0f, (float)(cfg.grad_clip / (norm + 1e-6)));
-            model.update(lr, adamw, clip_scale, ++updates);
+            model.update(lr, adamw, clip_scale / loss_scale, ++updates);
+            skipped_in_a_row = 0;
         } else {
+            model.discard_step();
             skipped++;
+            if (++skipped_in_a_row >= cfg.max_skipped_steps) {
+                fail("%d steps in a row had a non-finite loss or gradient norm (last: loss %g, norm %g, step %d); "
+                     "stopping. Try a lower --lr, --precision bf16, or a larger --max-skipped-steps",
+                     skipped_in_a_row, loss, norm, step + 1);
+            }
         }
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         const double tok_per_s = plan.tokens_per_step / (ms / 1000.0);
         if (step % cfg.log_every == 0 || step == cfg.steps - 1 || !finite) {
+            std::string extra = scaler ? format(" | scale %g", loss_scale) : "";
+            if (!finite) extra += " | SKIPPED (non-finite)";
             std::printf("step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s%s\n", step + 1, cfg.steps,
-                        loss, lr, norm, ms, human_rate(tok_per_s).c_str(), finite ? "" : " | SKIPPED (non-finite)");
+                        loss, lr, norm, ms, human_rate(tok_per_s).c_str(), extra.c_str());
         }
-        log.write(LogRecord("step").num("step", step + 1).num("loss", loss).num("lr", lr).num("grad_norm", norm)
-                      .num("ms", ms).num("tok_per_s", tok_per_s).num("skipped", finite ? 0 : 1));
+        LogRecord record("step");
+        record.num("step", step + 1).num("loss", loss).num("lr", lr).num("grad_norm", norm).num("ms", ms)
+            .num("tok_per_s", tok_per_s).num("skipped", finite ? 0 : 1);
+        if (scaler) record.num("loss_scale", loss_scale);
+        log.write(record);
+        if (cfg.fp8_telemetry_every > 0 && (step % cfg.fp8_telemetry_every == 0 || step == cfg.steps - 1)) {
+            for (const Fp8TensorReport& r : model.fp8_report()) {
+                log.write(LogRecord("fp8").num("step", step + 1).str("tensor", r.name).num("amax", r.amax)
+                              .num("scale", r.scale).num("saturated", r.saturated_frac).num("flushed", r.flushed_frac));
+            }
+        }
         std::fflush(stdout);
     }
     if (skipped > 0) std::printf("%d step(s) skipped for a non-finite loss or gradient norm\n", skipped);

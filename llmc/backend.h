@@ -5,8 +5,17 @@
 // the executable specification) and the CUDA kernel set. Buffers returned by alloc() live on the
 // backend's device; the model moves data across only through copy_to_device / copy_to_host.
 //
-// Op semantics, shapes and the "+= in backward" rule are documented once, in cpu/kernels.h.
+// A backend is created for one activation dtype (precision.h): every `void*` below is a buffer of
+// that dtype (activations, their gradients, working weights); every `float*` is FP32 (norm
+// statistics, log-sum-exps, losses, parameter gradients, master weights, Adam moments).
+// FP8 operands are byte buffers in E4M3 / E5M2 (dtypes.h) with their FP32 scale factors.
+//
+// Op semantics, shapes and the "+= in backward" rule are documented once, in cpu/kernels.h and
+// cpu/fp8_kernels.h.
 #pragma once
+
+#include "fp8_scaling.h"
+#include "precision.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +28,7 @@ class Backend {
 public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
+    virtual DType act_dtype() const = 0;
 
     // --- memory (device buffers, zero-initialised) ---
     virtual void* alloc(size_t bytes) = 0;
@@ -26,45 +36,57 @@ public:
     virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
     virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
     virtual void zero(void* dst, size_t bytes) = 0;
+    // dst (n, act dtype) = round(src (n, FP32)), and back (exact)
+    virtual void float_to_act(void* dst, const float* src, size_t n) = 0;
+    virtual void act_to_float(float* dst, const void* src, size_t n) = 0;
 
     // --- forward / backward ops (see cpu/kernels.h) ---
-    virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+    virtual void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe,
                                  int B, int T, int C) = 0;
-    virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+    virtual void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
                                   int B, int T, int C) = 0;
-    virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                                   const float* weight, const float* bias, int N, int C) = 0;
-    virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                    const float* inp, const float* weight, const float* mean,
+    virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
+                                   const void* weight, const void* bias, int N, int C) = 0;
+    virtual void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout,
+                                    const void* inp, const void* weight, const float* mean,
                                     const float* rstd, int N, int C) = 0;
-    virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+    virtual void matmul_forward(void* out, const void* inp, const void* weight, const void* bias,
                                 int N, int C, int OC) = 0;
-    virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                 const float* inp, const float* weight, int N, int C, int OC) = 0;
-    virtual void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) = 0;
-    virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+    virtual void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout,
+                                 const void* inp, const void* weight, int N, int C, int OC) = 0;
+    virtual void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int C, int NH) = 0;
+    virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
                                     const float* lse, int B, int T, int C, int NH) = 0;
-    virtual void gelu_forward(float* out, const float* inp, size_t n) = 0;
-    virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) = 0;
-    virtual void residual_forward(float* out, const float* a, const float* b, size_t n) = 0;
-    // d += s (element-wise accumulate; the backward of a residual branch)
-    virtual void accumulate(float* dst, const float* src, size_t n) = 0;
-    virtual void fused_classifier(float* dlogits, float* losses, const float* logits, const int32_t* targets,
+    virtual void gelu_forward(void* out, const void* inp, size_t n) = 0;
+    virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) = 0;
+    virtual void residual_forward(void* out, const void* a, const void* b, size_t n) = 0;
+    virtual void fused_classifier(void* dlogits, float* losses, const void* logits, const int32_t* targets,
                                   int N, int V, int Vp, float dloss) = 0;
 
+    // --- FP8 (see cpu/fp8_kernels.h) ---
+    virtual float amax(const void* x, size_t n) = 0;   // max |x|, NaN if any x is NaN
+    virtual Fp8CastStats quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale) = 0;
+    virtual Fp8CastStats quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale) = 0;
+    virtual void matmul_forward_fp8(void* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                                    float weight_inv_scale, const void* bias, int N, int C, int OC) = 0;
+    virtual void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q,
+                                     float dout_inv_scale, const void* dout, const fp8e4m3* inp,
+                                     float inp_inv_scale, const fp8e4m3* weight, float weight_inv_scale,
+                                     int N, int C, int OC) = 0;
+
     // --- optimizer ---
+    // Σ g² (FP32 gradients), double accumulation; inf/NaN propagate.
     virtual double sum_squares(const float* g, size_t n) = 0;
-    virtual void adamw_update(float* params, float* m, float* v, const float* grads, size_t n, float lr,
-                              float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+    // master may be null (no FP32 master copy: the update is rounded into the working weights).
+    virtual void adamw_update(float* master, void* working, float* m, float* v, const float* grads, size_t n,
+                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                               int t) = 0;
 };
 
-// The CPU kernel set (always available).
-std::unique_ptr<Backend> make_cpu_backend();
+// The CPU kernel set for activations of `dtype` (always available).
+std::unique_ptr<Backend> make_cpu_backend(DType dtype = DType::F32);
 
-}  // namespace train_gpt
-
-namespace train_gpt {
 // Threads of the CPU kernel set (OpenMP and the BLAS).
 void set_cpu_threads(int n);
+
 }  // namespace train_gpt

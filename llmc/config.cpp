@@ -87,6 +87,27 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
     app.add_option("--grad-clip", c.grad_clip, "Clip the global gradient norm to this (0 = off)")
         ->check(kNonNegative)->group("Optimizer");
 
+    app.add_option("-p,--precision", c.precision, "fp32 | bf16 | fp16 | fp8 (bf16 storage, FP8 GEMMs)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8"}))->group("Precision");
+    app.add_option("--master-weights", c.master_weights, "Keep FP32 master weights (bf16/fp16/fp8)")->group("Precision");
+    app.add_option("--loss-scaling", c.loss_scaling, "fp16: dynamic loss scaling")->group("Precision");
+    app.add_option("--loss-scale-init", c.loss_scale_init, "fp16: initial loss scale")->check(kPositive)->group("Precision");
+    app.add_option("--loss-scale-growth-interval", c.loss_scale_growth_interval,
+                   "fp16: clean steps before the loss scale doubles")->check(kPositive)->group("Precision");
+    app.add_option("--loss-scale-min", c.loss_scale_min, "fp16: floor of the loss scale")->check(kPositive)->group("Precision");
+    app.add_option("--fp8-amax-history", c.fp8_amax_history, "fp8: amax history length")->check(kPositive)->group("Precision");
+    app.add_option("--fp8-amax-algo", c.fp8_amax_algo, "fp8: scale from the history's max | most_recent")
+        ->check(CLI::IsMember({"max", "most_recent"}))->group("Precision");
+    app.add_option("--fp8-margin", c.fp8_margin, "fp8: back the scale off by 2^-margin")->check(kNonNegative)->group("Precision");
+    app.add_option("--fp8-recipe", c.fp8_recipe, "fp8: delayed (amax history) | current (this step's amax)")
+        ->check(CLI::IsMember({"delayed", "current"}))->group("Precision");
+    app.add_option("--fp8-telemetry-every", c.fp8_telemetry_every,
+                   "fp8: log per-tensor amax/scale/saturation every N steps (0 = never)")->check(kNonNegative)->group("Precision");
+    app.add_option("--max-skipped-steps", c.max_skipped_steps,
+                   "Stop after this many consecutive steps with a non-finite loss or gradient")->check(kPositive)->group("Precision");
+    app.add_option("--inject-nonfinite-step", c.inject_nonfinite_step,
+                   "Testing: make a gradient +inf at this step to exercise the skip path (-1 = never)")->group("Precision");
+
     app.add_option("-v,--val-every", c.val_every, "Evaluate val loss every N steps and at the end (0 = never)")
         ->check(kNonNegative)->group("Evaluation");
     app.add_option("-m,--val-batches", c.val_batches, "Micro-batches per val-loss evaluation")
@@ -162,6 +183,13 @@ std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c, 
         {"beta2", num(c.beta2)},
         {"adam_eps", num(c.adam_eps)},
         {"grad_clip", num(c.grad_clip)},
+        {"precision", c.precision},
+        {"master_weights", c.master_weights ? "true" : "false"},
+        {"loss_scaling", c.precision == "fp16" && c.loss_scaling ? "true" : "false"},
+        {"fp8_recipe", c.precision == "fp8" ? c.fp8_recipe : "-"},
+        {"fp8_amax_history", c.precision == "fp8" ? std::to_string(c.fp8_amax_history) : "-"},
+        {"fp8_amax_algo", c.precision == "fp8" ? c.fp8_amax_algo : "-"},
+        {"fp8_margin", c.precision == "fp8" ? std::to_string(c.fp8_margin) : "-"},
         {"val_every", std::to_string(c.val_every)},
         {"val_batches", std::to_string(c.val_batches)},
         {"sample_tokens", std::to_string(c.sample_tokens)},

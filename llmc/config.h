@@ -43,6 +43,20 @@ struct TrainConfig {
     float beta2 = 0.95f;
     float adam_eps = 1e-8f;
     float grad_clip = 1.0f;   // 0: no clipping
+    // precision (DESIGN §3, §4)
+    std::string precision = "fp32";    // fp32 | bf16 | fp16 | fp8
+    bool master_weights = true;        // FP32 master weights (off: the ablation that shows why they matter)
+    bool loss_scaling = true;          // fp16 dynamic loss scaling (off: the ablation)
+    float loss_scale_init = 65536.0f;
+    int loss_scale_growth_interval = 2000;
+    float loss_scale_min = 1.0f;
+    int fp8_amax_history = 16;
+    std::string fp8_amax_algo = "max";       // max | most_recent
+    int fp8_margin = 0;
+    std::string fp8_recipe = "delayed";      // delayed | current
+    int fp8_telemetry_every = 50;            // steps between FP8 telemetry records in the log; 0: never
+    int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
+    int inject_nonfinite_step = -1;          // testing: poison a gradient at this step (0-based)
     // evaluation and sampling
     int val_every = 50;      // steps between val-loss evaluations (and at the end); 0: never
     int val_batches = 20;    // micro-batches per val-loss evaluation

@@ -79,49 +79,77 @@ std::array<size_t, kNumParamTensors> param_tensor_sizes(const GPTConfig& cfg) {
 
 // Activations of one forward pass, sized for (max_B, max_T); per-layer tensors are (L, B, T, ·)
 // with the B, T of the current call, so layer l of tensor x starts at x + l·B·T·width.
+// `void*` buffers hold the activation dtype, `float*` ones FP32.
 struct GPT::Activations {
-    float* encoded;     // (B, T, C)
-    float* ln1;         // (L, B, T, C)
+    void* encoded;      // (B, T, C)
+    void* ln1;          // (L, B, T, C)
     float* ln1_mean;    // (L, B, T)
     float* ln1_rstd;    // (L, B, T)
-    float* qkv;         // (L, B, T, 3C)
-    float* atty;        // (L, B, T, C)   attention output, before the projection
+    void* qkv;          // (L, B, T, 3C)
+    void* atty;         // (L, B, T, C)   attention output, before the projection
     float* att_lse;     // (L, B, NH, T)  softmax log-sum-exp per query row
-    float* attproj;     // (L, B, T, C)
-    float* residual2;   // (L, B, T, C)   after the attention branch
-    float* ln2;         // (L, B, T, C)
+    void* attproj;      // (L, B, T, C)
+    void* residual2;    // (L, B, T, C)   after the attention branch
+    void* ln2;          // (L, B, T, C)
     float* ln2_mean;    // (L, B, T)
     float* ln2_rstd;    // (L, B, T)
-    float* fch;         // (L, B, T, 4C)
-    float* fch_gelu;    // (L, B, T, 4C)
-    float* fcproj;      // (L, B, T, C)
-    float* residual3;   // (L, B, T, C)   after the MLP branch: the block's output
-    float* lnf;         // (B, T, C)
+    void* fch;          // (L, B, T, 4C)
+    void* fch_gelu;     // (L, B, T, 4C)
+    void* fcproj;       // (L, B, T, C)
+    void* residual3;    // (L, B, T, C)   after the MLP branch: the block's output
+    void* lnf;          // (B, T, C)
     float* lnf_mean;    // (B, T)
     float* lnf_rstd;    // (B, T)
-    float* logits;      // (B, T, Vp)     overwritten by dlogits when training
+    void* logits;       // (B, T, Vp)     overwritten by dlogits when training
     float* losses;      // (B, T)
     // backward scratch, reused by every layer
-    float* dresidual;   // (B, T, C)   gradient of the residual stream, flows down through the layers
-    float* dln;         // (B, T, C)   gradient of a layernorm output
-    float* dqkv;        // (B, T, 3C)
-    float* datty;       // (B, T, C)
-    float* dfch;        // (B, T, 4C)
-    float* dfch_gelu;   // (B, T, 4C)
-    float* base;        // the one allocation everything above points into
+    void* dresidual;    // (B, T, C)   gradient of the residual stream, flows down through the layers
+    void* dln;          // (B, T, C)   gradient of a layernorm output
+    void* dqkv;         // (B, T, 3C)
+    void* datty;        // (B, T, C)
+    void* dfch;         // (B, T, 4C)
+    void* dfch_gelu;    // (B, T, 4C)
+    void* base;         // the one allocation everything above points into
 };
 
-GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T)
-    : cfg_(cfg), k_(backend), max_B_(max_B), max_T_(max_T) {
+// FP8 state of one GEMM of one layer: the scales of its three operands, this step's amaxes
+// (MAX over micro-batches), and the last cast's statistics for telemetry.
+struct GPT::Fp8Gemm {
+    Fp8TensorScale x, w, dy;
+    float step_amax_x = 0, step_amax_w = 0, step_amax_dy = 0;
+    Fp8CastStats last_x, last_w, last_dy;
+    explicit Fp8Gemm(const Fp8ScalingConfig& c)
+        : x(Fp8Format::E4M3, c), w(Fp8Format::E4M3, c), dy(Fp8Format::E5M2, c) {}
+};
+
+namespace {
+// parameter tensors, output and input widths (in units of C) of each FP8 GEMM of a block
+constexpr int kGemmWeight[] = {kQkvw, kAttprojw, kFcw, kFcprojw};
+constexpr int kGemmBias[] = {kQkvb, kAttprojb, kFcb, kFcprojb};
+constexpr int kGemmOut[] = {3, 1, 4, 1};
+constexpr int kGemmIn[] = {1, 1, 1, 4};
+constexpr const char* kGemmName[] = {"qkv", "attproj", "fc", "fcproj"};
+}  // namespace
+
+GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision)
+    : cfg_(cfg), k_(backend), max_B_(max_B), max_T_(max_T), prec_(precision),
+      act_size_(dtype_size(backend.act_dtype())) {
     if (max_T > cfg.max_seq_len) {
         fail("sequence length %d exceeds the model's position table (%d)", max_T, cfg.max_seq_len);
+    }
+    if (backend.act_dtype() != activation_dtype(precision.precision)) {
+        fail("precision %s needs a %s kernel set, got %s", precision_name(precision.precision),
+             dtype_name(activation_dtype(precision.precision)), dtype_name(backend.act_dtype()));
     }
     auto sizes = param_tensor_sizes(cfg);
     for (int i = 0; i < kNumParamTensors; i++) {
         param_offsets_[i] = num_params_;
         num_params_ += sizes[i];
     }
-    params_ = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
+    params_ = k_.alloc(num_params_ * act_size_);
+    if (precision.precision != Precision::FP32 && precision.master_weights) {
+        master_ = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
+    }
     grads_ = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
     adam_m_ = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
     adam_v_ = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
@@ -129,38 +157,62 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T)
     const size_t L = cfg.n_layer, C = cfg.n_embd, NH = cfg.n_head, Vp = cfg.padded_vocab_size;
     const size_t BT = (size_t)max_B * max_T;
     acts_ = new Activations();
-    struct Slot { float** ptr; size_t n; };
+    // (pointer, element count, element size); every tensor starts 64-byte aligned
+    struct Slot { void** ptr; size_t n; size_t elem; };
+    const size_t A = act_size_, F = sizeof(float);
     Slot slots[] = {
-        {&acts_->encoded, BT * C}, {&acts_->ln1, L * BT * C}, {&acts_->ln1_mean, L * BT},
-        {&acts_->ln1_rstd, L * BT}, {&acts_->qkv, L * BT * 3 * C}, {&acts_->atty, L * BT * C},
-        {&acts_->att_lse, L * BT * NH}, {&acts_->attproj, L * BT * C}, {&acts_->residual2, L * BT * C},
-        {&acts_->ln2, L * BT * C}, {&acts_->ln2_mean, L * BT}, {&acts_->ln2_rstd, L * BT},
-        {&acts_->fch, L * BT * 4 * C}, {&acts_->fch_gelu, L * BT * 4 * C}, {&acts_->fcproj, L * BT * C},
-        {&acts_->residual3, L * BT * C}, {&acts_->lnf, BT * C}, {&acts_->lnf_mean, BT},
-        {&acts_->lnf_rstd, BT}, {&acts_->logits, BT * Vp}, {&acts_->losses, BT},
-        {&acts_->dresidual, BT * C}, {&acts_->dln, BT * C}, {&acts_->dqkv, BT * 3 * C},
-        {&acts_->datty, BT * C}, {&acts_->dfch, BT * 4 * C}, {&acts_->dfch_gelu, BT * 4 * C},
+        {&acts_->encoded, BT * C, A}, {&acts_->ln1, L * BT * C, A}, {(void**)&acts_->ln1_mean, L * BT, F},
+        {(void**)&acts_->ln1_rstd, L * BT, F}, {&acts_->qkv, L * BT * 3 * C, A}, {&acts_->atty, L * BT * C, A},
+        {(void**)&acts_->att_lse, L * BT * NH, F}, {&acts_->attproj, L * BT * C, A},
+        {&acts_->residual2, L * BT * C, A}, {&acts_->ln2, L * BT * C, A}, {(void**)&acts_->ln2_mean, L * BT, F},
+        {(void**)&acts_->ln2_rstd, L * BT, F}, {&acts_->fch, L * BT * 4 * C, A},
+        {&acts_->fch_gelu, L * BT * 4 * C, A}, {&acts_->fcproj, L * BT * C, A}, {&acts_->residual3, L * BT * C, A},
+        {&acts_->lnf, BT * C, A}, {(void**)&acts_->lnf_mean, BT, F}, {(void**)&acts_->lnf_rstd, BT, F},
+        {&acts_->logits, BT * Vp, A}, {(void**)&acts_->losses, BT, F}, {&acts_->dresidual, BT * C, A},
+        {&acts_->dln, BT * C, A}, {&acts_->dqkv, BT * 3 * C, A}, {&acts_->datty, BT * C, A},
+        {&acts_->dfch, BT * 4 * C, A}, {&acts_->dfch_gelu, BT * 4 * C, A},
     };
+    auto aligned = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
     size_t total = 0;
-    for (const Slot& s : slots) total += (s.n + 15) / 16 * 16;   // keep every tensor 64-byte aligned
-    acts_->base = static_cast<float*>(k_.alloc(total * sizeof(float)));
-    float* p = acts_->base;
+    for (const Slot& s : slots) total += aligned(s.n * s.elem);
+    acts_->base = k_.alloc(total);
+    char* p = static_cast<char*>(acts_->base);
     for (const Slot& s : slots) {
         *s.ptr = p;
-        p += (s.n + 15) / 16 * 16;
+        p += aligned(s.n * s.elem);
     }
     inputs_ = static_cast<int32_t*>(k_.alloc(BT * sizeof(int32_t)));
     targets_ = static_cast<int32_t*>(k_.alloc(BT * sizeof(int32_t)));
+
+    if (fp8()) {
+        prec_.fp8.validate();
+        fp8_ = new std::vector<Fp8Gemm>(L * kNumGemms, Fp8Gemm(prec_.fp8));
+        size_t weight_bytes = 0, input_bytes = 0;
+        for (int g = 0; g < kNumGemms; g++) {
+            weight_bytes += L * kGemmOut[g] * C * kGemmIn[g] * C;
+            input_bytes += L * BT * kGemmIn[g] * C;
+        }
+        fp8_weights_ = static_cast<fp8e4m3*>(k_.alloc(weight_bytes));
+        fp8_inputs_ = static_cast<fp8e4m3*>(k_.alloc(input_bytes));
+        fp8_dout_ = static_cast<fp8e5m2*>(k_.alloc(BT * 4 * C));
+    }
 }
 
 GPT::~GPT() {
     k_.release(params_);
+    if (master_ != nullptr) k_.release(master_);
     k_.release(grads_);
     k_.release(adam_m_);
     k_.release(adam_v_);
     k_.release(acts_->base);
     k_.release(inputs_);
     k_.release(targets_);
+    if (fp8_ != nullptr) {
+        k_.release(fp8_weights_);
+        k_.release(fp8_inputs_);
+        k_.release(fp8_dout_);
+        delete fp8_;
+    }
     delete acts_;
 }
 
@@ -195,14 +247,25 @@ void GPT::set_weights(const std::vector<float>& host) {
     if (host.size() != num_params_) {
         fail("weights have %zu values, the model has %zu", host.size(), num_params_);
     }
-    k_.copy_to_device(params_, host.data(), num_params_ * sizeof(float));
+    float* staging = master_ != nullptr ? master_ : static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
+    k_.copy_to_device(staging, host.data(), num_params_ * sizeof(float));
+    k_.float_to_act(params_, staging, num_params_);   // working weights: round(master)
+    if (staging != master_) k_.release(staging);
     k_.zero(adam_m_, num_params_ * sizeof(float));
     k_.zero(adam_v_, num_params_ * sizeof(float));
+    if (fp8()) cast_fp8_weights();
 }
 
 std::vector<float> GPT::weights() const {
     std::vector<float> host(num_params_);
-    k_.copy_to_host(host.data(), params_, num_params_ * sizeof(float));
+    if (master_ != nullptr) {
+        k_.copy_to_host(host.data(), master_, num_params_ * sizeof(float));
+    } else {
+        float* staging = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
+        k_.act_to_float(staging, params_, num_params_);
+        k_.copy_to_host(host.data(), staging, num_params_ * sizeof(float));
+        k_.release(staging);
+    }
     return host;
 }
 
@@ -210,6 +273,70 @@ std::vector<float> GPT::gradients() const {
     std::vector<float> host(num_params_);
     k_.copy_to_host(host.data(), grads_, num_params_ * sizeof(float));
     return host;
+}
+
+void GPT::linear_forward(int l, Gemm g, void* out, const void* inp, int N, int C, int OC) {
+    const size_t wsize = (size_t)OC * C;
+    const void* bias = param(kGemmBias[g], (size_t)l * OC);
+    if (!fp8()) {
+        k_.matmul_forward(out, inp, param(kGemmWeight[g], l * wsize), bias, N, C, OC);
+        return;
+    }
+    // X → E4M3 with its scale (just in time on the first step / every step of the current recipe);
+    // the E4M3 copy is kept for the weight gradient in backward
+    Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
+    if (s.x.needs_amax_now()) s.x.scale_from_amax(k_.amax(inp, (size_t)N * C));
+    fp8e4m3* xq = fp8_inputs_;
+    for (int h = 0; h < g; h++) xq += (size_t)cfg_.n_layer * max_B_ * max_T_ * kGemmIn[h] * cfg_.n_embd;
+    xq += (size_t)l * N * C;
+    Fp8CastStats stats = k_.quantize_e4m3(xq, inp, (size_t)N * C, s.x.scale());
+    if (training_pass_) {   // evaluation and sampling passes leave the scaling state alone
+        s.last_x = stats;
+        s.step_amax_x = combine_amax(s.step_amax_x, stats.amax);
+    }
+    fp8e4m3* wq = fp8_weights_;
+    for (int h = 0; h < g; h++) wq += (size_t)cfg_.n_layer * kGemmOut[h] * kGemmIn[h] * cfg_.n_embd * cfg_.n_embd;
+    wq += l * wsize;
+    k_.matmul_forward_fp8(out, xq, s.x.inv_scale(), wq, s.w.inv_scale(), bias, N, C, OC);
+}
+
+void GPT::linear_backward(int l, Gemm g, void* dinp, const void* dout, const void* inp, int N, int C, int OC) {
+    const size_t wsize = (size_t)OC * C;
+    float* dweight = grad(kGemmWeight[g]) + l * wsize;
+    float* dbias = grad(kGemmBias[g]) + (size_t)l * OC;
+    if (!fp8()) {
+        k_.matmul_backward(dinp, dweight, dbias, dout, inp, param(kGemmWeight[g], l * wsize), N, C, OC);
+        return;
+    }
+    Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
+    if (s.dy.needs_amax_now()) s.dy.scale_from_amax(k_.amax(dout, (size_t)N * OC));
+    s.last_dy = k_.quantize_e5m2(fp8_dout_, dout, (size_t)N * OC, s.dy.scale());
+    s.step_amax_dy = combine_amax(s.step_amax_dy, s.last_dy.amax);
+    const fp8e4m3* xq = fp8_inputs_;
+    for (int h = 0; h < g; h++) xq += (size_t)cfg_.n_layer * max_B_ * max_T_ * kGemmIn[h] * cfg_.n_embd;
+    xq += (size_t)l * N * C;
+    const fp8e4m3* wq = fp8_weights_;
+    for (int h = 0; h < g; h++) wq += (size_t)cfg_.n_layer * kGemmOut[h] * kGemmIn[h] * cfg_.n_embd * cfg_.n_embd;
+    wq += l * wsize;
+    k_.matmul_backward_fp8(dinp, dweight, dbias, fp8_dout_, s.dy.inv_scale(), dout, xq, s.x.inv_scale(), wq,
+                           s.w.inv_scale(), N, C, OC);
+}
+
+void GPT::cast_fp8_weights() {
+    // The optimizer's half of delayed scaling: the weights' scale is known before the cast, so
+    // the E4M3 copies are written right after the update (on the GPU, inside the optimizer kernel).
+    fp8e4m3* wq = fp8_weights_;
+    for (int g = 0; g < kNumGemms; g++) {
+        const size_t wsize = (size_t)kGemmOut[g] * kGemmIn[g] * cfg_.n_embd * cfg_.n_embd;
+        for (int l = 0; l < cfg_.n_layer; l++) {
+            Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
+            const void* w = param(kGemmWeight[g], l * wsize);
+            if (s.w.needs_amax_now()) s.w.scale_from_amax(k_.amax(w, wsize));
+            s.last_w = k_.quantize_e4m3(wq, w, wsize, s.w.scale());
+            s.step_amax_w = s.last_w.amax;
+            wq += wsize;
+        }
+    }
 }
 
 float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, float dloss) {
@@ -222,39 +349,39 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     const size_t NC = (size_t)N * C;
     Activations& a = *acts_;
     k_.copy_to_device(inputs_, inputs, (size_t)N * sizeof(int32_t));
+    training_pass_ = targets != nullptr && dloss != 0.0f;
 
     k_.encoder_forward(a.encoded, inputs_, param(kWte), param(kWpe), B, T, C);
     for (int l = 0; l < L; l++) {
-        const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;   // (B,T,C)
-        float* ln1 = a.ln1 + l * NC;
+        const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);   // (B,T,C)
+        void* ln1 = act_at(a.ln1, l * NC);
         float* ln1_mean = a.ln1_mean + (size_t)l * N;
         float* ln1_rstd = a.ln1_rstd + (size_t)l * N;
-        float* qkv = a.qkv + l * NC * 3;
-        float* atty = a.atty + l * NC;
+        void* qkv = act_at(a.qkv, l * NC * 3);
+        void* atty = act_at(a.atty, l * NC);
         float* lse = a.att_lse + (size_t)l * N * NH;
-        float* attproj = a.attproj + l * NC;
-        float* residual2 = a.residual2 + l * NC;
-        float* ln2 = a.ln2 + l * NC;
+        void* attproj = act_at(a.attproj, l * NC);
+        void* residual2 = act_at(a.residual2, l * NC);
+        void* ln2 = act_at(a.ln2, l * NC);
         float* ln2_mean = a.ln2_mean + (size_t)l * N;
         float* ln2_rstd = a.ln2_rstd + (size_t)l * N;
-        float* fch = a.fch + l * NC * 4;
-        float* fch_gelu = a.fch_gelu + l * NC * 4;
-        float* fcproj = a.fcproj + l * NC;
-        float* residual3 = a.residual3 + l * NC;
+        void* fch = act_at(a.fch, l * NC * 4);
+        void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);
+        void* fcproj = act_at(a.fcproj, l * NC);
+        void* residual3 = act_at(a.residual3, l * NC);
 
-        k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w) + l * C, param(kLn1b) + l * C, N, C);
-        k_.matmul_forward(qkv, ln1, param(kQkvw) + (size_t)l * 3 * C * C, param(kQkvb) + l * 3 * C, N, C, 3 * C);
+        k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C), param(kLn1b, l * C), N, C);
+        linear_forward(l, kQkv, qkv, ln1, N, C, 3 * C);
         k_.attention_forward(atty, lse, qkv, B, T, C, NH);
-        k_.matmul_forward(attproj, atty, param(kAttprojw) + (size_t)l * C * C, param(kAttprojb) + l * C, N, C, C);
+        linear_forward(l, kAttproj, attproj, atty, N, C, C);
         k_.residual_forward(residual2, residual, attproj, NC);
-        k_.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, param(kLn2w) + l * C, param(kLn2b) + l * C, N, C);
-        k_.matmul_forward(fch, ln2, param(kFcw) + (size_t)l * 4 * C * C, param(kFcb) + l * 4 * C, N, C, 4 * C);
+        k_.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C), param(kLn2b, l * C), N, C);
+        linear_forward(l, kFc, fch, ln2, N, C, 4 * C);
         k_.gelu_forward(fch_gelu, fch, NC * 4);
-        k_.matmul_forward(fcproj, fch_gelu, param(kFcprojw) + (size_t)l * 4 * C * C, param(kFcprojb) + l * C,
-                          N, 4 * C, C);
+        linear_forward(l, kFcproj, fcproj, fch_gelu, N, 4 * C, C);
         k_.residual_forward(residual3, residual2, fcproj, NC);
     }
-    const float* final_residual = a.residual3 + (L - 1) * NC;
+    const void* final_residual = act_at(a.residual3, (L - 1) * NC);
     k_.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, final_residual, param(kLnfw), param(kLnfb), N, C);
     k_.matmul_forward(a.logits, a.lnf, param(kWte), nullptr, N, C, Vp);   // tied LM head, (B,T,Vp)
 
@@ -283,46 +410,42 @@ void GPT::backward() {
 
     // dresidual is the gradient of the residual stream: the LM head and lnf add into it, then
     // each block (top to bottom) adds its two branches' input gradients, and the embeddings read it.
-    k_.zero(a.dresidual, NC * sizeof(float));
-    k_.zero(a.dln, NC * sizeof(float));
+    k_.zero(a.dresidual, NC * act_size_);
+    k_.zero(a.dln, NC * act_size_);
     k_.matmul_backward(a.dln, grad(kWte), nullptr, a.logits, a.lnf, param(kWte), N, C, Vp);
-    k_.layernorm_backward(a.dresidual, grad(kLnfw), grad(kLnfb), a.dln, a.residual3 + (L - 1) * NC,
+    k_.layernorm_backward(a.dresidual, grad(kLnfw), grad(kLnfb), a.dln, act_at(a.residual3, (L - 1) * NC),
                           param(kLnfw), a.lnf_mean, a.lnf_rstd, N, C);
 
     for (int l = L - 1; l >= 0; l--) {
-        const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
-        const float* ln1 = a.ln1 + l * NC;
-        const float* qkv = a.qkv + l * NC * 3;
-        const float* atty = a.atty + l * NC;
+        const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);
+        const void* ln1 = act_at(a.ln1, l * NC);
+        const void* qkv = act_at(a.qkv, l * NC * 3);
+        const void* atty = act_at(a.atty, l * NC);
         const float* lse = a.att_lse + (size_t)l * N * NH;
-        const float* residual2 = a.residual2 + l * NC;
-        const float* ln2 = a.ln2 + l * NC;
-        const float* fch = a.fch + l * NC * 4;
-        const float* fch_gelu = a.fch_gelu + l * NC * 4;
+        const void* residual2 = act_at(a.residual2, l * NC);
+        const void* ln2 = act_at(a.ln2, l * NC);
+        const void* fch = act_at(a.fch, l * NC * 4);
+        const void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);
 
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        k_.zero(a.dfch_gelu, NC * 4 * sizeof(float));
-        k_.matmul_backward(a.dfch_gelu, grad(kFcprojw) + (size_t)l * 4 * C * C, grad(kFcprojb) + l * C,
-                           a.dresidual, fch_gelu, param(kFcprojw) + (size_t)l * 4 * C * C, N, 4 * C, C);
-        k_.zero(a.dfch, NC * 4 * sizeof(float));
+        k_.zero(a.dfch_gelu, NC * 4 * act_size_);
+        linear_backward(l, kFcproj, a.dfch_gelu, a.dresidual, fch_gelu, N, 4 * C, C);
+        k_.zero(a.dfch, NC * 4 * act_size_);
         k_.gelu_backward(a.dfch, fch, a.dfch_gelu, NC * 4);
-        k_.zero(a.dln, NC * sizeof(float));
-        k_.matmul_backward(a.dln, grad(kFcw) + (size_t)l * 4 * C * C, grad(kFcb) + l * 4 * C, a.dfch, ln2,
-                           param(kFcw) + (size_t)l * 4 * C * C, N, C, 4 * C);
+        k_.zero(a.dln, NC * act_size_);
+        linear_backward(l, kFc, a.dln, a.dfch, ln2, N, C, 4 * C);
         k_.layernorm_backward(a.dresidual, grad(kLn2w) + l * C, grad(kLn2b) + l * C, a.dln, residual2,
-                              param(kLn2w) + l * C, a.ln2_mean + (size_t)l * N, a.ln2_rstd + (size_t)l * N, N, C);
+                              param(kLn2w, l * C), a.ln2_mean + (size_t)l * N, a.ln2_rstd + (size_t)l * N, N, C);
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        k_.zero(a.datty, NC * sizeof(float));
-        k_.matmul_backward(a.datty, grad(kAttprojw) + (size_t)l * C * C, grad(kAttprojb) + l * C, a.dresidual,
-                           atty, param(kAttprojw) + (size_t)l * C * C, N, C, C);
-        k_.zero(a.dqkv, NC * 3 * sizeof(float));
+        k_.zero(a.datty, NC * act_size_);
+        linear_backward(l, kAttproj, a.datty, a.dresidual, atty, N, C, C);
+        k_.zero(a.dqkv, NC * 3 * act_size_);
         k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
-        k_.zero(a.dln, NC * sizeof(float));
-        k_.matmul_backward(a.dln, grad(kQkvw) + (size_t)l * 3 * C * C, grad(kQkvb) + l * 3 * C, a.dqkv, ln1,
-                           param(kQkvw) + (size_t)l * 3 * C * C, N, C, 3 * C);
+        k_.zero(a.dln, NC * act_size_);
+        linear_backward(l, kQkv, a.dln, a.dqkv, ln1, N, C, 3 * C);
         k_.layernorm_backward(a.dresidual, grad(kLn1w) + l * C, grad(kLn1b) + l * C, a.dln, residual,
-                              param(kLn1w) + l * C, a.ln1_mean + (size_t)l * N, a.ln1_rstd + (size_t)l * N, N, C);
+                              param(kLn1w, l * C), a.ln1_mean + (size_t)l * N, a.ln1_rstd + (size_t)l * N, N, C);
     }
     k_.encoder_backward(grad(kWte), grad(kWpe), a.dresidual, inputs_, B, T, C);
 }
@@ -336,16 +459,56 @@ void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
     for (int i = 0; i < kNumParamTensors; i++) {
         size_t off = param_offsets_[i];
         float wd = param_tensor_decays(i) ? opt.weight_decay : 0.0f;
-        k_.adamw_update(params_ + off, adam_m_ + off, adam_v_ + off, grads_ + off, sizes[i], lr, opt.beta1,
-                        opt.beta2, opt.eps, wd, grad_scale, t);
+        k_.adamw_update(master_ != nullptr ? master_ + off : nullptr, act_at(params_, off), adam_m_ + off,
+                        adam_v_ + off, grads_ + off, sizes[i], lr, opt.beta1, opt.beta2, opt.eps, wd, grad_scale, t);
     }
+    if (!fp8()) return;
+    // end of step for every scaled tensor: this step's amax enters its history
+    for (Fp8Gemm& s : *fp8_) {
+        s.x.end_step(s.step_amax_x);
+        s.dy.end_step(s.step_amax_dy);
+        s.w.end_step(s.step_amax_w);
+        s.step_amax_x = s.step_amax_dy = 0;
+    }
+    cast_fp8_weights();
+}
+
+void GPT::discard_step() {
+    if (!fp8()) return;
+    for (Fp8Gemm& s : *fp8_) s.step_amax_x = s.step_amax_dy = 0;
+}
+
+void GPT::poison_gradient() {
+    const float inf = INFINITY;
+    k_.copy_to_device(grads_ + param_offsets_[kQkvw], &inf, sizeof(float));
+}
+
+std::vector<Fp8TensorReport> GPT::fp8_report() const {
+    std::vector<Fp8TensorReport> out;
+    if (!fp8()) return out;
+    for (int l = 0; l < cfg_.n_layer; l++) {
+        for (int g = 0; g < kNumGemms; g++) {
+            const Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
+            auto add = [&](const char* operand, const Fp8TensorScale& scale, const Fp8CastStats& stats) {
+                out.push_back({format("h%d.%s.%s", l, kGemmName[g], operand), stats.amax, scale.scale(),
+                               stats.saturated_frac(), stats.flushed_frac()});
+            };
+            add("x", s.x, s.last_x);
+            add("w", s.w, s.last_w);
+            add("dy", s.dy, s.last_dy);
+        }
+    }
+    return out;
 }
 
 std::vector<float> GPT::logits_at(int b, int t) const {
     if (b >= last_B_ || t >= last_T_) fail("logits_at(%d, %d) outside the last forward", b, t);
-    std::vector<float> row(cfg_.vocab_size);
-    k_.copy_to_host(row.data(), acts_->logits + ((size_t)b * last_T_ + t) * cfg_.padded_vocab_size,
-                    row.size() * sizeof(float));
+    const size_t V = cfg_.vocab_size;
+    float* staging = static_cast<float*>(k_.alloc(V * sizeof(float)));
+    k_.act_to_float(staging, act_at(acts_->logits, ((size_t)b * last_T_ + t) * cfg_.padded_vocab_size), V);
+    std::vector<float> row(V);
+    k_.copy_to_host(row.data(), staging, V * sizeof(float));
+    k_.release(staging);
     return row;
 }
 

@@ -10,12 +10,19 @@
 // leading L dimension. Activations are sized for (max_B, max_T) once; forward() may be called
 // with any B ≤ max_B, T ≤ max_T (sampling uses B = 1).
 //
+// Precision (precision.h): working weights and activations are stored in the backend's activation
+// dtype; gradients, Adam moments and (except in fp32, and unless disabled for the ablation) the
+// master weights are FP32. In fp8 mode the four GEMMs of each block (qkv, attn-proj, fc, fc-proj)
+// run on FP8 operands with per-tensor delayed scaling (fp8_scaling.h); the LM head stays bf16.
+//
 // Gradient rules: forward() with a non-zero dloss writes dlogits over the logits buffer (the
 // fused classifier works in place); backward() then ACCUMULATES into the parameter gradients,
 // so several forward/backward pairs between zero_grad() and update() accumulate gradients.
 #pragma once
 
 #include "backend.h"
+#include "fp8_scaling.h"
+#include "precision.h"
 
 #include <array>
 #include <cstdint>
@@ -50,13 +57,27 @@ std::array<size_t, kNumParamTensors> param_tensor_sizes(const GPTConfig& cfg);
 // Shape of each tensor as stored, e.g. qkvw → {L, 3C, C}.
 std::vector<int> param_tensor_shape(const GPTConfig& cfg, int i);
 
+struct PrecisionConfig {
+    Precision precision = Precision::FP32;
+    bool master_weights = true;   // keep an FP32 master copy (always, in effect, for fp32)
+    Fp8ScalingConfig fp8;         // fp8 only
+};
+
+// One FP8 scaled tensor's state for telemetry: the last cast's amax, scale and loss of range.
+struct Fp8TensorReport {
+    std::string name;   // e.g. "h0.qkv.x", "h3.fc.dy", "h1.attproj.w"
+    float amax = 0, scale = 0;
+    double saturated_frac = 0, flushed_frac = 0;
+};
+
 struct AdamWConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
 };
 
 class GPT {
 public:
-    GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T);
+    // The backend's activation dtype must be activation_dtype(precision.precision).
+    GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision = {});
     ~GPT();
     GPT(const GPT&) = delete;
     GPT& operator=(const GPT&) = delete;
@@ -78,30 +99,56 @@ public:
     void backward();
     void zero_grad();
     double gradient_norm();   // √(Σ g²) over all parameters, FP32 gradients, double accumulation
-    // One AdamW step over every tensor; gradients are multiplied by grad_scale first (clipping).
+    // One AdamW step over every tensor; gradients are multiplied by grad_scale first (clipping,
+    // loss-scale removal). In fp8 mode this also ends the step for every scaled tensor (its amax
+    // enters the history, delayed scales are recomputed) and re-casts the FP8 weight copies.
     void update(float lr, const AdamWConfig& opt, float grad_scale, int t);
+    // A skipped step (non-finite loss or gradients): forget this step's FP8 amaxes.
+    void discard_step();
+    // Testing the recovery path: makes one gradient value +inf.
+    void poison_gradient();
+    std::vector<Fp8TensorReport> fp8_report() const;
     // Host copy of the logits at (b, t) of the last forward, first V entries.
     std::vector<float> logits_at(int b, int t) const;
 
 private:
     struct Activations;
+    struct Fp8Gemm;
+    enum Gemm { kQkv, kAttproj, kFc, kFcproj, kNumGemms };   // the FP8 GEMMs of a block
+
     GPTConfig cfg_;
     Backend& k_;
     int max_B_, max_T_;
+    PrecisionConfig prec_;
+    size_t act_size_;   // bytes per activation / working-weight value
     size_t num_params_ = 0;
     std::array<size_t, kNumParamTensors> param_offsets_{};
-    float* params_ = nullptr;   // working weights
-    float* grads_ = nullptr;    // accumulated gradients
+    void* params_ = nullptr;    // working weights, activation dtype
+    float* master_ = nullptr;   // FP32 master weights; null in fp32 (params_ is FP32) or without masters
+    float* grads_ = nullptr;    // accumulated gradients, FP32
     float* adam_m_ = nullptr;
     float* adam_v_ = nullptr;
+    // fp8: per (layer, GEMM) scaling state; E4M3 weight copies; E4M3 inputs saved for backward;
+    // an E5M2 buffer for the output gradient being cast
+    std::vector<Fp8Gemm>* fp8_ = nullptr;
+    fp8e4m3* fp8_weights_ = nullptr;
+    fp8e4m3* fp8_inputs_ = nullptr;
+    fp8e5m2* fp8_dout_ = nullptr;
     Activations* acts_ = nullptr;
     int32_t* inputs_ = nullptr;    // (max_B, max_T) device
     int32_t* targets_ = nullptr;   // (max_B, max_T) device
     int last_B_ = 0, last_T_ = 0;
     bool have_dlogits_ = false;
+    bool training_pass_ = false;   // the current forward will be followed by backward()
 
-    float* param(int tensor) const { return params_ + param_offsets_[tensor]; }
+    void* act_at(void* base, size_t elements) const { return static_cast<char*>(base) + elements * act_size_; }
+    void* param(int tensor, size_t offset = 0) const { return act_at(params_, param_offsets_[tensor] + offset); }
     float* grad(int tensor) const { return grads_ + param_offsets_[tensor]; }
+    bool fp8() const { return prec_.precision == Precision::FP8; }
+    // y (N,OC) = x (N,C) · W[l]ᵀ + b[l] for GEMM g of layer l, FP8 or not
+    void linear_forward(int l, Gemm g, void* out, const void* inp, int N, int C, int OC);
+    void linear_backward(int l, Gemm g, void* dinp, const void* dout, const void* inp, int N, int C, int OC);
+    void cast_fp8_weights();
 };
 
 }  // namespace train_gpt

@@ -254,7 +254,7 @@ TEST(CpuKernels, AdamWMatchesTheUpdateRule) {
     const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, scale = 0.5f;
     for (int t = 1; t <= 3; t++) {
         std::vector<float> g = {0.1f * t, -0.2f, 0.0f, 3.0f / t};
-        k::adamw_update(p.data(), m.data(), v.data(), g.data(), 4, lr, b1, b2, eps, wd, scale, t);
+        k::adamw_update<float>(nullptr, p.data(), m.data(), v.data(), g.data(), 4, lr, b1, b2, eps, wd, scale, t);
         for (int i = 0; i < 4; i++) {
             double gi = (double)g[i] * scale;
             mr[i] = b1 * mr[i] + (1 - b1) * gi;

@@ -1,5 +1,7 @@
-// cpu/backend_cpu.cpp — the CPU kernel set behind the Backend interface: host memory, cpu::kernels.
+// cpu/backend_cpu.cpp — the CPU kernel set behind the Backend interface: host memory, and the
+// cpu:: kernels instantiated for the backend's activation dtype T (float, bf16 or fp16).
 #include "backend.h"
+#include "cpu/fp8_kernels.h"
 #include "cpu/kernels.h"
 #include "utils.h"
 
@@ -12,78 +14,118 @@
 namespace train_gpt {
 namespace {
 
+template <typename T>
 class CpuBackend final : public Backend {
+    static T* act(void* p) { return static_cast<T*>(p); }
+    static const T* act(const void* p) { return static_cast<const T*>(p); }
+
 public:
+    explicit CpuBackend(DType dtype) : dtype_(dtype) {}
     std::string name() const override { return "cpu"; }
+    DType act_dtype() const override { return dtype_; }
 
     void* alloc(size_t bytes) override {
-        size_t rounded = (bytes + 63) / 64 * 64;   // aligned_alloc needs a multiple of the alignment
-        void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+        size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);   // aligned_alloc wants a multiple
+        void* p = std::aligned_alloc(64, rounded);
         if (p == nullptr) fail("out of host memory allocating %zu bytes", bytes);
-        std::memset(p, 0, rounded == 0 ? 64 : rounded);
+        std::memset(p, 0, rounded);
         return p;
     }
     void release(void* ptr) override { std::free(ptr); }
     void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
-
-    void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                         int B, int T, int C) override {
-        cpu::encoder_forward(out, tokens, wte, wpe, B, T, C);
-    }
-    void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                          int B, int T, int C) override {
-        cpu::encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
-    }
-    void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                           const float* bias, int N, int C) override {
-        cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
-    }
-    void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                            const float* weight, const float* mean, const float* rstd, int N, int C) override {
-        cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
-    }
-    void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
-                        int N, int C, int OC) override {
-        cpu::matmul_forward(out, inp, weight, bias, N, C, OC);
-    }
-    void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                         const float* weight, int N, int C, int OC) override {
-        cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-    }
-    void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) override {
-        cpu::attention_forward(out, lse, qkv, B, T, C, NH);
-    }
-    void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                            const float* lse, int B, int T, int C, int NH) override {
-        cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
-    }
-    void gelu_forward(float* out, const float* inp, size_t n) override { cpu::gelu_forward(out, inp, n); }
-    void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
-        cpu::gelu_backward(dinp, inp, dout, n);
-    }
-    void residual_forward(float* out, const float* a, const float* b, size_t n) override {
-        cpu::residual_forward(out, a, b, n);
-    }
-    void accumulate(float* dst, const float* src, size_t n) override {
+    void float_to_act(void* dst, const float* src, size_t n) override {
 #pragma omp parallel for
-        for (size_t i = 0; i < n; i++) dst[i] += src[i];
+        for (size_t i = 0; i < n; i++) act(dst)[i] = cpu::store<T>(src[i]);
     }
-    void fused_classifier(float* dlogits, float* losses, const float* logits, const int32_t* targets,
-                          int N, int V, int Vp, float dloss) override {
-        cpu::fused_classifier(dlogits, losses, logits, targets, N, V, Vp, dloss);
+    void act_to_float(float* dst, const void* src, size_t n) override {
+#pragma omp parallel for
+        for (size_t i = 0; i < n; i++) dst[i] = cpu::load(act(src)[i]);
     }
+
+    void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T_,
+                         int C) override {
+        cpu::encoder_forward(act(out), tokens, act(wte), act(wpe), B, T_, C);
+    }
+    void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T_,
+                          int C) override {
+        cpu::encoder_backward(dwte, dwpe, act(dout), tokens, B, T_, C);
+    }
+    void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
+                           const void* bias, int N, int C) override {
+        cpu::layernorm_forward(act(out), mean, rstd, act(inp), act(weight), act(bias), N, C);
+    }
+    void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                            const void* weight, const float* mean, const float* rstd, int N, int C) override {
+        cpu::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C);
+    }
+    void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
+                        int OC) override {
+        cpu::matmul_forward(act(out), act(inp), act(weight), act(bias), N, C, OC);
+    }
+    void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                         const void* weight, int N, int C, int OC) override {
+        cpu::matmul_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC);
+    }
+    void attention_forward(void* out, float* lse, const void* qkv, int B, int T_, int C, int NH) override {
+        cpu::attention_forward(act(out), lse, act(qkv), B, T_, C, NH);
+    }
+    void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
+                            int B, int T_, int C, int NH) override {
+        cpu::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH);
+    }
+    void gelu_forward(void* out, const void* inp, size_t n) override { cpu::gelu_forward(act(out), act(inp), n); }
+    void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
+        cpu::gelu_backward(act(dinp), act(inp), act(dout), n);
+    }
+    void residual_forward(void* out, const void* a, const void* b, size_t n) override {
+        cpu::residual_forward(act(out), act(a), act(b), n);
+    }
+    void fused_classifier(void* dlogits, float* losses, const void* logits, const int32_t* targets, int N, int V,
+                          int Vp, float dloss) override {
+        cpu::fused_classifier(dlogits != nullptr ? act(dlogits) : nullptr, losses, act(logits), targets, N, V, Vp,
+                              dloss);
+    }
+
+    float amax(const void* x, size_t n) override { return cpu::amax(act(x), n); }
+    Fp8CastStats quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale) override {
+        return cpu::quantize_fp8(q, act(x), n, scale);
+    }
+    Fp8CastStats quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale) override {
+        return cpu::quantize_fp8(q, act(x), n, scale);
+    }
+    void matmul_forward_fp8(void* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                            float weight_inv_scale, const void* bias, int N, int C, int OC) override {
+        cpu::matmul_forward_fp8(act(out), inp, inp_inv_scale, weight, weight_inv_scale, act(bias), N, C, OC);
+    }
+    void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, float dout_inv_scale,
+                             const void* dout, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                             float weight_inv_scale, int N, int C, int OC) override {
+        cpu::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_inv_scale, act(dout), inp, inp_inv_scale,
+                                 weight, weight_inv_scale, N, C, OC);
+    }
+
     double sum_squares(const float* g, size_t n) override { return cpu::sum_squares(g, n); }
-    void adamw_update(float* params, float* m, float* v, const float* grads, size_t n, float lr, float beta1,
-                      float beta2, float eps, float weight_decay, float grad_scale, int t) override {
-        cpu::adamw_update(params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    void adamw_update(float* master, void* working, float* m, float* v, const float* grads, size_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) override {
+        cpu::adamw_update(master, act(working), m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
     }
+
+private:
+    DType dtype_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(DType dtype) {
+    switch (dtype) {
+        case DType::F32: return std::make_unique<CpuBackend<float>>(dtype);
+        case DType::BF16: return std::make_unique<CpuBackend<bf16>>(dtype);
+        case DType::F16: return std::make_unique<CpuBackend<fp16>>(dtype);
+    }
+    fail("no CPU kernel set for dtype %d", (int)dtype);
+}
 
 void set_cpu_threads(int n) {
     omp_set_num_threads(n);

@@ -27,17 +27,31 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const d
                 M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-template <typename Real>
-Real dot(const Real* a, const Real* b, int n) {
-    Real acc = 0;
+// x (n) as acc_t<T>: the buffer itself when T is already the arithmetic type, else a widened
+// copy in `scratch` (exact: every bf16/fp16 value is a float).
+template <typename T>
+const acc_t<T>* widened(const T* x, size_t n, std::vector<acc_t<T>>& scratch) {
+    if constexpr (std::is_same_v<T, acc_t<T>>) {
+        return x;
+    } else {
+        scratch.resize(n);
+#pragma omp parallel for
+        for (size_t i = 0; i < n; i++) scratch[i] = load(x[i]);
+        return scratch.data();
+    }
+}
+
+template <typename Acc>
+Acc dot(const Acc* a, const Acc* b, int n) {
+    Acc acc = 0;
 #pragma omp simd reduction(+ : acc)
     for (int i = 0; i < n; i++) acc += a[i] * b[i];
     return acc;
 }
 
 // y += alpha · x
-template <typename Real>
-void axpy(Real* y, Real alpha, const Real* x, int n) {
+template <typename Acc>
+void axpy(Acc* y, Acc alpha, const Acc* x, int n) {
 #pragma omp simd
     for (int i = 0; i < n; i++) y[i] += alpha * x[i];
 }
@@ -47,74 +61,78 @@ constexpr double kLayerNormEps = 1e-5;
 
 }  // namespace
 
-template <typename Real>
-void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, const Real* wpe,
-                     int B, int T, int C) {
+template <typename T>
+void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tlen, int C) {
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            Real* out_bt = out + ((size_t)b * T + t) * C;   // (C)
-            const Real* wte_ix = wte + (size_t)tokens[b * T + t] * C;
-            const Real* wpe_t = wpe + (size_t)t * C;
-            for (int c = 0; c < C; c++) out_bt[c] = wte_ix[c] + wpe_t[c];
+        for (int t = 0; t < Tlen; t++) {
+            T* out_bt = out + ((size_t)b * Tlen + t) * C;   // (C)
+            const T* wte_ix = wte + (size_t)tokens[b * Tlen + t] * C;
+            const T* wpe_t = wpe + (size_t)t * C;
+            for (int c = 0; c < C; c++) out_bt[c] = store<T>(load(wte_ix[c]) + load(wpe_t[c]));
         }
     }
 }
 
-template <typename Real>
-void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int32_t* tokens,
-                      int B, int T, int C) {
+template <typename T>
+void encoder_backward(acc_t<T>* dwte, acc_t<T>* dwpe, const T* dout, const int32_t* tokens, int B, int Tlen, int C) {
     for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            const Real* dout_bt = dout + ((size_t)b * T + t) * C;
-            axpy(dwte + (size_t)tokens[b * T + t] * C, Real(1), dout_bt, C);
-            axpy(dwpe + (size_t)t * C, Real(1), dout_bt, C);
+        for (int t = 0; t < Tlen; t++) {
+            const T* dout_bt = dout + ((size_t)b * Tlen + t) * C;
+            acc_t<T>* dwte_ix = dwte + (size_t)tokens[b * Tlen + t] * C;
+            acc_t<T>* dwpe_t = dwpe + (size_t)t * C;
+            for (int c = 0; c < C; c++) {
+                dwte_ix[c] += load(dout_bt[c]);
+                dwpe_t[c] += load(dout_bt[c]);
+            }
         }
     }
 }
 
-template <typename Real>
-void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
-                       const Real* bias, int N, int C) {
+template <typename T>
+void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* inp, const T* weight, const T* bias,
+                       int N, int C) {
+    using Acc = acc_t<T>;
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
-        const Real* x = inp + (size_t)i * C;
-        Real m = 0;
-        for (int c = 0; c < C; c++) m += x[c];
+        const T* x = inp + (size_t)i * C;
+        Acc m = 0;
+        for (int c = 0; c < C; c++) m += load(x[c]);
         m /= C;
-        Real var = 0;  // two-pass variance: no cancellation
-        for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+        Acc var = 0;  // two-pass variance: no cancellation
+        for (int c = 0; c < C; c++) var += (load(x[c]) - m) * (load(x[c]) - m);
         var /= C;
-        Real s = Real(1) / std::sqrt(var + Real(kLayerNormEps));
-        Real* y = out + (size_t)i * C;
-        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * s * weight[c] + bias[c];
+        Acc s = Acc(1) / std::sqrt(var + Acc(kLayerNormEps));
+        T* y = out + (size_t)i * C;
+        for (int c = 0; c < C; c++) y[c] = store<T>((load(x[c]) - m) * s * load(weight[c]) + load(bias[c]));
         mean[i] = m;
         rstd[i] = s;
     }
 }
 
-template <typename Real>
-void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                        const Real* weight, const Real* mean, const Real* rstd, int N, int C) {
+template <typename T>
+void layernorm_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout, const T* inp, const T* weight,
+                        const acc_t<T>* mean, const acc_t<T>* rstd, int N, int C) {
+    using Acc = acc_t<T>;
     // dinp = rstd · (dnorm − mean(dnorm) − norm · mean(dnorm · norm)), dnorm = weight · dout
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
-        const Real* x = inp + (size_t)i * C;
-        const Real* dy = dout + (size_t)i * C;
-        Real dnorm_mean = 0, dnorm_norm_mean = 0;
+        const T* x = inp + (size_t)i * C;
+        const T* dy = dout + (size_t)i * C;
+        Acc dnorm_mean = 0, dnorm_norm_mean = 0;
         for (int c = 0; c < C; c++) {
-            Real norm = (x[c] - mean[i]) * rstd[i];
-            Real dnorm = weight[c] * dy[c];
+            Acc norm = (load(x[c]) - mean[i]) * rstd[i];
+            Acc dnorm = load(weight[c]) * load(dy[c]);
             dnorm_mean += dnorm;
             dnorm_norm_mean += dnorm * norm;
         }
         dnorm_mean /= C;
         dnorm_norm_mean /= C;
-        Real* dx = dinp + (size_t)i * C;
+        T* dx = dinp + (size_t)i * C;
         for (int c = 0; c < C; c++) {
-            Real norm = (x[c] - mean[i]) * rstd[i];
-            Real dnorm = weight[c] * dy[c];
-            dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd[i];
+            Acc norm = (load(x[c]) - mean[i]) * rstd[i];
+            Acc dnorm = load(weight[c]) * load(dy[c]);
+            dx[c] = store<T>(load(dx[c]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd[i]);
         }
     }
     // parameter gradients: a reduction over rows, done per channel block in row order
@@ -122,110 +140,155 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
     for (int c0 = 0; c0 < C; c0 += kColumnBlock) {
         int c1 = std::min(C, c0 + kColumnBlock);
         for (int i = 0; i < N; i++) {
-            const Real* x = inp + (size_t)i * C;
-            const Real* dy = dout + (size_t)i * C;
+            const T* x = inp + (size_t)i * C;
+            const T* dy = dout + (size_t)i * C;
             for (int c = c0; c < c1; c++) {
-                dweight[c] += (x[c] - mean[i]) * rstd[i] * dy[c];
-                dbias[c] += dy[c];
+                dweight[c] += (load(x[c]) - mean[i]) * rstd[i] * load(dy[c]);
+                dbias[c] += load(dy[c]);
             }
         }
     }
 }
 
-template <typename Real>
-void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias,
-                    int N, int C, int OC) {
-    gemm(false, true, N, OC, C, Real(1), inp, C, weight, C, Real(0), out, OC);
-    if (bias == nullptr) return;
+template <typename T>
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
+    using Acc = acc_t<T>;
+    std::vector<Acc> inp_wide, weight_wide, out_wide;
+    const Acc* a = widened(inp, (size_t)N * C, inp_wide);
+    const Acc* w = widened(weight, (size_t)OC * C, weight_wide);
+    Acc* o;
+    if constexpr (std::is_same_v<T, Acc>) {
+        o = out;
+    } else {
+        out_wide.resize((size_t)N * OC);
+        o = out_wide.data();
+    }
+    gemm(false, true, N, OC, C, Acc(1), a, C, w, C, Acc(0), o, OC);   // (N,C)·(OC,C)ᵀ
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
-        Real* row = out + (size_t)i * OC;
-        for (int o = 0; o < OC; o++) row[o] += bias[o];
+        for (int j = 0; j < OC; j++) {
+            Acc v = o[(size_t)i * OC + j] + (bias != nullptr ? load(bias[j]) : Acc(0));
+            out[(size_t)i * OC + j] = store<T>(v);
+        }
     }
 }
 
-template <typename Real>
-void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                     const Real* weight, int N, int C, int OC) {
-    gemm(false, false, N, C, OC, Real(1), dout, OC, weight, C, Real(1), dinp, C);   // (N,OC)·(OC,C)
-    gemm(true, false, OC, C, N, Real(1), dout, OC, inp, C, Real(1), dweight, C);    // (OC,N)·(N,C)
+template <typename T>
+void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout, const T* inp, const T* weight,
+                     int N, int C, int OC) {
+    using Acc = acc_t<T>;
+    std::vector<Acc> dout_wide, inp_wide, weight_wide, dinp_wide;
+    const Acc* dy = widened(dout, (size_t)N * OC, dout_wide);
+    const Acc* x = widened(inp, (size_t)N * C, inp_wide);
+    const Acc* w = widened(weight, (size_t)OC * C, weight_wide);
+    if constexpr (std::is_same_v<T, Acc>) {
+        gemm(false, false, N, C, OC, Acc(1), dy, OC, w, C, Acc(1), dinp, C);   // dinp += (N,OC)·(OC,C)
+    } else {
+        // dinp += dout·W, accumulated in FP32 and rounded into T once
+        widened(dinp, (size_t)N * C, dinp_wide);
+        gemm(false, false, N, C, OC, Acc(1), dy, OC, w, C, Acc(1), dinp_wide.data(), C);
+#pragma omp parallel for
+        for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] = store<T>(dinp_wide[i]);
+    }
+    gemm(true, false, OC, C, N, Acc(1), dy, OC, x, C, Acc(1), dweight, C);   // dweight += (OC,N)·(N,C)
     if (dbias == nullptr) return;
 #pragma omp parallel for
     for (int o0 = 0; o0 < OC; o0 += kColumnBlock) {
         int o1 = std::min(OC, o0 + kColumnBlock);
         for (int i = 0; i < N; i++) {
-            const Real* row = dout + (size_t)i * OC;
+            const Acc* row = dy + (size_t)i * OC;
             for (int o = o0; o < o1; o++) dbias[o] += row[o];
         }
     }
 }
 
-template <typename Real>
-void attention_forward(Real* out, Real* lse, const Real* qkv, int B, int T, int C, int NH) {
+template <typename T>
+void attention_forward(T* out, acc_t<T>* lse, const T* qkv, int B, int Tlen, int C, int NH) {
+    using Acc = acc_t<T>;
     const int hs = C / NH;
-    const Real scale = Real(1) / std::sqrt(Real(hs));
+    const Acc scale = Acc(1) / std::sqrt(Acc(hs));
+    std::vector<Acc> qkv_wide;
+    const Acc* in = widened(qkv, (size_t)B * Tlen * 3 * C, qkv_wide);   // (B,T,3C)
 #pragma omp parallel
     {
-        std::vector<Real> scores(T);  // one softmax row, per thread
+        std::vector<Acc> scores(Tlen), o(hs);   // one softmax row and one output row, per thread
 #pragma omp for collapse(3)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
-                for (int t = 0; t < T; t++) {
-                    const Real* q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;   // (hs)
-                    Real row_max = -INFINITY;
+                for (int t = 0; t < Tlen; t++) {
+                    const Acc* q = in + ((size_t)b * Tlen + t) * 3 * C + h * hs;   // (hs)
+                    Acc row_max = -INFINITY;
                     for (int j = 0; j <= t; j++) {   // causal: keys 0..t
-                        const Real* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                        const Acc* k = in + ((size_t)b * Tlen + j) * 3 * C + C + h * hs;
                         scores[j] = dot(q, k, hs) * scale;
                         row_max = std::max(row_max, scores[j]);
                     }
-                    Real sum = 0;
+                    Acc sum = 0;
                     for (int j = 0; j <= t; j++) {
                         scores[j] = std::exp(scores[j] - row_max);
                         sum += scores[j];
                     }
-                    Real* o = out + ((size_t)b * T + t) * C + h * hs;   // (hs)
-                    for (int d = 0; d < hs; d++) o[d] = 0;
-                    Real inv_sum = Real(1) / sum;
+                    std::fill(o.begin(), o.end(), Acc(0));
+                    const Acc inv_sum = Acc(1) / sum;
                     for (int j = 0; j <= t; j++) {   // o = Σ_j softmax_j · v_j
-                        const Real* v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
-                        axpy(o, scores[j] * inv_sum, v, hs);
+                        const Acc* v = in + ((size_t)b * Tlen + j) * 3 * C + 2 * C + h * hs;
+                        axpy(o.data(), round_to<T>(scores[j] * inv_sum), v, hs);
                     }
-                    lse[((size_t)b * NH + h) * T + t] = row_max + std::log(sum);
+                    T* out_row = out + ((size_t)b * Tlen + t) * C + h * hs;
+                    for (int d = 0; d < hs; d++) out_row[d] = store<T>(o[d]);
+                    lse[((size_t)b * NH + h) * Tlen + t] = row_max + std::log(sum);
                 }
             }
         }
     }
 }
 
-template <typename Real>
-void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Real* out,
-                        const Real* lse, int B, int T, int C, int NH) {
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const acc_t<T>* lse, int B, int Tlen,
+                        int C, int NH) {
     // Per row t, with P = softmax(S), S = scale · q kᵀ, O = P V:
     //   dV_j += P_tj dO_t ;  dP_tj = dO_t · v_j ;  dS_tj = P_tj (dP_tj − D_t), D_t = dO_t · O_t
     //   dq_t += scale Σ_j dS_tj k_j ;  dk_j += scale dS_tj q_t
     // Each (b, h) writes only its own head's slice, so heads run in parallel without races.
+    using Acc = acc_t<T>;
     const int hs = C / NH;
-    const Real scale = Real(1) / std::sqrt(Real(hs));
-#pragma omp parallel for collapse(2)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            for (int t = 0; t < T; t++) {
-                const size_t row_t = ((size_t)b * T + t) * 3 * C;
-                const Real* q = qkv + row_t + h * hs;
-                Real* dq = dqkv + row_t + h * hs;
-                const Real* dO = dout + ((size_t)b * T + t) * C + h * hs;
-                const Real* O = out + ((size_t)b * T + t) * C + h * hs;
-                const Real row_lse = lse[((size_t)b * NH + h) * T + t];
-                const Real D = dot(dO, O, hs);
-                for (int j = 0; j <= t; j++) {
-                    const size_t row_j = ((size_t)b * T + j) * 3 * C;
-                    const Real* k = qkv + row_j + C + h * hs;
-                    const Real* v = qkv + row_j + 2 * C + h * hs;
-                    const Real p = std::exp(dot(q, k, hs) * scale - row_lse);
-                    const Real dS = p * (dot(dO, v, hs) - D);
-                    axpy(dqkv + row_j + 2 * C + h * hs, p, dO, hs);          // dv_j
-                    axpy(dq, dS * scale, k, hs);                             // dq_t
-                    axpy(dqkv + row_j + C + h * hs, dS * scale, q, hs);      // dk_j
+    const Acc scale = Acc(1) / std::sqrt(Acc(hs));
+    std::vector<Acc> qkv_wide, dout_wide, out_wide;
+    const Acc* in = widened(qkv, (size_t)B * Tlen * 3 * C, qkv_wide);      // (B,T,3C)
+    const Acc* dO_all = widened(dout, (size_t)B * Tlen * C, dout_wide);    // (B,T,C)
+    const Acc* O_all = widened(out, (size_t)B * Tlen * C, out_wide);       // (B,T,C)
+#pragma omp parallel
+    {
+        std::vector<Acc> grad((size_t)Tlen * 3 * hs);   // this head's dq, dk, dv rows, FP32: (T, 3, hs)
+#pragma omp for collapse(2)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                std::fill(grad.begin(), grad.end(), Acc(0));
+                for (int t = 0; t < Tlen; t++) {
+                    const Acc* q = in + ((size_t)b * Tlen + t) * 3 * C + h * hs;
+                    const Acc* dO = dO_all + ((size_t)b * Tlen + t) * C + h * hs;
+                    const Acc* O = O_all + ((size_t)b * Tlen + t) * C + h * hs;
+                    Acc* dq = grad.data() + (size_t)t * 3 * hs;
+                    const Acc row_lse = lse[((size_t)b * NH + h) * Tlen + t];
+                    const Acc D = dot(dO, O, hs);
+                    for (int j = 0; j <= t; j++) {
+                        const Acc* k = in + ((size_t)b * Tlen + j) * 3 * C + C + h * hs;
+                        const Acc* v = in + ((size_t)b * Tlen + j) * 3 * C + 2 * C + h * hs;
+                        const Acc p = round_to<T>(std::exp(dot(q, k, hs) * scale - row_lse));
+                        const Acc dS = round_to<T>(p * (dot(dO, v, hs) - D));
+                        Acc* dk = grad.data() + (size_t)j * 3 * hs + hs;
+                        Acc* dv = dk + hs;
+                        axpy(dv, p, dO, hs);
+                        axpy(dq, dS * scale, k, hs);
+                        axpy(dk, dS * scale, q, hs);
+                    }
+                }
+                for (int t = 0; t < Tlen; t++) {   // one rounded add into dqkv per value
+                    for (int part = 0; part < 3; part++) {
+                        T* dst = dqkv + ((size_t)b * Tlen + t) * 3 * C + part * C + h * hs;
+                        const Acc* src = grad.data() + (size_t)t * 3 * hs + part * hs;
+                        for (int d = 0; d < hs; d++) dst[d] = store<T>(load(dst[d]) + src[d]);
+                    }
                 }
             }
         }
@@ -233,108 +296,117 @@ void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Rea
 }
 
 namespace {
-template <typename Real>
-constexpr Real kGeluScale = Real(0.7978845608028654);  // √(2/π)
+template <typename Acc>
+constexpr Acc kGeluScale = Acc(0.7978845608028654);  // √(2/π)
 }
 
-template <typename Real>
-void gelu_forward(Real* out, const Real* inp, size_t n) {
+template <typename T>
+void gelu_forward(T* out, const T* inp, size_t n) {
+    using Acc = acc_t<T>;
 #pragma omp parallel for
     for (size_t i = 0; i < n; i++) {
-        Real x = inp[i];
-        out[i] = Real(0.5) * x * (Real(1) + std::tanh(kGeluScale<Real> * (x + Real(0.044715) * x * x * x)));
+        Acc x = load(inp[i]);
+        out[i] = store<T>(Acc(0.5) * x * (Acc(1) + std::tanh(kGeluScale<Acc> * (x + Acc(0.044715) * x * x * x))));
     }
 }
 
-template <typename Real>
-void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) {
+template <typename T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) {
+    using Acc = acc_t<T>;
     // d/dx = 0.5(1 + tanh u) + 0.5 x (1 − tanh² u) · √(2/π)(1 + 3·0.044715 x²), u = √(2/π)(x + 0.044715 x³)
 #pragma omp parallel for
     for (size_t i = 0; i < n; i++) {
-        Real x = inp[i];
-        Real th = std::tanh(kGeluScale<Real> * (x + Real(0.044715) * x * x * x));
-        Real du = kGeluScale<Real> * (Real(1) + Real(3 * 0.044715) * x * x);
-        Real local = Real(0.5) * (Real(1) + th) + Real(0.5) * x * (Real(1) - th * th) * du;
-        dinp[i] += local * dout[i];
+        Acc x = load(inp[i]);
+        Acc th = std::tanh(kGeluScale<Acc> * (x + Acc(0.044715) * x * x * x));
+        Acc du = kGeluScale<Acc> * (Acc(1) + Acc(3 * 0.044715) * x * x);
+        Acc local = Acc(0.5) * (Acc(1) + th) + Acc(0.5) * x * (Acc(1) - th * th) * du;
+        dinp[i] = store<T>(load(dinp[i]) + local * load(dout[i]));
     }
 }
 
-template <typename Real>
-void residual_forward(Real* out, const Real* a, const Real* b, size_t n) {
+template <typename T>
+void residual_forward(T* out, const T* a, const T* b, size_t n) {
 #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    for (size_t i = 0; i < n; i++) out[i] = store<T>(load(a[i]) + load(b[i]));
 }
 
-template <typename Real>
-void fused_classifier(Real* dlogits, Real* losses, const Real* logits, const int32_t* targets,
-                      int N, int V, int Vp, Real dloss) {
+template <typename T>
+void fused_classifier(T* dlogits, acc_t<T>* losses, const T* logits, const int32_t* targets, int N, int V, int Vp,
+                      acc_t<T> dloss) {
+    using Acc = acc_t<T>;
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
-        const Real* x = logits + (size_t)i * Vp;   // (Vp), only the first V are real
-        Real row_max = -INFINITY;
-        for (int c = 0; c < V; c++) row_max = std::max(row_max, x[c]);
-        Real sum = 0;
-        for (int c = 0; c < V; c++) sum += std::exp(x[c] - row_max);
+        const T* x = logits + (size_t)i * Vp;   // (Vp), only the first V are real
+        Acc row_max = -INFINITY;
+        for (int c = 0; c < V; c++) row_max = std::max(row_max, load(x[c]));
+        Acc sum = 0;
+        for (int c = 0; c < V; c++) sum += std::exp(load(x[c]) - row_max);
         const int target = targets[i];
-        losses[i] = (row_max - x[target]) + std::log(sum);   // −log softmax[target]; difference first, no cancellation
+        // −log softmax[target]; the difference first, so large logits do not cancel
+        losses[i] = (row_max - load(x[target])) + std::log(sum);
         if (dlogits == nullptr) continue;
-        Real* dx = dlogits + (size_t)i * Vp;
-        const Real inv_sum = Real(1) / sum;
+        T* dx = dlogits + (size_t)i * Vp;   // may alias x: each element is read before it is written
+        const Acc inv_sum = Acc(1) / sum;
         for (int c = 0; c < V; c++) {
-            Real p = std::exp(x[c] - row_max) * inv_sum;
-            dx[c] = (p - (c == target ? Real(1) : Real(0))) * dloss;
+            Acc p = std::exp(load(x[c]) - row_max) * inv_sum;
+            dx[c] = store<T>((p - (c == target ? Acc(1) : Acc(0))) * dloss);
         }
-        for (int c = V; c < Vp; c++) dx[c] = 0;
+        for (int c = V; c < Vp; c++) dx[c] = store<T>(Acc(0));
     }
 }
 
-template <typename Real>
-double sum_squares(const Real* g, size_t n) {
+template <typename G>
+double sum_squares(const G* g, size_t n) {
     double acc = 0;
 #pragma omp parallel for reduction(+ : acc) schedule(static)
     for (size_t i = 0; i < n; i++) acc += (double)g[i] * (double)g[i];
     return acc;
 }
 
-template <typename Real>
-void adamw_update(Real* params, Real* m, Real* v, const Real* grads, size_t n, float lr,
+template <typename T>
+void adamw_update(acc_t<T>* master, T* working, acc_t<T>* m, acc_t<T>* v, const acc_t<T>* grads, size_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    using Acc = acc_t<T>;
     // Scalars as PyTorch forms them: in double, then used in the tensor's precision.
     const double bias_correction1 = 1.0 - std::pow((double)beta1, t);
     const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow((double)beta2, t));
-    const Real step_size = Real(lr / bias_correction1);
-    const Real decay = Real(1.0 - (double)lr * weight_decay);
-    const Real b1 = beta1, b2 = beta2, e = eps, bc2_sqrt = Real(bias_correction2_sqrt);
+    const Acc step_size = Acc(lr / bias_correction1);
+    const Acc decay = Acc(1.0 - (double)lr * weight_decay);
+    const Acc b1 = beta1, b2 = beta2, e = eps, bc2_sqrt = Acc(bias_correction2_sqrt);
 #pragma omp parallel for
     for (size_t i = 0; i < n; i++) {
-        Real g = grads[i] * Real(grad_scale);
-        m[i] = b1 * m[i] + (Real(1) - b1) * g;
-        v[i] = b2 * v[i] + (Real(1) - b2) * g * g;
-        Real p = params[i] * decay;
-        params[i] = p - step_size * (m[i] / (std::sqrt(v[i]) / bc2_sqrt + e));
+        Acc g = grads[i] * Acc(grad_scale);
+        m[i] = b1 * m[i] + (Acc(1) - b1) * g;
+        v[i] = b2 * v[i] + (Acc(1) - b2) * g * g;
+        Acc p = (master != nullptr ? master[i] : load(working[i])) * decay;
+        p = p - step_size * (m[i] / (std::sqrt(v[i]) / bc2_sqrt + e));
+        if (master != nullptr) master[i] = p;
+        working[i] = store<T>(p);
     }
 }
 
-#define TRAIN_GPT_INSTANTIATE(Real)                                                               \
-    template void encoder_forward<Real>(Real*, const int32_t*, const Real*, const Real*, int, int, int); \
-    template void encoder_backward<Real>(Real*, Real*, const Real*, const int32_t*, int, int, int);      \
-    template void layernorm_forward<Real>(Real*, Real*, Real*, const Real*, const Real*, const Real*, int, int); \
-    template void layernorm_backward<Real>(Real*, Real*, Real*, const Real*, const Real*, const Real*,   \
-                                           const Real*, const Real*, int, int);                         \
-    template void matmul_forward<Real>(Real*, const Real*, const Real*, const Real*, int, int, int);     \
-    template void matmul_backward<Real>(Real*, Real*, Real*, const Real*, const Real*, const Real*, int, int, int); \
-    template void attention_forward<Real>(Real*, Real*, const Real*, int, int, int, int);                \
-    template void attention_backward<Real>(Real*, const Real*, const Real*, const Real*, const Real*,    \
-                                           int, int, int, int);                                         \
-    template void gelu_forward<Real>(Real*, const Real*, size_t);                                        \
-    template void gelu_backward<Real>(Real*, const Real*, const Real*, size_t);                          \
-    template void residual_forward<Real>(Real*, const Real*, const Real*, size_t);                       \
-    template void fused_classifier<Real>(Real*, Real*, const Real*, const int32_t*, int, int, int, Real);\
-    template double sum_squares<Real>(const Real*, size_t);                                              \
-    template void adamw_update<Real>(Real*, Real*, Real*, const Real*, size_t, float, float, float, float, \
-                                     float, float, int);
+#define TRAIN_GPT_INSTANTIATE(T)                                                                               \
+    template void encoder_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int);                   \
+    template void encoder_backward<T>(acc_t<T>*, acc_t<T>*, const T*, const int32_t*, int, int, int);          \
+    template void layernorm_forward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, int, int);      \
+    template void layernorm_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*,                \
+                                        const acc_t<T>*, const acc_t<T>*, int, int);                           \
+    template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                          \
+    template void matmul_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, int, int, int);   \
+    template void attention_forward<T>(T*, acc_t<T>*, const T*, int, int, int, int);                           \
+    template void attention_backward<T>(T*, const T*, const T*, const T*, const acc_t<T>*, int, int, int, int);\
+    template void gelu_forward<T>(T*, const T*, size_t);                                                       \
+    template void gelu_backward<T>(T*, const T*, const T*, size_t);                                            \
+    template void residual_forward<T>(T*, const T*, const T*, size_t);                                         \
+    template void fused_classifier<T>(T*, acc_t<T>*, const T*, const int32_t*, int, int, int, acc_t<T>);       \
+    template void adamw_update<T>(acc_t<T>*, T*, acc_t<T>*, acc_t<T>*, const acc_t<T>*, size_t, float, float,  \
+                                  float, float, float, float, int);
 
 TRAIN_GPT_INSTANTIATE(float)
 TRAIN_GPT_INSTANTIATE(double)
+TRAIN_GPT_INSTANTIATE(bf16)
+TRAIN_GPT_INSTANTIATE(fp16)
+template double sum_squares<float>(const float*, size_t);
+template double sum_squares<double>(const double*, size_t);
 
 }  // namespace train_gpt::cpu

@@ -1,0 +1,118 @@
+// cpu/fp8_kernels.cpp — see fp8_kernels.h.
+#include "cpu/fp8_kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace train_gpt::cpu {
+
+namespace {
+
+// The FP8 values of q as floats, without their scale (exact).
+template <typename Q>
+std::vector<float> unscaled(const Q* q, size_t n) {
+    std::vector<float> out(n);
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++) out[i] = q[i].to_float();
+    return out;
+}
+
+}  // namespace
+
+template <typename T>
+float amax(const T* x, size_t n) {
+    float result = 0.0f;
+    bool any_nan = false;
+#pragma omp parallel for reduction(max : result) reduction(|| : any_nan)
+    for (size_t i = 0; i < n; i++) {
+        float v = std::fabs((float)load(x[i]));
+        if (std::isnan(v)) any_nan = true; else result = std::max(result, v);
+    }
+    return any_nan ? NAN : result;
+}
+
+template <typename T, typename Q>
+Fp8CastStats quantize_fp8(Q* q, const T* x, size_t n, float scale) {
+    const float max_q = Q::max_finite;
+    size_t saturated = 0, flushed = 0, nan = 0;
+#pragma omp parallel for reduction(+ : saturated, flushed, nan)
+    for (size_t i = 0; i < n; i++) {
+        const float v = (float)load(x[i]);
+        const float scaled = v * scale;
+        q[i] = Q::from_float(scaled);
+        if (std::isnan(v)) {
+            nan++;
+        } else if (std::fabs(scaled) > max_q) {
+            saturated++;
+        } else if (v != 0.0f && q[i].to_float() == 0.0f) {
+            flushed++;
+        }
+    }
+    Fp8CastStats stats;
+    stats.amax = amax(x, n);
+    stats.count = n;
+    stats.saturated = saturated;
+    stats.flushed = flushed;
+    stats.nan = nan;
+    return stats;
+}
+
+template <typename T>
+void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                        float weight_inv_scale, const T* bias, int N, int C, int OC) {
+    std::vector<float> x = unscaled(inp, (size_t)N * C), w = unscaled(weight, (size_t)OC * C);
+    std::vector<float> acc((size_t)N * OC);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, x.data(), C, w.data(), C, 0.0f,
+                acc.data(), OC);   // Σ q_x q_w, FP32 accumulate
+    const float dequant = inp_inv_scale * weight_inv_scale;
+#pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < OC; j++) {
+            float v = acc[(size_t)i * OC + j] * dequant + (bias != nullptr ? (float)load(bias[j]) : 0.0f);
+            out[(size_t)i * OC + j] = store<T>(v);
+        }
+    }
+}
+
+template <typename T>
+void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, float dout_inv_scale,
+                         const T* dout, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                         float weight_inv_scale, int N, int C, int OC) {
+    std::vector<float> dy = unscaled(dout_q, (size_t)N * OC);
+    std::vector<float> x = unscaled(inp, (size_t)N * C), w = unscaled(weight, (size_t)OC * C);
+    // dX += (q_dy · q_w) / (s_dy s_w)
+    std::vector<float> dx((size_t)N * C);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dy.data(), OC, w.data(), C, 0.0f,
+                dx.data(), C);
+    const float dx_dequant = dout_inv_scale * weight_inv_scale;
+#pragma omp parallel for
+    for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] = store<T>((float)load(dinp[i]) + dx[i] * dx_dequant);
+    // dW += (q_dyᵀ · q_x) / (s_dy s_x), into the FP32 gradient: alpha applies the factors
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, dout_inv_scale * inp_inv_scale, dy.data(), OC,
+                x.data(), C, 1.0f, dweight, C);
+    if (dbias == nullptr) return;
+#pragma omp parallel for
+    for (int o = 0; o < OC; o++) {
+        float sum = 0.0f;
+        for (int i = 0; i < N; i++) sum += (float)load(dout[(size_t)i * OC + o]);
+        dbias[o] += sum;
+    }
+}
+
+#define TRAIN_GPT_INSTANTIATE_FP8(T)                                                                        \
+    template float amax<T>(const T*, size_t);                                                               \
+    template Fp8CastStats quantize_fp8<T, fp8e4m3>(fp8e4m3*, const T*, size_t, float);                      \
+    template Fp8CastStats quantize_fp8<T, fp8e5m2>(fp8e5m2*, const T*, size_t, float);                      \
+    template void matmul_forward_fp8<T>(T*, const fp8e4m3*, float, const fp8e4m3*, float, const T*, int, int, \
+                                        int);                                                               \
+    template void matmul_backward_fp8<T>(T*, float*, float*, const fp8e5m2*, float, const T*, const fp8e4m3*, \
+                                         float, const fp8e4m3*, float, int, int, int);
+
+TRAIN_GPT_INSTANTIATE_FP8(float)
+TRAIN_GPT_INSTANTIATE_FP8(bf16)
+TRAIN_GPT_INSTANTIATE_FP8(fp16)
+
+}  // namespace train_gpt::cpu

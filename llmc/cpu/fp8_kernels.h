@@ -1,0 +1,41 @@
+// cpu/fp8_kernels.h — the FP8 ops of the CPU kernel set (DESIGN §4).
+//
+// An FP8 GEMM here is emulated the way an FP8 tensor core computes it: both operands are FP8
+// values q = saturate(x · s) (dtypes.h, fp8_scaling.h); their products are exact in FP32
+// (3 + 3 or 3 + 2 mantissa bits), they are accumulated in FP32, and the sum is multiplied by
+// the two dequantisation factors 1/s_a · 1/s_b before the bias is added and the result is
+// rounded into the activation dtype T.
+//
+// Which operand is which (per GEMM of a block, y = x Wᵀ + b):
+//   forward   y  (N,OC) = X (N,C)   · Wᵀ        X: E4M3, W: E4M3
+//   backward  dX (N,C) += dY (N,OC) · W         dY: E5M2 (the gradient's wide range), W: E4M3
+//             dW (OC,C) += dYᵀ · X              dY: E5M2, X: the E4M3 copy saved by the forward
+//             db (OC)  += Σ_rows dY             from the unquantised dY
+// The CPU twin keeps one (row-major) layout of each operand; the transposed copies a TN-only
+// Hopper GEMM needs are a CUDA-side concern.
+#pragma once
+
+#include "cpu/kernels.h"
+#include "fp8_scaling.h"
+
+namespace train_gpt::cpu {
+
+// max |x| over n values; NaN if any value is NaN (so a NaN can never hide in an amax).
+template <typename T>
+float amax(const T* x, size_t n);
+
+// q (n) = saturate(x · scale) in Q (fp8e4m3 or fp8e5m2); returns the cast's statistics:
+// amax of the unscaled x, and how many values saturated or flushed to zero.
+template <typename T, typename Q>
+Fp8CastStats quantize_fp8(Q* q, const T* x, size_t n, float scale);
+
+template <typename T>
+void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                        float weight_inv_scale, const T* bias, int N, int C, int OC);
+
+template <typename T>
+void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, float dout_inv_scale,
+                         const T* dout, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                         float weight_inv_scale, int N, int C, int OC);
+
+}  // namespace train_gpt::cpu

@@ -1,0 +1,145 @@
+// fp8_scaling.h — per-tensor FP8 scales: the amax history, delayed scaling, and the scaled
+// casts (quantise / dequantise) with the telemetry users debug FP8 with.
+//
+// Why scale. E4M3 spans 2^-9 … 448 and E5M2 2^-16 … 57344 with 3 or 2 mantissa bits: a tensor
+// whose values live around 1e-3 (activations after a norm are O(1); gradients are often 1e-5)
+// would lose most of its values to the subnormals or to zero. So each FP8 operand carries a
+// per-tensor scale s: the cast stores q = saturate(x · s) and the GEMM multiplies its FP32
+// accumulator by 1/s for each operand. The best s maps the tensor's largest magnitude
+// amax = max|x| onto the format's largest finite value: s = fp8_max / amax — nothing saturates
+// and the small values keep as many bits as the format has. A margin m backs off by 2^m,
+// s = (fp8_max / amax) · 2^-m, so a tensor that grows by up to 2^m still fits.
+//
+// Why delayed. Knowing amax before the cast needs a full pass over the tensor before the cast
+// can start; fused into the kernel that produces the tensor, that is one extra read of it (and
+// a grid-wide sync) per GEMM operand. Delayed scaling instead predicts this step's amax from the
+// amaxes recorded during the last H casts (the amax history): a = max(history) (or the most
+// recent entry, `--fp8-amax-algo most_recent`), and records this step's amax — computed for
+// free inside the cast — for the next step. Amaxes change slowly from step to step, the margin
+// and the max over H steps absorb the drift, and a value that does outgrow the prediction
+// saturates (counted) instead of overflowing. Weights can even be cast in the optimizer
+// kernel, ahead of the step that uses them, because their scale is already known.
+//
+// The rules (DESIGN §4), per scaled tensor, one step at a time:
+//   step 0             no history: the caller computes the tensor's amax first and the scale
+//                      comes from it ("just in time", scale_from_amax), rather than casting
+//                      with s = 1;
+//   cast               q = saturate(x · s); the cast returns amax = max|x| of the unscaled x
+//                      (NaN if any x is NaN);
+//   end of step        ranks MAX-reduce their amaxes (combine_amax keeps a NaN), the result
+//                      enters the history (newest first, the oldest falls out past H), and the
+//                      scale for the next step is computed from the history:
+//                      a = max(history) or history[0];  s = (fp8_max / a) · 2^-margin;
+//                      a == 0, a inf or a NaN → keep the previous s (a zero tensor says
+//                      nothing about scale; a NaN amax is the step that gets skipped);
+//                      s = inf (a tiny amax) → FLT_MAX.
+//   recipe current     every step is step 0: the scale comes from this step's own amax
+//                      (scale_from_amax before each cast); the history is still kept for
+//                      telemetry. For side-by-side comparison with delayed scaling.
+// max(history) propagates NaN and inf, so one non-finite amax holds the scale for H steps,
+// until it rolls out of the history (the previous scale is a good one meanwhile).
+// Extension: a scale that would underflow below FLT_MIN (an amax near FLT_MAX with a margin)
+// is clamped to FLT_MIN so that 1/s stays finite.
+#pragma once
+
+#include "dtypes.h"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace train_gpt {
+
+enum class Fp8Format { E4M3, E5M2 };
+enum class Fp8AmaxAlgo { Max, MostRecent };
+enum class Fp8Recipe { Delayed, Current };
+
+Fp8AmaxAlgo parse_fp8_amax_algo(const std::string& name);   // max|most_recent, else fails
+const char* fp8_amax_algo_name(Fp8AmaxAlgo algo);
+Fp8Recipe parse_fp8_recipe(const std::string& name);        // delayed|current, else fails
+const char* fp8_recipe_name(Fp8Recipe recipe);
+const char* fp8_format_name(Fp8Format format);              // e4m3|e5m2
+
+// Largest finite value: 448 (E4M3), 57344 (E5M2).
+TG_HD inline float fp8_max(Fp8Format format) {
+    return format == Fp8Format::E4M3 ? fp8e4m3::max_finite : fp8e5m2::max_finite;
+}
+
+// The MAX of two amaxes that a NaN survives (IEEE fmax and MPI_MAX on floats would drop it):
+// used by the cast's reduction and by the cross-rank MAX all-reduce.
+TG_HD inline float combine_amax(float a, float b) {
+    if (is_nan_f32(a)) return a;
+    if (is_nan_f32(b)) return b;
+    return a > b ? a : b;
+}
+
+struct Fp8ScalingConfig {
+    int amax_history = 16;               // H, --fp8-amax-history (≥ 1)
+    Fp8AmaxAlgo algo = Fp8AmaxAlgo::Max; // --fp8-amax-algo
+    int margin = 0;                      // --fp8-margin (≥ 0): s is backed off by 2^-margin
+    Fp8Recipe recipe = Fp8Recipe::Delayed;   // --fp8-recipe
+
+    void validate() const;   // fails naming the flag
+};
+
+// s = (fp8_max / amax) · 2^-margin; amax 0 / inf / NaN → previous; s = inf → FLT_MAX;
+// s < FLT_MIN → FLT_MIN.
+float fp8_scale_from_amax(float amax, float fp8_max, int margin, float previous);
+// a from a history (newest first): its NaN-propagating max, or history[0]. Empty → 0.
+float fp8_select_amax(const std::vector<float>& history, Fp8AmaxAlgo algo);
+
+// The scale state of one FP8-cast tensor (one operand of one GEMM: X, W or dY).
+class Fp8TensorScale {
+public:
+    Fp8TensorScale(Fp8Format format, const Fp8ScalingConfig& config);
+
+    Fp8Format format() const { return format_; }
+    // s for this step's cast, and 1/s, the GEMM's dequantisation factor.
+    float scale() const { return scale_; }
+    float inv_scale() const { return 1.0f / scale_; }
+    // True when this step's cast needs its own amax first: step 0 of delayed scaling (no
+    // history yet), every step of the current recipe. Then: a = amax_of(x), scale_from_amax(a).
+    bool needs_amax_now() const;
+    // Just-in-time scale from the tensor's own amax (same rules: 0 / non-finite keeps s).
+    void scale_from_amax(float amax);
+    // End of step: `amax` (this step's, already MAX-reduced across ranks) enters the history;
+    // under delayed scaling the scale for the next step is computed from the history.
+    void end_step(float amax);
+
+    const std::vector<float>& history() const { return history_; }   // newest first, ≤ H entries
+    int64_t steps() const { return steps_; }                          // end_step calls so far
+    // Checkpoint restore: the scale and history as saved (history newest first, truncated to H).
+    void restore(float scale, const std::vector<float>& history, int64_t steps);
+
+private:
+    Fp8Format format_;
+    Fp8ScalingConfig config_;
+    float scale_ = 1.0f;
+    std::vector<float> history_;
+    int64_t steps_ = 0;
+};
+
+// What a cast did, for telemetry (DESIGN §4): the fraction of values that saturated or
+// flushed to zero tells whether the scale fits the tensor.
+struct Fp8CastStats {
+    float amax = 0.0f;        // max|x| of the unscaled input, NaN if any x is NaN
+    size_t count = 0;         // values cast
+    size_t saturated = 0;     // |x · s| > fp8_max (inf included): clipped to ±fp8_max
+    size_t flushed = 0;       // x ≠ 0 (and not NaN) but q = ±0
+    size_t nan = 0;           // NaN inputs (cast to the NaN encoding 0x7f)
+
+    Fp8CastStats& operator+=(const Fp8CastStats& o);   // amax by combine_amax, counts summed
+    double saturated_frac() const { return count ? double(saturated) / double(count) : 0.0; }
+    double flushed_frac() const { return count ? double(flushed) / double(count) : 0.0; }
+};
+
+// max|x| over n floats, NaN-propagating.
+float amax_of(const float* x, size_t n);
+// q[i] = saturate(x[i] · scale) in E4M3 / E5M2, with the cast's statistics.
+Fp8CastStats quantize(fp8e4m3* q, const float* x, size_t n, float scale);
+Fp8CastStats quantize(fp8e5m2* q, const float* x, size_t n, float scale);
+// x[i] = float(q[i]) · inv_scale.
+void dequantize(float* x, const fp8e4m3* q, size_t n, float inv_scale);
+void dequantize(float* x, const fp8e5m2* q, size_t n, float inv_scale);
+
+}  // namespace train_gpt

@@ -1,0 +1,25 @@
+// precision.h — the run-time precision modes (DESIGN §3) and the dtype of each buffer class.
+//
+//   mode  | working weights, activations | GEMM operands           | master weights, grads, Adam
+//   fp32  | fp32                         | fp32                    | fp32
+//   bf16  | bf16                         | bf16                    | fp32
+//   fp16  | fp16 (+ dynamic loss scale)  | fp16                    | fp32
+//   fp8   | bf16                         | X, W: E4M3 · dY: E5M2   | fp32
+// Norm statistics, softmax, cross-entropy and the gradient norm are FP32 in every mode.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace train_gpt {
+
+enum class Precision { FP32, BF16, FP16, FP8 };
+enum class DType { F32, BF16, F16 };   // storage of activations and working weights
+
+Precision parse_precision(const std::string& name);   // fp32|bf16|fp16|fp8, else fails
+const char* precision_name(Precision p);
+DType activation_dtype(Precision p);                  // fp8 keeps bf16 activations
+size_t dtype_size(DType d);
+const char* dtype_name(DType d);
+
+}  // namespace train_gpt
