@@ -16,7 +16,13 @@ std::string LogRecord::to_json() const {
         if (is_num) {
             double v = nums_[i].second;
             // JSON has no inf/NaN: log them as strings so a diverging run stays parseable
-            if (std::isfinite(v)) j[nums_[i].first] = v; else j[nums_[i].first] = format("%g", v);
+            if (!std::isfinite(v)) {
+                j[nums_[i].first] = format("%g", v);
+            } else if (v == std::trunc(v) && std::fabs(v) < 9007199254740992.0) {
+                j[nums_[i].first] = (int64_t)v;   // whole numbers (steps, counts) as JSON integers
+            } else {
+                j[nums_[i].first] = v;
+            }
         } else {
             j[strs_[i].first] = strs_[i].second;
         }

@@ -1,0 +1,279 @@
+// test_precision.cpp — the mixed-precision recipe on the CPU twin:
+//   * the recipe's claims, each as a test (FP32 masters keep sub-ulp updates; loss scaling keeps
+//     gradients below fp16's smallest subnormal; an inf gradient skips the step, halves the loss
+//     scale, and training continues);
+//   * the FP8 kernels against their definition;
+//   * each precision's loss and gradients against the fp32 model, within tolerances derived
+//     from the formats (see ModesMatchFp32WithinFormatTolerances).
+#include "cpu/fp8_kernels.h"
+#include "cpu/kernels.h"
+#include "gpt.h"
+#include "rng.h"
+#include "shard.h"
+#include "test_util.h"
+#include "tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <sstream>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+namespace k = train_gpt::cpu;
+
+TEST(Precision, SubUlpUpdateIsLostOnBf16WeightsButKeptByFp32Master) {
+    // bf16 has 8 significant bits: at 1.0 its ulp is 2^-7, so an update of lr = 1e-3 per step
+    // (Adam's step is ≈ lr·sign(g)) is below half an ulp (3.9e-3) and rounds away every time.
+    const float lr = 1e-3f;
+    std::vector<bf16> working_only(1, bf16::from_float(1.0f)), working(1, bf16::from_float(1.0f));
+    std::vector<float> master(1, 1.0f), m1(1, 0), v1(1, 0), m2(1, 0), v2(1, 0), grad(1, 0.5f);
+    for (int t = 1; t <= 10; t++) {
+        k::adamw_update<bf16>(nullptr, working_only.data(), m1.data(), v1.data(), grad.data(), 1, lr, 0.9f, 0.95f,
+                              1e-8f, 0.0f, 1.0f, t);
+        k::adamw_update<bf16>(master.data(), working.data(), m2.data(), v2.data(), grad.data(), 1, lr, 0.9f, 0.95f,
+                              1e-8f, 0.0f, 1.0f, t);
+    }
+    EXPECT_EQ(working_only[0].to_float(), 1.0f) << "ten updates of 1e-3 were all lost in bf16";
+    EXPECT_NEAR(master[0], 1.0f - 10 * lr, 1e-5f) << "the FP32 master kept every update";
+    EXPECT_EQ(working[0].bits, bf16::from_float(master[0]).bits) << "working weights = round(master)";
+    EXPECT_LT(working[0].to_float(), 1.0f);
+}
+
+TEST(Precision, LossScalingKeepsGradientsBelowFp16SmallestSubnormal) {
+    // fp16's smallest subnormal is 2^-24 ≈ 6e-8. With dloss = 1e-8 every dlogit |p − y|·dloss is
+    // below half of it and the fp16 store flushes it to zero; scaled by S = 2^16 it is ~6.6e-4,
+    // comfortably representable, and after the FP32 weight gradient is unscaled it matches fp32.
+    const int N = 4, V = 6, Vp = 8, C = 3;
+    Rng rng(3);
+    std::vector<float> logits32(N * Vp), inp32(N * C);
+    for (float& x : logits32) x = (float)rng.normal();
+    for (float& x : inp32) x = (float)rng.normal();
+    std::vector<fp16> logits16(N * Vp), inp16(N * C);
+    for (int i = 0; i < N * Vp; i++) logits16[i] = fp16::from_float(logits32[i]);
+    for (int i = 0; i < N * C; i++) inp16[i] = fp16::from_float(inp32[i]);
+    std::vector<int32_t> targets = {0, 5, 2, 3};
+    const float dloss = 1e-8f, S = 65536.0f;
+    std::vector<float> losses(N);
+
+    auto weight_gradient = [&](float scale) {   // dW (Vp, C) of the LM head, unscaled, FP32
+        std::vector<fp16> dlogits(N * Vp), dinp(N * C), weight(Vp * C, fp16::from_float(0.1f));
+        k::fused_classifier<fp16>(dlogits.data(), losses.data(), logits16.data(), targets.data(), N, V, Vp,
+                                  dloss * scale);
+        std::vector<float> dweight(Vp * C, 0.0f);
+        k::matmul_backward<fp16>(dinp.data(), dweight.data(), nullptr, dlogits.data(), inp16.data(), weight.data(),
+                                 N, C, Vp);
+        for (float& g : dweight) g /= scale;
+        return dweight;
+    };
+    std::vector<float> unscaled = weight_gradient(1.0f), scaled = weight_gradient(S);
+    // the fp32 reference: same maths in float
+    std::vector<float> dlogits_ref(N * Vp), dinp_ref(N * C), weight_ref(Vp * C, fp16::from_float(0.1f).to_float());
+    std::vector<float> logits_ref(N * Vp), inp_ref(N * C), dweight_ref(Vp * C, 0.0f);
+    for (int i = 0; i < N * Vp; i++) logits_ref[i] = logits16[i].to_float();
+    for (int i = 0; i < N * C; i++) inp_ref[i] = inp16[i].to_float();
+    k::fused_classifier<float>(dlogits_ref.data(), losses.data(), logits_ref.data(), targets.data(), N, V, Vp, dloss);
+    k::matmul_backward<float>(dinp_ref.data(), dweight_ref.data(), nullptr, dlogits_ref.data(), inp_ref.data(),
+                              weight_ref.data(), N, C, Vp);
+
+    double ref_norm = 0, unscaled_norm = 0;
+    for (int i = 0; i < Vp * C; i++) {
+        ref_norm += dweight_ref[i] * dweight_ref[i];
+        unscaled_norm += unscaled[i] * unscaled[i];
+    }
+    ASSERT_GT(ref_norm, 0.0);
+    EXPECT_EQ(unscaled_norm, 0.0) << "without loss scaling every fp16 gradient flushed to zero";
+    // with loss scaling: fp16 rounding of the dlogits (u = 2^-11) is the only error
+    EXPECT_LT(max_rel_error(scaled.data(), dweight_ref.data(), scaled.size()), 2e-3);
+}
+
+namespace {
+std::vector<nlohmann::json> read_log(const std::string& path, const std::string& type) {
+    std::vector<nlohmann::json> out;
+    std::istringstream in(read_text(path));
+    for (std::string line; std::getline(in, line);) {
+        auto j = nlohmann::json::parse(line);
+        if (j["type"] == type) out.push_back(j);
+    }
+    return out;
+}
+
+struct TinyRun {
+    ScratchDir dir;
+    TinyRun() {
+        std::string text;
+        for (int i = 0; i < 200; i++) text += "And God said, Let there be light. ";
+        std::vector<uint32_t> tokens(text.begin(), text.end());
+        write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+        Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
+    }
+    std::string command(const std::string& extra) const {
+        return repo_root() + "/train_gpt -i '" + dir.file("train_*.bin") + "' -j '' --tokenizer '" +
+               dir.file("tokenizer.bin") + "' -e d2 --n-embd 32 -b 2 -t 16 -g 0 -o '" + dir.file("out") + "' " + extra;
+    }
+};
+}  // namespace
+
+TEST(Precision, InjectedInfGradientSkipsTheStepHalvesTheLossScaleAndTrainingContinues) {
+    TinyRun run;
+    std::string output;
+    ASSERT_EQ(run_command(run.command("-p fp16 -x 6 --inject-nonfinite-step 2"), &output), 0) << output;
+    EXPECT_CONTAINS(output, "SKIPPED");
+    auto steps = read_log(run.dir.file("out/log.jsonl"), "step");
+    ASSERT_EQ(steps.size(), 6u);
+    for (int i = 0; i < 6; i++) {
+        EXPECT_EQ(steps[i]["skipped"].get<int>(), i == 2 ? 1 : 0) << "step " << i + 1;
+        EXPECT_TRUE(steps[i]["loss"].is_number()) << "every loss stays finite";
+    }
+    EXPECT_EQ(steps[2]["loss_scale"].get<double>(), 65536.0);
+    EXPECT_EQ(steps[3]["loss_scale"].get<double>(), 32768.0) << "the overflow halved the loss scale";
+    EXPECT_EQ(steps[5]["loss_scale"].get<double>(), 32768.0);
+    EXPECT_LT(steps[5]["loss"].get<double>(), steps[0]["loss"].get<double>()) << "training went on";
+}
+
+TEST(Precision, TooManyNonFiniteStepsInARowStopTheRun) {
+    TinyRun run;
+    std::string output;
+    int rc = run_command(run.command("-x 20 --lr 1e30 --warmup-steps 0 --grad-clip 0 --max-skipped-steps 3"), &output);
+    EXPECT_NE(rc, 0) << output;
+    EXPECT_CONTAINS(output, "3 steps in a row had a non-finite loss or gradient norm");
+}
+
+TEST(Fp8Kernels, QuantizeCountsSaturationAndFlushes) {
+    // scale 2: 300·2 = 600 > 448 saturates; 1e-4·2 = 2e-4 < 2^-10 (half the smallest E4M3
+    // subnormal 2^-9) flushes to zero; NaN stays NaN
+    std::vector<float> x = {1.0f, -300.0f, 1e-4f, 0.0f, NAN, 3.0f};
+    std::vector<fp8e4m3> q(x.size());
+    Fp8CastStats s = k::quantize_fp8(q.data(), x.data(), x.size(), 2.0f);
+    EXPECT_TRUE(std::isnan(s.amax)) << "a NaN input makes the amax NaN";
+    EXPECT_EQ(s.saturated, 1u);
+    EXPECT_EQ(s.flushed, 1u);
+    EXPECT_EQ(s.nan, 1u);
+    EXPECT_EQ(q[0].to_float(), 2.0f);
+    EXPECT_EQ(q[1].to_float(), -448.0f);
+    EXPECT_EQ(q[2].to_float(), 0.0f);
+    EXPECT_EQ(q[5].to_float(), 6.0f);
+    EXPECT_EQ(k::amax(x.data(), 4), 300.0f);
+}
+
+TEST(Fp8Kernels, GemmsAreScaledFp8ProductsAccumulatedInFp32) {
+    const int N = 5, C = 16, OC = 3;
+    Rng rng(9);
+    auto rand_q = [&](auto* q, size_t n, float range) {
+        for (size_t i = 0; i < n; i++) q[i] = std::remove_pointer_t<decltype(q)>::from_float((float)(range * rng.normal()));
+    };
+    std::vector<fp8e4m3> xq(N * C), wq(OC * C);
+    std::vector<fp8e5m2> dyq(N * OC);
+    rand_q(xq.data(), xq.size(), 50.0f);
+    rand_q(wq.data(), wq.size(), 100.0f);
+    rand_q(dyq.data(), dyq.size(), 1000.0f);
+    std::vector<float> bias = {0.5f, -1.0f, 2.0f}, dy(N * OC);
+    for (int i = 0; i < N * OC; i++) dy[i] = dyq[i].to_float() / 64.0f;
+    const float sx = 8.0f, sw = 16.0f, sdy = 64.0f;   // powers of two: every rescaling is exact
+
+    std::vector<float> out(N * OC);
+    k::matmul_forward_fp8<float>(out.data(), xq.data(), 1 / sx, wq.data(), 1 / sw, bias.data(), N, C, OC);
+    std::vector<float> dinp(N * C, 0.0f), dweight(OC * C, 0.0f), dbias(OC, 0.0f);
+    k::matmul_backward_fp8<float>(dinp.data(), dweight.data(), dbias.data(), dyq.data(), 1 / sdy, dy.data(), xq.data(),
+                                  1 / sx, wq.data(), 1 / sw, N, C, OC);
+    for (int i = 0; i < N; i++) {
+        for (int o = 0; o < OC; o++) {
+            double ref = 0;
+            for (int c = 0; c < C; c++) ref += (double)xq[i * C + c].to_float() * wq[o * C + c].to_float();
+            EXPECT_NEAR(out[i * OC + o], ref / (sx * sw) + bias[o], 1e-5 * (std::fabs(ref / (sx * sw)) + 1));
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        for (int c = 0; c < C; c++) {
+            double ref = 0;
+            for (int o = 0; o < OC; o++) ref += (double)dyq[i * OC + o].to_float() * wq[o * C + c].to_float();
+            EXPECT_NEAR(dinp[i * C + c], ref / (sdy * sw), 1e-5 * (std::fabs(ref / (sdy * sw)) + 1));
+        }
+    }
+    for (int o = 0; o < OC; o++) {
+        double db = 0;
+        for (int i = 0; i < N; i++) db += dy[i * OC + o];
+        EXPECT_NEAR(dbias[o], db, 1e-5 * (std::fabs(db) + 1));
+        for (int c = 0; c < C; c++) {
+            double ref = 0;
+            for (int i = 0; i < N; i++) ref += (double)dyq[i * OC + o].to_float() * xq[i * C + c].to_float();
+            EXPECT_NEAR(dweight[o * C + c], ref / (sdy * sx), 1e-5 * (std::fabs(ref / (sdy * sx)) + 1));
+        }
+    }
+}
+
+namespace {
+struct ModeResult {
+    float loss;
+    std::vector<float> grads;
+};
+
+ModeResult run_mode(Precision p, const GPTConfig& cfg, const std::vector<float>& weights,
+                    const std::vector<int32_t>& tokens, int B, int T, Fp8Recipe recipe = Fp8Recipe::Delayed) {
+    PrecisionConfig pc;
+    pc.precision = p;
+    pc.fp8.recipe = recipe;
+    auto backend = make_cpu_backend(activation_dtype(p));
+    GPT model(cfg, *backend, B, T, pc);
+    model.set_weights(weights);
+    model.zero_grad();
+    // fp16 runs with a loss scale, as in training: 1/(B·T) alone would flush small dlogits
+    const float S = p == Precision::FP16 ? 1024.0f : 1.0f;
+    ModeResult r;
+    r.loss = model.forward(tokens.data(), tokens.data() + B * T, B, T, S / (B * T));
+    model.backward();
+    r.grads = model.gradients();
+    for (float& g : r.grads) g /= S;
+    return r;
+}
+}  // namespace
+
+// Tolerances, from the formats' unit roundoff u (half an ulp, relative): bf16 u = 2^-9 ≈ 2.0e-3,
+// fp16 u = 2^-12 ≈ 2.4e-4 (8 and 11 significant bits), E4M3 u = 2^-4, E5M2 u = 2^-3.
+//   loss ≤ u of the forward's operands: one token's loss depends on logits each carrying a
+//     relative error ~u, and the mean over B·T = 128 tokens averages independent errors down,
+//     so u bounds it with room (measured ~1e-5 in every mode);
+//   gradients ≤ 8u per tensor (bf16, fp16): a parameter gradient is a product chain through
+//     ~6 rounded tensors per layer; independent errors add in quadrature, ~u·√(6L + 4) ≈ 4u
+//     for L = 2 (measured 4.0u bf16, 3.7u fp16);
+//   fp8 gradients ≤ 2.4·u(E5M2) = 0.3: the backward GEMMs read dY in E5M2, whose rounding
+//     dominates, through the same ~√6 chain (measured 0.15).
+TEST(Precision, ModesMatchFp32WithinFormatTolerances) {
+    const int B = 4, T = 32;
+    GPTConfig cfg = gpt_config_from_spec("d2", 100, T, 64, 2);
+    auto backend = make_cpu_backend(DType::F32);
+    GPT init(cfg, *backend, B, T);
+    init.init_weights(5);
+    std::vector<float> weights = init.weights();
+    Rng rng(6);
+    std::vector<int32_t> tokens(2 * B * T);
+    for (int32_t& t : tokens) t = (int32_t)rng.below(cfg.vocab_size);
+
+    ModeResult ref = run_mode(Precision::FP32, cfg, weights, tokens, B, T);
+    struct Case { Precision p; Fp8Recipe recipe; double loss_tol, grad_tol; };
+    const double u_bf16 = std::ldexp(1.0, -9), u_fp16 = std::ldexp(1.0, -12);
+    const double u_e4m3 = std::ldexp(1.0, -4), u_e5m2 = std::ldexp(1.0, -3);
+    const Case cases[] = {
+        {Precision::BF16, Fp8Recipe::Delayed, u_bf16, 8 * u_bf16},
+        {Precision::FP16, Fp8Recipe::Delayed, u_fp16, 8 * u_fp16},
+        {Precision::FP8, Fp8Recipe::Delayed, u_e4m3, 2.4 * u_e5m2},
+        {Precision::FP8, Fp8Recipe::Current, u_e4m3, 2.4 * u_e5m2},
+    };
+    auto sizes = param_tensor_sizes(cfg);
+    for (const Case& c : cases) {
+        ModeResult r = run_mode(c.p, cfg, weights, tokens, B, T, c.recipe);
+        const double loss_err = std::fabs(r.loss - ref.loss) / ref.loss;
+        EXPECT_LT(loss_err, c.loss_tol) << precision_name(c.p);
+        double worst = 0;
+        size_t offset = 0;
+        for (int i = 0; i < kNumParamTensors; i++) {
+            double err = max_rel_error(r.grads.data() + offset, ref.grads.data() + offset, sizes[i]);
+            EXPECT_LT(err, c.grad_tol) << precision_name(c.p) << " gradient of " << param_tensor_name(i);
+            worst = std::max(worst, err);
+            offset += sizes[i];
+        }
+        std::printf("%s%s vs fp32: loss %.2e (bound %.1e), worst gradient tensor %.2e (bound %.1e)\n",
+                    precision_name(c.p), c.p == Precision::FP8 ? (c.recipe == Fp8Recipe::Current ? " current" : " delayed") : "",
+                    loss_err, c.loss_tol, worst, c.grad_tol);
+    }
+}
