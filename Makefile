@@ -20,7 +20,7 @@ CXXFLAGS ?= -O3 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -MMD -MP
 NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -fopenmp,-Wall -MMD -MP
-LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lopenblas -lgomp -lpthread -ldl
+LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lopenblas -lgomp -lpthread -ldl -lpcre2-8
 
 LIB_SRCS := $(sort $(wildcard llmc/*.cpp llmc/cpu/*.cpp))
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)

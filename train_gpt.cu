@@ -261,7 +261,7 @@ int run(int argc, char** argv) {
         std::vector<int> prompt;
         if (!cfg.sample_prompt.empty()) {
             if (!tokenizer) fail("--sample-prompt needs a --tokenizer");
-            prompt = tokenizer->encode_bytes(cfg.sample_prompt);
+            prompt = tokenizer->encode(cfg.sample_prompt);
         } else {
             prompt.push_back(tokenizer ? tokenizer->eot_token() : 0);
         }

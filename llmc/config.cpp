@@ -114,7 +114,7 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
         ->check(kPositive)->group("Evaluation");
     app.add_option("-g,--sample-tokens", c.sample_tokens, "Tokens to sample at the end (0 = none)")
         ->check(kNonNegative)->group("Evaluation");
-    app.add_option("--sample-prompt", c.sample_prompt, "Text to start the sample from (byte-level tokenizer)")
+    app.add_option("--sample-prompt", c.sample_prompt, "Text to start the sample from (encoded with --tokenizer)")
         ->group("Evaluation");
     app.add_option("--temperature", c.temperature, "Sampling temperature")->check(kPositive)->group("Evaluation");
 

@@ -32,7 +32,7 @@ struct TrainConfig {
     int seq_len = 128;               // T
     int64_t total_batch_tokens = 0;  // tokens per optimizer step; 0: B·T·world (no accumulation)
     // optimisation
-    int steps = 200;
+    int steps = 150;
     float lr = 2e-3f;
     int warmup_steps = 20;
     std::string lr_schedule = "cosine";

@@ -1,6 +1,7 @@
 // tokenizer.cpp — see tokenizer.h. Header ints are little-endian (host order, as in shard.cpp).
 #include "tokenizer.h"
 
+#include "bpe.h"
 #include "utils.h"
 
 #include <cstring>
@@ -11,7 +12,7 @@ namespace train_gpt {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "tokenizer I/O assumes a little-endian host");
 
 Tokenizer::Tokenizer(std::vector<std::string> tokens, int eot_token, const std::string& origin)
-    : tokens_(std::move(tokens)), eot_token_(eot_token) {
+    : tokens_(std::move(tokens)), eot_token_(eot_token), origin_(origin) {
     if (tokens_.empty()) fail("%s: tokenizer has an empty vocabulary", origin.c_str());
     if (eot_token_ < 0 || eot_token_ >= vocab_size()) {
         fail("%s: eot token %d outside the vocabulary [0, %d)", origin.c_str(), eot_token_,
@@ -93,7 +94,30 @@ Tokenizer Tokenizer::load(const std::string& path) {
     if (pos != bytes.size()) {
         fail("%s: %zu trailing bytes after the last token", path.c_str(), bytes.size() - pos);
     }
-    return Tokenizer(std::move(tokens), static_cast<int>(eot), path);
+    Tokenizer tokenizer(std::move(tokens), static_cast<int>(eot), path);
+
+    // BPE merges beside it: DIR/encoder.json + DIR/vocab.bpe.
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    const std::string encoder = dir + "/encoder.json", merges = dir + "/vocab.bpe";
+    if (file_exists(encoder) && file_exists(merges)) {
+        auto bpe = std::make_shared<const Bpe>(Bpe::load_gpt2(encoder, merges));
+        bool same = bpe->vocab_size() == tokenizer.vocab_size() && bpe->eot_token() == tokenizer.eot_token();
+        for (int id = 0; same && id < tokenizer.vocab_size(); id++) same = bpe->token_bytes(id) == tokenizer.tokens_[id];
+        if (!same) {
+            fail("%s: its table (vocab %d) differs from the BPE vocabulary beside it in %s and %s (vocab %d); "
+                 "re-run prepare_text or remove the stale files",
+                 path.c_str(), tokenizer.vocab_size(), encoder.c_str(), merges.c_str(), bpe->vocab_size());
+        }
+        tokenizer.bpe_ = std::move(bpe);
+    }
+    return tokenizer;
+}
+
+Tokenizer Tokenizer::from_bpe(std::shared_ptr<const Bpe> bpe) {
+    Tokenizer tokenizer(bpe->tokens(), bpe->eot_token(), "BPE tokenizer");
+    tokenizer.bpe_ = std::move(bpe);
+    return tokenizer;
 }
 
 void Tokenizer::save(const std::string& path) const {
@@ -139,6 +163,14 @@ std::vector<int> Tokenizer::encode_bytes(const std::string& text) const {
     std::vector<int> ids(text.size());  // (len(text),)
     for (size_t i = 0; i < text.size(); i++) ids[i] = static_cast<unsigned char>(text[i]);
     return ids;
+}
+
+std::vector<int> Tokenizer::encode(const std::string& text) const {
+    if (bpe_) return bpe_->encode(text);
+    if (is_byte_level()) return encode_bytes(text);
+    fail("%s: cannot encode text: this vocabulary (%d tokens) is not byte-level and no BPE merges were "
+         "loaded (encoder.json + vocab.bpe beside it)",
+         origin_.c_str(), vocab_size());
 }
 
 // Length of the valid UTF-8 sequence starting at s[i], or 0 if it is invalid or truncated.

@@ -10,11 +10,13 @@
 // on their own (BPE splits characters); use printable() before showing them.
 //
 // The byte-level tokenizer maps ids 0..255 to the bytes 0..255 and id 256 to
-// <|endoftext|> (stored as that text): vocab 257. Only it can encode (encode_bytes);
-// GPT-2 text is tokenised offline (dev/data) and this class only decodes it.
+// <|endoftext|> (stored as that text): vocab 257. A BPE tokenizer (llmc/bpe.h) is this table
+// plus its merges: load() picks them up from encoder.json + vocab.bpe beside tokenizer.bin
+// (prepare_text writes all three), and then encode() tokenises text exactly as prepare_text did.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,10 +27,16 @@ constexpr int kTokenizerVersion = 2;
 constexpr int kTokenizerHeaderInts = 256;
 inline constexpr const char* kEndOfText = "<|endoftext|>";
 
+class Bpe;
+
 class Tokenizer {
 public:
-    static Tokenizer load(const std::string& path);  // validates magic, version, sizes; errors name the path
+    // Validates magic, version, sizes; errors name the path. If DIR/encoder.json and
+    // DIR/vocab.bpe exist beside it (DIR = the file's directory), loads them as its BPE merges;
+    // they must describe the same table (else an error naming both).
+    static Tokenizer load(const std::string& path);
     static Tokenizer byte_level();                   // vocab 257, eot 256
+    static Tokenizer from_bpe(std::shared_ptr<const Bpe> bpe);  // the BPE's table, able to encode
     void save(const std::string& path) const;        // version 2, atomic
 
     int vocab_size() const { return static_cast<int>(tokens_.size()); }
@@ -40,11 +48,18 @@ public:
     std::string decode(const std::vector<int>& ids) const;
     // One id per byte of `text` (id = byte value); fails unless is_byte_level().
     std::vector<int> encode_bytes(const std::string& text) const;
+    // Ordinary text to ids (no special tokens; "<|endoftext|>" in the text is text): byte-level
+    // or BPE; fails, naming the file, for a table without merges.
+    std::vector<int> encode(const std::string& text) const;
+    bool can_encode() const { return bpe_ != nullptr || is_byte_level(); }
+    const Bpe* bpe() const { return bpe_.get(); }   // null unless merges are loaded
 
 private:
     Tokenizer(std::vector<std::string> tokens, int eot_token, const std::string& origin);
     std::vector<std::string> tokens_;  // (vocab_size,): bytes of each id
     int eot_token_ = 0;
+    std::string origin_;               // the file it came from, for error messages
+    std::shared_ptr<const Bpe> bpe_;   // merges, when loaded
 };
 
 // `bytes` made safe to print on a UTF-8 terminal: valid UTF-8 passes through; each byte of an

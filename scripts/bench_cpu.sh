@@ -10,7 +10,7 @@
 # (warm-up excluded). Prints a markdown table with the ratio.
 #
 # Overrides (environment): DEPTH (4), N_EMBD (64*DEPTH), N_HEAD (DEPTH), B (8),
-# T (128), STEPS (30), THREADS (2), VOCAB (257), FIRST_TIMED_STEP (3),
+# T (128), STEPS (30), THREADS (2), VOCAB (read from data/kjv/tokenizer.bin), FIRST_TIMED_STEP (3),
 # PYTHON (/usr/bin/python3: needs torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,8 @@ B=${B:-8}
 T=${T:-128}
 STEPS=${STEPS:-30}
 THREADS=${THREADS:-2}
-VOCAB=${VOCAB:-257}
+# the vocabulary size is header word 2 of llm.c's tokenizer.bin
+VOCAB=${VOCAB:-$(od -An -t u4 -j 8 -N 4 data/kjv/tokenizer.bin 2>/dev/null | tr -d ' ')}
 FIRST_TIMED_STEP=${FIRST_TIMED_STEP:-3}
 PYTHON=${PYTHON:-/usr/bin/python3}
 TRAIN_GLOB='data/kjv/kjv_train_*.bin'

@@ -4,18 +4,27 @@
 #   make && scripts/prepare_kjv.sh
 #
 # Text comes from Debian's bible-kjv package (`bible`); each verse's leading reference
-# ("Ge1:1 ", "1Chr3:4 ", "SSol1:1 ") is stripped so the text is plain prose, one verse a line.
-# build/prepare_text then writes byte-level shards:
-#   data/kjv/kjv_train_000000.bin   ~95% of the tokens
-#   data/kjv/kjv_val_000000.bin     the last ~5% (from Revelation)
-#   data/kjv/tokenizer.bin          byte-level tokenizer, vocab 257
-# Idempotent: if those files exist it says so and does nothing.
+# ("Ge1:1 ", "1Chr3:4 ", "SSol1:1 ") is stripped so the text is plain prose, one verse a line,
+# and every 20th chapter is moved to the end, where the 5% validation split is cut.
+# build/prepare_text then trains a GPT-2-style byte-level BPE of 2048 tokens on it (under a
+# second) and writes its shards:
+#   data/kjv/kjv.txt                the text (4.1 MB)
+#   data/kjv/encoder.json, vocab.bpe the trained BPE, GPT-2's file format (the cache)
+#   data/kjv/tokenizer.bin          its decode table (vocab 2048, <|endoftext|> = 2047)
+#   data/kjv/kjv_train_000000.bin   ~95% of the tokens (~1.1M)
+#   data/kjv/kjv_val_000000.bin     the last ~5%: every 20th chapter
+# 2048 keeps the default model's LM head small for the one-minute CPU run.
+# Idempotent: if those files exist it says so and does nothing; if only the shards are
+# missing, the cached BPE is reused (--bpe-dir) rather than retrained. A byte-level data/kjv
+# from an earlier version (no encoder.json) is rebuilt.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."   # the repo root, wherever this is called from
 
 out=data/kjv
-if [[ -f $out/tokenizer.bin && -f $out/kjv_train_000000.bin && -f $out/kjv_val_000000.bin ]]; then
+vocab=2048
+if [[ -f $out/tokenizer.bin && -f $out/encoder.json && -f $out/vocab.bpe &&
+      -f $out/kjv_train_000000.bin && -f $out/kjv_val_000000.bin ]]; then
     echo "data/kjv ready"
     exit 0
 fi
@@ -24,23 +33,36 @@ if [[ ! -x build/prepare_text ]]; then
     echo "error: build/prepare_text is missing; run make first" >&2
     exit 1
 fi
-if ! command -v bible >/dev/null 2>&1; then
-    echo "error: the 'bible' command is missing; install the Debian package bible-kjv" >&2
-    exit 1
-fi
 
 mkdir -p "$out"
-reference='^[1-3]?[A-Za-z]+[0-9]+:[0-9]+ '
-bible -f "Gen1:1-Rev22:21" | sed -E "s/$reference//" > "$out/kjv.txt.tmp"
-if [[ ! -s $out/kjv.txt.tmp ]]; then
-    echo "error: bible printed nothing" >&2
-    exit 1
+if [[ ! -s $out/kjv.txt ]]; then
+    if ! command -v bible >/dev/null 2>&1; then
+        echo "error: the 'bible' command is missing; install the Debian package bible-kjv" >&2
+        exit 1
+    fi
+    reference='^[1-3]?[A-Za-z]+[0-9]+:[0-9]+ '
+    # Every 20th chapter is moved to the end of the text, so that the validation split (the last
+    # 5%) samples the whole book rather than being Revelation alone.
+    bible -f "Gen1:1-Rev22:21" | awk '
+        /^[1-3]?[A-Za-z]+[0-9]+:1 / { chapter++ }
+        { line = $0; sub(/^[1-3]?[A-Za-z]+[0-9]+:[0-9]+ /, "", line)
+          if (chapter % 20 == 0) held = held line "\n"; else print line }
+        END { printf "%s", held }' > "$out/kjv.txt.tmp"
+    if [[ ! -s $out/kjv.txt.tmp ]]; then
+        echo "error: bible printed nothing" >&2
+        exit 1
+    fi
+    if grep -qE "$reference" "$out/kjv.txt.tmp"; then
+        echo "error: verse references left in $out/kjv.txt.tmp; the bible output format changed" >&2
+        exit 1
+    fi
+    mv "$out/kjv.txt.tmp" "$out/kjv.txt"
 fi
-if grep -qE "$reference" "$out/kjv.txt.tmp"; then
-    echo "error: verse references left in $out/kjv.txt.tmp; the bible output format changed" >&2
-    exit 1
-fi
-mv "$out/kjv.txt.tmp" "$out/kjv.txt"
 
-build/prepare_text --input "$out/kjv.txt" --out-dir "$out" --name kjv --val-fraction 0.05
+if [[ -f $out/encoder.json && -f $out/vocab.bpe ]]; then
+    tokenizer=(--tokenizer bpe --bpe-dir "$out")            # the cached BPE
+else
+    tokenizer=(--tokenizer bpe --vocab-size "$vocab")       # train it (first run)
+fi
+build/prepare_text --input "$out/kjv.txt" --out-dir "$out" --name kjv --val-fraction 0.05 "${tokenizer[@]}"
 echo "data/kjv ready"

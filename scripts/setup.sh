@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # setup.sh — install what train_gpt needs from Debian, skipping what is already there.
 #
-#   scripts/setup.sh          build + run: BLAS, CLI11, nlohmann-json, the bundled corpus (bible-kjv)
-#   scripts/setup.sh --test   also GoogleTest and PyTorch (the reference the tests compare against)
+#   scripts/setup.sh          build + run: BLAS, CLI11, nlohmann-json, PCRE2, the bundled corpus (bible-kjv)
+#   scripts/setup.sh --test   also GoogleTest, PyTorch (the reference the tests compare against),
+#                             pip and tiktoken (PyPI; the oracle of the BPE tests) into Debian's python3
+#   scripts/setup.sh --study  also matplotlib (scripts/precision_study.sh's plot)
 #
 # The CUDA toolkit (nvcc, cuBLASLt, NCCL) is expected to be installed already (it is not a
 # Debian-main package); the script checks for it and says so if it is missing.
 set -euo pipefail
 
-packages=(g++ make libopenblas-dev libcli11-dev nlohmann-json3-dev bible-kjv)
+packages=(g++ make libopenblas-dev libcli11-dev nlohmann-json3-dev libpcre2-dev bible-kjv)
 if [[ "${1:-}" == "--test" ]]; then
-    packages+=(libgtest-dev python3-torch python3-numpy)
+    packages+=(libgtest-dev python3-torch python3-numpy python3-pip)
+elif [[ "${1:-}" == "--study" ]]; then
+    packages+=(python3-matplotlib)
 fi
 
 missing=()
@@ -31,6 +35,14 @@ if (( ${#missing[@]} > 0 )); then
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
     echo "setup: all packages present"
+fi
+
+# tiktoken is not packaged in Debian: pip, into the system python the tests call (/usr/bin/python3).
+if [[ "${1:-}" == "--test" ]] && ! /usr/bin/python3 -c 'import tiktoken' 2>/dev/null; then
+    echo "setup: installing tiktoken (pip)"
+    pip_cmd=(/usr/bin/python3 -m pip install --break-system-packages --quiet tiktoken)
+    if [[ $(id -u) -ne 0 ]]; then pip_cmd=(sudo "${pip_cmd[@]}"); fi
+    "${pip_cmd[@]}"
 fi
 
 if ! command -v nvcc >/dev/null && [[ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]]; then

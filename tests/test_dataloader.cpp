@@ -1,8 +1,10 @@
 // test_dataloader.cpp — DataLoader sample order, rank split, resume, shuffle and checks; and
-// prepare_text end to end (its shards read back through DataLoader to the original bytes).
+// prepare_text end to end (its shards read back through DataLoader to the original bytes), with
+// the byte-level and BPE tokenizers, JSONL input, resumption, and uint32 shards.
 //
 // Shards here hold consecutive integers (token i of the concatenated stream is i, or a known
 // function of i), so a sample's identity can be read off its first input token.
+#include "bpe.h"
 #include "dataloader.h"
 #include "shard.h"
 #include "test_util.h"
@@ -10,6 +12,7 @@
 #include "utils.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <set>
@@ -429,4 +432,233 @@ TEST(DataLoader, VocabBoundaryIsExclusive) {
     const std::string msg = error_of([&] { bad.next_batch(inputs.data(), targets.data()); });
     EXPECT_CONTAINS(msg, "offset 8");
     EXPECT_CONTAINS(msg, "id 257");
+}
+
+// ---------------------------------------------------------------------------------------------
+// prepare_text with BPE, JSONL, resumption and wide vocabularies.
+
+namespace {
+
+// Token stream of a prepared directory: NAME_train_* then NAME_val_*, concatenated.
+std::vector<int> prepared_stream(const std::string& dir, const std::string& name) {
+    std::vector<int> ids;
+    for (const char* split : {"train", "val"}) {
+        std::vector<std::string> paths;
+        try {
+            paths = expand_glob(dir + "/" + name + "_" + split + "_*.bin");
+        } catch (const Error&) {  // no val split
+        }
+        for (const std::string& p : paths) {
+            for (uint32_t t : read_shard(p)) ids.push_back(static_cast<int>(t));
+        }
+    }
+    return ids;
+}
+
+std::string tool_command(const std::string& args) { return build_dir() + "/prepare_text " + args; }
+
+std::string jsonl_line(const std::string& text) { return nlohmann::json({{"text", text}, {"id", 7}}).dump() + "\n"; }
+
+// Lines of English-like text with some non-ASCII: enough for a few hundred merges.
+std::string sample_text(int lines) {
+    const char* words[] = {"the", "lord", "said", "unto", "moses", "and", "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
+                           "it's", "1234", "\xf0\x9f\x98\x80", "land", "of", "egypt"};
+    std::string text;
+    for (int i = 0; i < lines; i++) {
+        for (int w = 0; w < 8; w++) text += std::string(w ? " " : "") + words[(i * 7 + w * 3 + i / 5) % 14];
+        text += i % 9 == 8 ? ".\n\n" : ",\n";
+    }
+    return text;
+}
+
+}  // namespace
+
+TEST(DataLoaderPrepareText, BpeShardsDecodeToTheDocumentsAndTrain) {
+    ScratchDir dir;
+    const std::string doc1 = sample_text(300);
+    const std::vector<std::string> jdocs = {"First JSON document, na\xc3\xafve.", "Second:\n\"quoted\"\ttab \xf0\x9f\x8e\x89",
+                                            sample_text(40)};
+    write_text(dir.file("one.txt"), doc1);
+    write_text(dir.file("more.jsonl"), jsonl_line(jdocs[0]) + "\n  \n" + jsonl_line(jdocs[1]) + jsonl_line(jdocs[2]));
+    const std::string inputs = " --input " + dir.file("one.txt") + " --input " + dir.file("more.jsonl");
+    std::string output;
+    ASSERT_EQ(run_command(tool_command(inputs + " --out-dir " + dir.file("a") + " --name x --tokenizer bpe"
+                                       " --vocab-size 320 --val-fraction 0.1 --threads 2 --chunk-bytes 3000"),
+                          &output), 0) << output;
+    EXPECT_CONTAINS(output, "BPE, vocab 320, uint16 shards");
+    EXPECT_CONTAINS(output, "tokenizing");
+    EXPECT_CONTAINS(output, "trained BPE: vocab 320");
+    EXPECT_FALSE(file_exists(dir.file("a/x.parts")));  // the resumable parts are gone once done
+
+    const Tokenizer tok = Tokenizer::load(dir.file("a/tokenizer.bin"));
+    ASSERT_NE(tok.bpe(), nullptr);  // encoder.json + vocab.bpe beside it
+    EXPECT_EQ(tok.vocab_size(), 320);
+    const int eot = tok.eot_token();
+    std::vector<int> expected = {eot};
+    for (int id : tok.encode(doc1)) expected.push_back(id);
+    for (const std::string& d : jdocs) {
+        expected.push_back(eot);
+        for (int id : tok.encode(d)) expected.push_back(id);
+    }
+    const std::vector<int> stream = prepared_stream(dir.file("a"), "x");
+    EXPECT_EQ(stream, expected);
+    EXPECT_LT(stream.size() * 2, doc1.size());  // BPE: well under one token per byte
+    std::string text = kEndOfText + doc1;
+    for (const std::string& d : jdocs) text += kEndOfText + d;
+    EXPECT_EQ(tok.decode(stream), text);
+    const int64_t val = read_shard_header(dir.file("a/x_val_000000.bin")).num_tokens;
+    EXPECT_NEAR(static_cast<double>(val), 0.1 * stream.size(), 0.05 * stream.size());
+
+    // One thread and one part give the same files, and so does reusing the trained tokenizer.
+    ASSERT_EQ(run_command(tool_command(inputs + " --out-dir " + dir.file("b") + " --name x --tokenizer bpe"
+                                       " --vocab-size 320 --val-fraction 0.1 --threads 1"), &output), 0) << output;
+    ASSERT_EQ(run_command(tool_command(inputs + " --out-dir " + dir.file("c") + " --name x --tokenizer bpe"
+                                       " --bpe-dir " + dir.file("a") + " --val-fraction 0.1"), &output), 0) << output;
+    for (const char* f : {"x_train_000000.bin", "x_val_000000.bin", "tokenizer.bin", "encoder.json", "vocab.bpe"}) {
+        EXPECT_EQ(read_text(dir.file("b/") + f), read_text(dir.file("a/") + f)) << f;
+        EXPECT_EQ(read_text(dir.file("c/") + f), read_text(dir.file("a/") + f)) << f;
+    }
+
+    // The engine trains on them and samples words.
+    ASSERT_EQ(run_command(repo_root() + "/train_gpt -i '" + dir.file("a/x_train_*.bin") + "' -j '" +
+                              dir.file("a/x_val_*.bin") + "' --tokenizer " + dir.file("a/tokenizer.bin") +
+                              " -e d2 --n-embd 32 -b 2 -t 16 -m 1 -x 2 -v 0 -g 8 -o " + dir.file("run"),
+                          &output), 0) << output;
+    EXPECT_CONTAINS(output, "step 2/2");
+    EXPECT_CONTAINS(output, "sample");
+
+    // Byte-level into the same directory removes the now stale merges.
+    ASSERT_EQ(run_command(tool_command(inputs + " --out-dir " + dir.file("a") + " --name x"), &output), 0) << output;
+    EXPECT_FALSE(file_exists(dir.file("a/encoder.json")));
+    EXPECT_TRUE(Tokenizer::load(dir.file("a/tokenizer.bin")).is_byte_level());
+}
+
+TEST(DataLoaderPrepareText, Gpt2TokenizerGivesGpt2sIds) {
+    ScratchDir dir;
+    write_text(dir.file("hello.txt"), "Hello world");
+    const std::string gpt2 = repo_root() + "/../shared/data/gpt2";
+    std::string output;
+    ASSERT_EQ(run_command(tool_command("--input " + dir.file("hello.txt") + " --out-dir " + dir.path +
+                                       " --tokenizer gpt2 --bpe-dir " + gpt2 + " --val-fraction 0"), &output), 0)
+        << output;
+    EXPECT_EQ(prepared_stream(dir.path, "data"), (std::vector<int>{50256, 15496, 995}));
+    EXPECT_EQ(read_shard_header(dir.file("data_train_000000.bin")).token_bytes, 2);  // llm.c's GPT-2 format
+    EXPECT_EQ(Tokenizer::load(dir.file("tokenizer.bin")).vocab_size(), 50257);
+
+    EXPECT_EQ(run_command(tool_command("--input " + dir.file("hello.txt") + " --out-dir " + dir.path + " --tokenizer gpt2"),
+                          &output), 1);
+    EXPECT_CONTAINS(output, "error: --tokenizer gpt2 needs --bpe-dir");
+    EXPECT_EQ(run_command(tool_command("--input " + dir.file("hello.txt") + " --out-dir " + dir.path +
+                                       " --tokenizer bpe --bpe-dir " + dir.file("nowhere")), &output), 1);
+    EXPECT_CONTAINS(output, "error: " + dir.file("nowhere") + ": expected a directory with encoder.json and vocab.bpe");
+}
+
+TEST(DataLoaderPrepareText, ResumesAnInterruptedRun) {
+    ScratchDir dir;
+    write_text(dir.file("big.txt"), sample_text(3000));  // ~150 kB: 8 parts of ~20 kB
+    const std::string base = tool_command("--input " + dir.file("big.txt") + " --tokenizer bpe --vocab-size 300"
+                                          " --chunk-bytes 20000 --shard-tokens 10000 --out-dir ");
+    std::string output;
+    ASSERT_EQ(run_command(base + dir.file("clean"), &output), 0) << output;
+    EXPECT_EQ(run_command(base + dir.file("r") + " --stop-after-parts 3", &output), 1);
+    EXPECT_CONTAINS(output, "stopped after tokenizing 3 part(s)");
+    EXPECT_EQ(expand_glob(dir.file("r/data.parts/part_*.bin")).size(), 3u);
+    EXPECT_TRUE(file_exists(dir.file("r/data.parts/vocab.bpe")));  // the trained BPE is kept too
+    ASSERT_EQ(run_command(base + dir.file("r"), &output), 0) << output;
+    EXPECT_CONTAINS(output, "reusing the BPE trained by the interrupted run");
+    EXPECT_CONTAINS(output, "(3 resumed)");
+    EXPECT_EQ(prepared_stream(dir.file("r"), "data"), prepared_stream(dir.file("clean"), "data"));
+    EXPECT_GT(expand_glob(dir.file("r/data_train_*.bin")).size(), 2u);
+    EXPECT_FALSE(file_exists(dir.file("r/data.parts")));
+
+    // Parts of another input are not reused.
+    EXPECT_EQ(run_command(base + dir.file("s") + " --stop-after-parts 2", &output), 1);
+    write_text(dir.file("big.txt"), sample_text(2900));
+    ASSERT_EQ(run_command(base + dir.file("s"), &output), 0) << output;
+    EXPECT_CONTAINS(output, "starting afresh");
+    EXPECT_EQ(Tokenizer::load(dir.file("s/tokenizer.bin")).decode(prepared_stream(dir.file("s"), "data")),
+              kEndOfText + sample_text(2900));
+}
+
+TEST(DataLoaderPrepareText, JsonlErrorsNameTheFileAndLine) {
+    ScratchDir dir;
+    std::string lines;
+    for (int i = 1; i <= 60; i++) lines += i == 50 ? "{\"text\": \"broken\n" : jsonl_line(format("document %d", i));
+    write_text(dir.file("bad.jsonl"), lines);
+    write_text(dir.file("nofield.jsonl"), jsonl_line("ok") + "{\"body\": \"no text field\"}\n");
+    write_text(dir.file("blank.jsonl"), "\n \n");
+    std::string output;
+    for (const char* tokenizer : {"byte", "bpe"}) {  // tokenizing, and reading for BPE training
+        EXPECT_EQ(run_command(tool_command("--input " + dir.file("bad.jsonl") + " --out-dir " + dir.file("o") +
+                                           " --chunk-bytes 100 --tokenizer " + tokenizer), &output), 1);
+        EXPECT_CONTAINS(output, "error: " + dir.file("bad.jsonl") + ":50: invalid JSON");
+        EXPECT_EQ(run_command(tool_command("--input " + dir.file("nofield.jsonl") + " --out-dir " + dir.file("o") +
+                                           " --tokenizer " + tokenizer), &output), 1);
+        EXPECT_CONTAINS(output, "error: " + dir.file("nofield.jsonl") + ":2: no string field \"text\"");
+    }
+    EXPECT_EQ(run_command(tool_command("--input " + dir.file("blank.jsonl") + " --out-dir " + dir.file("o")), &output), 1);
+    EXPECT_CONTAINS(output, "error: input " + dir.file("blank.jsonl") + " has no documents");
+    EXPECT_EQ(run_command(tool_command("--input " + dir.file("missing.jsonl") + " --out-dir " + dir.file("o")), &output), 1);
+    EXPECT_CONTAINS(output, "error: cannot open " + dir.file("missing.jsonl"));
+
+    // --jsonl-field picks another field; --format jsonl reads any extension.
+    write_text(dir.file("body.txt"), "{\"body\": \"one\"}\n{\"body\": \"two\"}\n");
+    ASSERT_EQ(run_command(tool_command("--input " + dir.file("body.txt") + " --format jsonl --jsonl-field body"
+                                       " --val-fraction 0 --out-dir " + dir.file("j")), &output), 0) << output;
+    EXPECT_EQ(Tokenizer::byte_level().decode(prepared_stream(dir.file("j"), "data")),
+              std::string(kEndOfText) + "one" + kEndOfText + "two");
+}
+
+TEST(DataLoaderPrepareText, VocabularyAbove65535NeedsUint32Shards) {
+    // A .tiktoken vocabulary of 70000 ranks: the 256 bytes, all 65536 byte pairs, 4208 triples.
+    ScratchDir dir;
+    auto b64 = [](const std::string& t) {
+        static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        std::string out;
+        for (size_t i = 0; i < t.size(); i += 3) {
+            uint32_t v = static_cast<unsigned char>(t[i]) << 16;
+            if (i + 1 < t.size()) v |= static_cast<unsigned char>(t[i + 1]) << 8;
+            if (i + 2 < t.size()) v |= static_cast<unsigned char>(t[i + 2]);
+            out += a[(v >> 18) & 63];
+            out += a[(v >> 12) & 63];
+            out += i + 1 < t.size() ? a[(v >> 6) & 63] : '=';
+            out += i + 2 < t.size() ? a[v & 63] : '=';
+        }
+        return out;
+    };
+    std::string ranks;
+    int rank = 0;
+    for (int b = 0; b < 256; b++) ranks += b64(std::string(1, static_cast<char>(b))) + " " + std::to_string(rank++) + "\n";
+    for (int b = 0; b < 65536; b++) {
+        ranks += b64({static_cast<char>(b >> 8), static_cast<char>(b & 255)}) + " " + std::to_string(rank++) + "\n";
+    }
+    for (int k = 0; rank < 70000; k++) {
+        ranks += b64({static_cast<char>('a' + k / 676), static_cast<char>('a' + k / 26 % 26), static_cast<char>('a' + k % 26)}) +
+                 " " + std::to_string(rank++) + "\n";
+    }
+    write_text(dir.file("wide.tiktoken"), ranks);
+    const std::string text = "the quick brown fox jumps over the lazy dog, caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\n";
+    write_text(dir.file("t.txt"), text);
+    const std::string base = tool_command("--input " + dir.file("t.txt") + " --tokenizer bpe --bpe-dir " +
+                                          dir.file("wide.tiktoken") + " --val-fraction 0 --out-dir " + dir.file("o"));
+    std::string output;
+    EXPECT_EQ(run_command(base + " --token-bytes 2", &output), 1);
+    EXPECT_CONTAINS(output, "error: --token-bytes 2 (uint16 shards) holds ids up to 65535, but the vocabulary has 70001 tokens");
+    EXPECT_FALSE(file_exists(dir.file("o/data_train_000000.bin")));
+
+    ASSERT_EQ(run_command(base, &output), 0) << output;
+    EXPECT_CONTAINS(output, "uint32 shards");
+    const ShardInfo info = read_shard_header(dir.file("o/data_train_000000.bin"));
+    EXPECT_EQ(info.token_bytes, 4);  // shard version 2
+    const Tokenizer tok = Tokenizer::load(dir.file("o/tokenizer.bin"));
+    EXPECT_EQ(tok.vocab_size(), 70001);
+    EXPECT_EQ(tok.eot_token(), 70000);
+    const std::vector<int> stream = prepared_stream(dir.file("o"), "data");
+    EXPECT_EQ(tok.decode(stream), kEndOfText + text);
+    EXPECT_TRUE(std::any_of(stream.begin(), stream.end(), [](int id) { return id >= 65536; }));  // the triples
+    // The engine's loader reads them against the vocabulary.
+    DataLoader loader(dir.file("o/data_train_*.bin"), 1, 8, 0, 1, false, 0, tok.vocab_size());
+    std::vector<int32_t> in(8), tg(8);
+    loader.next_batch(in.data(), tg.data());
+    EXPECT_EQ(std::vector<int>(in.begin(), in.end()), std::vector<int>(stream.begin(), stream.begin() + 8));
 }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <set>
 #include <sstream>
 
 using namespace train_gpt;
@@ -276,4 +277,23 @@ TEST(Precision, ModesMatchFp32WithinFormatTolerances) {
                     precision_name(c.p), c.p == Precision::FP8 ? (c.recipe == Fp8Recipe::Current ? " current" : " delayed") : "",
                     loss_err, c.loss_tol, worst, c.grad_tol);
     }
+}
+
+TEST(Precision, Fp8TelemetryIsLoggedPerScaledTensor) {
+    TinyRun run;
+    std::string output;
+    ASSERT_EQ(run_command(run.command("-p fp8 -x 4 --fp8-telemetry-every 2"), &output), 0) << output;
+    auto records = read_log(run.dir.file("out/log.jsonl"), "fp8");
+    // steps 1, 3 and the last (4): 2 layers × 4 GEMMs × 3 operands each
+    ASSERT_EQ(records.size(), 3u * 2 * 4 * 3);
+    std::set<std::string> names;
+    for (const auto& r : records) {
+        names.insert(r["tensor"].get<std::string>());
+        EXPECT_GT(r["scale"].get<double>(), 0.0);
+        EXPECT_GE(r["saturated"].get<double>(), 0.0);
+        EXPECT_LE(r["flushed"].get<double>(), 1.0);
+        EXPECT_GT(r["amax"].get<double>(), 0.0) << r.dump();
+    }
+    EXPECT_EQ(names.size(), 24u);
+    EXPECT_TRUE(names.count("h0.qkv.x") && names.count("h1.fcproj.dy") && names.count("h1.attproj.w"));
 }

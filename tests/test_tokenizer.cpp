@@ -1,4 +1,6 @@
-// test_tokenizer.cpp — tokenizer.bin format (llm.c), byte-level encode/decode, printable().
+// test_tokenizer.cpp — tokenizer.bin format (llm.c), byte-level encode/decode, printable(), and
+// the BPE merges picked up from encoder.json + vocab.bpe beside tokenizer.bin.
+#include "bpe.h"
 #include "test_util.h"
 #include "tokenizer.h"
 #include "utils.h"
@@ -170,4 +172,63 @@ TEST(Tokenizer, PrintableKeepsValidUtf8AndEscapesTheRest) {
     // A token that splits a character prints safely on its own and exactly when joined.
     const Tokenizer tok = Tokenizer::byte_level();
     EXPECT_EQ(printable(tok.decode({0xe2, 0x82, 0xac})), "\xe2\x82\xac");
+}
+
+TEST(Tokenizer, EncodeIsByteLevelForTheByteLevelTable) {
+    const Tokenizer tok = Tokenizer::byte_level();
+    EXPECT_TRUE(tok.can_encode());
+    EXPECT_EQ(tok.bpe(), nullptr);
+    EXPECT_EQ(tok.encode("h\xc3\xa9"), (std::vector<int>{'h', 0xc3, 0xa9}));
+}
+
+TEST(Tokenizer, LoadPicksUpBpeMergesBesideIt) {
+    ScratchDir dir;
+    auto bpe = std::make_shared<const Bpe>(Bpe::train({"the cat and the hat and the bat sat on the mat"}, 280));
+    const Tokenizer made = Tokenizer::from_bpe(bpe);
+    EXPECT_EQ(made.vocab_size(), bpe->vocab_size());
+    EXPECT_EQ(made.eot_token(), bpe->vocab_size() - 1);
+    made.save(dir.file("tokenizer.bin"));
+    bpe->save_gpt2(dir.path);
+
+    const Tokenizer tok = Tokenizer::load(dir.file("tokenizer.bin"));
+    ASSERT_NE(tok.bpe(), nullptr);
+    EXPECT_TRUE(tok.can_encode());
+    const std::string text = "the cat sat on the hat, caf\xc3\xa9 \xff";
+    const std::vector<int> ids = tok.encode(text);
+    EXPECT_EQ(ids, bpe->encode(text));
+    EXPECT_LT(ids.size(), text.size());  // merges were used
+    EXPECT_EQ(tok.decode(ids), text);
+    EXPECT_FALSE(tok.is_byte_level());
+    EXPECT_CONTAINS(error_of([&] { tok.encode_bytes("x"); }), "byte-level");  // encode_bytes stays byte-only
+
+    // Without the merges the same table can only decode.
+    std::remove(dir.file("vocab.bpe").c_str());
+    const Tokenizer table = Tokenizer::load(dir.file("tokenizer.bin"));
+    EXPECT_EQ(table.bpe(), nullptr);
+    EXPECT_FALSE(table.can_encode());
+    EXPECT_EQ(table.decode(ids), text);
+    const std::string msg = error_of([&] { table.encode("x"); });
+    EXPECT_CONTAINS(msg, dir.file("tokenizer.bin"));
+    EXPECT_CONTAINS(msg, "no BPE merges");
+
+    // Merges that describe another table are an error, naming both files.
+    Bpe::train({"something else entirely, else entirely"}, 270).save_gpt2(dir.path);
+    const std::string stale = error_of([&] { Tokenizer::load(dir.file("tokenizer.bin")); });
+    EXPECT_CONTAINS(stale, dir.file("tokenizer.bin"));
+    EXPECT_CONTAINS(stale, dir.file("encoder.json"));
+    EXPECT_CONTAINS(stale, "differs");
+}
+
+TEST(Tokenizer, LoadsGpt2sOwnVocabularyFiles) {
+    // GPT-2's encoder.json + vocab.bpe beside a tokenizer.bin made from them.
+    ScratchDir dir;
+    const std::string gpt2 = repo_root() + "/../shared/data/gpt2";
+    auto bpe = std::make_shared<const Bpe>(Bpe::load(gpt2));
+    Tokenizer::from_bpe(bpe).save(dir.file("tokenizer.bin"));
+    std::string output;
+    ASSERT_EQ(run_command("cp '" + gpt2 + "/encoder.json' '" + gpt2 + "/vocab.bpe' " + dir.path, &output), 0) << output;
+    const Tokenizer tok = Tokenizer::load(dir.file("tokenizer.bin"));
+    EXPECT_EQ(tok.vocab_size(), 50257);
+    EXPECT_EQ(tok.eot_token(), 50256);
+    EXPECT_EQ(tok.encode("Hello world"), (std::vector<int>{15496, 995}));
 }

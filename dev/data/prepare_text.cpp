@@ -1,28 +1,53 @@
-// prepare_text — turn plain-text files into byte-level token shards and a tokenizer file.
+// prepare_text — text / JSONL files -> token shards (llm.c format) and the tokenizer files.
 //
-//   build/prepare_text --input data/kjv/kjv.txt --out-dir data/kjv --name kjv --val-fraction 0.05
+//   build/prepare_text --input data/kjv/kjv.txt --out-dir data/kjv --name kjv --tokenizer bpe --vocab-size 2048
+//   build/prepare_text --input fineweb.jsonl --out-dir data/fw --name fw --tokenizer gpt2 --bpe-dir ../shared/data/gpt2
 //
-// Each input file is one document. The token stream is, per document, the EOT token then one
-// token per byte (byte-level tokenizer: ids 0..255 = bytes, 256 = <|endoftext|>). The last
-// val-fraction of the stream (moved to the nearest line or document boundary within a small
-// window, if there is one) is written to DIR/NAME_val_000000.bin, ...; the rest to
-// DIR/NAME_train_000000.bin, _000001, ... with at most --shard-tokens tokens per shard.
-// DIR/tokenizer.bin holds the byte-level tokenizer. Shards are uint16 (llm.c version 1)
-// whenever the vocabulary fits, so llm.c can read them too.
+// Documents: each text file is one document; each non-blank line of a JSONL file (--format, or
+// the .jsonl extension) is one, its text in --jsonl-field. The token stream is, per document,
+// the EOT token then the document's tokens. Tokenizers (--tokenizer):
+//   byte  ids 0..255 = bytes, 256 = <|endoftext|> (vocab 257)
+//   bpe   GPT-2-style byte-level BPE trained here on the first --train-bytes of the input to
+//         --vocab-size ids, or reused from --bpe-dir (encoder.json + vocab.bpe, or a .tiktoken)
+//   gpt2  GPT-2's own vocabulary from --bpe-dir (e.g. ../shared/data/gpt2), 50257 ids
+// The last val-fraction of the stream (moved to the nearest line or document boundary within a
+// small window, if there is one) is written to DIR/NAME_val_000000.bin, ...; the rest to
+// DIR/NAME_train_000000.bin, ... with at most --shard-tokens tokens per shard. Shards are
+// uint16 (llm.c version 1) whenever the vocabulary fits, else uint32 (version 2).
+// DIR/tokenizer.bin is the decode table the trainer reads; a BPE also gets DIR/encoder.json and
+// DIR/vocab.bpe (GPT-2's format), which Tokenizer::load picks up to encode prompts.
+//
+// Large inputs, resumable: the inputs are cut into parts of about --chunk-bytes (at line
+// boundaries where pre-tokens don't change), each tokenised on --threads threads and saved
+// in DIR/NAME.parts/ with the plan (inputs with sizes and mtimes, options). An interrupted run,
+// re-run with the same command, skips the parts already saved (and a trained BPE); then the
+// shards are cut from the parts and NAME.parts/ is removed.
 //
 // Invariant: decoding train shards then val shards, in order, gives back exactly
-// "<|endoftext|>" + file1 + "<|endoftext|>" + file2 + ...
-// The whole stream is held in memory (4 bytes per input byte); fine for corpora of a few GB.
+// "<|endoftext|>" + doc1 + "<|endoftext|>" + doc2 + ...; the tokens don't depend on --threads
+// or --chunk-bytes.
+#include "bpe.h"
 #include "shard.h"
 #include "tokenizer.h"
 #include "utils.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <memory>
 #include <string>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace train_gpt;
@@ -35,29 +60,328 @@ struct Options {
     std::string name = "data";
     double val_fraction = 0.05;
     int64_t shard_tokens = 100000000;
+    std::string tokenizer = "byte";
+    int vocab_size = 8192;
+    std::string bpe_dir;
+    std::string format = "auto";
+    std::string jsonl_field = "text";
+    int threads = 0;
+    int token_bytes = 0;
+    int64_t train_bytes = int64_t(1) << 30;
+    int64_t chunk_bytes = int64_t(64) << 20;
+    int stop_after_parts = -1;  // testing: fail after tokenising this many parts
 };
 
-std::string read_whole_file(const std::string& path) {
-    FILE* f = open_file(path, "rb");
-    std::string text;
-    char buf[1 << 16];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
-    const bool error = std::ferror(f) != 0;
-    std::fclose(f);
-    if (error) fail("%s: read error", path.c_str());
-    return text;
+struct Input {
+    std::string path;
+    bool jsonl;
+    int64_t size;
+    int64_t mtime_ns;
+};
+
+struct Part {
+    int input;
+    int64_t begin, end;  // byte range of the input
+};
+
+std::string human_bytes(double b) {
+    const char* unit[] = {"B", "kB", "MB", "GB", "TB"};
+    int u = 0;
+    while (b >= 1000 && u < 4) { b /= 1000; u++; }
+    return u == 0 ? format("%.0f %s", b, unit[u]) : format("%.1f %s", b, unit[u]);
 }
 
+// pread of exactly [begin, end) of a file.
+std::string read_range(const std::string& path, int64_t begin, int64_t end) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) fail("cannot open %s for reading: %s", path.c_str(), std::strerror(errno));
+    std::string bytes(static_cast<size_t>(end - begin), '\0');
+    size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t got = ::pread(fd, &bytes[done], bytes.size() - done, begin + static_cast<int64_t>(done));
+        if (got <= 0) {
+            ::close(fd);
+            fail("%s: read error at byte %lld", path.c_str(), (long long)(begin + done));
+        }
+        done += static_cast<size_t>(got);
+    }
+    ::close(fd);
+    return bytes;
+}
+
+// A part may end at byte i (the next part starting there) if the text before is a complete
+// line and, for plain text, the pre-tokens can't change there (is_pretokenizer_cut).
+bool is_cut(std::string_view text, size_t i, bool jsonl) {
+    return jsonl ? i >= 1 && i < text.size() && text[i - 1] == '\n' : is_pretokenizer_cut(text, i);
+}
+
+std::vector<Part> plan_parts(const std::vector<Input>& inputs, int64_t chunk_bytes) {
+    std::vector<Part> parts;
+    for (int k = 0; k < static_cast<int>(inputs.size()); k++) {
+        const Input& in = inputs[k];
+        int64_t pos = 0;
+        while (pos < in.size) {
+            int64_t end = in.size;
+            // First cut at or after pos + chunk_bytes, read in windows; none: the rest is one part.
+            for (int64_t at = pos + chunk_bytes; at < in.size;) {
+                const int64_t stop = std::min(in.size, at + (int64_t(1) << 16));
+                const int64_t from = std::max<int64_t>(0, at - 2);
+                const std::string w = read_range(in.path, from, stop);  // w[i] is byte from + i
+                int64_t found = -1;
+                for (size_t i = static_cast<size_t>(at - from); i < w.size(); i++) {
+                    // at from = 0, w starts the file, so is_cut sees what is_pretokenizer_cut would
+                    if (is_cut(w, i, in.jsonl)) {
+                        found = from + static_cast<int64_t>(i);
+                        break;
+                    }
+                }
+                if (found >= 0) {
+                    end = found;
+                    break;
+                }
+                at = stop;
+            }
+            parts.push_back({k, pos, end});
+            pos = end;
+        }
+    }
+    return parts;
+}
+
+// Cuts of a part's text into about n pieces for the threads (at is_cut places).
+std::vector<std::string_view> pieces_for_threads(std::string_view text, bool jsonl, size_t n) {
+    std::vector<std::string_view> pieces;
+    const size_t target = std::max<size_t>(text.size() / std::max<size_t>(n, 1), 1 << 16);
+    size_t start = 0;
+    for (size_t at = target; at < text.size();) {
+        size_t i = at;
+        while (i < text.size() && !is_cut(text, i, jsonl)) i++;
+        if (i >= text.size()) break;
+        pieces.push_back(text.substr(start, i - start));
+        start = i;
+        at = i + target;
+    }
+    pieces.push_back(text.substr(start));
+    return pieces;
+}
+
+// Line number (1-based) of byte `offset` of a file: counts the newlines before it.
+int64_t line_of(const std::string& path, int64_t offset) {
+    int64_t line = 1;
+    for (int64_t pos = 0; pos < offset;) {
+        const int64_t end = std::min(offset, pos + (int64_t(1) << 20));
+        const std::string block = read_range(path, pos, end);
+        line += std::count(block.begin(), block.end(), '\n');
+        pos = end;
+    }
+    return line;
+}
+
+// Calls f(text_of_document, byte offset of its line in `chunk`) for each JSONL document in
+// chunk; throws {offset, message} for a bad line.
+struct LineError {
+    int64_t offset;
+    std::string message;
+};
+
+template <typename F>
+void for_each_jsonl_document(std::string_view chunk, const std::string& field, F&& f) {
+    size_t pos = 0;
+    while (pos < chunk.size()) {
+        size_t eol = chunk.find('\n', pos);
+        if (eol == std::string_view::npos) eol = chunk.size();
+        const std::string_view line = chunk.substr(pos, eol - pos);
+        const size_t line_start = pos;
+        pos = eol + 1;
+        if (std::all_of(line.begin(), line.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); })) {
+            continue;  // blank lines separate nothing
+        }
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(line.begin(), line.end());
+        } catch (const nlohmann::json::exception& e) {
+            std::string what = e.what();
+            throw LineError{static_cast<int64_t>(line_start), "invalid JSON: " + what};
+        }
+        auto it = j.is_object() ? j.find(field) : j.end();
+        if (it == j.end() || !it->is_string()) {
+            throw LineError{static_cast<int64_t>(line_start),
+                            format("no string field \"%s\" (set it with --jsonl-field)", field.c_str())};
+        }
+        f(it->get_ref<const std::string&>());
+    }
+}
+
+// Tokenises with the byte-level table or a BPE; one per thread.
+struct Encoder {
+    std::unique_ptr<BpeEncoder> bpe;  // null: byte-level
+    void encode(std::string_view text, std::vector<uint32_t>* out) {
+        if (bpe) {
+            bpe->encode(text, out);
+        } else {
+            for (char c : text) out->push_back(static_cast<unsigned char>(c));
+        }
+    }
+};
+
+class Progress {
+public:
+    Progress(const char* what, int64_t total) : what_(what), total_(total), tty_(isatty(2) != 0),
+        start_(std::chrono::steady_clock::now()) {}
+    void update(int64_t done, const std::string& extra, bool last) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        const double rate = s > 0 ? done / s : 0;
+        std::string line = format("%s: %s / %s (%.0f%%)%s", what_, human_bytes(done).c_str(), human_bytes(total_).c_str(),
+                                  total_ > 0 ? 100.0 * done / total_ : 100.0, extra.c_str());
+        if (rate > 0 && !last) line += format(", %s/s, ETA %.0fs", human_bytes(rate).c_str(), (total_ - done) / rate);
+        if (last) line += format(" in %.1fs", s);
+        if (tty_) {
+            std::fprintf(stderr, "\r%-100s%s", line.c_str(), last ? "\n" : "");
+        } else if (last || s - last_print_ >= 5.0) {
+            std::fprintf(stderr, "%s\n", line.c_str());
+            last_print_ = s;
+        }
+        std::fflush(stderr);
+    }
+
+private:
+    const char* what_;
+    int64_t total_;
+    bool tty_;
+    std::chrono::steady_clock::time_point start_;
+    double last_print_ = 0;
+};
+
+// Runs f(thread index, item index) over items on `threads` threads; rethrows the error of the
+// lowest failing item (so errors don't depend on scheduling).
+template <typename F>
+void parallel_for(int threads, size_t items, F&& f) {
+    std::atomic<size_t> next{0};
+    std::vector<std::exception_ptr> errors(items);
+    auto worker = [&](int t) {
+        for (size_t k; (k = next.fetch_add(1)) < items;) {
+            try {
+                f(t, k);
+            } catch (...) {
+                errors[k] = std::current_exception();
+            }
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; t++) pool.emplace_back(worker, t);
+    worker(0);
+    for (std::thread& th : pool) th.join();
+    for (const std::exception_ptr& e : errors) {
+        if (e) std::rethrow_exception(e);
+    }
+}
+
+// The token stream of one part: [EOT if it starts a text document] + tokens.
+std::vector<uint32_t> tokenize_part(const Input& in, const Part& part, std::vector<Encoder>& encoders,
+                                    uint32_t eot, const std::string& field) {
+    const std::string text = read_range(in.path, part.begin, part.end);
+    const int threads = static_cast<int>(encoders.size());
+    const std::vector<std::string_view> pieces = pieces_for_threads(text, in.jsonl, 4 * threads);
+    std::vector<std::vector<uint32_t>> out(pieces.size());
+    try {
+        parallel_for(threads, pieces.size(), [&](int t, size_t k) {
+            if (in.jsonl) {
+                try {
+                    for_each_jsonl_document(pieces[k], field, [&](const std::string& doc) {
+                        if (doc.empty()) return;
+                        out[k].push_back(eot);
+                        encoders[t].encode(doc, &out[k]);
+                    });
+                } catch (LineError& e) {
+                    e.offset += part.begin + (pieces[k].data() - text.data());
+                    throw;
+                }
+            } else {
+                encoders[t].encode(pieces[k], &out[k]);
+            }
+        });
+    } catch (const LineError& e) {
+        fail("%s:%lld: %s", in.path.c_str(), (long long)line_of(in.path, e.offset), e.message.c_str());
+    }
+    std::vector<uint32_t> tokens;
+    size_t n = part.begin == 0 && !in.jsonl ? 1 : 0;
+    for (const auto& o : out) n += o.size();
+    tokens.reserve(n);
+    if (part.begin == 0 && !in.jsonl) tokens.push_back(eot);  // every document is preceded by EOT
+    for (const auto& o : out) tokens.insert(tokens.end(), o.begin(), o.end());
+    return tokens;
+}
+
+// Up to `budget` bytes of documents from the start of the inputs, for training a BPE.
+std::vector<std::string> training_documents(const std::vector<Input>& inputs, const std::string& field, int64_t budget) {
+    std::vector<std::string> docs;
+    for (const Input& in : inputs) {
+        if (budget <= 0) break;
+        const int64_t take = std::min(budget, in.size);
+        std::string text = read_range(in.path, 0, take);
+        if (!in.jsonl) {
+            budget -= take;
+            docs.push_back(std::move(text));
+            continue;
+        }
+        if (take < in.size) text.resize(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+        try {
+            for_each_jsonl_document(text, field, [&](const std::string& doc) {
+                budget -= static_cast<int64_t>(doc.size());
+                docs.push_back(doc);
+            });
+        } catch (const LineError& e) {
+            fail("%s:%lld: %s", in.path.c_str(), (long long)line_of(in.path, e.offset), e.message.c_str());
+        }
+    }
+    return docs;
+}
+
+// Reads token ranges of the whole stream across the part files.
+class PartStream {
+public:
+    PartStream(std::vector<std::string> paths) : paths_(std::move(paths)) {
+        starts_.push_back(0);
+        for (const std::string& p : paths_) starts_.push_back(starts_.back() + read_shard_header(p).num_tokens);
+    }
+    int64_t size() const { return starts_.back(); }
+    int64_t part_tokens(size_t k) const { return starts_[k + 1] - starts_[k]; }
+    void read(int64_t begin, int64_t end, std::vector<uint32_t>* out) {  // tokens [begin, end)
+        out->clear();
+        for (size_t k = 0; k < paths_.size() && begin < end; k++) {
+            if (starts_[k + 1] <= begin) continue;
+            if (loaded_ != static_cast<int64_t>(k)) {
+                tokens_ = read_shard(paths_[k]);
+                loaded_ = static_cast<int64_t>(k);
+            }
+            const int64_t b = begin - starts_[k], e = std::min(end, starts_[k + 1]) - starts_[k];
+            out->insert(out->end(), tokens_.begin() + b, tokens_.begin() + e);
+            begin = starts_[k] + e;
+        }
+    }
+
+private:
+    std::vector<std::string> paths_;
+    std::vector<int64_t> starts_;  // (parts + 1,): stream offset of each part
+    std::vector<uint32_t> tokens_;
+    int64_t loaded_ = -1;
+};
+
 // Index where the val split starts: about `val_tokens` from the end, moved to the nearest
-// boundary (just after a '\n', or at an EOT) within `window` tokens if there is one.
-// Result in [1, n - 1] so both splits are non-empty.
-int64_t choose_val_start(const std::vector<uint32_t>& tokens, int64_t val_tokens, uint32_t eot) {
-    const int64_t n = static_cast<int64_t>(tokens.size());
+// boundary (just after a token ending in '\n', or at an EOT) within `window` tokens if there is
+// one. Result in [1, n - 1] so both splits are non-empty.
+int64_t choose_val_start(PartStream& stream, int64_t val_tokens, const Tokenizer& tok) {
+    const int64_t n = stream.size();
     const int64_t target = n - val_tokens;
     const int64_t window = std::min<int64_t>(4096, std::max<int64_t>(val_tokens / 2, 1));
+    const int64_t lo = std::max<int64_t>(0, target - window - 1), hi = std::min<int64_t>(n, target + window + 1);
+    std::vector<uint32_t> t;  // tokens [lo, hi)
+    stream.read(lo, hi, &t);
+    const uint32_t eot = static_cast<uint32_t>(tok.eot_token());
     auto is_boundary = [&](int64_t i) {
-        return i >= 1 && i <= n - 1 && (tokens[i - 1] == '\n' || tokens[i] == eot);
+        if (i < 1 || i > n - 1 || i - 1 < lo || i >= hi) return false;
+        const uint32_t prev = t[i - 1 - lo];
+        return t[i - lo] == eot || (prev != eot && tok.token_bytes(static_cast<int>(prev)).back() == '\n');
     };
     for (int64_t d = 0; d <= window; d++) {  // nearest first; ties go to the larger val split
         if (is_boundary(target - d)) return target - d;
@@ -66,21 +390,31 @@ int64_t choose_val_start(const std::vector<uint32_t>& tokens, int64_t val_tokens
     return target;
 }
 
-// Writes tokens[begin, end) as DIR/NAME_split_000000.bin, ... of at most shard_tokens each;
-// returns the paths. An empty range writes nothing.
-std::vector<std::string> write_split(const Options& opt, const std::string& split,
-                                     const std::vector<uint32_t>& tokens, int64_t begin,
-                                     int64_t end, int token_bytes) {
+// Writes stream[begin, end) as DIR/NAME_split_000000.bin, ... of at most shard_tokens each.
+std::vector<std::string> write_split(const Options& opt, const std::string& split, PartStream& stream,
+                                     int64_t begin, int64_t end, int token_bytes) {
     std::vector<std::string> paths;
+    std::vector<uint32_t> tokens;
     for (int64_t start = begin, index = 0; start < end; start += opt.shard_tokens, index++) {
         const int64_t count = std::min(opt.shard_tokens, end - start);
-        const std::string path =
-            format("%s/%s_%s_%06lld.bin", opt.out_dir.c_str(), opt.name.c_str(), split.c_str(),
-                   (long long)index);
-        write_shard(path, tokens.data() + start, count, token_bytes);
+        const std::string path = format("%s/%s_%s_%06lld.bin", opt.out_dir.c_str(), opt.name.c_str(),
+                                        split.c_str(), (long long)index);
+        stream.read(start, start + count, &tokens);
+        write_shard(path, tokens.data(), count, token_bytes);
         paths.push_back(path);
     }
     return paths;
+}
+
+void remove_dir(const std::string& dir) {  // the parts directory: only files we wrote
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* e = ::readdir(d)) {
+            const std::string n = e->d_name;
+            if (n != "." && n != "..") std::remove((dir + "/" + n).c_str());
+        }
+        ::closedir(d);
+    }
+    if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) fail("cannot remove %s: %s", dir.c_str(), std::strerror(errno));
 }
 
 void run(const Options& opt) {
@@ -93,33 +427,167 @@ void run(const Options& opt) {
     if (opt.name.empty() || opt.name.find('/') != std::string::npos) {
         fail("--name must be non-empty and contain no '/', got '%s'", opt.name.c_str());
     }
-
-    const Tokenizer tokenizer = Tokenizer::byte_level();
-    const uint32_t eot = static_cast<uint32_t>(tokenizer.eot_token());
-    std::vector<uint32_t> tokens;  // (n,): the whole stream
-    int64_t input_bytes = 0;
-    for (const std::string& path : opt.inputs) {
-        const std::string text = read_whole_file(path);
-        if (text.empty()) fail("input %s is empty", path.c_str());
-        input_bytes += static_cast<int64_t>(text.size());
-        tokens.push_back(eot);  // every document is preceded by EOT
-        for (int id : tokenizer.encode_bytes(text)) tokens.push_back(static_cast<uint32_t>(id));
+    if (opt.chunk_bytes < 1 || opt.chunk_bytes > (int64_t(1) << 30)) {
+        fail("--chunk-bytes must be in [1, 2^30], got %lld", (long long)opt.chunk_bytes);
     }
-    const int64_t n = static_cast<int64_t>(tokens.size());  // >= 2: EOT + at least one byte
+    if (opt.tokenizer == "gpt2" && opt.bpe_dir.empty()) {
+        fail("--tokenizer gpt2 needs --bpe-dir: a directory with GPT-2's encoder.json and vocab.bpe "
+             "(e.g. ../shared/data/gpt2) or a .tiktoken file");
+    }
+    if (opt.tokenizer == "byte" && !opt.bpe_dir.empty()) fail("--bpe-dir needs --tokenizer bpe or gpt2");
+    if (opt.vocab_size < 257) fail("--vocab-size must be at least 257 (256 bytes + <|endoftext|>), got %d", opt.vocab_size);
+    const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+
+    // Inputs: every one readable and non-empty before anything is written.
+    std::vector<Input> inputs;
+    for (const std::string& path : opt.inputs) {
+        std::fclose(open_file(path, "rb"));  // "cannot open PATH ...: No such file or directory"
+        struct stat st;
+        if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) fail("input %s is not a regular file", path.c_str());
+        if (st.st_size == 0) fail("input %s is empty", path.c_str());
+        const bool jsonl = opt.format == "jsonl" ||
+                           (opt.format == "auto" && path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0);
+        inputs.push_back({path, jsonl, static_cast<int64_t>(st.st_size),
+                          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec});
+    }
+
+    // A vocabulary given by file is loaded before the plan (its fingerprint is part of it).
+    std::shared_ptr<const Bpe> bpe;
+    if (!opt.bpe_dir.empty()) bpe = std::make_shared<const Bpe>(Bpe::load(opt.bpe_dir));
+
+    // The plan: what the parts depend on. A saved plan that differs means start afresh.
+    const std::vector<Part> parts = plan_parts(inputs, opt.chunk_bytes);
+    nlohmann::json plan;
+    plan["version"] = 1;
+    for (const Input& in : inputs) {
+        plan["inputs"].push_back({{"path", in.path}, {"jsonl", in.jsonl}, {"size", in.size}, {"mtime_ns", in.mtime_ns}});
+    }
+    plan["jsonl_field"] = opt.jsonl_field;
+    for (const Part& p : parts) plan["parts"].push_back({p.input, p.begin, p.end});
+    plan["tokenizer"] = opt.tokenizer;
+    if (bpe) plan["bpe"] = format("%016llx", (unsigned long long)bpe->fingerprint());
+    if (opt.tokenizer == "bpe" && !bpe) {
+        plan["vocab_size"] = opt.vocab_size;
+        plan["train_bytes"] = opt.train_bytes;
+    }
+    make_dirs(opt.out_dir);
+    const std::string parts_dir = format("%s/%s.parts", opt.out_dir.c_str(), opt.name.c_str());
+    const std::string plan_path = parts_dir + "/plan.json";
+    bool resuming = false;
+    if (file_exists(plan_path)) {
+        try {
+            resuming = nlohmann::json::parse(read_range(plan_path, 0, [&] {
+                           struct stat st;
+                           ::stat(plan_path.c_str(), &st);
+                           return static_cast<int64_t>(st.st_size);
+                       }())) == plan;
+        } catch (const nlohmann::json::exception&) {
+        }
+        if (!resuming) {
+            std::fprintf(stderr, "prepare_text: %s is from another command or other inputs; starting afresh\n",
+                         parts_dir.c_str());
+            remove_dir(parts_dir);
+        }
+    }
+    make_dirs(parts_dir);
+    if (!resuming) {
+        const std::string text = plan.dump(1) + "\n";
+        write_file_atomic(plan_path, text.data(), text.size());
+    }
+
+    // The tokenizer.
+    if (opt.tokenizer == "bpe" && !bpe) {
+        if (resuming && file_exists(parts_dir + "/encoder.json") && file_exists(parts_dir + "/vocab.bpe")) {
+            bpe = std::make_shared<const Bpe>(Bpe::load(parts_dir));
+            std::fprintf(stderr, "prepare_text: reusing the BPE trained by the interrupted run (vocab %d)\n",
+                         bpe->vocab_size());
+        } else {
+            const auto t0 = std::chrono::steady_clock::now();
+            const std::vector<std::string> docs = training_documents(inputs, opt.jsonl_field, opt.train_bytes);
+            std::vector<std::string_view> views(docs.begin(), docs.end());
+            int64_t bytes = 0;
+            for (const std::string& d : docs) bytes += static_cast<int64_t>(d.size());
+            std::fprintf(stderr, "prepare_text: training BPE to vocab %d on %s (%d threads)...\n", opt.vocab_size,
+                         human_bytes(static_cast<double>(bytes)).c_str(), threads);
+            bpe = std::make_shared<const Bpe>(Bpe::train(views, opt.vocab_size, threads));
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::fprintf(stderr, "prepare_text: trained BPE: vocab %d (%d merges) in %.2fs%s\n", bpe->vocab_size(),
+                         bpe->num_merges(), s, bpe->vocab_size() < opt.vocab_size ? " (the corpus ran out of pairs)" : "");
+            bpe->save_gpt2(parts_dir);
+        }
+    }
+    const Tokenizer tokenizer = bpe ? Tokenizer::from_bpe(bpe) : Tokenizer::byte_level();
+    const uint32_t eot = static_cast<uint32_t>(tokenizer.eot_token());
+    const int vocab_bytes = token_bytes_for_vocab(tokenizer.vocab_size());
+    if (opt.token_bytes == 2 && vocab_bytes > 2) {
+        fail("--token-bytes 2 (uint16 shards) holds ids up to 65535, but the vocabulary has %d tokens; "
+             "use --token-bytes 4 (uint32 shards) or leave it at auto",
+             tokenizer.vocab_size());
+    }
+    const int token_bytes = opt.token_bytes != 0 ? opt.token_bytes : vocab_bytes;
+
+    // Tokenise the parts not yet saved.
+    std::vector<Encoder> encoders(threads);
+    if (bpe) {
+        for (Encoder& e : encoders) e.bpe = std::make_unique<BpeEncoder>(*bpe);
+    }
+    int64_t total_bytes = 0, done_bytes = 0;
+    for (const Input& in : inputs) total_bytes += in.size;
+    std::vector<std::string> part_paths;
+    int reused = 0, tokenised = 0;
+    Progress progress("prepare_text: tokenizing", total_bytes);
+    for (size_t k = 0; k < parts.size(); k++) {
+        const Part& p = parts[k];
+        const std::string path = format("%s/part_%06zu.bin", parts_dir.c_str(), k);
+        part_paths.push_back(path);
+        bool done = false;
+        if (resuming && file_exists(path)) {
+            try {
+                read_shard_header(path);
+                done = true;
+                reused++;
+            } catch (const Error&) {  // torn or foreign: redo it
+            }
+        }
+        if (!done) {
+            if (opt.stop_after_parts >= 0 && tokenised == opt.stop_after_parts) {
+                fail("stopped after tokenizing %d part(s) (--stop-after-parts); re-run to resume", tokenised);
+            }
+            const std::vector<uint32_t> tokens = tokenize_part(inputs[p.input], p, encoders, eot, opt.jsonl_field);
+            write_shard(path, tokens.data(), static_cast<int64_t>(tokens.size()), token_bytes);
+            tokenised++;
+        }
+        done_bytes += p.end - p.begin;
+        progress.update(done_bytes,
+                        format(", part %zu/%zu%s", k + 1, parts.size(), reused ? format(" (%d resumed)", reused).c_str() : ""),
+                        k + 1 == parts.size());
+    }
+    PartStream stream(part_paths);
+    for (size_t k = 0, first = 0; k < inputs.size(); k++) {  // a JSONL file of blank lines only
+        int64_t n = 0;
+        size_t j = first;
+        for (; j < parts.size() && parts[j].input == static_cast<int>(k); j++) n += stream.part_tokens(j);
+        first = j;
+        if (n == 0) fail("input %s has no documents", inputs[k].path.c_str());
+    }
+    const int64_t n = stream.size();
+    if (n < 2) fail("the inputs make only %lld token(s); need at least 2", (long long)n);
 
     int64_t val_start = n;
     if (opt.val_fraction > 0.0) {
         int64_t val_tokens = std::llround(opt.val_fraction * static_cast<double>(n));
         val_tokens = std::clamp<int64_t>(val_tokens, 1, n - 1);
-        val_start = choose_val_start(tokens, val_tokens, eot);
+        val_start = choose_val_start(stream, val_tokens, tokenizer);
     }
 
-    make_dirs(opt.out_dir);
-    const int token_bytes = token_bytes_for_vocab(tokenizer.vocab_size());
-    const std::vector<std::string> train = write_split(opt, "train", tokens, 0, val_start, token_bytes);
-    const std::vector<std::string> val = write_split(opt, "val", tokens, val_start, n, token_bytes);
+    const std::vector<std::string> train = write_split(opt, "train", stream, 0, val_start, token_bytes);
+    const std::vector<std::string> val = write_split(opt, "val", stream, val_start, n, token_bytes);
     const std::string tokenizer_path = opt.out_dir + "/tokenizer.bin";
     tokenizer.save(tokenizer_path);
+    // The merges beside tokenizer.bin (Tokenizer::load picks them up), or none: stale ones
+    // beside a byte-level table would not match it.
+    for (const char* f : {"/encoder.json", "/vocab.bpe"}) std::remove((opt.out_dir + f).c_str());
+    if (bpe && !bpe->merges().empty()) bpe->save_gpt2(opt.out_dir);
     // Shards left by an earlier run with more shards would silently join the split's glob.
     for (const std::string split : {"train", "val"}) {
         const std::vector<std::string>& written = split == "train" ? train : val;
@@ -136,26 +604,28 @@ void run(const Options& opt) {
             std::printf("  removed stale shard %s\n", path.c_str());
         }
     }
+    remove_dir(parts_dir);
 
-    std::printf("prepare_text: %zu document(s), %lld bytes -> %lld tokens (byte-level, vocab %d, "
-                "uint%d shards)\n",
-                opt.inputs.size(), (long long)input_bytes, (long long)n, tokenizer.vocab_size(),
-                8 * token_bytes);
+    const std::string kind = bpe ? format("BPE, vocab %d", tokenizer.vocab_size()) : std::string("byte-level, vocab 257");
+    std::printf("prepare_text: %zu input(s), %lld bytes -> %lld tokens (%s, uint%d shards)\n", inputs.size(),
+                (long long)total_bytes, (long long)n, kind.c_str(), 8 * token_bytes);
     std::printf("  train: %12lld tokens in %zu shard(s): %s%s\n", (long long)val_start,
                 train.size(), train.empty() ? "-" : train.front().c_str(),
                 train.size() > 1 ? " ..." : "");
     std::printf("  val:   %12lld tokens in %zu shard(s): %s%s\n", (long long)(n - val_start),
                 val.size(), val.empty() ? "-" : val.front().c_str(), val.size() > 1 ? " ..." : "");
-    std::printf("  tokenizer: %s\n", tokenizer_path.c_str());
+    std::printf("  tokenizer: %s%s\n", tokenizer_path.c_str(),
+                bpe && !bpe->merges().empty() ? " (+ encoder.json, vocab.bpe)" : "");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     Options opt;
-    CLI::App app{"prepare_text: plain text files -> byte-level token shards (llm.c format) "
-                 "and tokenizer.bin"};
-    app.add_option("--input", opt.inputs, "text file; one document each (repeatable)")->required();
+    CLI::App app{"prepare_text: text / JSONL files -> token shards (llm.c format), tokenizer.bin "
+                 "and, for BPE, encoder.json + vocab.bpe"};
+    app.add_option("--input", opt.inputs, "text file (one document) or JSONL file (one per line); repeatable")
+        ->required();
     app.add_option("--out-dir", opt.out_dir, "output directory (created if missing)")->required();
     app.add_option("--name", opt.name, "shard name prefix: NAME_train_000000.bin, ...")
         ->capture_default_str();
@@ -164,6 +634,27 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--shard-tokens", opt.shard_tokens, "maximum tokens per shard")
         ->capture_default_str();
+    app.add_option("--tokenizer", opt.tokenizer,
+                   "byte (vocab 257) | bpe (train, or reuse --bpe-dir) | gpt2 (GPT-2's vocabulary from --bpe-dir)")
+        ->check(CLI::IsMember({"byte", "bpe", "gpt2"}))
+        ->capture_default_str();
+    app.add_option("--vocab-size", opt.vocab_size, "bpe: vocabulary size to train (256 bytes + merges + <|endoftext|>)")
+        ->capture_default_str();
+    app.add_option("--bpe-dir", opt.bpe_dir,
+                   "bpe/gpt2: directory with encoder.json + vocab.bpe, or a .tiktoken file, to use instead of training");
+    app.add_option("--train-bytes", opt.train_bytes, "bpe: train on this many bytes from the start of the inputs")
+        ->capture_default_str();
+    app.add_option("--format", opt.format, "auto (.jsonl files are JSONL) | text | jsonl")
+        ->check(CLI::IsMember({"auto", "text", "jsonl"}))
+        ->capture_default_str();
+    app.add_option("--jsonl-field", opt.jsonl_field, "JSONL: the field holding each document's text")
+        ->capture_default_str();
+    app.add_option("--threads", opt.threads, "tokenizer threads (0 = all cores)")->capture_default_str();
+    app.add_option("--token-bytes", opt.token_bytes, "shard token width: 0 = auto (uint16 if the vocabulary fits), 2, 4")
+        ->check(CLI::IsMember({0, 2, 4}))
+        ->capture_default_str();
+    app.add_option("--chunk-bytes", opt.chunk_bytes, "input bytes per resumable part")->capture_default_str();
+    app.add_option("--stop-after-parts", opt.stop_after_parts, "testing: fail after tokenizing N parts")->group("");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

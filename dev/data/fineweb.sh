@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# fineweb.sh — download a FineWeb sample (Hugging Face) and tokenise it with GPT-2's vocabulary,
+# as llm.c's GPT-2 reproductions do. Needs internet access and the Python package `datasets`
+# (pip install --break-system-packages datasets); run from anywhere, after `make`.
+#
+#   dev/data/fineweb.sh                    # sample-10BT: ~10B GPT-2 tokens, ~45 GB of JSONL
+#   MAX_DOCS=100000 dev/data/fineweb.sh    # a quick slice: 100k documents, ~70M tokens
+#   DATASET=HuggingFaceFW/fineweb-edu dev/data/fineweb.sh
+#
+# Steps, each resumable:
+#   1. data/fineweb/fineweb_NNNNN.jsonl: documents streamed from the hub, up to FILE_DOCS per
+#      file; files are renamed into place when closed, and a re-run keeps them and skips
+#      their documents in the stream.
+#   2. build/prepare_text --tokenizer gpt2: shards of 100M tokens (uint16, llm.c's format, so
+#      llm.c reads them too), the last VAL_FRACTION of the stream as val; an interrupted run
+#      resumes from its saved parts.
+# Then train GPT-2 124M:
+#   ./train_gpt -e d12 -b 16 -t 1024 -d 524288 -l 6e-4 -x 19073 -u 700 \
+#       -i 'data/fineweb/fw_train_*.bin' -j 'data/fineweb/fw_val_*.bin' --tokenizer data/fineweb/tokenizer.bin
+#
+# Overrides (environment): OUT (data/fineweb), DATASET (HuggingFaceFW/fineweb), SAMPLE
+# (sample-10BT; sample-100BT, ...), MAX_DOCS (all), FILE_DOCS (1000000), VAL_FRACTION (0.01),
+# GPT2_DIR (../shared/data/gpt2), THREADS (all cores).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+OUT=${OUT:-data/fineweb}
+DATASET=${DATASET:-HuggingFaceFW/fineweb}
+SAMPLE=${SAMPLE:-sample-10BT}
+MAX_DOCS=${MAX_DOCS:-0}
+FILE_DOCS=${FILE_DOCS:-1000000}
+VAL_FRACTION=${VAL_FRACTION:-0.01}
+GPT2_DIR=${GPT2_DIR:-../shared/data/gpt2}
+THREADS=${THREADS:-0}
+
+die() { echo "fineweb: error: $*" >&2; exit 1; }
+[[ -x build/prepare_text ]] || die "build/prepare_text is missing; run make"
+/usr/bin/python3 -c 'import datasets' 2>/dev/null ||
+    die "python3 cannot import datasets: /usr/bin/python3 -m pip install --break-system-packages datasets"
+mkdir -p "$OUT"
+
+/usr/bin/python3 - "$OUT" "$DATASET" "$SAMPLE" "$MAX_DOCS" "$FILE_DOCS" <<'EOF'
+import json, os, sys
+from datasets import load_dataset
+out, dataset, sample, max_docs, file_docs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+files = sorted(p for p in os.listdir(out) if p.startswith("fineweb_") and p.endswith(".jsonl"))
+done = 0
+for p in files:
+    with open(os.path.join(out, p), "rb") as f:
+        done += sum(1 for _ in f)
+if max_docs and done >= max_docs:
+    sys.exit(0)
+stream = load_dataset(dataset, name=sample, split="train", streaming=True)
+if done:
+    print(f"fineweb: {done} documents already saved in {len(files)} file(s); skipping them", file=sys.stderr)
+    stream = stream.skip(done)
+f, n, index, in_file, path = None, done, len(files), 0, None
+for doc in stream:
+    if max_docs and n >= max_docs:
+        break
+    if f is None:
+        path = os.path.join(out, f"fineweb_{index:05d}.jsonl")
+        f = open(path + ".part", "w", encoding="utf-8", errors="replace")
+        index, in_file = index + 1, 0
+    f.write(json.dumps({"text": doc["text"]}, ensure_ascii=False) + "\n")
+    n, in_file = n + 1, in_file + 1
+    if in_file == file_docs:
+        f.close(); os.rename(path + ".part", path); f = None
+        print(f"fineweb: {n} documents", file=sys.stderr)
+if f is not None:
+    f.close(); os.rename(path + ".part", path)
+print(f"fineweb: {n} documents in {out}", file=sys.stderr)
+EOF
+
+inputs=()
+for f in "$OUT"/fineweb_*.jsonl; do inputs+=(--input "$f"); done
+(( ${#inputs[@]} > 0 )) || die "no documents were downloaded"
+build/prepare_text "${inputs[@]}" --out-dir "$OUT" --name fw --tokenizer gpt2 --bpe-dir "$GPT2_DIR" \
+    --val-fraction "$VAL_FRACTION" --threads "$THREADS"

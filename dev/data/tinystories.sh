@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# tinystories.sh — download TinyStories (V2, GPT-4 generated) and tokenise it into shards.
+# Needs internet access (huggingface.co) and curl; run from anywhere, after `make`.
+#
+#   dev/data/tinystories.sh                          # GPT-2 tokens -> data/tinystories/
+#   TOKENIZER=bpe VOCAB=4096 dev/data/tinystories.sh # a BPE trained on the stories instead
+#
+# Steps (each skipped if its output is already there, so a re-run resumes):
+#   1. data/tinystories/TinyStoriesV2-GPT4-{train,valid}.txt  (~2.2 GB + 22 MB, curl -C -)
+#   2. ... .jsonl: one story a line (the text files separate stories with <|endoftext|>)
+#   3. build/prepare_text: train shards, then the val shards from the end of the stream, i.e.
+#      from the official valid split (~1% of the tokens); resumable if interrupted.
+# Then train, e.g.:
+#   ./train_gpt -e d6 -i 'data/tinystories/ts_train_*.bin' -j 'data/tinystories/ts_val_*.bin' \
+#       --tokenizer data/tinystories/tokenizer.bin -b 32 -t 512 -x 5000
+#
+# Overrides (environment): OUT (data/tinystories), TOKENIZER (gpt2 | bpe), VOCAB (4096, bpe
+# only), GPT2_DIR (../shared/data/gpt2), THREADS (all cores).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+OUT=${OUT:-data/tinystories}
+TOKENIZER=${TOKENIZER:-gpt2}
+VOCAB=${VOCAB:-4096}
+GPT2_DIR=${GPT2_DIR:-../shared/data/gpt2}
+THREADS=${THREADS:-0}
+URL=https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main
+
+die() { echo "tinystories: error: $*" >&2; exit 1; }
+[[ -x build/prepare_text ]] || die "build/prepare_text is missing; run make"
+mkdir -p "$OUT"
+
+for split in train valid; do
+    txt=$OUT/TinyStoriesV2-GPT4-$split.txt
+    if [[ ! -s $txt ]]; then
+        command -v curl >/dev/null || die "curl is missing (apt-get install curl)"
+        echo "tinystories: downloading $txt"
+        curl -L --fail -C - -o "$txt.part" "$URL/TinyStoriesV2-GPT4-$split.txt" || die "download of $split failed"
+        mv "$txt.part" "$txt"
+    fi
+    jsonl=$OUT/$split.jsonl
+    if [[ ! -s $jsonl ]]; then
+        echo "tinystories: $txt -> $jsonl"
+        /usr/bin/python3 - "$txt" "$jsonl.tmp" <<'EOF'
+import json, sys
+src, dst = sys.argv[1], sys.argv[2]
+n = 0
+with open(src, encoding="utf-8", errors="replace") as f, open(dst, "w", encoding="utf-8") as out:
+    story = []
+    for line in f:
+        if line.strip() == "<|endoftext|>":
+            text = "".join(story).strip()
+            if text:
+                out.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+                n += 1
+            story = []
+        else:
+            story.append(line)
+    text = "".join(story).strip()
+    if text:
+        out.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+        n += 1
+print(f"tinystories: {n} stories", file=sys.stderr)
+EOF
+        mv "$jsonl.tmp" "$jsonl"
+    fi
+done
+
+case $TOKENIZER in
+    gpt2) tok=(--tokenizer gpt2 --bpe-dir "$GPT2_DIR") ;;
+    bpe)  tok=(--tokenizer bpe --vocab-size "$VOCAB") ;;
+    *)    die "TOKENIZER must be gpt2 or bpe, got $TOKENIZER" ;;
+esac
+build/prepare_text --input "$OUT/train.jsonl" --input "$OUT/valid.jsonl" --out-dir "$OUT" --name ts \
+    --val-fraction 0.01 --threads "$THREADS" "${tok[@]}"
