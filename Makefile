@@ -20,7 +20,12 @@ CXXFLAGS ?= -O3 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -MMD -MP
 NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -fopenmp,-Wall -MMD -MP
-LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lopenblas -lgomp -lpthread -ldl -lpcre2-8
+LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lopenblas -lgomp -lpthread -ldl -lpcre2-8 -lxxhash
+# Open MPI (llmc/comm_mpi.cpp, build/test_mpi): flags from its wrapper compiler. Only the files
+# that include <mpi.h> get its include path; everything links libmpi (it is in the library).
+MPI_CPPFLAGS := $(shell mpicxx --showme:compile 2>/dev/null)
+MPI_LDLIBS   := $(shell mpicxx --showme:link 2>/dev/null)
+LDLIBS   += $(MPI_LDLIBS)
 
 LIB_SRCS := $(sort $(wildcard llmc/*.cpp llmc/cpu/*.cpp))
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
@@ -33,10 +38,15 @@ TEST_SRCS := $(sort $(wildcard tests/*.cpp))
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_BIN  := $(BUILD)/test_cpu
 
+# tests/mpi/*.cpp: one binary with its own main (MPI_Init before GoogleTest), run under mpirun.
+MPI_TEST_SRCS := $(sort $(wildcard tests/mpi/*.cpp))
+MPI_TEST_OBJS := $(MPI_TEST_SRCS:%.cpp=$(BUILD)/%.o)
+MPI_TEST_BIN  := $(BUILD)/test_mpi
+
 .PHONY: all test clean tools tests
 all: train_gpt $(TOOLS)
 tools: $(TOOLS)
-tests: $(TEST_BIN)
+tests: $(TEST_BIN) $(MPI_TEST_BIN)
 
 $(BUILD)/%.o: %.cpp
 	@mkdir -p $(dir $@)
@@ -58,6 +68,11 @@ $(BUILD)/%: $(BUILD)/dev/data/%.o $(LIB)
 
 $(TEST_BIN): $(TEST_OBJS) $(LIB) $(TOOLS) train_gpt
 	$(CXX) -fopenmp $(TEST_OBJS) $(LIB) -o $@ $(LDLIBS) -lgtest -lgtest_main
+
+$(BUILD)/llmc/comm_mpi.o $(MPI_TEST_OBJS): CPPFLAGS += $(MPI_CPPFLAGS)
+
+$(MPI_TEST_BIN): $(MPI_TEST_OBJS) $(LIB)
+	$(CXX) -fopenmp $^ -o $@ $(LDLIBS) -lgtest
 
 test: all $(TEST_BIN)
 	$(TEST_BIN)

@@ -4,6 +4,8 @@
 // Launch:
 //   make && ./train_gpt                                   small model on the bundled KJV corpus (CPU ok)
 //   ./train_gpt -e d12 -i 'data/fw/train_*.bin' -j 'data/fw/val_*.bin' --tokenizer data/fw/tokenizer.bin
+//   mpirun -np 8 ./train_gpt -e d12 -p bf16 --zero 1 ...  data parallel, one rank per GPU
+//   scripts/run_multinode.sh, scripts/slurm_train.sbatch  several nodes (docs/distributed.md)
 //   ./train_gpt --help                                    every flag with its default
 //
 // Where things are (include map):
@@ -13,11 +15,15 @@
 //   llmc/fp8_scaling.h  FP8 delayed scaling (amax history → scale); llmc/loss_scaler.h  fp16 loss scaling
 //   llmc/backend.h    the kernel-set interface the model calls; llmc/cpu/ is the CPU kernel set,
 //                     llmc/cpu/kernels.h documents every op (shapes, maths, += rules)
+//   llmc/comm.h       all-reduce / reduce-scatter / all-gather over ranks (single process or MPI)
+//   llmc/checkpoint.h step_XXXXXXXX/ directories: HF safetensors weights, sharded optimizer state
 //   llmc/dataloader.h batches of (B, T) tokens from a glob of llm.c token shards
 //   llmc/tokenizer.h  decoding samples (and byte-level encoding of a prompt)
 //   llmc/schedule.h   learning-rate schedules
 //   llmc/logger.h     the JSONL run log
 //   llmc/rng.h        deterministic random numbers
+#include "checkpoint.h"
+#include "comm.h"
 #include "config.h"
 #include "dataloader.h"
 #include "gpt.h"
@@ -26,12 +32,14 @@
 #include "rng.h"
 #include "schedule.h"
 #include "tokenizer.h"
+#include "train_state.h"
 #include "utils.h"
 
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -41,6 +49,18 @@
 using namespace train_gpt;
 
 namespace {
+
+bool g_is_root = true;   // rank 0 prints; the others stay quiet
+
+// printf on rank 0 only
+void print0(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void print0(const char* fmt, ...) {
+    if (!g_is_root) return;
+    va_list args;
+    va_start(args, fmt);
+    std::vprintf(fmt, args);
+    va_end(args);
+}
 
 // Number of usable CUDA devices; 0 (with the reason) when there is no GPU or no driver.
 int cuda_device_count(std::string* reason) {
@@ -64,23 +84,26 @@ std::string choose_device(const std::string& requested) {
         fail("--device cuda: this build has no CUDA kernel set yet; use --device cpu");
     }
     if (gpus == 0) {
-        std::printf("notice: no GPU (%s); training on the CPU kernel set\n", reason.c_str());
+        print0("notice: no GPU (%s); training on the CPU kernel set\n", reason.c_str());
     } else {
-        std::printf("notice: %d GPU(s) found, but this build has no CUDA kernel set yet; using the CPU\n", gpus);
+        print0("notice: %d GPU(s) found, but this build has no CUDA kernel set yet; using the CPU\n", gpus);
     }
     return "cpu";
 }
 
-// Mean loss over `batches` micro-batches from the start of the validation set.
-float evaluate(GPT& model, DataLoader& loader, int batches, int B, int T) {
+// Mean loss over `batches` micro-batches from the start of the validation set, split over the
+// ranks (rank r takes batches r, r + W, ...), so every world size evaluates the same tokens when
+// W divides `batches`.
+float evaluate(GPT& model, DataLoader& loader, int batches, int B, int T, Comm& comm) {
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
     loader.reset();
+    const int per_rank = (batches + comm.world_size() - 1) / comm.world_size();
     double sum = 0;
-    for (int i = 0; i < batches; i++) {
+    for (int i = 0; i < per_rank; i++) {
         loader.next_batch(inputs.data(), targets.data());
         sum += model.forward(inputs.data(), targets.data(), B, T);
     }
-    return (float)(sum / batches);
+    return (float)(comm.all_reduce_sum(sum) / (per_rank * comm.world_size()));
 }
 
 // Samples `count` tokens after `prompt`, one forward per token over the last ≤ T tokens.
@@ -113,12 +136,77 @@ std::string human_rate(double tokens_per_second) {
     return format("%.0f", tokens_per_second);
 }
 
+// Everything a checkpoint holds besides the model's tensors.
+struct ResumeState {
+    int64_t step = 0;
+    TrainCounters counters;
+};
+
+// Writes <dir>/step_XXXXXXXX/ (all ranks take part): BF16 HF weights split over the ranks, this
+// rank's slice of the FP32 optimizer state, then rank 0 hashes everything into the manifest and
+// renames the directory into place. A crash at any point leaves only a *.tmp directory behind.
+void save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& comm, const TrainConfig& cfg,
+                     const RunPlan& plan, const DataLoader& loader, const TrainCounters& counters,
+                     const std::optional<LossScaler>& scaler, int keep) {
+    if (comm.rank() == 0) {
+        make_dirs(dir);
+        begin_checkpoint(dir, step);
+    }
+    comm.barrier();
+    const std::string tmp = checkpoint_tmp_dir(dir, step);
+    std::vector<float> weights = model.weights();   // collective under ZeRO-1
+    write_weight_shards(tmp, plan.model, weights.data(), comm.rank(), comm.world_size());
+    // this rank's range of the optimizer state: its ZeRO-1 slice, or 1/W of the replicated state
+    std::vector<float> master = model.optimizer_state("master"), m = model.optimizer_state("m"),
+                       v = model.optimizer_state("v");
+    size_t begin = model.state_begin(), offset = 0, n = model.state_size();
+    if (model.state_size() == model.num_parameters() && comm.world_size() > 1) {
+        const size_t per_rank = (n + comm.world_size() - 1) / comm.world_size();
+        offset = std::min(n, per_rank * comm.rank());
+        n = std::min(n - offset, per_rank);
+        begin = offset;
+    }
+    write_state_shard(tmp, plan.model, comm.rank(), begin, n, master.data() + offset, m.data() + offset,
+                      v.data() + offset);
+    comm.barrier();
+    if (comm.rank() == 0) {
+        CheckpointManifest manifest;
+        manifest.step = step;
+        manifest.model = plan.model;
+        manifest.world_size = comm.world_size();
+        manifest.train_config_json = config_json(cfg, plan);
+        manifest.data_position = loader.position();
+        manifest.loss_scaler_json = scaler ? loss_scaler_to_json(*scaler) : "";
+        manifest.fp8_json = model.fp8_state_json();
+        manifest.extra_json = counters_to_json(counters);
+        finalize_checkpoint(tmp, checkpoint_dir(dir, step), manifest);
+        prune_checkpoints(dir, keep);
+    }
+    comm.barrier();
+}
+
+// Restores everything save_checkpoint wrote, into a model of any world size.
+ResumeState load_checkpoint(const std::string& path, GPT& model, const RunPlan& plan, DataLoader& loader,
+                            std::optional<LossScaler>& scaler) {
+    CheckpointManifest manifest = open_checkpoint(path, plan.model);   // checksums, model shape
+    const size_t begin = model.state_begin(), end = begin + model.state_size();
+    model.restore_optimizer_state(read_state_range(path, plan.model, StateTensor::Master, begin, end),
+                                  read_state_range(path, plan.model, StateTensor::M, begin, end),
+                                  read_state_range(path, plan.model, StateTensor::V, begin, end));
+    model.restore_fp8_state(manifest.fp8_json.empty() ? "[]" : manifest.fp8_json);
+    if (scaler && !manifest.loss_scaler_json.empty()) loss_scaler_from_json(*scaler, manifest.loss_scaler_json);
+    loader.set_position(manifest.data_position);
+    return ResumeState{manifest.step, counters_from_json(manifest.extra_json)};
+}
+
 int run(int argc, char** argv) {
     // ---- configuration ----
     TrainConfig cfg;
     if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) return *exit_code;
     validate(cfg);
     if (cfg.threads > 0) set_cpu_threads(cfg.threads);
+    std::unique_ptr<Comm> comm = make_comm();   // MPI under mpirun / srun, else one process
+    g_is_root = comm->rank() == 0;
 
     RunPlan plan;
     plan.device = choose_device(cfg.device);
@@ -135,15 +223,16 @@ int run(int argc, char** argv) {
     const int B = cfg.batch_size, T = cfg.seq_len;
     plan.model = gpt_config_from_spec(cfg.model, vocab_size, cfg.max_seq_len > 0 ? cfg.max_seq_len : T,
                                       cfg.n_embd, cfg.n_head);
-    plan.world_size = 1;
+    plan.world_size = comm->world_size();
     plan.grad_accum_steps = grad_accum_steps_for(cfg, plan.world_size);
     plan.tokens_per_step = (int64_t)B * T * plan.world_size * plan.grad_accum_steps;
 
     // ---- data (every shard's header is checked before any work starts) ----
-    DataLoader train_loader(cfg.train_data, B, T, /*rank=*/0, plan.world_size, cfg.shuffle, cfg.seed, vocab_size);
+    DataLoader train_loader(cfg.train_data, B, T, comm->rank(), plan.world_size, cfg.shuffle, cfg.seed, vocab_size);
     std::unique_ptr<DataLoader> val_loader;
     if (!cfg.val_data.empty() && cfg.val_every > 0) {
-        val_loader = std::make_unique<DataLoader>(cfg.val_data, B, T, 0, plan.world_size, false, cfg.seed, vocab_size);
+        val_loader = std::make_unique<DataLoader>(cfg.val_data, B, T, comm->rank(), plan.world_size, false, cfg.seed,
+                                                  vocab_size);
     }
 
     // ---- model ----
@@ -155,25 +244,9 @@ int run(int argc, char** argv) {
     precision.fp8.margin = cfg.fp8_margin;
     precision.fp8.recipe = parse_fp8_recipe(cfg.fp8_recipe);
     std::unique_ptr<Backend> backend = make_cpu_backend(activation_dtype(precision.precision));
-    GPT model(plan.model, *backend, B, T, precision);
+    GPT model(plan.model, *backend, B, T, precision, comm.get(), cfg.zero);
     model.init_weights(cfg.seed);
     plan.num_parameters = model.num_parameters();
-
-    make_dirs(cfg.output_dir);
-    JsonlLog log(cfg.output_dir + "/log.jsonl");
-    save_config_json(cfg.output_dir + "/config.json", cfg, plan);
-    print_config_table(cfg, plan);
-    std::printf("train: %lld tokens in %d shard(s)", (long long)train_loader.num_tokens(), train_loader.num_shards());
-    if (val_loader) std::printf(" | val: %lld tokens", (long long)val_loader->num_tokens());
-    std::printf("\n");
-
-    LrSchedule schedule;
-    schedule.kind = parse_lr_schedule(cfg.lr_schedule);
-    schedule.lr = cfg.lr;
-    schedule.warmup_steps = cfg.warmup_steps;
-    schedule.total_steps = cfg.steps;
-    schedule.final_lr_frac = cfg.final_lr_frac;
-    schedule.decay_frac = cfg.wsd_decay_frac;
     AdamWConfig adamw{cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay};
     // fp16: dynamic loss scaling keeps small gradients above fp16's smallest subnormal
     std::optional<LossScaler> scaler;
@@ -185,16 +258,55 @@ int run(int argc, char** argv) {
         scaler.emplace(lsc);
     }
 
+    // ---- where to start: fresh, from a checkpoint's weights, or resuming a run ----
+    const std::string checkpoints = cfg.checkpoint_dir.empty() ? cfg.output_dir + "/checkpoints" : cfg.checkpoint_dir;
+    ResumeState start;
+    std::optional<std::string> resume_from = cfg.resume ? latest_checkpoint(checkpoints) : std::nullopt;
+    if (resume_from) {
+        start = load_checkpoint(*resume_from, model, plan, train_loader, scaler);
+        print0("resuming from %s (step %lld)\n", resume_from->c_str(), (long long)start.step);
+    } else {
+        if (cfg.resume) print0("notice: no complete checkpoint in %s; starting from scratch\n", checkpoints.c_str());
+        if (!cfg.init_from.empty()) {   // fine-tuning: the weights, not the optimizer
+            open_checkpoint(cfg.init_from, plan.model);
+            model.set_weights(read_state_range(cfg.init_from, plan.model, StateTensor::Master, 0,
+                                               model.num_parameters()));
+            print0("initialised from the weights of %s\n", cfg.init_from.c_str());
+        }
+    }
+
+    // ---- output (rank 0): config table, config.json, the JSONL log (continued on resume) ----
+    std::optional<JsonlLog> log;
+    if (g_is_root) {
+        make_dirs(cfg.output_dir);
+        log.emplace(cfg.output_dir + "/log.jsonl", /*append=*/resume_from.has_value());
+        save_config_json(cfg.output_dir + "/config.json", cfg, plan);
+        print_config_table(cfg, plan);
+    }
+    auto write_log = [&](const LogRecord& r) { if (log) log->write(r); };
+    print0("train: %lld tokens in %d shard(s)", (long long)train_loader.num_tokens(), train_loader.num_shards());
+    if (val_loader) print0(" | val: %lld tokens", (long long)val_loader->num_tokens());
+    print0(" | %d rank(s), %s\n", plan.world_size, comm->name().c_str());
+
+    LrSchedule schedule;
+    schedule.kind = parse_lr_schedule(cfg.lr_schedule);
+    schedule.lr = cfg.lr;
+    schedule.warmup_steps = cfg.warmup_steps;
+    schedule.total_steps = cfg.steps;
+    schedule.final_lr_frac = cfg.final_lr_frac;
+    schedule.decay_frac = cfg.wsd_decay_frac;
+
     // ---- training loop ----
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);   // (B, T) each
     const float dloss = 1.0f / ((float)B * T * plan.grad_accum_steps);     // d(mean loss)/d(each token's loss)
-    int updates = 0, skipped = 0, skipped_in_a_row = 0;
-    for (int step = 0; step <= cfg.steps; step++) {
+    TrainCounters counters = start.counters;
+    int skipped_in_a_row = 0;
+    for (int step = (int)start.step; step <= cfg.steps; step++) {
         const bool last = step == cfg.steps;
         if (val_loader && (step % cfg.val_every == 0 || last)) {
-            float val_loss = evaluate(model, *val_loader, cfg.val_batches, B, T);
-            std::printf("step %d/%d | val loss %.4f\n", step, cfg.steps, val_loss);
-            log.write(LogRecord("val").num("step", step).num("loss", val_loss));
+            float val_loss = evaluate(model, *val_loader, cfg.val_batches, B, T, *comm);
+            print0("step %d/%d | val loss %.4f\n", step, cfg.steps, val_loss);
+            write_log(LogRecord("val").num("step", step).num("loss", val_loss));
         }
         if (last) break;
 
@@ -208,25 +320,27 @@ int run(int argc, char** argv) {
             model.backward();
         }
         if (step == cfg.inject_nonfinite_step) model.poison_gradient();
-        const double norm = model.gradient_norm() / loss_scale;   // of the unscaled gradients
+        model.reduce_gradients();                                   // sum over ranks
+        loss = comm->all_reduce_sum(loss) / plan.world_size;        // the mean over ranks
+        const double norm = model.gradient_norm() / loss_scale;     // of the unscaled mean gradient
         const float lr = schedule.at(step);
-        const bool finite = std::isfinite(loss) && std::isfinite(norm);
+        const bool finite = std::isfinite(loss) && std::isfinite(norm);   // the same on every rank
         if (scaler) {
             LossScaleUpdate u = scaler->update(!finite);   // overflow: halve; 2000 clean steps: double
             if (u.collapse_warning) {
-                std::printf("warning: the fp16 loss scale has sat at its floor %g for %d steps: gradients keep "
-                            "overflowing; consider bf16\n", scaler->scale(), scaler->floor_streak());
+                print0("warning: the fp16 loss scale has sat at its floor %g for %d steps: gradients keep "
+                       "overflowing; consider bf16\n", scaler->scale(), scaler->floor_streak());
             }
         }
         if (finite) {
             // torch.nn.utils.clip_grad_norm_: scale by clip/(norm + 1e-6) when that is below 1
             float clip_scale = 1.0f;
             if (cfg.grad_clip > 0) clip_scale = std::min(1.0f, (float)(cfg.grad_clip / (norm + 1e-6)));
-            model.update(lr, adamw, clip_scale / loss_scale, ++updates);
+            model.update(lr, adamw, clip_scale / loss_scale, (int)++counters.updates);
             skipped_in_a_row = 0;
         } else {
             model.discard_step();
-            skipped++;
+            counters.skipped++;
             if (++skipped_in_a_row >= cfg.max_skipped_steps) {
                 fail("%d steps in a row had a non-finite loss or gradient norm (last: loss %g, norm %g, step %d); "
                      "stopping. Try a lower --lr, --precision bf16, or a larger --max-skipped-steps",
@@ -238,26 +352,31 @@ int run(int argc, char** argv) {
         if (step % cfg.log_every == 0 || step == cfg.steps - 1 || !finite) {
             std::string extra = scaler ? format(" | scale %g", loss_scale) : "";
             if (!finite) extra += " | SKIPPED (non-finite)";
-            std::printf("step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s%s\n", step + 1, cfg.steps,
-                        loss, lr, norm, ms, human_rate(tok_per_s).c_str(), extra.c_str());
+            print0("step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s%s\n", step + 1, cfg.steps, loss,
+                   lr, norm, ms, human_rate(tok_per_s).c_str(), extra.c_str());
         }
         LogRecord record("step");
         record.num("step", step + 1).num("loss", loss).num("lr", lr).num("grad_norm", norm).num("ms", ms)
             .num("tok_per_s", tok_per_s).num("skipped", finite ? 0 : 1);
         if (scaler) record.num("loss_scale", loss_scale);
-        log.write(record);
+        write_log(record);
         if (cfg.fp8_telemetry_every > 0 && (step % cfg.fp8_telemetry_every == 0 || step == cfg.steps - 1)) {
             for (const Fp8TensorReport& r : model.fp8_report()) {
-                log.write(LogRecord("fp8").num("step", step + 1).str("tensor", r.name).num("amax", r.amax)
+                write_log(LogRecord("fp8").num("step", step + 1).str("tensor", r.name).num("amax", r.amax)
                               .num("scale", r.scale).num("saturated", r.saturated_frac).num("flushed", r.flushed_frac));
             }
         }
+        if (cfg.checkpoint_every > 0 && ((step + 1) % cfg.checkpoint_every == 0 || step + 1 == cfg.steps)) {
+            save_checkpoint(checkpoints, step + 1, model, *comm, cfg, plan, train_loader, counters, scaler,
+                            cfg.keep_checkpoints);
+            print0("checkpoint: %s\n", checkpoint_dir(checkpoints, step + 1).c_str());
+        }
         std::fflush(stdout);
     }
-    if (skipped > 0) std::printf("%d step(s) skipped for a non-finite loss or gradient norm\n", skipped);
+    if (counters.skipped > 0) print0("%lld step(s) skipped for a non-finite loss or gradient norm\n", (long long)counters.skipped);
 
-    // ---- sample ----
-    if (cfg.sample_tokens > 0) {
+    // ---- sample (rank 0) ----
+    if (cfg.sample_tokens > 0 && g_is_root) {
         std::vector<int> prompt;
         if (!cfg.sample_prompt.empty()) {
             if (!tokenizer) fail("--sample-prompt needs a --tokenizer");
@@ -274,7 +393,7 @@ int run(int argc, char** argv) {
             for (int id : generated) text += std::to_string(id) + " ";
         }
         std::printf("---- sample (%d tokens) ----\n%s\n---------------------------\n", cfg.sample_tokens, text.c_str());
-        log.write(LogRecord("sample").num("step", cfg.steps).str("text", text));
+        write_log(LogRecord("sample").num("step", cfg.steps).str("text", text));
     }
     return 0;
 }

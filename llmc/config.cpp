@@ -118,6 +118,19 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
         ->group("Evaluation");
     app.add_option("--temperature", c.temperature, "Sampling temperature")->check(kPositive)->group("Evaluation");
 
+    app.add_option("--zero", c.zero, "0: every rank keeps the whole optimizer state; 1: ZeRO-1 (master weights and "
+                   "Adam m, v sharded over ranks)")->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
+    app.add_option("--checkpoint-every", c.checkpoint_every, "Write a checkpoint every N steps and at the end (0 = none)")
+        ->check(kNonNegative)->group("Distributed and checkpoints");
+    app.add_option("--checkpoint-dir", c.checkpoint_dir, "Where checkpoints go ('' = <output-dir>/checkpoints)")
+        ->group("Distributed and checkpoints");
+    app.add_option("--keep-checkpoints", c.keep_checkpoints, "Complete checkpoints to keep (older ones are deleted)")
+        ->check(kPositive)->group("Distributed and checkpoints");
+    app.add_flag("--resume", c.resume, "Continue from the newest complete checkpoint in --checkpoint-dir (none: start fresh)")
+        ->group("Distributed and checkpoints");
+    app.add_option("--init-from", c.init_from, "Start from this checkpoint directory's weights with a fresh optimizer")
+        ->group("Distributed and checkpoints");
+
     app.add_option("--device", c.device, "Kernel set: auto (GPU if present, else CPU) | cpu | cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->group("Runtime");
     app.add_option("--threads", c.threads, "CPU threads (0 = OpenMP default)")->check(kNonNegative)->group("Runtime");
@@ -194,6 +207,8 @@ std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c, 
         {"val_batches", std::to_string(c.val_batches)},
         {"sample_tokens", std::to_string(c.sample_tokens)},
         {"temperature", num(c.temperature)},
+        {"zero", std::to_string(c.zero)},
+        {"checkpoint_every", std::to_string(c.checkpoint_every)},
         {"threads", std::to_string(c.threads)},
         {"seed", std::to_string(c.seed)},
     };
@@ -212,7 +227,7 @@ void print_config_table(const TrainConfig& c, const RunPlan& p) {
     std::printf("%s\n", rule.c_str());
 }
 
-void save_config_json(const std::string& path, const TrainConfig& c, const RunPlan& p) {
+std::string config_json(const TrainConfig& c, const RunPlan& p) {
     nlohmann::ordered_json j;
     for (auto& [k, v] : describe(c, p)) {
         // numbers as numbers, everything else as strings
@@ -220,7 +235,11 @@ void save_config_json(const std::string& path, const TrainConfig& c, const RunPl
         double x = std::strtod(v.c_str(), &end);
         if (!v.empty() && end != nullptr && *end == '\0') j[k] = x; else j[k] = v;
     }
-    std::string text = j.dump(2) + "\n";
+    return j.dump(2) + "\n";
+}
+
+void save_config_json(const std::string& path, const TrainConfig& c, const RunPlan& p) {
+    std::string text = config_json(c, p);
     write_file_atomic(path, text.data(), text.size());
 }
 

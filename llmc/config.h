@@ -63,6 +63,13 @@ struct TrainConfig {
     int sample_tokens = 256; // tokens sampled at the end; 0: no sample
     std::string sample_prompt = "";
     float temperature = 1.0f;
+    // data parallel and checkpoints
+    int zero = 0;                  // 0: replicated optimizer state; 1: master weights and Adam m, v sharded (ZeRO-1)
+    int checkpoint_every = 0;      // steps between checkpoints, plus one at the end; 0: no checkpoints
+    std::string checkpoint_dir = "";   // "" = <output_dir>/checkpoints
+    int keep_checkpoints = 3;      // complete checkpoints kept (older ones are deleted)
+    bool resume = false;           // continue from the newest complete checkpoint in checkpoint_dir
+    std::string init_from = "";    // start from this checkpoint's weights with a fresh optimizer
     // runtime
     std::string device = "auto";   // auto | cpu | cuda
     int threads = 0;               // CPU threads; 0: OpenMP's default
@@ -94,5 +101,6 @@ int grad_accum_steps_for(const TrainConfig& cfg, int world_size);
 std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& cfg, const RunPlan& plan);
 void print_config_table(const TrainConfig& cfg, const RunPlan& plan);
 void save_config_json(const std::string& path, const TrainConfig& cfg, const RunPlan& plan);
+std::string config_json(const TrainConfig& cfg, const RunPlan& plan);   // the same, as text
 
 }  // namespace train_gpt

@@ -4,6 +4,8 @@
 #include "rng.h"
 #include "utils.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstring>
 
@@ -131,9 +133,10 @@ constexpr int kGemmIn[] = {1, 1, 1, 4};
 constexpr const char* kGemmName[] = {"qkv", "attproj", "fc", "fcproj"};
 }  // namespace
 
-GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision)
+GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision,
+         Comm* comm, int zero)
     : cfg_(cfg), k_(backend), max_B_(max_B), max_T_(max_T), prec_(precision),
-      act_size_(dtype_size(backend.act_dtype())) {
+      act_size_(dtype_size(backend.act_dtype())), comm_(comm) {
     if (max_T > cfg.max_seq_len) {
         fail("sequence length %d exceeds the model's position table (%d)", max_T, cfg.max_seq_len);
     }
@@ -146,13 +149,23 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
         param_offsets_[i] = num_params_;
         num_params_ += sizes[i];
     }
-    params_ = k_.alloc(num_params_ * act_size_);
+    if (zero != 0 && zero != 1) fail("--zero %d: expected 0 or 1", zero);
+    world_ = comm != nullptr ? comm->world_size() : 1;
+    rank_ = comm != nullptr ? comm->rank() : 0;
+    sharded_ = zero == 1 && world_ > 1;
+    padded_params_ = (num_params_ + world_ - 1) / world_ * world_;   // every rank's slice equally long
+    const size_t slice = padded_params_ / world_;
+    state_begin_ = sharded_ ? rank_ * slice : 0;
+    state_len_ = sharded_ ? std::min(slice, num_params_ - std::min(num_params_, state_begin_)) : num_params_;
+    const size_t state_alloc = sharded_ ? slice : num_params_;
+    params_ = k_.alloc(padded_params_ * act_size_);
     if (precision.precision != Precision::FP32 && precision.master_weights) {
-        master_ = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
+        master_ = static_cast<float*>(k_.alloc(state_alloc * sizeof(float)));
     }
-    grads_ = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
-    adam_m_ = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
-    adam_v_ = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
+    grads_ = static_cast<float*>(k_.alloc(padded_params_ * sizeof(float)));
+    if (sharded_) grad_shard_ = static_cast<float*>(k_.alloc(slice * sizeof(float)));
+    adam_m_ = static_cast<float*>(k_.alloc(state_alloc * sizeof(float)));
+    adam_v_ = static_cast<float*>(k_.alloc(state_alloc * sizeof(float)));
 
     const size_t L = cfg.n_layer, C = cfg.n_embd, NH = cfg.n_head, Vp = cfg.padded_vocab_size;
     const size_t BT = (size_t)max_B * max_T;
@@ -204,6 +217,7 @@ GPT::~GPT() {
     k_.release(grads_);
     k_.release(adam_m_);
     k_.release(adam_v_);
+    if (grad_shard_ != nullptr) k_.release(grad_shard_);
     k_.release(acts_->base);
     k_.release(inputs_);
     k_.release(targets_);
@@ -247,25 +261,38 @@ void GPT::set_weights(const std::vector<float>& host) {
     if (host.size() != num_params_) {
         fail("weights have %zu values, the model has %zu", host.size(), num_params_);
     }
-    float* staging = master_ != nullptr ? master_ : static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
+    float* staging = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
     k_.copy_to_device(staging, host.data(), num_params_ * sizeof(float));
     k_.float_to_act(params_, staging, num_params_);   // working weights: round(master)
-    if (staging != master_) k_.release(staging);
-    k_.zero(adam_m_, num_params_ * sizeof(float));
-    k_.zero(adam_v_, num_params_ * sizeof(float));
+    k_.release(staging);
+    if (master_ != nullptr) {
+        k_.copy_to_device(master_, host.data() + state_begin_, state_len_ * sizeof(float));
+    }
+    k_.zero(adam_m_, state_len_ * sizeof(float));
+    k_.zero(adam_v_, state_len_ * sizeof(float));
     if (fp8()) cast_fp8_weights();
 }
 
 std::vector<float> GPT::weights() const {
+    // the FP32 masters when there are any (gathered from every rank under ZeRO-1), else the
+    // working weights widened
     std::vector<float> host(num_params_);
-    if (master_ != nullptr) {
+    float* full = static_cast<float*>(k_.alloc(padded_params_ * sizeof(float)));
+    if (master_ == nullptr) {
+        k_.act_to_float(full, params_, num_params_);
+    } else if (!sharded_) {
         k_.copy_to_host(host.data(), master_, num_params_ * sizeof(float));
+        k_.release(full);
+        return host;
     } else {
-        float* staging = static_cast<float*>(k_.alloc(num_params_ * sizeof(float)));
-        k_.act_to_float(staging, params_, num_params_);
-        k_.copy_to_host(host.data(), staging, num_params_ * sizeof(float));
-        k_.release(staging);
+        const size_t slice = padded_params_ / world_;
+        std::vector<float> mine(slice, 0.0f);
+        k_.copy_to_host(mine.data(), master_, state_len_ * sizeof(float));
+        k_.copy_to_device(full + state_begin_, mine.data(), slice * sizeof(float));
+        comm_->all_gather(full, full + state_begin_, slice * sizeof(float));
     }
+    k_.copy_to_host(host.data(), full, num_params_ * sizeof(float));
+    k_.release(full);
     return host;
 }
 
@@ -450,24 +477,62 @@ void GPT::backward() {
     k_.encoder_backward(grad(kWte), grad(kWpe), a.dresidual, inputs_, B, T, C);
 }
 
-void GPT::zero_grad() { k_.zero(grads_, num_params_ * sizeof(float)); }
+void GPT::zero_grad() { k_.zero(grads_, padded_params_ * sizeof(float)); }
 
-double GPT::gradient_norm() { return std::sqrt(k_.sum_squares(grads_, num_params_)); }
+void GPT::reduce_gradients() {
+    if (world_ == 1) return;
+    if (sharded_) {
+        comm_->reduce_scatter_sum(grad_shard_, grads_, padded_params_ / world_);
+    } else {
+        comm_->all_reduce_sum(grads_, padded_params_);
+    }
+}
+
+double GPT::gradient_norm() {
+    // the summed gradient's norm over ranks; the mean's is 1/W of it
+    double sum = sharded_ ? comm_->all_reduce_sum(k_.sum_squares(grad_shard_, state_len_))
+                          : k_.sum_squares(grads_, num_params_);
+    return std::sqrt(sum) / world_;
+}
 
 void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
+    grad_scale /= world_;   // the gradients are sums over ranks: apply their mean
+    const float* g = sharded_ ? grad_shard_ : grads_;
     auto sizes = param_tensor_sizes(cfg_);
+    const size_t state_end = state_begin_ + state_len_;
     for (int i = 0; i < kNumParamTensors; i++) {
-        size_t off = param_offsets_[i];
+        // the part of tensor i in this rank's slice (all of it without ZeRO-1)
+        const size_t begin = std::max(param_offsets_[i], state_begin_);
+        const size_t end = std::min(param_offsets_[i] + sizes[i], state_end);
+        if (begin >= end) continue;
+        const size_t local = begin - state_begin_;
         float wd = param_tensor_decays(i) ? opt.weight_decay : 0.0f;
-        k_.adamw_update(master_ != nullptr ? master_ + off : nullptr, act_at(params_, off), adam_m_ + off,
-                        adam_v_ + off, grads_ + off, sizes[i], lr, opt.beta1, opt.beta2, opt.eps, wd, grad_scale, t);
+        k_.adamw_update(master_ != nullptr ? master_ + local : nullptr, act_at(params_, begin), adam_m_ + local,
+                        adam_v_ + local, g + local, end - begin, lr, opt.beta1, opt.beta2, opt.eps, wd, grad_scale, t);
+    }
+    if (sharded_) {   // every rank's updated slice of the working weights to every rank
+        comm_->all_gather(params_, act_at(params_, state_begin_), padded_params_ / world_ * act_size_);
     }
     if (!fp8()) return;
-    // end of step for every scaled tensor: this step's amax enters its history
-    for (Fp8Gemm& s : *fp8_) {
-        s.x.end_step(s.step_amax_x);
-        s.dy.end_step(s.step_amax_dy);
-        s.w.end_step(s.step_amax_w);
+    // end of step for every scaled tensor: this step's amax, MAX-reduced over ranks in one call
+    // (NaN-propagating), enters its history; then the weights are re-cast with their new scales
+    std::vector<float> amaxes;
+    for (const Fp8Gemm& s : *fp8_) {
+        amaxes.push_back(s.step_amax_x);
+        amaxes.push_back(s.step_amax_dy);
+    }
+    if (world_ > 1) {
+        float* buffer = static_cast<float*>(k_.alloc(amaxes.size() * sizeof(float)));
+        k_.copy_to_device(buffer, amaxes.data(), amaxes.size() * sizeof(float));
+        comm_->all_reduce_max(buffer, amaxes.size());
+        k_.copy_to_host(amaxes.data(), buffer, amaxes.size() * sizeof(float));
+        k_.release(buffer);
+    }
+    for (size_t j = 0; j < fp8_->size(); j++) {
+        Fp8Gemm& s = (*fp8_)[j];
+        s.x.end_step(amaxes[2 * j]);
+        s.dy.end_step(amaxes[2 * j + 1]);
+        s.w.end_step(s.step_amax_w);   // the same weights on every rank
         s.step_amax_x = s.step_amax_dy = 0;
     }
     cast_fp8_weights();
@@ -499,6 +564,72 @@ std::vector<Fp8TensorReport> GPT::fp8_report() const {
         }
     }
     return out;
+}
+
+std::vector<float> GPT::optimizer_state(const std::string& which) const {
+    std::vector<float> out(state_len_);
+    if (which == "m" || which == "v") {
+        k_.copy_to_host(out.data(), which == "m" ? adam_m_ : adam_v_, state_len_ * sizeof(float));
+    } else if (which == "master") {
+        if (master_ != nullptr) {
+            k_.copy_to_host(out.data(), master_, state_len_ * sizeof(float));
+        } else {   // fp32, or no masters: the working weights are the weights
+            float* staging = static_cast<float*>(k_.alloc(state_len_ * sizeof(float)));
+            k_.act_to_float(staging, act_at(params_, state_begin_), state_len_);
+            k_.copy_to_host(out.data(), staging, state_len_ * sizeof(float));
+            k_.release(staging);
+        }
+    } else {
+        fail("no optimizer state '%s' (master, m or v)", which.c_str());
+    }
+    return out;
+}
+
+void GPT::restore_optimizer_state(const std::vector<float>& master, const std::vector<float>& m,
+                                  const std::vector<float>& v) {
+    if (master.size() != state_len_ || m.size() != state_len_ || v.size() != state_len_) {
+        fail("optimizer state of %zu/%zu/%zu values for a slice of %zu", master.size(), m.size(), v.size(),
+             state_len_);
+    }
+    k_.copy_to_device(adam_m_, m.data(), state_len_ * sizeof(float));
+    k_.copy_to_device(adam_v_, v.data(), state_len_ * sizeof(float));
+    if (master_ != nullptr) k_.copy_to_device(master_, master.data(), state_len_ * sizeof(float));
+    float* staging = static_cast<float*>(k_.alloc(state_len_ * sizeof(float)));
+    k_.copy_to_device(staging, master.data(), state_len_ * sizeof(float));
+    k_.float_to_act(act_at(params_, state_begin_), staging, state_len_);   // working = round(master)
+    k_.release(staging);
+    if (sharded_) comm_->all_gather(params_, act_at(params_, state_begin_), padded_params_ / world_ * act_size_);
+    if (fp8()) cast_fp8_weights();
+}
+
+std::string GPT::fp8_state_json() const {
+    nlohmann::json j = nlohmann::json::array();
+    if (fp8()) {
+        for (const Fp8Gemm& s : *fp8_) {
+            nlohmann::json g;
+            for (auto [name, scale] : {std::pair<const char*, const Fp8TensorScale*>{"x", &s.x}, {"w", &s.w}, {"dy", &s.dy}}) {
+                g[name] = {{"scale", scale->scale()}, {"history", scale->history()}, {"steps", scale->steps()}};
+            }
+            j.push_back(g);
+        }
+    }
+    return j.dump();
+}
+
+void GPT::restore_fp8_state(const std::string& text) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    if (!fp8()) return;
+    if (!j.is_array() || j.size() != fp8_->size()) {
+        fail("FP8 scaling state for %zu GEMMs, the model has %zu", j.is_array() ? j.size() : 0, fp8_->size());
+    }
+    for (size_t i = 0; i < fp8_->size(); i++) {
+        Fp8Gemm& s = (*fp8_)[i];
+        for (auto [name, scale] : {std::pair<const char*, Fp8TensorScale*>{"x", &s.x}, {"w", &s.w}, {"dy", &s.dy}}) {
+            const auto& t = j[i][name];
+            scale->restore(t["scale"].get<float>(), t["history"].get<std::vector<float>>(), t["steps"].get<int64_t>());
+        }
+    }
+    cast_fp8_weights();
 }
 
 std::vector<float> GPT::logits_at(int b, int t) const {

@@ -15,12 +15,18 @@
 // master weights are FP32. In fp8 mode the four GEMMs of each block (qkv, attn-proj, fc, fc-proj)
 // run on FP8 operands with per-tensor delayed scaling (fp8_scaling.h); the LM head stays bf16.
 //
+// Data parallel: with a Comm of W ranks, reduce_gradients() sums every rank's gradients, and the
+// update applies their mean. With zero = 1 (ZeRO-1) each rank keeps the master weights and Adam
+// m, v of one contiguous 1/W of the flat parameter vector only, receives only that slice of the
+// summed gradients (reduce-scatter), updates it, and all ranks all-gather the working weights.
+//
 // Gradient rules: forward() with a non-zero dloss writes dlogits over the logits buffer (the
 // fused classifier works in place); backward() then ACCUMULATES into the parameter gradients,
 // so several forward/backward pairs between zero_grad() and update() accumulate gradients.
 #pragma once
 
 #include "backend.h"
+#include "comm.h"
 #include "fp8_scaling.h"
 #include "precision.h"
 
@@ -77,7 +83,9 @@ struct AdamWConfig {
 class GPT {
 public:
     // The backend's activation dtype must be activation_dtype(precision.precision).
-    GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision = {});
+    // comm: null for a single process; zero: 0 (replicated optimizer state) or 1 (ZeRO-1).
+    GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision = {},
+        Comm* comm = nullptr, int zero = 0);
     ~GPT();
     GPT(const GPT&) = delete;
     GPT& operator=(const GPT&) = delete;
@@ -98,7 +106,11 @@ public:
     float forward(const int32_t* inputs, const int32_t* targets, int B, int T, float dloss = 0.0f);
     void backward();
     void zero_grad();
-    double gradient_norm();   // √(Σ g²) over all parameters, FP32 gradients, double accumulation
+    // Sum the gradients over ranks (all-reduce, or reduce-scatter under ZeRO-1). No-op for one rank.
+    void reduce_gradients();
+    // √(Σ g²) of the mean gradient over ranks, all parameters, double accumulation; call after
+    // reduce_gradients(). The same value on every rank.
+    double gradient_norm();
     // One AdamW step over every tensor; gradients are multiplied by grad_scale first (clipping,
     // loss-scale removal). In fp8 mode this also ends the step for every scaled tensor (its amax
     // enters the history, delayed scales are recomputed) and re-casts the FP8 weight copies.
@@ -108,6 +120,20 @@ public:
     // Testing the recovery path: makes one gradient value +inf.
     void poison_gradient();
     std::vector<Fp8TensorReport> fp8_report() const;
+
+    // Optimizer state of this rank, for checkpoints: the flat FP32 range [state_begin, +state_size)
+    // of the parameter vector (all of it without ZeRO-1). which: "master" (the FP32 master weights,
+    // or the working weights widened when there are none), "m", "v". Restoring also rewrites the
+    // working weights from the master (all-gathered under ZeRO-1: every rank calls it) and
+    // re-casts the FP8 copies.
+    size_t state_begin() const { return state_begin_; }
+    size_t state_size() const { return state_len_; }
+    std::vector<float> optimizer_state(const std::string& which) const;
+    void restore_optimizer_state(const std::vector<float>& master, const std::vector<float>& m,
+                                 const std::vector<float>& v);
+    // FP8 scaling state (scales and amax histories) as JSON text, and back.
+    std::string fp8_state_json() const;
+    void restore_fp8_state(const std::string& json);
     // Host copy of the logits at (b, t) of the last forward, first V entries.
     std::vector<float> logits_at(int b, int t) const;
 
@@ -128,6 +154,14 @@ private:
     float* grads_ = nullptr;    // accumulated gradients, FP32
     float* adam_m_ = nullptr;
     float* adam_v_ = nullptr;
+    // data parallel
+    Comm* comm_ = nullptr;
+    int world_ = 1, rank_ = 0;
+    bool sharded_ = false;         // ZeRO-1 with more than one rank
+    size_t padded_params_ = 0;     // num_params_ rounded up to a multiple of world_
+    size_t state_begin_ = 0;       // this rank's slice of the flat vector: master, m, v, and the
+    size_t state_len_ = 0;         //   reduced gradient under ZeRO-1
+    float* grad_shard_ = nullptr;  // ZeRO-1: this rank's slice of the summed gradients
     // fp8: per (layer, GEMM) scaling state; E4M3 weight copies; E4M3 inputs saved for backward;
     // an E5M2 buffer for the output gradient being cast
     std::vector<Fp8Gemm>* fp8_ = nullptr;

@@ -30,7 +30,7 @@ std::string LogRecord::to_json() const {
     return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-JsonlLog::JsonlLog(const std::string& path) : path_(path), file_(open_file(path, "w")) {}
+JsonlLog::JsonlLog(const std::string& path, bool append) : path_(path), file_(open_file(path, append ? "a" : "w")) {}
 
 JsonlLog::~JsonlLog() {
     if (file_ != nullptr) std::fclose(file_);

@@ -26,7 +26,8 @@ private:
 
 class JsonlLog {
 public:
-    explicit JsonlLog(const std::string& path);   // truncates; fails naming the path
+    // Truncates (or, with append, continues a resumed run's log); fails naming the path.
+    explicit JsonlLog(const std::string& path, bool append = false);
     ~JsonlLog();
     JsonlLog(const JsonlLog&) = delete;
     JsonlLog& operator=(const JsonlLog&) = delete;

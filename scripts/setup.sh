@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # setup.sh — install what train_gpt needs from Debian, skipping what is already there.
 #
-#   scripts/setup.sh          build + run: BLAS, CLI11, nlohmann-json, PCRE2, the bundled corpus (bible-kjv)
+#   scripts/setup.sh          build + run: BLAS, CLI11, nlohmann-json, PCRE2, Open MPI, the bundled corpus (bible-kjv)
 #   scripts/setup.sh --test   also GoogleTest, PyTorch (the reference the tests compare against),
-#                             pip and tiktoken (PyPI; the oracle of the BPE tests) into Debian's python3
+#                             pip and tiktoken (PyPI; the oracle of the BPE tests) and transformers (PyPI;
+#                             loads the checkpoints) into Debian's python3
 #   scripts/setup.sh --study  also matplotlib (scripts/precision_study.sh's plot)
 #
 # The CUDA toolkit (nvcc, cuBLASLt, NCCL) is expected to be installed already (it is not a
 # Debian-main package); the script checks for it and says so if it is missing.
 set -euo pipefail
 
-packages=(g++ make libopenblas-dev libcli11-dev nlohmann-json3-dev libpcre2-dev bible-kjv)
+packages=(g++ make libopenblas-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libxxhash-dev libopenmpi-dev openmpi-bin bible-kjv)
 if [[ "${1:-}" == "--test" ]]; then
     packages+=(libgtest-dev python3-torch python3-numpy python3-pip)
 elif [[ "${1:-}" == "--study" ]]; then
@@ -41,6 +42,15 @@ fi
 if [[ "${1:-}" == "--test" ]] && ! /usr/bin/python3 -c 'import tiktoken' 2>/dev/null; then
     echo "setup: installing tiktoken (pip)"
     pip_cmd=(/usr/bin/python3 -m pip install --break-system-packages --quiet tiktoken)
+    if [[ $(id -u) -ne 0 ]]; then pip_cmd=(sudo "${pip_cmd[@]}"); fi
+    "${pip_cmd[@]}"
+fi
+
+# transformers (and its safetensors) for the checkpoint tests: GPT2LMHeadModel must load a
+# checkpoint unchanged. 4.36.2 supports Debian's torch 1.13 and leaves its numpy and torch alone.
+if [[ "${1:-}" == "--test" ]] && ! /usr/bin/python3 -c 'import transformers, safetensors' 2>/dev/null; then
+    echo "setup: installing transformers (pip)"
+    pip_cmd=(/usr/bin/python3 -m pip install --break-system-packages --quiet 'transformers==4.36.2')
     if [[ $(id -u) -ne 0 ]]; then pip_cmd=(sudo "${pip_cmd[@]}"); fi
     "${pip_cmd[@]}"
 fi

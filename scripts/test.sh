@@ -7,12 +7,40 @@ scripts/setup.sh --test
 make -j"$(nproc)" all tests
 
 status=0
-log=$(mktemp)
-build/test_cpu 2>&1 | tee "$log" || status=$?
-passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
-failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*, listed below:/\1/p' "$log" | tail -1)
-skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
-rm -f "$log"
+total_passed=0 total_failed=0 total_skipped=0
+summaries=()
+# run_suite NAME COMMAND…: run one GoogleTest binary, echo its output, and add its counts to the
+# totals. A run that fails without a GoogleTest failure count (crash, hang, MPI abort) counts as
+# one failure.
+run_suite() {
+    local name=$1 rc=0 log passed failed skipped
+    shift
+    log=$(mktemp)
+    "$@" 2>&1 | tee "$log" || rc=$?
+    passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+    failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*, listed below:/\1/p' "$log" | tail -1)
+    skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+    rm -f "$log"
+    passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0}
+    local failed_note=$failed
+    if (( rc != 0 )); then
+        status=$rc
+        if (( failed == 0 )); then failed=1; failed_note="1 (exit $rc)"; fi
+    fi
+    summaries+=("$name: $passed passed, $failed_note failed, $skipped skipped")
+    total_passed=$(( total_passed + passed ))
+    total_failed=$(( total_failed + failed ))
+    total_skipped=$(( total_skipped + skipped ))
+}
+
+run_suite test_cpu build/test_cpu
+# The MPI Comm on 1, 2 and 4 ranks of this machine (oversubscribed: fine on two cores).
+for np in 1 2 4; do
+    run_suite "test_mpi -np $np" timeout 300 mpirun --oversubscribe --allow-run-as-root -np "$np" \
+        build/test_mpi --gtest_color=no
+done
+
 echo
-echo "test_cpu: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
+printf '%s\n' "${summaries[@]}"
+echo "total: $total_passed passed, $total_failed failed, $total_skipped skipped"
 exit "$status"

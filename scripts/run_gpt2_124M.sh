@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# run_gpt2_124M.sh — GPT-2 small (124M, -e d12) on one node: one rank per GPU.
+#
+#   scripts/run_gpt2_124M.sh [NUM_GPUS] [extra train_gpt flags...]
+#
+# Data: GPT-2-tokenised FineWeb shards (dev/data/fineweb.sh prepares them into data/fineweb/).
+# 0.5M tokens per step (B=64 × T=1024 × ranks × accumulation), 10B tokens ≈ 19k steps, bf16,
+# ZeRO-1, a checkpoint every 1000 steps (resume with --resume after a crash).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gpus=${1:-8}; shift || true
+make -j"$(nproc)" all
+exec mpirun -np "$gpus" --bind-to none ./train_gpt \
+    -e d12 -p bf16 --zero 1 \
+    -i 'data/fineweb/fineweb_train_*.bin' -j 'data/fineweb/fineweb_val_*.bin' \
+    --tokenizer data/fineweb/tokenizer.bin \
+    -b 64 -t 1024 -d 524288 -l 6e-4 -u 700 -x 19073 --final-lr-frac 0.0 -c 0.1 \
+    -v 250 -m 20 -g 144 --checkpoint-every 1000 -o out/gpt2_124M "$@"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# run_multinode.sh — one training run across several nodes with Open MPI: one rank per GPU.
+#
+#   HOSTFILE=hosts.txt GPUS_PER_NODE=8 scripts/run_multinode.sh -e d48 -p bf16 --zero 1 ...
+#
+# hosts.txt lists one node per line as `hostname slots=GPUS_PER_NODE`. Every node needs the same
+# checkout (a shared filesystem, or the same path on each) with ./train_gpt built, and the data
+# and output directories on a filesystem all nodes see (checkpoints are written by every rank).
+# Ranks are placed node by node; each rank uses the GPU of its local rank (rank within the node).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${HOSTFILE:?set HOSTFILE to an Open MPI hostfile}"
+gpus_per_node=${GPUS_PER_NODE:-8}
+nodes=$(grep -cv '^\s*\(#\|$\)' "$HOSTFILE")
+exec mpirun -np $((nodes * gpus_per_node)) --hostfile "$HOSTFILE" --map-by ppr:"$gpus_per_node":node \
+    --bind-to none -x PATH -x LD_LIBRARY_PATH ./train_gpt "$@"

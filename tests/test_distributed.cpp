@@ -1,0 +1,210 @@
+// test_distributed.cpp — data parallel training and checkpoints, through the real binary:
+//   * -np 1, 2, 4 (mpirun), --zero 0 and 1, the same global batch: the same losses;
+//   * resume on the same world size is bit-exact; a checkpoint saved on 4 ranks resumes on 2 and 1;
+//   * crash safety: SIGKILL at random moments, many while a checkpoint is being written;
+//   * bad checkpoints are refused with the file named, and nothing is deleted.
+#include "checkpoint.h"
+#include "rng.h"
+#include "shard.h"
+#include "test_util.h"
+#include "tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <dirent.h>
+#include <sstream>
+#include <thread>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+
+namespace {
+
+struct Corpus {
+    ScratchDir dir;
+    Corpus() {
+        Rng rng(1);
+        std::string text;
+        const char* words[] = {"light ", "God ", "earth ", "and ", "the ", "waters. ", "said ", "Let "};
+        for (int i = 0; i < 3000; i++) text += words[rng.below(8)];
+        std::vector<uint32_t> tokens(text.begin(), text.end());
+        write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+        Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
+    }
+    // a 2-layer, 32-wide model; B is per rank, so B·ranks is the global batch
+    std::string train_gpt(int ranks, int B, const std::string& out, const std::string& extra) const {
+        std::string launcher = ranks > 1 ? format("mpirun --oversubscribe --allow-run-as-root -np %d ", ranks) : "";
+        return launcher + repo_root() + "/train_gpt -i '" + dir.file("train_*.bin") + "' -j '' --tokenizer '" +
+               dir.file("tokenizer.bin") + "' -e d2 --n-embd 32 -t 16 -g 0 --threads 1 --warmup-steps 2 " +
+               format("-b %d -o '%s' ", B, out.c_str()) + extra;
+    }
+};
+
+// the "step" records of a run's log, by step (the last one wins: a resumed run repeats steps)
+std::map<int, double> losses_of(const std::string& log_path) {
+    std::map<int, double> out;
+    std::istringstream in(read_text(log_path));
+    for (std::string line; std::getline(in, line);) {
+        auto j = nlohmann::json::parse(line);
+        if (j["type"] == "step") out[j["step"].get<int>()] = j["loss"].get<double>();
+    }
+    return out;
+}
+
+void run_ok(const std::string& command) {
+    std::string output;
+    ASSERT_EQ(run_command(command, &output), 0) << command << "\n" << output;
+}
+
+void expect_same_losses(const std::map<int, double>& a, const std::map<int, double>& b, double rel, const char* what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (auto& [step, loss] : a) {
+        ASSERT_TRUE(b.count(step)) << what << ": step " << step;
+        EXPECT_LE(std::fabs(loss - b.at(step)), rel * std::fabs(loss)) << what << ": step " << step;
+    }
+}
+
+// the final checkpoint's file checksums: equal checksums = identical weights and optimizer state
+std::map<std::string, uint64_t> checksums(const std::string& checkpoint) {
+    std::map<std::string, uint64_t> out;
+    for (auto& [name, record] : read_manifest(checkpoint).files) out[name] = record.xxh3;
+    return out;
+}
+
+}  // namespace
+
+TEST(Distributed, OneTwoAndFourRanksGiveTheSameLossesWithAndWithoutZero) {
+    Corpus c;
+    const std::string steps = "-x 20 ";
+    run_ok(c.train_gpt(1, 4, c.dir.file("np1"), steps));
+    const auto reference = losses_of(c.dir.file("np1/log.jsonl"));
+    ASSERT_EQ(reference.size(), 20u);
+    for (int ranks : {2, 4}) {
+        for (int zero : {0, 1}) {
+            std::string out = c.dir.file(format("np%d_zero%d", ranks, zero));
+            run_ok(c.train_gpt(ranks, 4 / ranks, out, steps + format("--zero %d", zero)));
+            expect_same_losses(losses_of(out + "/log.jsonl"), reference, 1e-5,
+                               format("-np %d --zero %d", ranks, zero).c_str());
+        }
+    }
+}
+
+TEST(Distributed, ResumeIsBitExactAndReshardsFromFourRanksToTwoAndOne) {
+    Corpus c;
+    const std::string full = c.dir.file("full");
+    // uninterrupted: 4 ranks, ZeRO-1, checkpoints every 5 of 10 steps
+    run_ok(c.train_gpt(4, 1, full, "-x 10 --checkpoint-every 5 --keep-checkpoints 5 --zero 1"));
+    const auto reference = losses_of(full + "/log.jsonl");
+
+    // same world size: resume from step 5 in a copy of the run → identical losses and final state
+    const std::string again = c.dir.file("again");
+    make_dirs(again + "/checkpoints");
+    run_ok("cp -r '" + full + "/checkpoints/step_00000005' '" + again + "/checkpoints/'");
+    run_ok(c.train_gpt(4, 1, again, "-x 10 --checkpoint-every 5 --zero 1 --resume"));
+    auto resumed = losses_of(again + "/log.jsonl");
+    for (int step = 6; step <= 10; step++) EXPECT_EQ(resumed.at(step), reference.at(step)) << "step " << step;
+    EXPECT_EQ(checksums(again + "/checkpoints/step_00000010"), checksums(full + "/checkpoints/step_00000010"))
+        << "weights and optimizer state after the resumed run differ from the uninterrupted run's";
+
+    // 4 → 2 and 4 → 1 ranks, ZeRO-1 and not: the same losses within FP32 reassociation
+    for (auto [ranks, zero] : {std::pair{2, 1}, {1, 0}, {2, 0}}) {
+        const std::string out = c.dir.file(format("reshard%d_%d", ranks, zero));
+        make_dirs(out + "/checkpoints");
+        run_ok("cp -r '" + full + "/checkpoints/step_00000005' '" + out + "/checkpoints/'");
+        run_ok(c.train_gpt(ranks, 4 / ranks, out, format("-x 10 --zero %d --resume", zero)));
+        auto losses = losses_of(out + "/log.jsonl");
+        for (int step = 6; step <= 10; step++) {
+            EXPECT_NEAR(losses.at(step), reference.at(step), 1e-5 * reference.at(step))
+                << ranks << " ranks, zero " << zero << ", step " << step;
+        }
+    }
+}
+
+TEST(Distributed, SurvivesSigkillAtRandomMomentsIncludingDuringCheckpointWrites) {
+    Corpus c;
+    // a wider model on tiny batches: writing a checkpoint is a large part of each step
+    const std::string args = "-x 16 --n-embd 128 --checkpoint-every 1 --keep-checkpoints 2 --resume";
+    const std::string full = c.dir.file("full");
+    auto t0 = std::chrono::steady_clock::now();
+    run_ok(c.train_gpt(1, 4, full, args));
+    const double run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+    const std::string crashy = c.dir.file("crashy");
+    const std::string command = c.train_gpt(1, 4, crashy, args) + " > /dev/null 2>&1";
+    Rng rng(2024);
+    std::string command_output;
+    int kills = 0, kills_during_checkpoint = 0;
+    for (int attempt = 0; attempt < 100 && (kills < 12 || kills_during_checkpoint < 3); attempt++) {
+        if (file_exists(crashy + "/checkpoints/step_00000016")) run_command("rm -rf '" + crashy + "'", &command_output);
+        std::string before;
+        run_command("ls '" + crashy + "/checkpoints' 2>/dev/null", &before);
+        pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            setpgid(0, 0);
+            execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), (char*)nullptr);
+            _exit(127);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds((int64_t)(rng.uniform() * run_ms * 1000)));
+        int status = 0;
+        if (waitpid(pid, &status, WNOHANG) == pid) {   // it finished first: the resume worked
+            EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a resumed run failed";
+            continue;
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        kills++;
+        // was a checkpoint being saved? then a step_*.tmp directory that was not there before is left
+        std::string listing;
+        run_command("ls '" + crashy + "/checkpoints' 2>/dev/null", &listing);
+        std::istringstream names(listing);
+        for (std::string name; names >> name;) {
+            if (name.find(".tmp") != std::string::npos && before.find(name) == std::string::npos) {
+                kills_during_checkpoint++;
+                break;
+            }
+        }
+        // every complete checkpoint is intact: manifest, checksums, model shape
+        for (int64_t step : list_checkpoints(crashy + "/checkpoints")) {
+            std::string dir = checkpoint_dir(crashy + "/checkpoints", step);
+            EXPECT_NO_THROW(verify_checkpoint(dir, read_manifest(dir))) << dir << " damaged after kill " << kills;
+        }
+    }
+    EXPECT_GE(kills, 10);
+    EXPECT_GE(kills_during_checkpoint, 3) << "too few kills landed inside a checkpoint write";
+    run_ok(command);   // finish the run
+    EXPECT_EQ(checksums(crashy + "/checkpoints/step_00000016"), checksums(full + "/checkpoints/step_00000016"))
+        << "after " << kills << " kills the final weights differ from the uninterrupted run's";
+    std::printf("crash test: %d kills, %d during a checkpoint write, final state identical\n", kills,
+                kills_during_checkpoint);
+}
+
+TEST(Distributed, BadCheckpointsAreRefusedAndNothingIsDeleted) {
+    Corpus c;
+    const std::string run = c.dir.file("run");
+    run_ok(c.train_gpt(1, 2, run, "-x 2 --checkpoint-every 2"));
+    const std::string ckpt = run + "/checkpoints/step_00000002";
+    std::string output;
+
+    // a directory that is not a checkpoint
+    EXPECT_NE(run_command(c.train_gpt(1, 2, c.dir.file("x"), "-x 1 --init-from '" + c.dir.path + "'"), &output), 0);
+    EXPECT_CONTAINS(output, c.dir.path);
+    // another model config
+    EXPECT_NE(run_command(c.train_gpt(1, 2, c.dir.file("y"), "-x 1 --n-embd 64 --init-from '" + ckpt + "'"), &output), 0);
+    EXPECT_CONTAINS(output, ckpt);
+    EXPECT_CONTAINS(output, "n_embd");
+    // an altered byte in the optimizer state: checksum mismatch naming the file
+    std::string state = read_text(ckpt + "/state-00000.safetensors");
+    state[state.size() - 3] ^= 1;
+    write_text(ckpt + "/state-00000.safetensors", state);
+    EXPECT_NE(run_command(c.train_gpt(1, 2, run, "-x 4 --resume"), &output), 0);
+    EXPECT_CONTAINS(output, "state-00000.safetensors");
+    EXPECT_TRUE(file_exists(ckpt + "/state-00000.safetensors")) << "a bad checkpoint must not be deleted";
+    // a missing file
+    std::remove((ckpt + "/model.safetensors.index.json").c_str());
+    EXPECT_NE(run_command(c.train_gpt(1, 2, run, "-x 4 --resume"), &output), 0);
+    EXPECT_CONTAINS(output, "model.safetensors.index.json");
+    EXPECT_TRUE(file_exists(ckpt + "/manifest.json"));
+}
