@@ -187,8 +187,11 @@ void save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
 
 // Restores everything save_checkpoint wrote, into a model of any world size.
 ResumeState load_checkpoint(const std::string& path, GPT& model, const RunPlan& plan, DataLoader& loader,
-                            std::optional<LossScaler>& scaler) {
-    CheckpointManifest manifest = open_checkpoint(path, plan.model);   // checksums, model shape
+                            std::optional<LossScaler>& scaler, Comm& comm) {
+    // rank 0 verifies every file's checksum (one read of the whole checkpoint); all check the shape
+    CheckpointManifest manifest = comm.rank() == 0 ? open_checkpoint(path, plan.model) : read_manifest(path);
+    check_model_config(manifest, plan.model, path);
+    comm.barrier();
     const size_t begin = model.state_begin(), end = begin + model.state_size();
     model.restore_optimizer_state(read_state_range(path, plan.model, StateTensor::Master, begin, end),
                                   read_state_range(path, plan.model, StateTensor::M, begin, end),
@@ -263,7 +266,7 @@ int run(int argc, char** argv) {
     ResumeState start;
     std::optional<std::string> resume_from = cfg.resume ? latest_checkpoint(checkpoints) : std::nullopt;
     if (resume_from) {
-        start = load_checkpoint(*resume_from, model, plan, train_loader, scaler);
+        start = load_checkpoint(*resume_from, model, plan, train_loader, scaler, *comm);
         print0("resuming from %s (step %lld)\n", resume_from->c_str(), (long long)start.step);
     } else {
         if (cfg.resume) print0("notice: no complete checkpoint in %s; starting from scratch\n", checkpoints.c_str());

@@ -66,12 +66,17 @@ def main():
     print(table)
 
     fig, (ax_train, ax_val) = plt.subplots(1, 2, figsize=(12, 4.5))
+    # zoom past the first tenth of training, where every run drops from ln(V) alike
+    last_step = max(logs[label][0][-1] for label, _ in runs)
+    late = [x for label, _ in runs for s_, x in zip(logs[label][0], smooth(logs[label][1])) if s_ >= last_step / 10]
+    late_val = [x for label, _ in runs for s_, x in zip(logs[label][2], logs[label][3]) if s_ >= last_step / 10]
     for label, _ in runs:
         steps, losses, val_steps, val_losses, _ = logs[label]
         ax_train.plot(steps, smooth(losses), label=label, linewidth=1.2)
         ax_val.plot(val_steps, val_losses, marker="o", markersize=3, label=label, linewidth=1.2)
-    ax_train.set(title="train loss (10-step mean)", xlabel="step", ylabel="loss", ylim=(None, 4.0))
-    ax_val.set(title="val loss", xlabel="step", ylabel="loss", ylim=(None, 4.0))
+    ax_train.set(title="train loss (10-step mean)", xlabel="step", ylabel="loss",
+                 ylim=(min(late) - 0.05, max(late) + 0.05))
+    ax_val.set(title="val loss", xlabel="step", ylabel="loss", ylim=(min(late_val) - 0.05, max(late_val) + 0.05))
     for ax in (ax_train, ax_val):
         ax.grid(alpha=0.3)
         ax.legend()
