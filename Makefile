@@ -5,8 +5,10 @@
 #   make clean
 #
 # Host-only code (CLI11, JSON, BLAS, the CPU kernel set) is compiled by the host compiler;
-# nvcc compiles only .cu files. Every llmc/*.cpp and llmc/cpu/*.cpp goes into one static
-# library, every tests/*.cpp into one test binary, every dev/data/*.cpp into a tool of its name.
+# nvcc compiles only .cu files. Every llmc/*.cpp and llmc/cpu/*.cpp, and every llmc/*.cu and
+# llmc/cuda/*.cu (the CUDA kernel set, the NCCL Comm), goes into one static library, every
+# tests/*.cpp into one test binary, every dev/data/*.cpp into a tool of its name. The CUDA code
+# builds without a GPU; it needs one only to run.
 
 CXX      ?= g++
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
@@ -20,7 +22,8 @@ CXXFLAGS ?= -O3 -march=native
 CXXFLAGS += -std=c++17 -fopenmp -Wall -Wextra -MMD -MP
 NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -fopenmp,-Wall -MMD -MP
-LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lopenblas -lgomp -lpthread -ldl -lpcre2-8 -lxxhash
+# cuBLASLt and NCCL (the CUDA kernel set's GEMMs and collectives) are in $(CUDA_HOME)/lib64 here.
+LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lnccl -lcudart -lopenblas -lgomp -lpthread -ldl -lpcre2-8 -lxxhash
 # Open MPI (llmc/comm_mpi.cpp, build/test_mpi): flags from its wrapper compiler. Only the files
 # that include <mpi.h> get its include path; everything links libmpi (it is in the library).
 MPI_CPPFLAGS := $(shell mpicxx --showme:compile 2>/dev/null)
@@ -28,7 +31,8 @@ MPI_LDLIBS   := $(shell mpicxx --showme:link 2>/dev/null)
 LDLIBS   += $(MPI_LDLIBS)
 
 LIB_SRCS := $(sort $(wildcard llmc/*.cpp llmc/cpu/*.cpp))
-LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
+LIB_CU_SRCS := $(sort $(wildcard llmc/*.cu llmc/cuda/*.cu))
+LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(LIB_CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB      := $(BUILD)/libtrain_gpt.a
 
 TOOL_SRCS := $(sort $(wildcard dev/data/*.cpp))
@@ -43,10 +47,16 @@ MPI_TEST_SRCS := $(sort $(wildcard tests/mpi/*.cpp))
 MPI_TEST_OBJS := $(MPI_TEST_SRCS:%.cpp=$(BUILD)/%.o)
 MPI_TEST_BIN  := $(BUILD)/test_mpi
 
+# tests/cuda/*.cu: the CUDA kernel set against its CPU twin, one binary (nvcc-compiled); every
+# test reports SKIPPED, with the reason, on a machine without a GPU.
+CUDA_TEST_SRCS := $(sort $(wildcard tests/cuda/*.cu))
+CUDA_TEST_OBJS := $(CUDA_TEST_SRCS:%.cu=$(BUILD)/%.o)
+CUDA_TEST_BIN  := $(BUILD)/test_cuda
+
 .PHONY: all test clean tools tests
 all: train_gpt $(TOOLS)
 tools: $(TOOLS)
-tests: $(TEST_BIN) $(MPI_TEST_BIN)
+tests: $(TEST_BIN) $(MPI_TEST_BIN) $(CUDA_TEST_BIN)
 
 $(BUILD)/%.o: %.cpp
 	@mkdir -p $(dir $@)
@@ -74,8 +84,12 @@ $(BUILD)/llmc/comm_mpi.o $(MPI_TEST_OBJS): CPPFLAGS += $(MPI_CPPFLAGS)
 $(MPI_TEST_BIN): $(MPI_TEST_OBJS) $(LIB)
 	$(CXX) -fopenmp $^ -o $@ $(LDLIBS) -lgtest
 
-test: all $(TEST_BIN)
+$(CUDA_TEST_BIN): $(CUDA_TEST_OBJS) $(LIB)
+	$(CXX) -fopenmp $^ -o $@ $(LDLIBS) -lgtest -lgtest_main
+
+test: all $(TEST_BIN) $(CUDA_TEST_BIN)
 	$(TEST_BIN)
+	$(CUDA_TEST_BIN)
 
 clean:
 	rm -rf $(BUILD) train_gpt

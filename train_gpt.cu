@@ -15,7 +15,9 @@
 //   llmc/fp8_scaling.h  FP8 delayed scaling (amax history → scale); llmc/loss_scaler.h  fp16 loss scaling
 //   llmc/backend.h    the kernel-set interface the model calls; llmc/cpu/ is the CPU kernel set,
 //                     llmc/cpu/kernels.h documents every op (shapes, maths, += rules)
+//   llmc/cuda_backend.h  the CUDA kernel set (llmc/cuda/: cuBLASLt GEMMs, flash attention, …)
 //   llmc/comm.h       all-reduce / reduce-scatter / all-gather over ranks (single process or MPI)
+//   llmc/comm_nccl.h  the same collectives between GPUs, over NCCL
 //   llmc/checkpoint.h step_XXXXXXXX/ directories: HF safetensors weights, sharded optimizer state
 //   llmc/dataloader.h batches of (B, T) tokens from a glob of llm.c token shards
 //   llmc/tokenizer.h  decoding samples (and byte-level encoding of a prompt)
@@ -24,7 +26,9 @@
 //   llmc/rng.h        deterministic random numbers
 #include "checkpoint.h"
 #include "comm.h"
+#include "comm_nccl.h"
 #include "config.h"
+#include "cuda_backend.h"
 #include "dataloader.h"
 #include "gpt.h"
 #include "logger.h"
@@ -34,8 +38,6 @@
 #include "tokenizer.h"
 #include "train_state.h"
 #include "utils.h"
-
-#include <cuda_runtime.h>
 
 #include <chrono>
 #include <cmath>
@@ -62,32 +64,14 @@ void print0(const char* fmt, ...) {
     va_end(args);
 }
 
-// Number of usable CUDA devices; 0 (with the reason) when there is no GPU or no driver.
-int cuda_device_count(std::string* reason) {
-    int count = 0;
-    cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) {
-        *reason = cudaGetErrorString(err);
-        return 0;
-    }
-    if (count == 0) *reason = "no CUDA device";
-    return count;
-}
-
-// --device auto|cpu|cuda → the kernel set to use.
+// --device auto|cpu|cuda → the kernel set to use: "cuda" when a GPU is there (auto, cuda),
+// else "cpu" (auto, with a notice; --device cuda without a GPU is an error).
 std::string choose_device(const std::string& requested) {
     if (requested == "cpu") return "cpu";
     std::string reason;
-    int gpus = cuda_device_count(&reason);
-    if (requested == "cuda") {
-        if (gpus == 0) fail("--device cuda: no usable GPU (%s)", reason.c_str());
-        fail("--device cuda: this build has no CUDA kernel set yet; use --device cpu");
-    }
-    if (gpus == 0) {
-        print0("notice: no GPU (%s); training on the CPU kernel set\n", reason.c_str());
-    } else {
-        print0("notice: %d GPU(s) found, but this build has no CUDA kernel set yet; using the CPU\n", gpus);
-    }
+    if (cuda_device_count(&reason) > 0) return "cuda";
+    if (requested == "cuda") fail("--device cuda: no usable GPU (%s)", reason.c_str());
+    print0("notice: no GPU (%s); training on the CPU kernel set\n", reason.c_str());
     return "cpu";
 }
 
@@ -246,8 +230,20 @@ int run(int argc, char** argv) {
     precision.fp8.algo = parse_fp8_amax_algo(cfg.fp8_amax_algo);
     precision.fp8.margin = cfg.fp8_margin;
     precision.fp8.recipe = parse_fp8_recipe(cfg.fp8_recipe);
-    std::unique_ptr<Backend> backend = make_cpu_backend(activation_dtype(precision.precision));
-    GPT model(plan.model, *backend, B, T, precision, comm.get(), cfg.zero);
+    // the kernel set: one GPU per rank (local rank mod the GPUs of the node), or the CPU; under
+    // MPI the GPUs exchange gradients and weights over NCCL, bootstrapped through the MPI Comm
+    const DType act_dtype = activation_dtype(precision.precision);
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<Comm> nccl;
+    if (plan.device == "cuda") {
+        std::string reason;
+        backend = make_cuda_backend(act_dtype, comm->local_rank() % cuda_device_count(&reason));
+        if (launched_by_mpi()) nccl = make_nccl_comm(*comm);
+    } else {
+        backend = make_cpu_backend(act_dtype);
+    }
+    Comm& model_comm = nccl ? *nccl : *comm;   // device buffers go over NCCL; host scalars stay on `comm`
+    GPT model(plan.model, *backend, B, T, precision, &model_comm, cfg.zero);
     model.init_weights(cfg.seed);
     plan.num_parameters = model.num_parameters();
     AdamWConfig adamw{cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay};
@@ -289,7 +285,7 @@ int run(int argc, char** argv) {
     auto write_log = [&](const LogRecord& r) { if (log) log->write(r); };
     print0("train: %lld tokens in %d shard(s)", (long long)train_loader.num_tokens(), train_loader.num_shards());
     if (val_loader) print0(" | val: %lld tokens", (long long)val_loader->num_tokens());
-    print0(" | %d rank(s), %s\n", plan.world_size, comm->name().c_str());
+    print0(" | %d rank(s), %s\n", plan.world_size, model_comm.name().c_str());
 
     LrSchedule schedule;
     schedule.kind = parse_lr_schedule(cfg.lr_schedule);

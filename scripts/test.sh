@@ -33,12 +33,40 @@ run_suite() {
     total_skipped=$(( total_skipped + skipped ))
 }
 
+# run_check NAME COMMAND…: run a check script whose last line is "NAME: P passed, F failed"
+# (scripts/check_spills.sh), echo its output, and add its counts to the totals; a non-zero exit
+# without a failure count counts as one failure.
+run_check() {
+    local name=$1 rc=0 log passed failed
+    shift
+    log=$(mktemp)
+    "$@" 2>&1 | tee "$log" || rc=$?
+    passed=$(sed -n "s/^$name: \([0-9]*\) passed, [0-9]* failed\$/\1/p" "$log" | tail -1)
+    failed=$(sed -n "s/^$name: [0-9]* passed, \([0-9]*\) failed\$/\1/p" "$log" | tail -1)
+    rm -f "$log"
+    passed=${passed:-0} failed=${failed:-0}
+    local failed_note=$failed
+    if (( rc != 0 )); then
+        status=$rc
+        if (( failed == 0 )); then failed=1; failed_note="1 (exit $rc)"; fi
+    fi
+    summaries+=("$name: $passed passed, $failed_note failed, 0 skipped")
+    total_passed=$(( total_passed + passed ))
+    total_failed=$(( total_failed + failed ))
+}
+
 run_suite test_cpu build/test_cpu
 # The MPI Comm on 1, 2 and 4 ranks of this machine (oversubscribed: fine on two cores).
 for np in 1 2 4; do
     run_suite "test_mpi -np $np" timeout 300 mpirun --oversubscribe --allow-run-as-root -np "$np" \
         build/test_mpi --gtest_color=no
 done
+
+# The CUDA kernel set against its CPU twin: every test reports SKIPPED (with the reason) where
+# there is no GPU, and counts as skipped here.
+run_suite test_cuda build/test_cuda --gtest_color=no
+# No CUDA kernel may spill registers (sm_90a, every CUDA source; one check per compiled function).
+run_check check_spills scripts/check_spills.sh
 
 echo
 printf '%s\n' "${summaries[@]}"

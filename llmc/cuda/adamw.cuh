@@ -1,0 +1,54 @@
+// cuda/adamw.cuh — AdamW on one tensor (twin: cpu::adamw_update), PyTorch's semantics:
+//   g ← grad · grad_scale                      (grad_scale = clipping factor / loss scale)
+//   m ← β1·m + (1−β1)·g ;  v ← β2·v + (1−β2)·g²
+//   p ← p·(1 − lr·wd)                          (decoupled weight decay)
+//   p ← p − (lr / (1−β1^t)) · m / (√v / √(1−β2^t) + ε)
+// The step-dependent scalars are formed on the host in double, as PyTorch does, and passed as
+// FP32, exactly as the CPU twin forms them; the per-element maths is FP32 with an IEEE sqrt and
+// divide. p is the FP32 master copy when `master` is non-null, and the working copy is written
+// as round(p); with master == nullptr p is read from and rounded back into the working weights.
+// For T = float, master and working may be the same buffer (no __restrict__ on purpose).
+// Agreement with the CPU: FP32 rounding (FMA contraction may differ), one ulp of T on working.
+#pragma once
+
+#include "cuda/common.cuh"
+
+#include <cmath>
+
+namespace train_gpt::cuda {
+
+template <typename T>
+__global__ void adamw_kernel(float* master, T* working, float* m, float* v, const float* grads, size_t n,
+                             float step_size, float decay, float beta1, float beta2, float eps, float bc2_sqrt,
+                             float grad_scale) {
+    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    const float g = grads[i] * grad_scale;
+    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float p = (master != nullptr ? master[i] : to_float(working[i])) * decay;
+    p = p - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+    if (master != nullptr) master[i] = p;
+    working[i] = from_float<T>(p);
+}
+
+template <typename T>
+void adamw_update(float* master, T* working, float* m, float* v, const float* grads, size_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, float grad_scale, int t, cudaStream_t stream) {
+    TG_CUDA_REQUIRE(t >= 1, "the step count t starts at 1 (bias corrections divide by 1 − β^t)");
+    if (n == 0) return;
+    // Scalars as PyTorch forms them: in double, then used in FP32 (same expressions as the CPU twin)
+    const double bias_correction1 = 1.0 - std::pow((double)beta1, t);
+    const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow((double)beta2, t));
+    const float step_size = float(lr / bias_correction1);
+    const float decay = float(1.0 - (double)lr * weight_decay);
+    constexpr int kThreads = 256;
+    const unsigned blocks = grid_1d(n, kThreads);
+    adamw_kernel<<<blocks, kThreads, 0, stream>>>(master, working, m, v, grads, n, step_size, decay, beta1, beta2, eps,
+                                                  float(bias_correction2_sqrt), grad_scale);
+    cudaCheck(cudaGetLastError());
+}
+
+}  // namespace train_gpt::cuda

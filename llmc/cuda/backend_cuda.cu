@@ -1,0 +1,231 @@
+// cuda/backend_cuda.cu — the CUDA kernel set behind the Backend interface: device memory, one
+// stream, and the cuda:: launchers (cuda/kernels.cuh) instantiated for the backend's activation
+// dtype T (float, __nv_bfloat16 or __half: the device twins of cpu/backend_cpu.cpp's float, bf16
+// and fp16, bit for bit).
+//
+// Every op is queued on the backend's stream and returns at once, except those that hand back a
+// value or host memory (the copies, amax, quantize_*, sum_squares): they return when it is ready.
+// A host buffer passed to copy_to_device may be reused as soon as the call returns.
+#include "cuda_backend.h"
+
+#include "cuda/kernels.cuh"
+#include "utils.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+namespace train_gpt {
+
+namespace {
+
+// dst (n) = round(src (n)) into T; src (n) = widen(T) — the storage conversions of float_to_act / act_to_float.
+template <typename T>
+__global__ void float_to_act_kernel(T* dst, const float* src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        dst[i] = cuda::from_float<T>(src[i]);
+    }
+}
+template <typename T>
+__global__ void act_to_float_kernel(float* dst, const T* src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        dst[i] = cuda::to_float(src[i]);
+    }
+}
+
+// Grid for a grid-stride loop over n elements: enough blocks to fill the GPU, no more.
+inline unsigned elementwise_blocks(size_t n, int threads) {
+    return (unsigned)std::max<size_t>(1, std::min<size_t>((n + threads - 1) / threads, 8192));
+}
+
+// Any kernel of ours: a device without an image for it (another GENCODE) is caught up front.
+__global__ void probe_kernel() {}
+
+template <typename T>
+class CudaBackend final : public Backend {
+    static T* act(void* p) { return static_cast<T*>(p); }
+    static const T* act(const void* p) { return static_cast<const T*>(p); }
+
+public:
+    CudaBackend(DType dtype, int device) : dtype_(dtype), device_(device) {
+        cudaCheck(cudaSetDevice(device));
+        cudaFuncAttributes attributes;
+        if (cudaFuncGetAttributes(&attributes, probe_kernel) != cudaSuccess) {
+            cudaGetLastError();   // clear the error before reporting it
+            cudaDeviceProp prop;
+            cudaCheck(cudaGetDeviceProperties(&prop, device));
+            fail("GPU %d (%s, sm_%d%d) cannot run this build's kernels (built for the Makefile's GENCODE, sm_90a "
+                 "by default); rebuild with GENCODE set for it or use --device cpu",
+                 device, prop.name, prop.major, prop.minor);
+        }
+        cudaCheck(cudaStreamCreate(&stream_));
+    }
+    ~CudaBackend() override {
+        // No throwing from a destructor: errors here are ignored.
+        cudaSetDevice(device_);
+        cudaStreamSynchronize(stream_);
+        try {
+            cuda::release_gemm_context(stream_);
+        } catch (...) {
+        }
+        cudaStreamDestroy(stream_);
+    }
+
+    std::string name() const override { return "cuda"; }
+    DType act_dtype() const override { return dtype_; }
+
+    // --- memory ---
+    void* alloc(size_t bytes) override {
+        void* p = nullptr;
+        const size_t rounded = std::max<size_t>(256, (bytes + 255) / 256 * 256);
+        cudaError_t err = cudaMalloc(&p, rounded);
+        if (err != cudaSuccess) {
+            cudaGetLastError();
+            size_t free_bytes = 0, total_bytes = 0;
+            cudaMemGetInfo(&free_bytes, &total_bytes);
+            fail("out of GPU memory allocating %zu bytes on GPU %d (%zu MiB free of %zu MiB): %s", bytes, device_,
+                 free_bytes >> 20, total_bytes >> 20, cudaGetErrorString(err));
+        }
+        cudaCheck(cudaMemsetAsync(p, 0, rounded, stream_));
+        return p;
+    }
+    void release(void* ptr) override {
+        if (ptr == nullptr) return;
+        cudaCheck(cudaStreamSynchronize(stream_));   // no queued kernel still uses it
+        cudaCheck(cudaFree(ptr));
+    }
+    void copy_to_device(void* dst, const void* src, size_t bytes) override {
+        if (bytes == 0) return;
+        cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+        cudaCheck(cudaStreamSynchronize(stream_));
+    }
+    void copy_to_host(void* dst, const void* src, size_t bytes) override {
+        if (bytes == 0) return;
+        cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+        cudaCheck(cudaStreamSynchronize(stream_));
+    }
+    void zero(void* dst, size_t bytes) override {
+        if (bytes == 0) return;
+        cudaCheck(cudaMemsetAsync(dst, 0, bytes, stream_));
+    }
+    void float_to_act(void* dst, const float* src, size_t n) override {
+        if (n == 0) return;
+        float_to_act_kernel<<<elementwise_blocks(n, 256), 256, 0, stream_>>>(act(dst), src, n);
+        cudaCheck(cudaGetLastError());
+    }
+    void act_to_float(float* dst, const void* src, size_t n) override {
+        if (n == 0) return;
+        act_to_float_kernel<<<elementwise_blocks(n, 256), 256, 0, stream_>>>(dst, act(src), n);
+        cudaCheck(cudaGetLastError());
+    }
+
+    // --- forward / backward ops ---
+    void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T_,
+                         int C) override {
+        cuda::encoder_forward(act(out), tokens, act(wte), act(wpe), B, T_, C, stream_);
+    }
+    void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T_,
+                          int C) override {
+        cuda::encoder_backward(dwte, dwpe, act(dout), tokens, B, T_, C, stream_);
+    }
+    void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
+                           const void* bias, int N, int C) override {
+        cuda::layernorm_forward(act(out), mean, rstd, act(inp), act(weight), act(bias), N, C, stream_);
+    }
+    void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                            const void* weight, const float* mean, const float* rstd, int N, int C) override {
+        cuda::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
+                                 stream_);
+    }
+    void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
+                        int OC) override {
+        cuda::matmul_forward(act(out), act(inp), act(weight), act(bias), N, C, OC, stream_);
+    }
+    void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                         const void* weight, int N, int C, int OC) override {
+        cuda::matmul_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC, stream_);
+    }
+    void attention_forward(void* out, float* lse, const void* qkv, int B, int T_, int C, int NH) override {
+        cuda::attention_forward(act(out), lse, act(qkv), B, T_, C, NH, stream_);
+    }
+    void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
+                            int B, int T_, int C, int NH) override {
+        cuda::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
+    }
+    void gelu_forward(void* out, const void* inp, size_t n) override {
+        cuda::gelu_forward(act(out), act(inp), n, stream_);
+    }
+    void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
+        cuda::gelu_backward(act(dinp), act(inp), act(dout), n, stream_);
+    }
+    void residual_forward(void* out, const void* a, const void* b, size_t n) override {
+        cuda::residual_forward(act(out), act(a), act(b), n, stream_);
+    }
+    void fused_classifier(void* dlogits, float* losses, const void* logits, const int32_t* targets, int N, int V,
+                          int Vp, float dloss) override {
+        cuda::fused_classifier(dlogits != nullptr ? act(dlogits) : nullptr, losses, act(logits), targets, N, V, Vp,
+                               dloss, stream_);
+    }
+
+    // --- FP8 ---
+    float amax(const void* x, size_t n) override { return cuda::amax(act(x), n, stream_); }
+    Fp8CastStats quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale) override {
+        return cuda::quantize_fp8<T, fp8e4m3>(q, act(x), n, scale, stream_);
+    }
+    Fp8CastStats quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale) override {
+        return cuda::quantize_fp8<T, fp8e5m2>(q, act(x), n, scale, stream_);
+    }
+    void matmul_forward_fp8(void* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                            float weight_inv_scale, const void* bias, int N, int C, int OC) override {
+        cuda::matmul_forward_fp8(act(out), inp, inp_inv_scale, weight, weight_inv_scale, act(bias), N, C, OC,
+                                 stream_);
+    }
+    void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, float dout_inv_scale,
+                             const void* dout, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                             float weight_inv_scale, int N, int C, int OC) override {
+        cuda::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_inv_scale, act(dout), inp, inp_inv_scale,
+                                  weight, weight_inv_scale, N, C, OC, stream_);
+    }
+
+    // --- optimizer ---
+    double sum_squares(const float* g, size_t n) override { return cuda::sum_squares(g, n, stream_); }
+    void adamw_update(float* master, void* working, float* m, float* v, const float* grads, size_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) override {
+        cuda::adamw_update(master, act(working), m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t,
+                           stream_);
+    }
+
+private:
+    DType dtype_;
+    int device_;
+    cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device) {
+    std::string reason;
+    const int count = cuda_device_count(&reason);
+    if (count == 0) fail("CUDA kernel set: no usable GPU (%s)", reason.c_str());
+    if (device < 0 || device >= count) fail("CUDA kernel set: GPU %d does not exist (%d found)", device, count);
+    switch (dtype) {
+        case DType::F32: return std::make_unique<CudaBackend<float>>(dtype, device);
+        case DType::BF16: return std::make_unique<CudaBackend<__nv_bfloat16>>(dtype, device);
+        case DType::F16: return std::make_unique<CudaBackend<__half>>(dtype, device);
+    }
+    fail("no CUDA kernel set for dtype %d", (int)dtype);
+}
+
+int cuda_device_count(std::string* reason) {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        cudaGetLastError();   // not sticky; clear it so later calls start clean
+        if (reason != nullptr) *reason = cudaGetErrorString(err);
+        return 0;
+    }
+    if (count == 0 && reason != nullptr) *reason = "no CUDA device";
+    return count;
+}
+
+}  // namespace train_gpt

@@ -1,0 +1,187 @@
+// cuda/fp8.cuh — amax and the scaled FP8 cast (twins: cpu::amax, cpu::quantize_fp8).
+//
+//   amax(x)              = max |x|, NaN if any x is NaN (a NaN must never hide in an amax)
+//   quantize_fp8(q, x, s): q = saturate(x · s) in E4M3 or E5M2, plus the cast's statistics:
+//                          amax of the unscaled x, and how many values saturated
+//                          (|x·s| > fp8_max, inf included), flushed to ±0 (x ≠ 0 but q = 0),
+//                          or were NaN.
+// The cast is CUDA's __nv_cvt_float_to_fp8(v, __NV_SATFINITE, …) (PTX cvt.rn.satfinite), which
+// dtypes.h's fp8e4m3/fp8e5m2::from_float were verified bit-exact against, and x·s is the same
+// single FP32 multiply as on the CPU: q is bit-identical to the CPU twin's, and so are the
+// counts. amax is an exact max, so it is bit-identical too (any NaN → NaN).
+//
+// Reductions: the max runs on the bits of |x| as unsigned integers — for non-negative floats
+// the bit patterns order like the values, and every NaN (sign cleared) sits above +inf — so one
+// integer atomicMax per block combines blocks, NaN-propagating, in any order with the same
+// result. Counts are integers: atomics are exact. The launchers synchronise the stream and copy
+// the result back to the host, as the Backend interface returns it.
+#pragma once
+
+#include "cuda/common.cuh"
+#include "fp8_scaling.h"
+
+#include <cuda_fp8.h>
+
+#include <cmath>
+
+namespace train_gpt::cuda {
+
+// The FP8 format of a storage type: train_gpt's (dtypes.h) or CUDA's (same one-byte layout).
+template <typename Q> struct Fp8Traits;
+template <> struct Fp8Traits<fp8e4m3> {
+    static constexpr __nv_fp8_interpretation_t kind = __NV_E4M3;
+    static constexpr float max_finite = fp8e4m3::max_finite;   // 448
+};
+template <> struct Fp8Traits<fp8e5m2> {
+    static constexpr __nv_fp8_interpretation_t kind = __NV_E5M2;
+    static constexpr float max_finite = fp8e5m2::max_finite;   // 57344
+};
+template <> struct Fp8Traits<__nv_fp8_e4m3> : Fp8Traits<fp8e4m3> {};
+template <> struct Fp8Traits<__nv_fp8_e5m2> : Fp8Traits<fp8e5m2> {};
+
+// What the cast kernels accumulate on the device.
+struct Fp8Counters {
+    unsigned int amax_bits;   // max of the bits of |x| (NaN-propagating, see above)
+    unsigned int pad;
+    unsigned long long saturated, flushed, nan;
+};
+
+constexpr int kFp8Threads = 256;
+constexpr int kFp8MaxBlocks = 4096;   // grid-stride beyond this: fewer atomics
+
+// Bits of |v|. Naive equivalent of the max over them: amax = max(amax, fabsf(v)), NaN winning.
+__device__ __forceinline__ unsigned int abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
+
+// One block's max of per-thread `bits`, then one atomicMax into *amax_bits.
+// __reduce_max_sync(mask, b): the max of b over the warp's lanes, in every lane (one instruction).
+__device__ __forceinline__ void block_atomic_max(unsigned int* amax_bits, unsigned int bits) {
+    bits = block_reduce(bits, [](unsigned int b) { return __reduce_max_sync(kFullMask, b); }, 0u);
+    if (threadIdx.x == 0 && bits != 0u) atomicMax(amax_bits, bits);
+}
+
+// ---- amax ------------------------------------------------------------------------------------
+
+template <int P, typename T>
+__global__ void __launch_bounds__(kFp8Threads) amax_kernel(unsigned int* amax_bits, const T* x, size_t n) {
+    const size_t start = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    const size_t stride = size_t(gridDim.x) * blockDim.x;
+    const size_t packs = n / P;
+    unsigned int m = 0u;
+    for (size_t p = start; p < packs; p += stride) {
+        const Packed<T, P> xv = load_packed<P>(x + p * P);
+#pragma unroll
+        for (int k = 0; k < P; k++) m = max(m, abs_bits(to_float(xv[k])));
+    }
+    for (size_t i = packs * P + start; i < n; i += stride) m = max(m, abs_bits(to_float(x[i])));   // tail
+    block_atomic_max(amax_bits, m);
+}
+
+// ---- quantize ----------------------------------------------------------------------------------
+
+// q (n) = saturate(x · scale), with counts and the amax of x.
+template <int P, typename T, typename Q>
+__global__ void __launch_bounds__(kFp8Threads)
+    quantize_fp8_kernel(Q* q, Fp8Counters* counters, const T* x, size_t n, float scale) {
+    using Traits = Fp8Traits<Q>;
+    __nv_fp8_storage_t* qb = reinterpret_cast<__nv_fp8_storage_t*>(q);
+    const size_t start = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    const size_t stride = size_t(gridDim.x) * blockDim.x;
+    unsigned int m = 0u, saturated = 0u, flushed = 0u, nan = 0u;
+    // the cast of one value, with the CPU twin's classification (cpu::quantize_fp8)
+    auto cast = [&](float v) {
+        const float scaled = v * scale;
+        const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(scaled, __NV_SATFINITE, Traits::kind);
+        m = max(m, abs_bits(v));
+        if (abs_bits(v) > 0x7f800000u) {
+            nan++;
+        } else if (fabsf(scaled) > Traits::max_finite) {
+            saturated++;
+        } else if (v != 0.0f && (b & 0x7fu) == 0u) {   // q reads back as ±0 (both formats: low 7 bits zero)
+            flushed++;
+        }
+        return b;
+    };
+    const size_t packs = n / P;
+    for (size_t p = start; p < packs; p += stride) {
+        const Packed<T, P> xv = load_packed_cs<P>(x + p * P);
+        Packed<__nv_fp8_storage_t, P> out;
+#pragma unroll
+        for (int k = 0; k < P; k++) out[k] = cast(to_float(xv[k]));
+        store_packed(qb + p * P, out);
+    }
+    for (size_t i = packs * P + start; i < n; i += stride) qb[i] = cast(to_float(x[i]));   // tail
+    block_atomic_max(&counters->amax_bits, m);
+    // integer counts: a warp sum, then one atomic per warp that has anything to add.
+    // __reduce_add_sync(mask, c): Σ c over the warp's lanes, in every lane (exact for integers).
+    saturated = __reduce_add_sync(kFullMask, saturated);
+    flushed = __reduce_add_sync(kFullMask, flushed);
+    nan = __reduce_add_sync(kFullMask, nan);
+    if (threadIdx.x % 32 == 0) {
+        if (saturated != 0u) atomicAdd(&counters->saturated, (unsigned long long)saturated);
+        if (flushed != 0u) atomicAdd(&counters->flushed, (unsigned long long)flushed);
+        if (nan != 0u) atomicAdd(&counters->nan, (unsigned long long)nan);
+    }
+}
+
+// ---- launchers -------------------------------------------------------------------------------
+
+namespace detail {
+inline unsigned fp8_blocks(size_t n, int P) {
+    return unsigned(std::min<size_t>(kFp8MaxBlocks, std::max<size_t>(1, ceil_div<size_t>(ceil_div<size_t>(n, P), kFp8Threads))));
+}
+// The float whose |bits| the kernels maxed; any NaN as the canonical NaN, like the CPU twin.
+inline float amax_from_bits(unsigned int bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return std::isnan(f) ? NAN : f;
+}
+}  // namespace detail
+
+// max |x| over n values; NaN if any value is NaN. Synchronises the stream.
+template <typename T>
+float amax(const T* x, size_t n, cudaStream_t stream) {
+    if (n == 0) return 0.0f;
+    unsigned int* bits = static_cast<unsigned int*>(scratch(sizeof(unsigned int)));
+    cudaCheck(cudaMemsetAsync(bits, 0, sizeof(unsigned int), stream));
+    const bool vec = is_aligned(x, 16);   // 16-byte packs need an aligned base
+    if (vec) {
+        amax_kernel<kPack<T>><<<detail::fp8_blocks(n, kPack<T>), kFp8Threads, 0, stream>>>(bits, x, n);
+    } else {
+        amax_kernel<1><<<detail::fp8_blocks(n, 1), kFp8Threads, 0, stream>>>(bits, x, n);
+    }
+    cudaCheck(cudaGetLastError());
+    unsigned int host = 0;
+    cudaCheck(cudaMemcpyAsync(&host, bits, sizeof(host), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    return detail::amax_from_bits(host);
+}
+
+// q (n) = saturate(x · scale) in Q (fp8e4m3 / fp8e5m2, or CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2);
+// returns the cast's statistics. Synchronises the stream.
+template <typename T, typename Q>
+Fp8CastStats quantize_fp8(Q* q, const T* x, size_t n, float scale, cudaStream_t stream) {
+    static_assert(sizeof(Q) == 1, "FP8 storage is one byte");
+    Fp8CastStats stats;
+    if (n == 0) return stats;
+    Fp8Counters* counters = static_cast<Fp8Counters*>(scratch(sizeof(Fp8Counters)));
+    cudaCheck(cudaMemsetAsync(counters, 0, sizeof(Fp8Counters), stream));
+    // a pack of P inputs (16 bytes) writes P bytes of q: both must be aligned to their pack
+    const bool vec = is_aligned(x, 16) && is_aligned(q, kPack<T>);
+    if (vec) {
+        quantize_fp8_kernel<kPack<T>><<<detail::fp8_blocks(n, kPack<T>), kFp8Threads, 0, stream>>>(q, counters, x, n, scale);
+    } else {
+        quantize_fp8_kernel<1><<<detail::fp8_blocks(n, 1), kFp8Threads, 0, stream>>>(q, counters, x, n, scale);
+    }
+    cudaCheck(cudaGetLastError());
+    Fp8Counters host;
+    cudaCheck(cudaMemcpyAsync(&host, counters, sizeof(host), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    stats.amax = detail::amax_from_bits(host.amax_bits);
+    stats.count = n;
+    stats.saturated = size_t(host.saturated);
+    stats.flushed = size_t(host.flushed);
+    stats.nan = size_t(host.nan);
+    return stats;
+}
+
+}  // namespace train_gpt::cuda

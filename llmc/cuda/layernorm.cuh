@@ -1,0 +1,234 @@
+// cuda/layernorm.cuh — LayerNorm forward and backward (twin: cpu::layernorm_*).
+//
+// Forward overwrites out and saves the FP32 row statistics mean, rstd (N) for backward; it
+// computes them like the CPU: mean first, then the variance as the mean of (x − mean)² (two
+// passes, no E[x²] − mean² cancellation), biased, eps = 1e-5, rstd = 1 / sqrt(var + eps) with an
+// IEEE sqrt and divide. Backward ACCUMULATES: dinp += (one rounding per element),
+// dweight += and dbias += (FP32).
+//
+// Determinism of dweight / dbias (sums over all N rows): no atomics. Block k of the backward
+// kernel owns rows [64k, 64k + 64) and writes its per-channel partial sums (rows in order) to a
+// scratch buffer (nchunks, 2, C); a second kernel adds the partials of each channel in a fixed
+// tree and adds the total into dweight / dbias once. The partition depends only on N, so the
+// result is identical from run to run and from GPU to GPU. (The CPU adds row by row into
+// dweight; the order differs, so the two agree to FP32 reordering, not bit for bit.)
+#pragma once
+
+#include "cuda/common.cuh"
+
+namespace train_gpt::cuda {
+
+constexpr float kLayerNormEps = 1e-5f;
+
+// ---- forward: one warp per row -------------------------------------------------------------
+// Lane l handles packs l, l+32, … of the row; x is re-read (from L1/L2) for each of the three
+// passes instead of being held in registers, so any C works.
+template <int P, typename T>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
+                                         const T* bias, int N, int C) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= N) return;   // the whole warp leaves together: the shuffles below stay full-warp
+    const T* x = inp + size_t(row) * C;   // (C)
+
+    float sum = 0.0f;
+    for (int c = lane * P; c < C; c += 32 * P) {
+        const Packed<T, P> xv = load_packed<P>(x + c);
+#pragma unroll
+        for (int k = 0; k < P; k++) sum += to_float(xv[k]);
+    }
+    const float m = warp_reduce_sum(sum) / float(C);
+
+    float sq = 0.0f;
+    for (int c = lane * P; c < C; c += 32 * P) {
+        const Packed<T, P> xv = load_packed<P>(x + c);
+#pragma unroll
+        for (int k = 0; k < P; k++) {
+            const float d = to_float(xv[k]) - m;
+            sq += d * d;
+        }
+    }
+    const float var = warp_reduce_sum(sq) / float(C);
+    const float s = 1.0f / sqrtf(var + kLayerNormEps);   // IEEE sqrt and divide, as the CPU (not rsqrtf)
+
+    T* y = out + size_t(row) * C;   // (C)
+    for (int c = lane * P; c < C; c += 32 * P) {
+        const Packed<T, P> xv = load_packed_cs<P>(x + c);   // last read of x
+        const Packed<T, P> wv = load_packed<P>(weight + c);
+        const Packed<T, P> bv = load_packed<P>(bias + c);
+        Packed<T, P> yv;
+#pragma unroll
+        for (int k = 0; k < P; k++) yv[k] = from_float<T>((to_float(xv[k]) - m) * s * to_float(wv[k]) + to_float(bv[k]));
+        store_packed(y + c, yv);
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+// ---- backward ------------------------------------------------------------------------------
+// dinp = rstd · (dnorm − mean_c(dnorm) − norm · mean_c(dnorm · norm)), norm = (x − mean)·rstd,
+// dnorm = weight · dout;  dweight += Σ_rows norm · dout;  dbias += Σ_rows dout.
+//
+// Block k owns rows [k·R, k·R + R) (R = kLnBwdRows) and all channels, in two phases:
+//   1. one warp per row: the row's two channel means (row reductions), into shared memory;
+//   2. one thread per channel pack, looping over the block's rows in order: dinp for (row, c)
+//      from the phase-1 means, and the pack's dweight / dbias partial sums in registers,
+//      written to partials[k] at the end. Accesses are coalesced along the row in both phases.
+constexpr int kLnBwdRows = 64;
+constexpr int kLnBwdMaxThreads = 256;
+
+template <int P, typename T>
+__global__ void __launch_bounds__(kLnBwdMaxThreads)
+    layernorm_backward_kernel(T* dinp, float* partials, const T* dout, const T* inp, const T* weight,
+                              const float* mean, const float* rstd, int N, int C) {
+    __shared__ float s_mean[kLnBwdRows], s_rstd[kLnBwdRows];
+    __shared__ float s_dnorm_mean[kLnBwdRows], s_dnorm_norm_mean[kLnBwdRows];
+    const int row0 = blockIdx.x * kLnBwdRows;
+    const int rows = min(kLnBwdRows, N - row0);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
+
+    // phase 1: per-row means of dnorm and dnorm·norm
+    for (int r = warp; r < rows; r += num_warps) {
+        const size_t i = size_t(row0) + r;
+        const T* x = inp + i * C;    // (C)
+        const T* dy = dout + i * C;  // (C)
+        const float m = mean[i], s = rstd[i];
+        float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
+        for (int c = lane * P; c < C; c += 32 * P) {
+            const Packed<T, P> xv = load_packed<P>(x + c);
+            const Packed<T, P> dv = load_packed<P>(dy + c);
+            const Packed<T, P> wv = load_packed<P>(weight + c);
+#pragma unroll
+            for (int k = 0; k < P; k++) {
+                const float norm = (to_float(xv[k]) - m) * s;
+                const float dnorm = to_float(wv[k]) * to_float(dv[k]);
+                dnorm_sum += dnorm;
+                dnorm_norm_sum += dnorm * norm;
+            }
+        }
+        dnorm_sum = warp_reduce_sum(dnorm_sum);
+        dnorm_norm_sum = warp_reduce_sum(dnorm_norm_sum);
+        if (lane == 0) {
+            s_mean[r] = m;
+            s_rstd[r] = s;
+            s_dnorm_mean[r] = dnorm_sum / float(C);
+            s_dnorm_norm_mean[r] = dnorm_norm_sum / float(C);
+        }
+    }
+    __syncthreads();
+
+    // phase 2: dinp, and this block's dweight / dbias partials, channel pack per thread
+    float* part_w = partials + size_t(blockIdx.x) * 2 * C;   // (C)
+    float* part_b = part_w + C;                              // (C)
+    for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
+        const Packed<T, P> wv = load_packed<P>(weight + c);
+        float dw[P], db[P];
+#pragma unroll
+        for (int k = 0; k < P; k++) dw[k] = db[k] = 0.0f;
+#pragma unroll 4
+        for (int r = 0; r < rows; r++) {
+            const size_t off = (size_t(row0) + r) * C + c;
+            const Packed<T, P> xv = load_packed<P>(inp + off);
+            const Packed<T, P> dv = load_packed<P>(dout + off);
+            Packed<T, P> dxv = load_packed<P>(dinp + off);
+            const float m = s_mean[r], s = s_rstd[r];
+            const float a = s_dnorm_mean[r], b = s_dnorm_norm_mean[r];
+#pragma unroll
+            for (int k = 0; k < P; k++) {
+                const float dyk = to_float(dv[k]);
+                const float norm = (to_float(xv[k]) - m) * s;
+                const float dnorm = to_float(wv[k]) * dyk;
+                dxv[k] = from_float<T>(to_float(dxv[k]) + (dnorm - a - norm * b) * s);
+                dw[k] += norm * dyk;
+                db[k] += dyk;
+            }
+            store_packed(dinp + off, dxv);
+        }
+#pragma unroll
+        for (int k = 0; k < P; k++) {
+            part_w[c + k] = dw[k];
+            part_b[c + k] = db[k];
+        }
+    }
+}
+
+// dweight[c] += Σ_k partials[k, 0, c];  dbias[c] += Σ_k partials[k, 1, c]  (k over row chunks).
+// Block (32, 32): x picks the channel, y sums chunks y, y+32, … in order; then thread y = 0 adds
+// the 32 sums in order. A fixed tree: deterministic. Naive equivalent:
+//   for (c) { float s = 0; for (k) s += partials[k][0][c]; dweight[c] += s; }
+template <int kRowsY>
+__global__ void __launch_bounds__(32 * kRowsY)
+    layernorm_param_reduce_kernel(float* dweight, float* dbias, const float* partials, int nchunks, int C) {
+    __shared__ float s_w[kRowsY][33], s_b[kRowsY][33];   // +1 column: no bank conflicts
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    float w = 0.0f, b = 0.0f;
+    if (c < C) {
+        for (int k = threadIdx.y; k < nchunks; k += kRowsY) {
+            w += partials[size_t(k) * 2 * C + c];
+            b += partials[size_t(k) * 2 * C + C + c];
+        }
+    }
+    s_w[threadIdx.y][threadIdx.x] = w;
+    s_b[threadIdx.y][threadIdx.x] = b;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float tw = 0.0f, tb = 0.0f;
+#pragma unroll
+        for (int y = 0; y < kRowsY; y++) {
+            tw += s_w[y][threadIdx.x];
+            tb += s_b[y][threadIdx.x];
+        }
+        dweight[c] += tw;
+        dbias[c] += tb;
+    }
+}
+
+// ---- launchers -----------------------------------------------------------------------------
+
+template <typename T>
+void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
+                       cudaStream_t stream) {
+    TG_CUDA_REQUIRE(N >= 0 && C > 0, "rows must be non-empty (the mean divides by C)");
+    if (N == 0) return;
+    constexpr int kThreads = 256;   // 8 warps = 8 rows per block
+    // 16-byte packs need every row start aligned: C a multiple of the pack and aligned bases
+    const bool vec = C % kPack<T> == 0 && is_aligned(out, 16) && is_aligned(inp, 16) && is_aligned(weight, 16) &&
+                     is_aligned(bias, 16);
+    const unsigned blocks = unsigned(ceil_div(N, kThreads / 32));
+    if (vec) {
+        layernorm_forward_kernel<kPack<T>><<<blocks, kThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
+    } else {
+        layernorm_forward_kernel<1><<<blocks, kThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
+    }
+    cudaCheck(cudaGetLastError());
+}
+
+template <typename T>
+void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                        const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
+    TG_CUDA_REQUIRE(N >= 0 && C > 0, "rows must be non-empty (the means divide by C)");
+    if (N == 0) return;
+    const bool vec = C % kPack<T> == 0 && is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
+                     is_aligned(weight, 16);
+    const int P = vec ? kPack<T> : 1;
+    // Phase 2 has one thread per channel pack: a block no wider than the row's packs (whole
+    // warps), at most kLnBwdMaxThreads; phase 1 then has blockDim/32 warps for 64 rows.
+    const int threads = std::min(kLnBwdMaxThreads, round_up(ceil_div(C, P), 32));
+    const int nchunks = ceil_div(N, kLnBwdRows);
+    float* partials = static_cast<float*>(scratch(sizeof(float) * 2 * size_t(nchunks) * C));   // (nchunks, 2, C)
+    if (vec) {
+        layernorm_backward_kernel<kPack<T>>
+            <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C);
+    } else {
+        layernorm_backward_kernel<1><<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C);
+    }
+    cudaCheck(cudaGetLastError());
+    constexpr int kRowsY = 32;
+    layernorm_param_reduce_kernel<kRowsY>
+        <<<unsigned(ceil_div(C, 32)), dim3(32, kRowsY), 0, stream>>>(dweight, dbias, partials, nchunks, C);
+    cudaCheck(cudaGetLastError());
+}
+
+}  // namespace train_gpt::cuda

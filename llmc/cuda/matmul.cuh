@@ -1,0 +1,466 @@
+// cuda/matmul.cuh — the GEMMs of the CUDA kernel set, on cuBLASLt: the twins of cpu::matmul_forward,
+// cpu::matmul_backward (cpu/kernels.h) and cpu::matmul_forward_fp8, cpu::matmul_backward_fp8
+// (cpu/fp8_kernels.h). Same arguments, plus the stream.
+//
+// Invariants:
+//   * every GEMM accumulates in FP32 (CUBLAS_COMPUTE_32F: no TF32, no FP16 accumulation) and
+//     rounds into its output once: split-K algorithms must reduce their parts in FP32
+//     (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE), not in a 16-bit output, unless cuBLASLt offers
+//     nothing else for the problem;
+//   * backward ACCUMULATES (beta = 1): dinp (in T), dweight and dbias (in FP32);
+//   * dbias is a fixed-order column sum (two small kernels), so it is bit-reproducible.
+//
+// Layouts. Row-major buffers, as everywhere in the model; cuBLASLt is column-major, so a row-major
+// (R, K) matrix is read as a column-major K×R one and every GEMM below computes Dᵀ:
+//
+//   GEMM                          cuBLASLt (column-major)  m, n, k     A          B          ops
+//   out  (N,OC)  = inp · Wᵀ + b   Dᵀ (OC×N)                OC, N, C    W          inp        T N (+ BIAS epilogue)
+//   dinp (N,C)  += dout · W       Dᵀ (C×N)                 C, N, OC    W          dout       N N
+//   dW   (OC,C) += doutᵀ · inp    Dᵀ (C×OC)                C, OC, N    inp        dout       N T
+//
+// FP8 (Hopper): cuBLASLt runs FP8 GEMMs only as "TN" — A transposed, B not — i.e. both operands
+// stored with the reduction dimension k contiguous. Row-major that means:
+//   forward  out  = X · Wᵀ     A = W (OC,C), B = X (N,C): both already k-contiguous, no copy;
+//   dX       dinp += dY · W    A = Wᵀ (C,OC)  ← W transposed here,  B = dY (N,OC) as it is;
+//   dW       dW   += dYᵀ · X   A = Xᵀ (C,N)   ← X transposed here,  B = dYᵀ (OC,N) ← dY transposed here.
+// The three transposes go through a scratch buffer with a small tiled kernel (a later change fuses
+// them into the kernels that produce X, dY and the E4M3 weights). The dequantisation factors 1/s
+// reach cuBLASLt as device floats (A_SCALE_POINTER / B_SCALE_POINTER): D = 1/s_a · 1/s_b · Σ q_a q_b.
+// FP8 tensor-core GEMMs need 16-byte-aligned leading dimensions and k a multiple of 16: shapes
+// whose C, OC (and N, in backward, where N is the reduction dimension of dW) are not multiples of
+// 16 are rejected. The forward accepts any N (sampling runs with a short context).
+// Fast accumulation (FP8 partial sums not promoted to FP32 at intervals) is used in the forward
+// only; the backward GEMMs use full FP32 accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0).
+// The bias rides on the BIAS epilogue, except in the FP8 forward for T = float (cuBLASLt wants a
+// BF16 bias with an FP32 FP8 output): there a small kernel adds it.
+//
+// Each stream that runs GEMMs gets a GemmContext (cuBLASLt handle, 32 MiB workspace, the FP8
+// scale slots), made on first use; a backend releases its stream's context with
+// release_gemm_context(). Temporaries (transposes, dbias partial sums) come from common.cuh's
+// scratch buffer.
+#pragma once
+
+#include "cuda/common.cuh"
+#include "dtypes.h"
+#include "utils.h"
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+
+namespace train_gpt::cuda {
+
+// ---- errors ------------------------------------------------------------------------------------
+
+inline void cublas_check(cublasStatus_t status, const char* call, const char* file, int line) {
+    if (status == CUBLAS_STATUS_SUCCESS) return;
+    fail("cuBLAS error at %s:%d: %s: %s (%s)", file, line, call, cublasLtGetStatusName(status),
+         cublasLtGetStatusString(status));
+}
+#define cublasCheck(call) ::train_gpt::cuda::cublas_check((call), #call, __FILE__, __LINE__)
+
+// ---- per-stream context --------------------------------------------------------------------------
+
+inline constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;   // cuBLASLt's split-K / epilogue workspace
+
+struct GemmContext {
+    int device = -1;
+    cublasLtHandle_t handle = nullptr;
+    void* workspace = nullptr;      // (kCublasWorkspaceBytes)
+    float* scales = nullptr;        // (4) device copies of the FP8 dequantisation factors 1/s
+    std::map<std::array<int64_t, 18>, cublasLtMatmulAlgo_t> algos;   // chosen algorithm per problem (gemm())
+
+    explicit GemmContext(int dev) : device(dev) {
+        cublasCheck(cublasLtCreate(&handle));
+        cudaCheck(cudaMalloc(&workspace, kCublasWorkspaceBytes));
+        cudaCheck(cudaMalloc(&scales, 4 * sizeof(float)));
+    }
+    ~GemmContext() {   // errors ignored: destructors do not throw
+        cudaFree(scales);
+        cudaFree(workspace);
+        cublasLtDestroy(handle);
+    }
+    GemmContext(const GemmContext&) = delete;
+    GemmContext& operator=(const GemmContext&) = delete;
+};
+
+namespace detail {
+using GemmKey = std::pair<int, cudaStream_t>;   // (device, stream)
+// Never destroyed (a static destructor would run after the CUDA runtime is torn down at exit);
+// contexts are released explicitly by their owners.
+inline std::map<GemmKey, std::unique_ptr<GemmContext>>& gemm_registry() {
+    static auto* registry = new std::map<GemmKey, std::unique_ptr<GemmContext>>();
+    return *registry;
+}
+inline std::mutex& gemm_registry_mutex() {
+    static auto* mutex = new std::mutex();
+    return *mutex;
+}
+}  // namespace detail
+
+// The context of `stream` on the current device (made on first use).
+inline GemmContext& gemm_context(cudaStream_t stream) {
+    int device = 0;
+    cudaCheck(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(detail::gemm_registry_mutex());
+    auto& slot = detail::gemm_registry()[{device, stream}];
+    if (!slot) slot = std::make_unique<GemmContext>(device);
+    return *slot;
+}
+
+// Frees the context of `stream` on the current device, if any (call before destroying the stream).
+inline void release_gemm_context(cudaStream_t stream) {
+    int device = 0;
+    cudaCheck(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(detail::gemm_registry_mutex());
+    detail::gemm_registry().erase({device, stream});
+}
+
+// ---- small kernels ---------------------------------------------------------------------------------
+
+// dst[0..3] = a, b, c, d: the dequantisation factors, read by the GEMMs queued after this kernel.
+template <typename F>
+__global__ void set_scales_kernel(F* dst, F a, F b, F c, F d) {
+    dst[0] = a;
+    dst[1] = b;
+    dst[2] = c;
+    dst[3] = d;
+}
+
+// out (cols, rows) = in (rows, cols)ᵀ, through 32×32 shared-memory tiles; block (32, 8).
+// Naive equivalent: out[c * rows + r] = in[r * cols + c].
+template <typename E>
+__global__ void transpose_kernel(E* out, const E* in, int rows, int cols) {
+    __shared__ E tile[32][33];                      // +1: no bank conflicts on the transposed read
+    const int c = blockIdx.x * 32 + threadIdx.x;    // column of in
+    const int r0 = blockIdx.y * 32;
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        const int r = r0 + j;
+        if (r < rows && c < cols) tile[j][threadIdx.x] = in[(size_t)r * cols + c];
+    }
+    __syncthreads();
+    const int r = r0 + threadIdx.x;                 // row of in = column of out
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        const int oc = blockIdx.x * 32 + j;         // column of in = row of out
+        if (r < rows && oc < cols) out[(size_t)oc * rows + r] = tile[threadIdx.x][j];
+    }
+}
+
+// out (N,OC) = round(out + bias), when the bias cannot ride on the GEMM's epilogue.
+template <typename T>
+__global__ void add_bias_kernel(T* out, const T* bias, int N, int OC) {
+    const size_t n = (size_t)N * OC;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        out[i] = from_float<T>(to_float(out[i]) + to_float(bias[i % OC]));
+    }
+}
+
+// partial (R, OC): partial[r, o] = Σ dout[i, o] over the rows i of chunk r; block (32, 8), grid (⌈OC/32⌉, R).
+// Each thread sums rows y, y + 8, … of its chunk; the 8 sums are added in order: fixed order, no atomics.
+template <typename T>
+__global__ void bias_partial_sums_kernel(float* partial, const T* dout, int N, int OC, int rows_per_chunk) {
+    __shared__ float sums[8][32];
+    const int o = blockIdx.x * 32 + threadIdx.x;
+    const int begin = blockIdx.y * rows_per_chunk;
+    const int end = min(N, begin + rows_per_chunk);
+    float sum = 0.0f;
+    if (o < OC) {
+        for (int i = begin + threadIdx.y; i < end; i += 8) sum += to_float(dout[(size_t)i * OC + o]);
+    }
+    sums[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < OC) {
+        float total = 0.0f;
+        for (int y = 0; y < 8; y++) total += sums[y][threadIdx.x];
+        partial[(size_t)blockIdx.y * OC + o] = total;
+    }
+}
+
+// dbias (OC) += Σ_r partial[r, :], r = 0, 1, …, R-1 in order.
+template <typename F>
+__global__ void bias_reduce_partials_kernel(F* dbias, const F* partial, int R, int OC) {
+    const int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= OC) return;
+    F sum = 0;
+    for (int r = 0; r < R; r++) sum += partial[(size_t)r * OC + o];
+    dbias[o] += sum;
+}
+
+// ---- launch helpers --------------------------------------------------------------------------------
+
+template <typename T>
+constexpr cudaDataType_t cuda_data_type() {
+    if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
+    else if constexpr (std::is_same_v<T, __nv_bfloat16>) return CUDA_R_16BF;
+    else if constexpr (std::is_same_v<T, __half>) return CUDA_R_16F;
+    else if constexpr (std::is_same_v<T, fp8e4m3>) return CUDA_R_8F_E4M3;
+    else if constexpr (std::is_same_v<T, fp8e5m2>) return CUDA_R_8F_E5M2;
+    else static_assert(sizeof(T) == 0, "no cuBLASLt data type for T");
+}
+
+inline size_t data_type_size(cudaDataType_t t) {
+    switch (t) {
+        case CUDA_R_32F: return 4;
+        case CUDA_R_16BF: case CUDA_R_16F: return 2;
+        default: return 1;   // FP8
+    }
+}
+
+inline bool is_fp8(cudaDataType_t t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
+
+// Largest power of two ≤ 256 that divides the address (cuBLASLt's alignment preferences).
+inline uint32_t pointer_alignment(const void* p) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+    uint32_t alignment = 256;
+    while (alignment > 1 && address % alignment != 0) alignment /= 2;
+    return alignment;
+}
+
+// out (rows, cols) → (cols, rows) on `stream`.
+template <typename E>
+void transpose(E* out, const E* in, int rows, int cols, cudaStream_t stream) {
+    dim3 grid((cols + 31) / 32, (rows + 31) / 32), block(32, 8);
+    transpose_kernel<<<grid, block, 0, stream>>>(out, in, rows, cols);
+    cudaCheck(cudaGetLastError());
+}
+
+inline int bias_chunks(int N) { return std::min(256, std::max(1, (N + 127) / 128)); }
+
+// dbias (OC) += Σ_rows dout (N, OC), in FP32, in a fixed order; `partial` holds bias_chunks(N)·OC floats.
+template <typename T>
+void bias_backward(float* dbias, float* partial, const T* dout, int N, int OC, cudaStream_t stream) {
+    const int R = bias_chunks(N);
+    const int rows_per_chunk = (N + R - 1) / R;
+    dim3 grid((OC + 31) / 32, R), block(32, 8);
+    bias_partial_sums_kernel<<<grid, block, 0, stream>>>(partial, dout, N, OC, rows_per_chunk);
+    cudaCheck(cudaGetLastError());
+    bias_reduce_partials_kernel<<<(OC + 255) / 256, 256, 0, stream>>>(dbias, (const float*)partial, R, OC);
+    cudaCheck(cudaGetLastError());
+}
+
+// One GEMM operand as stored: column-major, `ld` elements between columns; `transposed` is its op.
+struct GemmOperand {
+    const void* ptr;
+    cudaDataType_t type;
+    int ld;
+    bool transposed;
+    const float* scale = nullptr;   // FP8 only: device pointer to its dequantisation factor
+};
+
+// D (m×n, column-major, leading dimension ldd) = op(A) · op(B) [· scales] + beta · D [+ bias (m)].
+// FP32 compute and scale type; alpha = 1 (FP8 factors come through the scale pointers).
+inline void gemm(const char* what, cudaStream_t stream, int m, int n, int k, const GemmOperand& a,
+                 const GemmOperand& b, void* d, cudaDataType_t d_type, int ldd, float beta, const void* bias,
+                 cudaDataType_t bias_type, bool fast_accum) {
+    GemmContext& ctx = gemm_context(stream);
+    const bool fp8 = is_fp8(a.type) || is_fp8(b.type);
+
+    // descriptors, destroyed on every path (fail() throws)
+    struct Descriptors {
+        cublasLtMatmulDesc_t op = nullptr;
+        cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+        cublasLtMatmulPreference_t pref = nullptr;
+        ~Descriptors() {
+            if (pref) cublasLtMatmulPreferenceDestroy(pref);
+            if (d) cublasLtMatrixLayoutDestroy(d);
+            if (b) cublasLtMatrixLayoutDestroy(b);
+            if (a) cublasLtMatrixLayoutDestroy(a);
+            if (op) cublasLtMatmulDescDestroy(op);
+        }
+    } desc;
+
+    cublasCheck(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    if (bias != nullptr) {
+        const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+        const int32_t type = bias_type;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+    }
+    if (a.scale != nullptr) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.scale,
+                                                   sizeof(a.scale)));
+    }
+    if (b.scale != nullptr) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b.scale,
+                                                   sizeof(b.scale)));
+    }
+    if (fp8) {
+        const int8_t fast = fast_accum ? 1 : 0;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+    }
+
+    // stored shapes: op(A) is m×k, op(B) is k×n
+    cublasCheck(cublasLtMatrixLayoutCreate(&desc.a, a.type, a.transposed ? k : m, a.transposed ? m : k, a.ld));
+    cublasCheck(cublasLtMatrixLayoutCreate(&desc.b, b.type, b.transposed ? n : k, b.transposed ? k : n, b.ld));
+    cublasCheck(cublasLtMatrixLayoutCreate(&desc.d, d_type, m, n, ldd));   // C is D (in place)
+
+    cublasCheck(cublasLtMatmulPreferenceCreate(&desc.pref));
+    const uint64_t workspace = kCublasWorkspaceBytes;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                     sizeof(workspace)));
+    const uint32_t align_a = pointer_alignment(a.ptr), align_b = pointer_alignment(b.ptr),
+                   align_d = pointer_alignment(d);
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                     sizeof(align_a)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                     sizeof(align_b)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                     sizeof(align_d)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                     sizeof(align_d)));
+
+    // The algorithm: cuBLASLt's first choice for this problem, looked up once per problem.
+    const std::array<int64_t, 18> key = {m, n, k, a.type, b.type, d_type, a.transposed, b.transposed, a.ld, b.ld,
+                                         ldd, bias != nullptr ? bias_type : -1, align_a, align_b, align_d,
+                                         bias != nullptr ? pointer_alignment(bias) : 0, fp8 ? 1 + fast_accum : 0,
+                                         beta != 0.0f};
+    auto cached = ctx.algos.find(key);
+    if (cached == ctx.algos.end()) {
+        // Split-K partial sums in FP32 only: an in-place or output-type reduction would round a
+        // 16-bit output more than once. If no algorithm qualifies, take any (a correct result
+        // that may round twice beats no result).
+        const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
+        const uint32_t preferred = data_type_size(d_type) < 4 ? uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) : any;
+        cublasLtMatmulHeuristicResult_t heuristic;
+        int found = 0;
+        for (uint32_t schemes : {preferred, any}) {
+            cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                             &schemes, sizeof(schemes)));
+            cublasCheck(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref,
+                                                       1, &heuristic, &found));
+            if (found > 0) break;
+        }
+        if (found == 0) {
+            fail("%s: cuBLASLt has no algorithm for m=%d n=%d k=%d (A %s type %d, B %s type %d, D type %d, bias %s)",
+                 what, m, n, k, a.transposed ? "T" : "N", (int)a.type, b.transposed ? "T" : "N", (int)b.type,
+                 (int)d_type, bias != nullptr ? "yes" : "no");
+        }
+        cached = ctx.algos.emplace(key, heuristic.algo).first;
+    }
+    const float alpha = 1.0f;
+    cublasCheck(cublasLtMatmul(ctx.handle, desc.op, &alpha, a.ptr, desc.a, b.ptr, desc.b, &beta, d, desc.d, d, desc.d,
+                               &cached->second, ctx.workspace, kCublasWorkspaceBytes, stream));
+}
+
+// ---- the GEMMs ---------------------------------------------------------------------------------------
+
+// out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC); bias may be null.
+template <typename T>
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
+                    cudaStream_t stream) {
+    if (N <= 0 || OC <= 0) return;
+    const cudaDataType_t t = cuda_data_type<T>();
+    gemm("matmul_forward", stream, OC, N, C, GemmOperand{weight, t, C, true}, GemmOperand{inp, t, C, false}, out, t,
+         OC, 0.0f, bias, t, false);
+}
+
+// dinp (N,C) += dout (N,OC) · weight (OC,C); dweight (OC,C) += doutᵀ · inp (N,C) in FP32;
+// dbias (OC) += Σ_rows dout in FP32 (if non-null).
+template <typename T>
+void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight, int N,
+                     int C, int OC, cudaStream_t stream) {
+    if (N <= 0 || OC <= 0 || C <= 0) return;
+    const cudaDataType_t t = cuda_data_type<T>();
+    if (dinp != nullptr) {
+        gemm("matmul_backward (dinp)", stream, C, N, OC, GemmOperand{weight, t, C, false},
+             GemmOperand{dout, t, OC, false}, dinp, t, C, 1.0f, nullptr, t, false);
+    }
+    if (dweight != nullptr) {
+        gemm("matmul_backward (dweight)", stream, C, OC, N, GemmOperand{inp, t, C, false},
+             GemmOperand{dout, t, OC, true}, dweight, CUDA_R_32F, C, 1.0f, nullptr, t, false);
+    }
+    if (dbias != nullptr) {
+        float* partial = static_cast<float*>(scratch((size_t)bias_chunks(N) * OC * sizeof(float)));
+        bias_backward(dbias, partial, dout, N, OC, stream);
+    }
+}
+
+// FP8 forward: out (N,OC) = (q_inp · q_weightᵀ) · inp_inv_scale · weight_inv_scale + bias, both E4M3.
+template <typename T>
+void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                        float weight_inv_scale, const T* bias, int N, int C, int OC, cudaStream_t stream) {
+    // k (= C) and the output's leading dimension (OC) must be 16-element multiples for FP8 tensor cores
+    if (C % 16 != 0 || OC % 16 != 0) {
+        fail("matmul_forward_fp8: C = %d and OC = %d must be multiples of 16 (Hopper FP8 GEMM alignment)", C, OC);
+    }
+    if (N <= 0) return;
+    GemmContext& ctx = gemm_context(stream);
+    set_scales_kernel<<<1, 1, 0, stream>>>(ctx.scales, weight_inv_scale, inp_inv_scale, 0.0f, 0.0f);
+    cudaCheck(cudaGetLastError());
+    // cuBLASLt's FP8 bias for an FP32 output must be BF16: for T = float the bias is a separate add
+    constexpr bool epilogue_bias = !std::is_same_v<T, float>;
+    const cudaDataType_t t = cuda_data_type<T>();
+    gemm("matmul_forward_fp8", stream, OC, N, C, GemmOperand{weight, CUDA_R_8F_E4M3, C, true, ctx.scales + 0},
+         GemmOperand{inp, CUDA_R_8F_E4M3, C, false, ctx.scales + 1}, out, t, OC, 0.0f,
+         epilogue_bias ? bias : nullptr, t, /*fast_accum=*/true);
+    if (!epilogue_bias && bias != nullptr) {
+        const size_t n = (size_t)N * OC;
+        const int blocks = (int)std::min<size_t>((n + 255) / 256, 65536);
+        add_bias_kernel<<<blocks, 256, 0, stream>>>(out, bias, N, OC);
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+// FP8 backward: dinp (N,C) += (q_dout · q_weight) / (s_dout s_weight)   (E5M2 × E4M3)
+//               dweight (OC,C) += (q_doutᵀ · q_inp) / (s_dout s_inp)    (E5M2 × E4M3, FP32)
+//               dbias (OC) += Σ_rows dout                                (from the unquantised dout)
+template <typename T>
+void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, float dout_inv_scale,
+                         const T* dout, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
+                         float weight_inv_scale, int N, int C, int OC, cudaStream_t stream) {
+    // every dimension is a reduction dimension (k) of one of the two GEMMs
+    if (N % 16 != 0 || C % 16 != 0 || OC % 16 != 0) {
+        fail("matmul_backward_fp8: N = %d, C = %d and OC = %d must be multiples of 16 (Hopper FP8 GEMM alignment)",
+             N, C, OC);
+    }
+    if (N <= 0) return;
+    GemmContext& ctx = gemm_context(stream);
+    // scratch: Wᵀ (C,OC) | Xᵀ (C,N) | dYᵀ (OC,N) | dbias partial sums (bias_chunks(N), OC)
+    ScratchLayout layout;
+    const size_t wt_at = layout.add((size_t)C * OC), xt_at = layout.add((size_t)C * N),
+                 dyt_at = layout.add((size_t)OC * N),
+                 partial_at = layout.add((size_t)bias_chunks(N) * OC * sizeof(float));
+    void* base = scratch(layout.bytes);
+    fp8e4m3* weight_t = at_offset<fp8e4m3>(base, wt_at);
+    fp8e4m3* inp_t = at_offset<fp8e4m3>(base, xt_at);
+    fp8e5m2* dout_t = at_offset<fp8e5m2>(base, dyt_at);
+    float* partial = at_offset<float>(base, partial_at);
+
+    set_scales_kernel<<<1, 1, 0, stream>>>(ctx.scales, dout_inv_scale, weight_inv_scale, inp_inv_scale, 0.0f);
+    cudaCheck(cudaGetLastError());
+    const float* s_dout = ctx.scales + 0;
+    const float* s_weight = ctx.scales + 1;
+    const float* s_inp = ctx.scales + 2;
+    const cudaDataType_t t = cuda_data_type<T>();
+    if (dinp != nullptr) {
+        transpose(weight_t, weight, OC, C, stream);                             // (C, OC)
+        gemm("matmul_backward_fp8 (dinp)", stream, C, N, OC, GemmOperand{weight_t, CUDA_R_8F_E4M3, OC, true, s_weight},
+             GemmOperand{dout_q, CUDA_R_8F_E5M2, OC, false, s_dout}, dinp, t, C, 1.0f, nullptr, t,
+             /*fast_accum=*/false);
+    }
+    if (dweight != nullptr) {
+        transpose(inp_t, inp, N, C, stream);                                    // (C, N)
+        transpose(dout_t, dout_q, N, OC, stream);                               // (OC, N)
+        gemm("matmul_backward_fp8 (dweight)", stream, C, OC, N, GemmOperand{inp_t, CUDA_R_8F_E4M3, N, true, s_inp},
+             GemmOperand{dout_t, CUDA_R_8F_E5M2, N, false, s_dout}, dweight, CUDA_R_32F, C, 1.0f, nullptr,
+             CUDA_R_32F, /*fast_accum=*/false);
+    }
+    if (dbias != nullptr) bias_backward(dbias, partial, dout, N, OC, stream);
+}
+
+}  // namespace train_gpt::cuda

@@ -1,0 +1,439 @@
+#!/usr/bin/env bash
+# gpu_check.sh — the one command a session with a GPU runs (DESIGN §7): on an H200 lent for a
+# few minutes, it checks the CUDA kernel set against the CPU twin and measures it against PyTorch,
+# in under 8 minutes, and prints a short summary last.
+#
+#   scripts/gpu_check.sh --prepare   on the CPU machine (no GPU needed): build everything for
+#                                    sm_90a and pack the binaries, with the shared libraries a
+#                                    bare GPU image may lack, into build/gpu_check/bundle.tar.gz
+#   scripts/gpu_check.sh             on the GPU machine: the check below
+#
+# With the device tool: run --prepare here, then run `scripts/gpu_check.sh` there with
+# carry ["build/gpu_check"] and timeout_s 600. Without a bundle (or with a stale one: its
+# source hash is compared with the tree's) the check builds with `make -j` on the GPU machine,
+# which needs the project's build dependencies there and several of the 8 minutes.
+#
+# Steps, each with its own time limit inside a total budget (GPU_CHECK_BUDGET, 450 s):
+#   1. binaries: the prepared bundle if it matches the sources, else make -j (sm_90a);
+#   2. CPU side first: synthetic token shards (a Zipfian mix of fixed random "phrases" over
+#      GPT-2's 50257 tokens: learnable, no download), and the CPU twin's short training runs,
+#      started in the background while the GPU works;
+#   3. build/test_cuda: every CUDA kernel and a whole training step per precision against the
+#      CPU twin (a skipped test fails the check here: there is a GPU);
+#   4. tracking: 20 steps of d2 (C=128, B=8, T=256, lr 3e-3) in bf16 and fp8 on the CUDA kernel
+#      set must track the CPU twin's losses (same seed, config, data): every step within
+#      TRACK_TOL (1e-2 relative; fp8 2e-2), the first within 2^-9 (fp8 2^-7), and the loss
+#      must fall;
+#   5. compute-sanitizer --tool memcheck on 2 training steps (skipped, with the reason, where
+#      the tool is missing or refuses the device);
+#   6. benchmark: d12 (124M, B=32) and d48 (1.5B, B=8), T=1024, bf16: train_gpt and the PyTorch
+#      reference (dev/reference/gpt2.py --device cuda --dtype bf16 --compile) on the same GPU
+#      and data in the same run: tokens/s and ms/step (median over steps ≥ 4), MFU
+#      (FLOPs/token = 6N + 6·L·C·T; peak 989 TFLOP/s dense bf16), peak memory (nvidia-smi,
+#      the process's whole footprint, sampled every 200 ms);
+#   7. summary: the results as a markdown block ready for docs/gpu-results.md, and a verdict.
+# Results go to $OUT (the device tool collects it) or out/gpu_check/: gpu_results.md,
+# gpu_check.log (everything), test_cuda.xml, bench.json. Exit status 0 when every check passed.
+#
+# Environment: GPU_CHECK_BUDGET (s), D12_B, D48_B, BENCH_STEPS_D12 (20), BENCH_STEPS_D48 (10),
+# TRACK_STEPS (20), PYTHON (python3).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+START=$(date +%s)
+BUDGET=${GPU_CHECK_BUDGET:-450}
+RESULTS=${OUT:-$ROOT/out/gpu_check}
+BUNDLE_DIR=$ROOT/build/gpu_check
+PYTHON=${PYTHON:-python3}
+D12_B=${D12_B:-32}
+D48_B=${D48_B:-8}
+BENCH_STEPS_D12=${BENCH_STEPS_D12:-20}
+BENCH_STEPS_D48=${BENCH_STEPS_D48:-10}
+TRACK_STEPS=${TRACK_STEPS:-20}
+V=50257
+JOBS=${JOBS:-$(nproc)}
+
+log() { echo "gpu_check: $*"; }
+die() { echo "gpu_check: error: $*" >&2; exit 1; }
+elapsed() { echo $(( $(date +%s) - START )); }
+
+# A hash of every source the binaries are built from (the same on both machines; no git needed).
+source_hash() {
+    find train_gpt.cu Makefile llmc tests -type f \( -name '*.cu' -o -name '*.cuh' -o -name '*.h' -o -name '*.cpp' \
+        -o -name Makefile \) -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16
+}
+
+# ================================ --prepare (CPU machine) ===================================
+if [[ ${1:-} == --prepare ]]; then
+    log "building for sm_90a with make -j$JOBS"
+    make -j"$JOBS" all build/test_cuda || die "the build failed"
+    stage=$BUNDLE_DIR/stage
+    rm -rf "$stage" && mkdir -p "$stage/lib"
+    cp train_gpt build/test_cuda "$stage/"
+    # shared libraries a bare image may lack; not the C/C++ runtime, and not the driver and CUDA
+    # toolkit libraries, which must come from the GPU machine's own installation
+    ldd train_gpt build/test_cuda | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+        case $(basename "$lib") in
+            libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
+            libcuda.so*|libcudart.so*|libcublas*|libnccl.so*|libnvidia*) ;;
+            *) cp -L "$lib" "$stage/lib/" ;;
+        esac
+    done
+    source_hash > "$stage/SOURCE_HASH"
+    tar -czf "$BUNDLE_DIR/bundle.tar.gz" -C "$stage" .
+    rm -rf "$stage"
+    size=$(du -m "$BUNDLE_DIR/bundle.tar.gz" | cut -f1)
+    log "wrote $BUNDLE_DIR/bundle.tar.gz (${size} MB, source hash $(source_hash))"
+    (( size < 60 )) || log "warning: over the device tool's 64 MiB carry limit with the tree"
+    log "next, on the GPU machine: scripts/gpu_check.sh   (device tool: carry [\"build/gpu_check\"], timeout_s 600)"
+    exit 0
+fi
+
+# ================================ the check (GPU machine) ===================================
+mkdir -p "$RESULTS"
+WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
+LOG=$RESULTS/gpu_check.log
+: > "$LOG"
+declare -A RESULT NOTE     # per check: PASS | FAIL | SKIPPED, and a one-line note
+ORDER=()
+record() {   # record CHECK STATUS NOTE
+    RESULT[$1]=$2 NOTE[$1]=$3
+    [[ " ${ORDER[*]} " == *" $1 "* ]] || ORDER+=("$1")
+    log "$1: $2 — $3"
+    echo "== $1: $2 — $3" >> "$LOG"
+}
+# limit CAP: seconds a phase may take, within the budget (10 s kept for the summary)
+limit() {
+    local left=$(( BUDGET - $(elapsed) - 10 ))
+    (( left < $1 )) && echo "$left" || echo "$1"
+}
+# run_logged NAME SECONDS COMMAND…: run with a time limit, output to $WORK/NAME.out and the log
+run_logged() {
+    local name=$1 secs=$2 rc=0
+    shift 2
+    if (( secs < 5 )); then
+        echo "out of time budget" > "$WORK/$name.out"
+        echo "== $name: not run, out of time budget" >> "$LOG"
+        return 124
+    fi
+    echo "== $name (limit ${secs}s): $*" >> "$LOG"
+    timeout --kill-after=10 "$secs" "$@" > "$WORK/$name.out" 2>&1 || rc=$?
+    cat "$WORK/$name.out" >> "$LOG"
+    echo "== $name: exit $rc after $(elapsed)s total" >> "$LOG"
+    return $rc
+}
+last_lines() { tail -n "${2:-5}" "$WORK/$1.out" 2>/dev/null | sed 's/^/    /'; }
+
+# ---- 0. the machine -----------------------------------------------------------------------
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+CUDA_VER=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+TORCH_VER=$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo "?")
+[[ -n $(git status --porcelain 2>/dev/null) ]] && COMMIT="$COMMIT+changes"
+SRC_HASH=$(source_hash)
+log "${GPU_NAME:-no GPU seen by nvidia-smi} | driver ${DRIVER:-?} | nvcc ${CUDA_VER:-?} | torch ${TORCH_VER:-?} | $JOBS CPUs | commit $COMMIT, sources $SRC_HASH"
+
+# ---- 1. binaries --------------------------------------------------------------------------
+TRAIN=$ROOT/train_gpt TEST=$ROOT/build/test_cuda BUILD_NOTE=""
+if [[ -f $BUNDLE_DIR/bundle.tar.gz ]]; then
+    mkdir -p "$WORK/bundle" && tar -xzf "$BUNDLE_DIR/bundle.tar.gz" -C "$WORK/bundle"
+    bundle_hash=$(cat "$WORK/bundle/SOURCE_HASH" 2>/dev/null)
+    if [[ $bundle_hash == "$SRC_HASH" ]]; then
+        TRAIN=$WORK/bundle/train_gpt TEST=$WORK/bundle/test_cuda
+        export LD_LIBRARY_PATH="$WORK/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        BUILD_NOTE="prepared bundle (built with --prepare, sm_90a)"
+    else
+        log "the bundle is stale (sources $bundle_hash, tree $SRC_HASH): building here"
+    fi
+fi
+if [[ -z $BUILD_NOTE ]]; then
+    if run_logged build "$(limit 300)" make -j"$JOBS" all build/test_cuda; then
+        BUILD_NOTE="make -j$JOBS here (sm_90a)"
+    else
+        record build FAIL "make failed here (last lines below); run scripts/gpu_check.sh --prepare on the CPU machine and carry build/gpu_check"
+        last_lines build 15
+    fi
+fi
+# CUDA libraries the binaries link (cuBLASLt, NCCL) that this machine keeps outside the loader's
+# path, e.g. in pip's nvidia-* packages: add the directory of each one that is missing, only.
+if [[ -z ${RESULT[build]:-} ]]; then
+    for lib in $(ldd "$TRAIN" "$TEST" 2>/dev/null | awk '/not found/{print $1}' | sort -u); do
+        found=$(find /usr/local /opt /usr/lib "$("$PYTHON" -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)" \
+                -maxdepth 9 -name "$lib" -print -quit 2>/dev/null)
+        if [[ -n $found ]]; then
+            export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$(dirname "$found")"
+            log "using $found"
+        fi
+    done
+    missing=$(ldd "$TRAIN" "$TEST" 2>/dev/null | awk '/not found/{print $1}' | sort -u | tr '\n' ' ')
+    if [[ -n $missing ]]; then
+        record build FAIL "shared libraries not found: $missing"
+    else
+        record build PASS "$BUILD_NOTE"
+    fi
+fi
+BUILD_OK=0; [[ ${RESULT[build]} == PASS ]] && BUILD_OK=1
+
+# ---- 2. CPU side first: data, and the CPU twin's runs in the background --------------------
+DATA=$WORK/data
+mkdir -p "$DATA"
+"$PYTHON" - "$DATA/synth_train_000000.bin" "$V" <<'EOF' || die "could not write the synthetic shard"
+# Synthetic llm.c shard: 2^22 uint16 tokens, a Zipfian mix of 20000 fixed random phrases of
+# 4..12 tokens over the vocabulary (most next tokens are predictable: the loss falls fast).
+import random, struct, sys
+from array import array
+path, V = sys.argv[1], int(sys.argv[2])
+rng = random.Random(1234)
+phrases = [[rng.randrange(V) for _ in range(rng.randint(4, 12))] for _ in range(20000)]
+weights = [1.0 / (r + 1) ** 1.1 for r in range(len(phrases))]
+tokens = array("H")
+while len(tokens) < (1 << 22):
+    for pid in rng.choices(range(len(phrases)), weights=weights, k=100000):
+        tokens.extend(phrases[pid])
+del tokens[1 << 22:]
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(tokens), *([0] * 253)))
+    tokens.tofile(f)
+EOF
+common=(-i "$DATA/synth_train_*.bin" -j '' --tokenizer '' --vocab-size "$V" -v 0 -g 0 --log-every 5)
+track_args=("${common[@]}" -e d2 -b 8 -t 256 -x "$TRACK_STEPS" -l 3e-3 -u 2 --seed 1337)
+declare -A CPU_PID
+NO_GPU=""
+if (( BUILD_OK )); then
+    for p in bf16 fp8; do
+        timeout 240 "$TRAIN" "${track_args[@]}" -p "$p" --device cpu --threads $(( JOBS > 2 ? JOBS / 2 : 1 )) \
+            -o "$WORK/track_cpu_$p" > "$WORK/track_cpu_$p.out" 2>&1 &
+        CPU_PID[$p]=$!
+    done
+fi
+
+# ---- 3. the CUDA tests ----------------------------------------------------------------------
+if (( BUILD_OK )); then
+    rc=0
+    run_logged test_cuda "$(limit 180)" "$TEST" --gtest_color=no --gtest_output="xml:$RESULTS/test_cuda.xml" || rc=$?
+    out=$WORK/test_cuda.out
+    passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -1)
+    failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*, listed below:/\1/p' "$out" | tail -1)
+    skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$out" | tail -1)
+    passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0}
+    counts="$passed passed, $failed failed, $skipped skipped"
+    if (( rc == 0 && failed == 0 && skipped == 0 && passed > 0 )); then
+        record test_cuda PASS "$counts"
+    else
+        (( rc == 124 || rc == 137 )) && counts="$counts; timed out"
+        (( skipped > 0 )) && counts="$counts ($(grep -m1 'no CUDA device' "$out" || echo 'skipped on a GPU machine'))"
+        record test_cuda FAIL "$counts (exit $rc)"
+        grep -E '^\[  FAILED  \] [A-Z]' "$out" | head -20 | sed 's/^/    /'
+    fi
+    grep -E '^(fp32|bf16|fp16|fp8) cuda vs cpu' "$WORK/test_cuda.out" | sed 's/^/    /'
+    # every test skipped: this machine has no usable GPU; the GPU steps below cannot run
+    if (( passed == 0 && skipped > 0 )); then
+        NO_GPU=$(grep -m1 -o 'no CUDA device.*' "$out")
+        for p in "${!CPU_PID[@]}"; do kill "${CPU_PID[$p]}" 2>/dev/null; wait "${CPU_PID[$p]}" 2>/dev/null; done
+        CPU_PID=()
+    fi
+else
+    record test_cuda SKIPPED "no binaries"
+fi
+GPU_OK=$(( BUILD_OK && ${#NO_GPU} == 0 ))
+
+# ---- 4. training tracks the CPU twin --------------------------------------------------------
+if (( GPU_OK )); then
+    for p in bf16 fp8; do
+        run_logged "track_cuda_$p" "$(limit 90)" "$TRAIN" "${track_args[@]}" -p "$p" --device cuda -o "$WORK/track_cuda_$p"
+    done
+    for p in bf16 fp8; do
+        wait "${CPU_PID[$p]}" 2>/dev/null
+        if [[ $p == bf16 ]]; then tol=1e-2 first=0.001953125; else tol=2e-2 first=0.0078125; fi
+        verdict=$("$PYTHON" - "$WORK/track_cpu_$p/log.jsonl" "$WORK/track_cuda_$p/log.jsonl" "$tol" "$first" "$TRACK_STEPS" <<'EOF'
+import json, sys
+cpu_log, cuda_log, tol, first_tol, steps = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+def losses(path):
+    try:
+        with open(path) as f:
+            recs = [json.loads(l) for l in f if l.strip()]
+    except OSError:
+        return None
+    return [r["loss"] for r in recs if r.get("type") == "step"]
+c, g = losses(cpu_log), losses(cuda_log)
+if c is None or len(c) < steps:
+    print(f"FAIL the CPU twin's run did not finish ({0 if c is None else len(c)} of {steps} steps)"); sys.exit()
+if g is None or len(g) < steps:
+    print(f"FAIL the CUDA run did not finish ({0 if g is None else len(g)} of {steps} steps)"); sys.exit()
+rel = [abs(a - b) / abs(b) for a, b in zip(g, c)]
+worst = max(range(len(rel)), key=lambda i: rel[i])
+ok = rel[0] <= first_tol and rel[worst] <= tol and g[-1] < g[0] - 0.5
+print(("PASS" if ok else "FAIL") +
+      f" loss {g[0]:.4f} -> {g[-1]:.4f} (cpu {c[0]:.4f} -> {c[-1]:.4f}); step 1 diff {rel[0]:.1e} (bound {first_tol:.1e}),"
+      f" worst step {worst + 1} diff {rel[worst]:.1e} (bound {tol:.0e})")
+EOF
+)
+        record "track_$p" "${verdict%% *}" "${verdict#* }"
+        [[ ${verdict%% *} == PASS ]] || { last_lines "track_cuda_$p" 4; last_lines "track_cpu_$p" 2; }
+    done
+else
+    why=$( (( BUILD_OK )) && echo "${NO_GPU}" || echo "no binaries")
+    record track_bf16 SKIPPED "$why"
+    record track_fp8 SKIPPED "$why"
+fi
+
+# ---- 5. compute-sanitizer memcheck on 2 training steps ---------------------------------------
+SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if (( ! GPU_OK )); then
+    record memcheck SKIPPED "$( (( BUILD_OK )) && echo "${NO_GPU}" || echo "no binaries")"
+elif [[ -z $SANITIZER ]]; then
+    record memcheck SKIPPED "compute-sanitizer not installed"
+elif (( $(limit 150) < 40 )); then
+    record memcheck SKIPPED "out of time budget"
+else
+    rc=0
+    run_logged memcheck "$(limit 150)" "$SANITIZER" --tool memcheck --leak-check no --error-exitcode 99 \
+        "$TRAIN" "${common[@]}" -e d2 -b 4 -t 64 -x 2 -p bf16 --device cuda -o "$WORK/memcheck" || rc=$?
+    summary=$(grep -m1 'ERROR SUMMARY' "$WORK/memcheck.out")
+    if grep -qiE 'device not supported|unable to (attach|initialize)|not supported on this' "$WORK/memcheck.out"; then
+        record memcheck SKIPPED "compute-sanitizer refused the device: $(grep -m1 -iE 'not supported|unable to' "$WORK/memcheck.out")"
+    elif [[ $summary == *"ERROR SUMMARY: 0 errors"* && $rc == 0 ]]; then
+        record memcheck PASS "2 steps of d2 bf16: $summary"
+    elif (( rc == 124 || rc == 137 )); then
+        record memcheck FAIL "timed out (exit $rc)"
+    else
+        record memcheck FAIL "${summary:-no error summary} (exit $rc)"
+        grep -m6 -E '^========= (Invalid|Program hit|  at|Address)' "$WORK/memcheck.out" | sed 's/^/    /'
+        last_lines memcheck 3
+    fi
+fi
+
+# ---- 6. benchmark: train_gpt vs the PyTorch reference, bf16 ---------------------------------
+MEM_PID=""
+mem_poll_start() {
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 -lms 200 > "$1" 2>/dev/null &
+    MEM_PID=$!
+}
+mem_poll_stop() {   # prints the peak GiB above the baseline (MiB) $2, or "n/a"
+    [[ -n $MEM_PID ]] && kill "$MEM_PID" 2>/dev/null && wait "$MEM_PID" 2>/dev/null
+    MEM_PID=""
+    local peak
+    peak=$(grep -E '^[0-9]+$' "$1" | sort -n | tail -1)
+    if [[ -n $peak ]]; then awk -v p="$peak" -v b="$2" 'BEGIN { printf "%.1f", (p - b) / 1024 }'; else echo n/a; fi
+}
+BENCH=$WORK/bench.tsv
+: > "$BENCH"
+# bench NAME SIDE LAYERS C NH B STEPS SECONDS: one run, one line "name side status ms tok_s mem"
+bench() {
+    local name=$1 side=$2 L=$3 C=$4 NH=$5 B=$6 steps=$7 secs rc=0 base mem jsonl
+    secs=$(limit "$8")
+    if (( ! GPU_OK )); then echo -e "$name\t$side\tnot run" >> "$BENCH"; return; fi
+    if (( secs < 45 )); then echo -e "$name\t$side\tout of time budget" >> "$BENCH"; return; fi
+    base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)
+    mem_poll_start "$WORK/mem_${name}_$side.txt"
+    if [[ $side == engine ]]; then
+        jsonl=$WORK/bench_${name}_engine/log.jsonl
+        run_logged "bench_${name}_engine" "$secs" "$TRAIN" "${common[@]}" -e "$name" -b "$B" -t 1024 -x "$steps" \
+            -l 6e-4 -u 0 -p bf16 --device cuda -o "$WORK/bench_${name}_engine" || rc=$?
+    else
+        jsonl=$WORK/bench_${name}_torch.jsonl
+        run_logged "bench_${name}_torch" "$secs" env PYTHONUNBUFFERED=1 "$PYTHON" dev/reference/gpt2.py \
+            --train-data "$DATA/synth_train_*.bin" --n-layer "$L" --n-embd "$C" --n-head "$NH" --vocab-size "$V" \
+            --seq-len 1024 --batch-size "$B" --steps "$steps" --lr 6e-4 --device cuda --dtype bf16 --compile \
+            --log "$jsonl" || rc=$?
+    fi
+    mem=$(mem_poll_stop "$WORK/mem_${name}_$side.txt" "${base:-0}")
+    "$PYTHON" - "$jsonl" "$name" "$side" "$rc" "$mem" "$B" >> "$BENCH" <<'EOF'
+import json, statistics, sys
+path, name, side, rc, mem, B = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+try:
+    with open(path) as f:
+        ms = [json.loads(l)["ms"] for l in f if l.strip() and json.loads(l).get("type") == "step" and json.loads(l)["step"] >= 4]
+except (OSError, ValueError, KeyError):
+    ms = []
+if not ms:
+    print(f"{name}\t{side}\t{'timed out' if rc in (124, 137) else f'failed (exit {rc})'}")
+else:
+    m = statistics.median(ms)
+    print(f"{name}\t{side}\tok\t{m:.1f}\t{B * 1024 / (m / 1000):.0f}\t{mem}")
+EOF
+    if [[ $(tail -1 "$BENCH" | cut -f3) != ok ]]; then echo "    $name $side:"; last_lines "bench_${name}_$side" 4; fi
+}
+bench d12 engine 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 60
+bench d12 torch 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 120
+bench d48 engine 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 150
+bench d48 torch 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 200
+engine_ok=1
+for name in d12 d48; do
+    st=$(awk -F'\t' -v n="$name" '$1 == n && $2 == "engine" {print $3}' "$BENCH")
+    [[ $st == ok || $st == "out of time budget" ]] || engine_ok=0
+done
+bench_note=$(awk -F'\t' '$2 == "engine" {printf "%s %s; ", $1, ($3 == "ok" ? $5 " tok/s" : $3)}' "$BENCH")
+if (( ! GPU_OK )); then record benchmark SKIPPED "$( (( BUILD_OK )) && echo "${NO_GPU}" || echo "no binaries")"
+elif (( engine_ok )); then record benchmark PASS "${bench_note%; }"
+else record benchmark FAIL "${bench_note%; }"; fi
+
+# ---- 7. summary -----------------------------------------------------------------------------
+MD=$RESULTS/gpu_results.md
+"$PYTHON" - "$BENCH" "$RESULTS/bench.json" "$V" "$D12_B" "$D48_B" > "$WORK/bench_table.md" <<'EOF'
+import json, sys
+bench_path, json_path, V, b12, b48 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+shapes = {"d12": (12, 768, b12), "d48": (48, 1600, b48)}
+rows = {}
+with open(bench_path) as f:
+    for line in f:
+        p = line.rstrip("\n").split("\t")
+        rows[(p[0], p[1])] = p[2:]
+T, Vp, peak = 1024, (V + 127) // 128 * 128, 989e12
+
+def cells(r, fpt):
+    """tok/s, MFU, ms/step, peak memory of one run, and its tok/s (None if it did not run)."""
+    if r is None:
+        return ["—"] * 4, None
+    if r[0] != "ok":
+        return [r[0], "", "", ""], None
+    ms, tok, mem = float(r[1]), float(r[2]), r[3]
+    return [f"{tok:,.0f}", f"{100 * tok * fpt / peak:.1f}%", f"{ms:.1f}", f"{mem} GiB" if mem != "n/a" else "n/a"], tok
+
+out = {}
+print("| model | B×T | train_gpt tok/s | MFU | ms/step | peak mem | PyTorch tok/s | MFU | ms/step | peak mem | ratio |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for name, (L, C, B) in shapes.items():
+    N = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C   # parameters, padded vocabulary
+    fpt = 6 * N + 6 * L * C * T                              # FLOPs per token
+    e, etok = cells(rows.get((name, "engine")), fpt)
+    t, ttok = cells(rows.get((name, "torch")), fpt)
+    ratio = f"{etok / ttok:.2f}×" if etok and ttok else "—"
+    print(f"| {name} ({N / 1e6:.0f}M) | {B}×{T} | " + " | ".join(e + t) + f" | {ratio} |")
+    out[name] = {"params": N, "flops_per_token": fpt, "B": B, "T": T,
+                 "engine": rows.get((name, "engine")), "torch": rows.get((name, "torch"))}
+with open(json_path, "w") as f:
+    json.dump(out, f, indent=1)
+EOF
+
+failed=0
+for c in "${ORDER[@]}"; do [[ ${RESULT[$c]} == FAIL ]] && failed=$(( failed + 1 )); done
+verdict=$([[ $failed == 0 ]] && echo "PASS" || echo "FAIL ($failed check(s))")
+{
+    echo "### GPU check $(date -u +%Y-%m-%d) — ${GPU_NAME:-no GPU}"
+    echo
+    echo "Commit $COMMIT (sources $SRC_HASH); driver ${DRIVER:-?}, CUDA ${CUDA_VER:-?}, PyTorch ${TORCH_VER:-?}; $JOBS CPUs;"
+    echo "binaries: ${BUILD_NOTE:-none}; $(elapsed) s in all. Produced by \`scripts/gpu_check.sh\`."
+    echo
+    echo "| check | result | detail |"
+    echo "|---|---|---|"
+    for c in "${ORDER[@]}"; do echo "| $c | ${RESULT[$c]} | ${NOTE[$c]//|/\\|} |"; done
+    echo
+    echo "Training throughput, bf16, T = 1024, synthetic GPT-2-vocabulary tokens; median ms/step over steps ≥ 4;"
+    echo "MFU = tok/s · (6N + 6·L·C·T) / 989 TFLOP/s; peak memory = the process's GPU memory (nvidia-smi);"
+    echo "PyTorch: dev/reference/gpt2.py --device cuda --dtype bf16 --compile, same GPU, same run."
+    echo
+    cat "$WORK/bench_table.md"
+    echo
+    echo "Verdict: $verdict"
+} > "$MD"
+cat "$MD" >> "$LOG"
+cp "$BENCH" "$RESULTS/bench.tsv" 2>/dev/null
+rm -rf "$WORK"
+
+echo
+echo "==================== gpu_check summary (also $MD) ===================="
+cat "$MD"
+[[ $failed == 0 ]]

@@ -1,0 +1,532 @@
+// test_cuda_kernels.cu — every op of backend.h on the CUDA kernel set against its CPU twin
+// (cpu/kernels.h, cpu/fp8_kernels.h), forward and backward, in fp32, bf16 and fp16.
+//
+// Method and helpers: cuda_test_util.h (fresh random inputs, poisoned outputs, random starting
+// values under +=, normwise errors). Tolerances, from what may legitimately differ:
+//   fp32 outputs      1e-5: the same FP32 maths in another summation order (a reduction of K
+//                     terms moves ~√K·2^-24 relative; measured far below on GPT-sized shapes);
+//                     attention backward 5e-5 (D = Σ dout·out cancels before it multiplies P);
+//   16-bit outputs    k ulps normwise (an ulp is 2u, u = 2^-9 bf16, 2^-12 fp16): both sides
+//                     round one FP32 value per store; when the FP32 values differ by reordering,
+//                     a value near a rounding midpoint rounds the other way: 1 ulp. 2 ulps for
+//                     one rounded result (GEMM, layernorm, GELU, classifier), 4 ulps where
+//                     rounded intermediates feed further products (attention: P, dS in 16 bits);
+//   exact             embedding forward, residual, conversions, FP8 casts and their statistics,
+//                     amax (no arithmetic that can differ);
+//   FP32 statistics   (mean, rstd, lse, losses, parameter gradients) 1e-5 in every dtype: they
+//                     are FP32 sums of the same (exactly widened) 16-bit inputs;
+//   FP8 GEMMs         products of FP8 values are exact in FP32, so only the accumulation order
+//                     and the final rounding differ: backward as fp32 / 2 ulps; forward 1e-3 plus
+//                     2 ulps, because DESIGN §3 allows Hopper's fast FP8 accumulation there.
+#include "tests/cuda/cuda_test_util.h"
+
+#include "cpu/fp8_kernels.h"
+#include "cpu/kernels.h"
+
+#include <algorithm>
+#include <cstdio>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+
+namespace {
+
+constexpr double kF32 = 1e-5;   // fp32 reordering, see the top of the file
+
+// Shapes: the model's (hs = 64, C a multiple of 64) with N = B·T not a multiple of any tile,
+// a single-token batch (sampling), and a longer sequence.
+struct Shape { int B, T, C, NH; };
+const Shape kShapes[] = {{2, 77, 192, 3}, {1, 1, 128, 2}, {4, 128, 128, 2}};
+std::string shape_str(const Shape& s) {
+    return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
+           " NH=" + std::to_string(s.NH);
+}
+
+}  // namespace
+
+// ---- memory and conversions ------------------------------------------------------------------
+
+TEST_P(CudaDTypeTest, AllocIsZeroedAndCopiesRoundTrip) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    const size_t n = 100003;   // odd: tails of vectorised copies
+    Twin::Buf b = tw.alloc(n * 4);
+    std::vector<uint8_t> zeros(n * 4, 0);
+    EXPECT_EQ(tw.bytes_g(b), zeros) << "alloc() must return zero-initialised memory";
+    std::vector<float> x = r.normal(n);
+    tw.upload(b, x);
+    EXPECT_EQ(tw.f32_g(b), x);
+    tw.gpu().zero(static_cast<char*>(b.g) + 4, 8);   // zero() of an interior range
+    std::vector<float> y = tw.f32_g(b);
+    EXPECT_EQ(y[0], x[0]);
+    EXPECT_EQ(y[1], 0.0f);
+    EXPECT_EQ(y[2], 0.0f);
+    EXPECT_EQ(y[3], x[3]);
+}
+
+TEST_P(CudaDTypeTest, FloatToActAndBackAreBitIdentical) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    const size_t n = 1 << 20;
+    // every magnitude class: normal, tiny (subnormal in fp16/bf16), huge (overflow), specials,
+    // and exact rounding midpoints of the 16-bit formats
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; i++) {
+        const double e = -30 + 60 * r.rng.uniform();
+        x[i] = (float)(std::ldexp(1.0 + r.rng.uniform(), (int)e) * (r.rng.uniform() < 0.5 ? -1 : 1));
+    }
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65520.0f, 1e-8f, 1e-40f,
+                              3.4e38f, bits_float(0x3f808000u), bits_float(0x3f818000u), bits_float(0x3f801000u)};
+    for (size_t i = 0; i < sizeof(specials) / sizeof(float); i++) x[i * 7919] = specials[i];
+    Twin::Buf src = tw.f32(x);
+    Twin::Buf act = tw.poisoned_act(n);
+    tw.cpu().float_to_act(act.c, src.cp<float>(), n);
+    tw.gpu().float_to_act(act.g, src.gp<float>(), n);
+    tw.check_bytes("float_to_act", act, tw.act_size());
+    // back to FP32 from identical bytes on both sides (the CPU's encoding)
+    Twin::Buf act_in = tw.act(x);
+    Twin::Buf back = tw.poisoned_f32(n);
+    tw.cpu().act_to_float(back.cp<float>(), act_in.c, n);
+    tw.gpu().act_to_float(back.gp<float>(), act_in.g, n);
+    tw.check_bytes("act_to_float", back, 4);
+}
+
+// ---- encoder ---------------------------------------------------------------------------------
+
+TEST_P(CudaDTypeTest, EncoderForwardIsExact) {
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(shape_str(s));
+        Twin tw(GetParam());
+        Random r(seed_);
+        const int V = 1000, Vp = 1024;
+        Twin::Buf tokens = tw.raw(r.ints((size_t)s.B * s.T, V));
+        Twin::Buf wte = tw.act(r.normal((size_t)Vp * s.C, 0.1));
+        Twin::Buf wpe = tw.act(r.normal((size_t)s.T * s.C, 0.1));
+        Twin::Buf out = tw.poisoned_act((size_t)s.B * s.T * s.C);
+        tw.cpu().encoder_forward(out.c, tokens.cp<int32_t>(), wte.c, wpe.c, s.B, s.T, s.C);
+        tw.gpu().encoder_forward(out.g, tokens.gp<int32_t>(), wte.g, wpe.g, s.B, s.T, s.C);
+        tw.check_bytes("encoder_forward out", out, tw.act_size());   // one add, one rounding
+    }
+}
+
+TEST_P(CudaDTypeTest, EncoderBackwardAccumulates) {
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(shape_str(s));
+        Twin tw(GetParam());
+        Random r(seed_);
+        const int Vp = 1024, maxT = s.T + 3;
+        // few distinct tokens: many rows scatter into the same dwte row (atomics, ordering)
+        Twin::Buf tokens = tw.raw(r.ints((size_t)s.B * s.T, 17));
+        Twin::Buf dout = tw.act(r.normal((size_t)s.B * s.T * s.C));
+        Twin::Buf dwte = tw.f32(r.normal((size_t)Vp * s.C));
+        Twin::Buf dwpe = tw.f32(r.normal((size_t)maxT * s.C));
+        tw.cpu().encoder_backward(dwte.cp<float>(), dwpe.cp<float>(), dout.c, tokens.cp<int32_t>(), s.B, s.T, s.C);
+        tw.gpu().encoder_backward(dwte.gp<float>(), dwpe.gp<float>(), dout.g, tokens.gp<int32_t>(), s.B, s.T, s.C);
+        tw.check_f32("encoder_backward dwte", dwte, kF32);
+        tw.check_f32("encoder_backward dwpe", dwpe, kF32);
+    }
+}
+
+// ---- layernorm -------------------------------------------------------------------------------
+
+TEST_P(CudaDTypeTest, LayernormForward) {
+    const DType d = GetParam();
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(shape_str(s));
+        Twin tw(d);
+        Random r(seed_);
+        const int N = s.B * s.T, C = s.C;
+        Twin::Buf inp = tw.act(r.normal((size_t)N * C, 2.0, 0.5));   // an offset mean: variance cancellation
+        Twin::Buf w = tw.act(r.normal(C, 0.2, 1.0)), b = tw.act(r.normal(C, 0.2));
+        Twin::Buf out = tw.poisoned_act((size_t)N * C), mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
+        tw.cpu().layernorm_forward(out.c, mean.cp<float>(), rstd.cp<float>(), inp.c, w.c, b.c, N, C);
+        tw.gpu().layernorm_forward(out.g, mean.gp<float>(), rstd.gp<float>(), inp.g, w.g, b.g, N, C);
+        tw.check_act("layernorm_forward out", out, act_tol(d, kF32, 2));
+        tw.check_f32("layernorm_forward mean", mean, kF32);
+        tw.check_f32("layernorm_forward rstd", rstd, kF32);
+    }
+}
+
+TEST_P(CudaDTypeTest, LayernormBackwardAccumulates) {
+    const DType d = GetParam();
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(shape_str(s));
+        Twin tw(d);
+        Random r(seed_);
+        const int N = s.B * s.T, C = s.C;
+        Twin::Buf inp = tw.act(r.normal((size_t)N * C, 2.0, 0.5));
+        Twin::Buf w = tw.act(r.normal(C, 0.2, 1.0)), b = tw.act(r.normal(C, 0.2));
+        // the statistics both backwards read: the CPU forward's, on both sides
+        Twin::Buf out = tw.alloc((size_t)N * C * tw.act_size()), mean = tw.alloc(N * 4), rstd = tw.alloc(N * 4);
+        tw.cpu().layernorm_forward(out.c, mean.cp<float>(), rstd.cp<float>(), inp.c, w.c, b.c, N, C);
+        tw.upload(mean, tw.f32_c(mean));
+        tw.upload(rstd, tw.f32_c(rstd));
+        Twin::Buf dout = tw.act(r.normal((size_t)N * C));
+        Twin::Buf dinp = tw.act(r.normal((size_t)N * C));
+        Twin::Buf dw = tw.f32(r.normal(C)), db = tw.f32(r.normal(C));
+        tw.cpu().layernorm_backward(dinp.c, dw.cp<float>(), db.cp<float>(), dout.c, inp.c, w.c, mean.cp<float>(),
+                                    rstd.cp<float>(), N, C);
+        tw.gpu().layernorm_backward(dinp.g, dw.gp<float>(), db.gp<float>(), dout.g, inp.g, w.g, mean.gp<float>(),
+                                    rstd.gp<float>(), N, C);
+        tw.check_act("layernorm_backward dinp", dinp, act_tol(d, kF32, 2));
+        tw.check_f32("layernorm_backward dweight", dw, kF32);
+        tw.check_f32("layernorm_backward dbias", db, kF32);
+    }
+}
+
+// ---- matmul ----------------------------------------------------------------------------------
+
+namespace {
+// (N, C, OC) of the model's GEMMs at C = 192 (qkv, attn-proj, fc, fc-proj, LM head), N odd.
+struct Gemm { int N, C, OC; };
+const Gemm kGemms[] = {{154, 192, 576}, {154, 192, 192}, {154, 192, 768}, {154, 768, 192}, {77, 192, 1024}};
+std::string gemm_str(const Gemm& g) {
+    return "N=" + std::to_string(g.N) + " C=" + std::to_string(g.C) + " OC=" + std::to_string(g.OC);
+}
+}  // namespace
+
+TEST_P(CudaDTypeTest, MatmulForward) {
+    const DType d = GetParam();
+    for (const Gemm& g : kGemms) {
+        for (bool with_bias : {true, false}) {
+            SCOPED_TRACE(gemm_str(g) + (with_bias ? " bias" : " no bias"));
+            Twin tw(d);
+            Random r(seed_);
+            Twin::Buf inp = tw.act(r.normal((size_t)g.N * g.C));
+            Twin::Buf w = tw.act(r.normal((size_t)g.OC * g.C, 0.05));
+            Twin::Buf b = tw.act(r.normal(g.OC, 0.5));
+            Twin::Buf out = tw.poisoned_act((size_t)g.N * g.OC);
+            tw.cpu().matmul_forward(out.c, inp.c, w.c, with_bias ? b.c : nullptr, g.N, g.C, g.OC);
+            tw.gpu().matmul_forward(out.g, inp.g, w.g, with_bias ? b.g : nullptr, g.N, g.C, g.OC);
+            tw.check_act("matmul_forward out", out, act_tol(d, kF32, 2));
+        }
+    }
+}
+
+TEST_P(CudaDTypeTest, MatmulBackwardAccumulates) {
+    const DType d = GetParam();
+    for (const Gemm& g : kGemms) {
+        for (bool with_bias : {true, false}) {
+            SCOPED_TRACE(gemm_str(g) + (with_bias ? " bias" : " no bias"));
+            Twin tw(d);
+            Random r(seed_);
+            Twin::Buf inp = tw.act(r.normal((size_t)g.N * g.C));
+            Twin::Buf w = tw.act(r.normal((size_t)g.OC * g.C, 0.05));
+            Twin::Buf dout = tw.act(r.normal((size_t)g.N * g.OC));
+            Twin::Buf dinp = tw.act(r.normal((size_t)g.N * g.C));
+            Twin::Buf dw = tw.f32(r.normal((size_t)g.OC * g.C)), db = tw.f32(r.normal(g.OC));
+            tw.cpu().matmul_backward(dinp.c, dw.cp<float>(), with_bias ? db.cp<float>() : nullptr, dout.c, inp.c, w.c,
+                                     g.N, g.C, g.OC);
+            tw.gpu().matmul_backward(dinp.g, dw.gp<float>(), with_bias ? db.gp<float>() : nullptr, dout.g, inp.g, w.g,
+                                     g.N, g.C, g.OC);
+            tw.check_act("matmul_backward dinp", dinp, act_tol(d, kF32, 2));
+            tw.check_f32("matmul_backward dweight", dw, kF32);
+            tw.check_f32("matmul_backward dbias", db, kF32);   // untouched (and equal) without bias
+        }
+    }
+}
+
+// ---- attention -------------------------------------------------------------------------------
+
+TEST_P(CudaDTypeTest, AttentionForward) {
+    const DType d = GetParam();
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(shape_str(s));
+        Twin tw(d);
+        Random r(seed_);
+        Twin::Buf qkv = tw.act(r.normal((size_t)s.B * s.T * 3 * s.C, 1.5));   // peaked softmax rows too
+        Twin::Buf out = tw.poisoned_act((size_t)s.B * s.T * s.C);
+        Twin::Buf lse = tw.poisoned_f32((size_t)s.B * s.NH * s.T);
+        tw.cpu().attention_forward(out.c, lse.cp<float>(), qkv.c, s.B, s.T, s.C, s.NH);
+        tw.gpu().attention_forward(out.g, lse.gp<float>(), qkv.g, s.B, s.T, s.C, s.NH);
+        tw.check_act("attention_forward out", out, act_tol(d, kF32, 4));
+        tw.check_f32("attention_forward lse", lse, kF32);
+    }
+}
+
+TEST_P(CudaDTypeTest, AttentionBackwardAccumulates) {
+    const DType d = GetParam();
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(shape_str(s));
+        Twin tw(d);
+        Random r(seed_);
+        Twin::Buf qkv = tw.act(r.normal((size_t)s.B * s.T * 3 * s.C, 1.5));
+        // the forward's out and lse, the CPU's, on both sides
+        Twin::Buf out = tw.alloc((size_t)s.B * s.T * s.C * tw.act_size()), lse = tw.alloc((size_t)s.B * s.NH * s.T * 4);
+        tw.cpu().attention_forward(out.c, lse.cp<float>(), qkv.c, s.B, s.T, s.C, s.NH);
+        tw.upload(out, tw.bytes_c(out));
+        tw.upload(lse, tw.bytes_c(lse));
+        Twin::Buf dout = tw.act(r.normal((size_t)s.B * s.T * s.C));
+        Twin::Buf dqkv = tw.act(r.normal((size_t)s.B * s.T * 3 * s.C, 0.1));
+        tw.cpu().attention_backward(dqkv.c, dout.c, qkv.c, out.c, lse.cp<float>(), s.B, s.T, s.C, s.NH);
+        tw.gpu().attention_backward(dqkv.g, dout.g, qkv.g, out.g, lse.gp<float>(), s.B, s.T, s.C, s.NH);
+        tw.check_act("attention_backward dqkv", dqkv, act_tol(d, 5e-5, 4));
+    }
+}
+
+// ---- elementwise -----------------------------------------------------------------------------
+
+TEST_P(CudaDTypeTest, GeluForward) {
+    const DType d = GetParam();
+    Twin tw(d);
+    Random r(seed_);
+    const size_t n = 1000003;
+    Twin::Buf inp = tw.act(r.normal(n, 3.0));
+    Twin::Buf out = tw.poisoned_act(n);
+    tw.cpu().gelu_forward(out.c, inp.c, n);
+    tw.gpu().gelu_forward(out.g, inp.g, n);
+    tw.check_act("gelu_forward out", out, act_tol(d, kF32, 2));
+}
+
+TEST_P(CudaDTypeTest, GeluBackwardAccumulates) {
+    const DType d = GetParam();
+    Twin tw(d);
+    Random r(seed_);
+    const size_t n = 1000003;
+    Twin::Buf inp = tw.act(r.normal(n, 3.0)), dout = tw.act(r.normal(n));
+    Twin::Buf dinp = tw.act(r.normal(n));
+    tw.cpu().gelu_backward(dinp.c, inp.c, dout.c, n);
+    tw.gpu().gelu_backward(dinp.g, inp.g, dout.g, n);
+    tw.check_act("gelu_backward dinp", dinp, act_tol(d, kF32, 2));
+}
+
+TEST_P(CudaDTypeTest, ResidualForwardIsExact) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    for (size_t n : {size_t(1), size_t(7), size_t(1000003)}) {
+        SCOPED_TRACE("n=" + std::to_string(n));
+        Twin::Buf a = tw.act(r.normal(n)), b = tw.act(r.normal(n, 0.01));
+        Twin::Buf out = tw.poisoned_act(n);
+        tw.cpu().residual_forward(out.c, a.c, b.c, n);
+        tw.gpu().residual_forward(out.g, a.g, b.g, n);
+        tw.check_bytes("residual_forward out", out, tw.act_size());   // one add, one rounding
+    }
+}
+
+// ---- classifier ------------------------------------------------------------------------------
+
+TEST_P(CudaDTypeTest, FusedClassifier) {
+    const DType d = GetParam();
+    const int V = 1000, Vp = 1024;
+    for (int N : {1, 231}) {
+        // in place (as the model calls it), into a separate buffer, and losses only
+        for (const char* mode : {"in place", "separate", "losses only"}) {
+            SCOPED_TRACE("N=" + std::to_string(N) + " " + mode);
+            Twin tw(d);
+            Random r(seed_);
+            // the padding columns hold junk the kernel must ignore (and zero in dlogits)
+            Twin::Buf logits = tw.act(r.normal((size_t)N * Vp, 3.0));
+            Twin::Buf targets = tw.raw(r.ints(N, V));
+            Twin::Buf losses = tw.poisoned_f32(N);
+            const std::string m = mode;
+            Twin::Buf dlogits = m == "in place" ? logits : m == "separate" ? tw.poisoned_act((size_t)N * Vp) : Twin::Buf{};
+            const float dloss = 1.0f / N;
+            tw.cpu().fused_classifier(dlogits.c, losses.cp<float>(), logits.c, targets.cp<int32_t>(), N, V, Vp, dloss);
+            tw.gpu().fused_classifier(dlogits.g, losses.gp<float>(), logits.g, targets.gp<int32_t>(), N, V, Vp, dloss);
+            tw.check_f32("fused_classifier losses", losses, kF32);
+            if (m != "losses only") {
+                tw.check_act("fused_classifier dlogits", dlogits, act_tol(d, kF32, 2));
+                std::vector<float> g = tw.act_g(dlogits);
+                size_t nonzero_pad = 0;
+                for (int i = 0; i < N; i++)
+                    for (int v = V; v < Vp; v++) nonzero_pad += g[(size_t)i * Vp + v] != 0.0f;
+                EXPECT_EQ(nonzero_pad, 0u) << "dlogits padding columns must be written as 0";
+            } else {
+                tw.check_act("fused_classifier logits (read only)", logits, 0.0);
+            }
+        }
+    }
+}
+
+// ---- FP8 -------------------------------------------------------------------------------------
+
+namespace {
+// Values spanning every FP8 regime at the given scale: normal, subnormal, flushed, saturated.
+std::vector<float> fp8_inputs(Random& r, size_t n) {
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; i++) {
+        const double e = -24 + 40 * r.rng.uniform();   // 2^-24 … 2^16
+        x[i] = (float)(std::ldexp(1.0 + r.rng.uniform(), (int)std::floor(e)) * (r.rng.uniform() < 0.5 ? -1 : 1));
+    }
+    for (size_t i = 0; i < n; i += 977) x[i] = 0.0f;
+    return x;
+}
+}  // namespace
+
+TEST_P(CudaDTypeTest, AmaxIsExact) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    for (size_t n : {size_t(1), size_t(4099), size_t(3000017)}) {
+        SCOPED_TRACE("n=" + std::to_string(n));
+        std::vector<float> x = r.normal(n);
+        x[r.rng.below(n)] = -37.5f;   // the largest magnitude, negative, anywhere
+        Twin::Buf b = tw.act(x);
+        const float c = tw.cpu().amax(b.c, n), g = tw.gpu().amax(b.g, n);
+        EXPECT_EQ(float_bits(g), float_bits(c)) << "amax: cuda " << g << " vs cpu " << c;
+        EXPECT_EQ(c, 37.5f);
+        // a NaN anywhere must surface (never hidden by a max)
+        x[r.rng.below(n)] = NAN;
+        tw.upload(b, encode_act(tw.dtype(), x));
+        EXPECT_TRUE(std::isnan(tw.gpu().amax(b.g, n))) << "a NaN input must make the amax NaN";
+        EXPECT_TRUE(std::isnan(tw.cpu().amax(b.c, n)));
+    }
+}
+
+TEST_P(CudaDTypeTest, Fp8CastsAreBitIdenticalWithTheirStatistics) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    const size_t n = 2000003;
+    std::vector<float> x = fp8_inputs(r, n);
+    x[5] = INFINITY;
+    x[6] = -INFINITY;
+    for (bool with_nan : {false, true}) {
+        if (with_nan) x[r.rng.below(n)] = NAN;
+        Twin::Buf xb = tw.act(x);
+        // scales: saturate the top and flush the bottom (1), a typical delayed scale, a tiny one
+        for (float scale : {1.0f, 448.0f / 4096.0f, 0x1p-20f}) {
+            SCOPED_TRACE(std::string(with_nan ? "with NaN" : "finite") + " scale " + std::to_string(scale));
+            Twin::Buf q4 = tw.poisoned(n), q5 = tw.poisoned(n);
+            Fp8CastStats c4 = tw.cpu().quantize_e4m3(q4.cp<fp8e4m3>(), xb.c, n, scale);
+            Fp8CastStats g4 = tw.gpu().quantize_e4m3(q4.gp<fp8e4m3>(), xb.g, n, scale);
+            Fp8CastStats c5 = tw.cpu().quantize_e5m2(q5.cp<fp8e5m2>(), xb.c, n, scale);
+            Fp8CastStats g5 = tw.gpu().quantize_e5m2(q5.gp<fp8e5m2>(), xb.g, n, scale);
+            tw.check_bytes("quantize_e4m3 q", q4, 1);
+            tw.check_bytes("quantize_e5m2 q", q5, 1);
+            for (auto [name, g, c] : {std::make_tuple("e4m3", g4, c4), std::make_tuple("e5m2", g5, c5)}) {
+                SCOPED_TRACE(name);
+                EXPECT_EQ(float_bits(g.amax), float_bits(c.amax)) << "amax: cuda " << g.amax << " vs cpu " << c.amax;
+                EXPECT_EQ(g.count, c.count);
+                EXPECT_EQ(g.saturated, c.saturated);
+                EXPECT_EQ(g.flushed, c.flushed);
+                EXPECT_EQ(g.nan, c.nan);
+            }
+            if (scale == 1.0f) {   // the inputs do reach every regime at this scale
+                EXPECT_GT(c4.saturated, 0u);
+                EXPECT_GT(c4.flushed, 0u);
+            }
+        }
+    }
+}
+
+namespace {
+// Random FP8 operands: values x·s cast on the host (the CPU twin's cast), inverse scales 1/s.
+template <typename Q>
+std::vector<Q> random_fp8(Random& r, size_t n, double stddev, float scale) {
+    std::vector<Q> q(n);
+    for (Q& v : q) v = Q::from_float((float)(stddev * r.rng.normal() * scale));
+    return q;
+}
+// Training-path GEMMs: C, OC and N multiples of 16, as FP8 tensor-core GEMMs require (N is the
+// reduction dimension of dW in backward). The forward also runs at any N (sampling, N = T).
+const Gemm kFp8Gemms[] = {{256, 192, 576}, {256, 768, 192}, {64, 128, 512}};
+const Gemm kFp8SamplingGemm = {37, 128, 384};
+}  // namespace
+
+TEST_P(CudaDTypeTest, MatmulForwardFp8) {
+    const DType d = GetParam();
+    std::vector<Gemm> gemms(std::begin(kFp8Gemms), std::end(kFp8Gemms));
+    gemms.push_back(kFp8SamplingGemm);
+    for (const Gemm& g : gemms) {
+        for (bool with_bias : {true, false}) {
+            SCOPED_TRACE(gemm_str(g) + (with_bias ? " bias" : " no bias"));
+            Twin tw(d);
+            Random r(seed_);
+            const float sx = 64.0f, sw = 2048.0f;
+            Twin::Buf xq = tw.raw(random_fp8<fp8e4m3>(r, (size_t)g.N * g.C, 1.0, sx));
+            Twin::Buf wq = tw.raw(random_fp8<fp8e4m3>(r, (size_t)g.OC * g.C, 0.05, sw));
+            Twin::Buf b = tw.act(r.normal(g.OC, 0.5));
+            Twin::Buf out = tw.poisoned_act((size_t)g.N * g.OC);
+            tw.cpu().matmul_forward_fp8(out.c, xq.cp<fp8e4m3>(), 1 / sx, wq.cp<fp8e4m3>(), 1 / sw,
+                                        with_bias ? b.c : nullptr, g.N, g.C, g.OC);
+            tw.gpu().matmul_forward_fp8(out.g, xq.gp<fp8e4m3>(), 1 / sx, wq.gp<fp8e4m3>(), 1 / sw,
+                                        with_bias ? b.g : nullptr, g.N, g.C, g.OC);
+            tw.check_act("matmul_forward_fp8 out", out, 1e-3 + act_tol(d, 0.0, 2));
+        }
+    }
+}
+
+TEST_P(CudaDTypeTest, MatmulBackwardFp8Accumulates) {
+    const DType d = GetParam();
+    for (const Gemm& g : kFp8Gemms) {
+        for (bool with_bias : {true, false}) {
+            SCOPED_TRACE(gemm_str(g) + (with_bias ? " bias" : " no bias"));
+            Twin tw(d);
+            Random r(seed_);
+            const float sx = 64.0f, sw = 2048.0f, sdy = 4096.0f;
+            std::vector<float> dy = r.normal((size_t)g.N * g.OC, 0.01);
+            std::vector<fp8e5m2> dyq(dy.size());
+            for (size_t i = 0; i < dy.size(); i++) dyq[i] = fp8e5m2::from_float(dy[i] * sdy);
+            Twin::Buf dout = tw.act(dy), dout_q = tw.raw(dyq);
+            Twin::Buf xq = tw.raw(random_fp8<fp8e4m3>(r, (size_t)g.N * g.C, 1.0, sx));
+            Twin::Buf wq = tw.raw(random_fp8<fp8e4m3>(r, (size_t)g.OC * g.C, 0.05, sw));
+            Twin::Buf dinp = tw.act(r.normal((size_t)g.N * g.C, 0.01));
+            Twin::Buf dw = tw.f32(r.normal((size_t)g.OC * g.C, 0.1)), db = tw.f32(r.normal(g.OC, 0.1));
+            tw.cpu().matmul_backward_fp8(dinp.c, dw.cp<float>(), with_bias ? db.cp<float>() : nullptr,
+                                         dout_q.cp<fp8e5m2>(), 1 / sdy, dout.c, xq.cp<fp8e4m3>(), 1 / sx,
+                                         wq.cp<fp8e4m3>(), 1 / sw, g.N, g.C, g.OC);
+            tw.gpu().matmul_backward_fp8(dinp.g, dw.gp<float>(), with_bias ? db.gp<float>() : nullptr,
+                                         dout_q.gp<fp8e5m2>(), 1 / sdy, dout.g, xq.gp<fp8e4m3>(), 1 / sx,
+                                         wq.gp<fp8e4m3>(), 1 / sw, g.N, g.C, g.OC);
+            tw.check_act("matmul_backward_fp8 dinp", dinp, act_tol(d, kF32, 2));
+            tw.check_f32("matmul_backward_fp8 dweight", dw, kF32);
+            tw.check_f32("matmul_backward_fp8 dbias", db, kF32);
+        }
+    }
+}
+
+// ---- optimizer -------------------------------------------------------------------------------
+
+TEST_P(CudaDTypeTest, SumSquares) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    for (size_t n : {size_t(1), size_t(1025), size_t(5000011)}) {
+        SCOPED_TRACE("n=" + std::to_string(n));
+        std::vector<float> g = r.normal(n, 1e-3);
+        for (size_t i = 0; i < n; i += 1001) g[i] = (float)(r.rng.normal() * 10.0);   // a wide range of magnitudes
+        Twin::Buf b = tw.f32(g);
+        const double c = tw.cpu().sum_squares(b.cp<float>(), n), gs = tw.gpu().sum_squares(b.gp<float>(), n);
+        // double accumulation on both sides: only the order of the additions differs
+        EXPECT_LE(std::fabs(gs - c), 1e-9 * c) << "sum_squares: cuda " << gs << " vs cpu " << c;
+        g[r.rng.below(n)] = INFINITY;
+        tw.upload(b, g);
+        EXPECT_TRUE(std::isinf(tw.gpu().sum_squares(b.gp<float>(), n))) << "an inf gradient must propagate";
+        g[r.rng.below(n)] = NAN;
+        tw.upload(b, g);
+        const double with_nan = tw.gpu().sum_squares(b.gp<float>(), n);
+        EXPECT_FALSE(std::isfinite(with_nan)) << "a NaN gradient must make the sum non-finite";
+    }
+}
+
+TEST_P(CudaDTypeTest, AdamWUpdate) {
+    const DType d = GetParam();
+    Random r(seed_);
+    const size_t n = 1000003;
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, grad_scale = 0.5f;
+    for (bool with_master : {true, false}) {
+        for (int t : {1, 7}) {
+            SCOPED_TRACE(std::string(with_master ? "FP32 master" : "working weights only") + " t=" + std::to_string(t));
+            Twin tw(d);
+            std::vector<float> p = r.normal(n, 0.05);
+            Twin::Buf master = tw.f32(p);
+            Twin::Buf working = tw.act(p);   // round(master)
+            Twin::Buf m = tw.f32(r.normal(n, 1e-3));
+            std::vector<float> v0 = r.normal(n, 1e-3);
+            for (float& x : v0) x = x * x;   // v ≥ 0
+            Twin::Buf v = tw.f32(v0);
+            Twin::Buf grads = tw.f32(r.normal(n, 1e-2));
+            tw.cpu().adamw_update(with_master ? master.cp<float>() : nullptr, working.c, m.cp<float>(), v.cp<float>(),
+                                  grads.cp<float>(), n, lr, b1, b2, eps, wd, grad_scale, t);
+            tw.gpu().adamw_update(with_master ? master.gp<float>() : nullptr, working.g, m.gp<float>(), v.gp<float>(),
+                                  grads.gp<float>(), n, lr, b1, b2, eps, wd, grad_scale, t);
+            // the same FP32 formula per element: only contraction (FMA) and sqrt/div rounding differ
+            tw.check_f32("adamw m", m, 1e-6);
+            tw.check_f32("adamw v", v, 1e-6);
+            if (with_master) tw.check_f32("adamw master", master, 1e-6);
+            // working = round(p): identical unless p lies within an FP32 hair of a midpoint
+            tw.check_act("adamw working weights", working, act_tol(d, 1e-6, 1));
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypes, CudaDTypeTest, ::testing::Values(DType::F32, DType::BF16, DType::F16),
+                         dtype_param_name);

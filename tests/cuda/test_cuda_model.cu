@@ -1,0 +1,158 @@
+// test_cuda_model.cu — whole training steps on the CUDA kernel set against the CPU twin: the same
+// GPT (gpt.h), the same weights and tokens, one backend each, in every precision.
+//
+// A step here is two micro-batches of gradient accumulation (zero_grad, forward + backward twice),
+// the gradient norm, an AdamW update, and a forward on the updated weights. Compared:
+//   * the loss of each micro-batch and after the update, and the gradient norm;
+//   * every parameter tensor's accumulated gradient, normwise per tensor;
+//   * the updated weights;
+//   * logits of a sampling-shaped forward (B = 1, odd T).
+// Tolerances are those of tests/test_precision.cpp (the CPU twin's precision vs fp32), which
+// bound the CUDA-vs-CPU difference of the same precision with room: the two sides differ only
+// where reordered FP32 sums round the other way, which is far rarer than every rounding of a
+// 16-bit store. In fp32: loss 1e-5, gradients 1e-4 (reordered FP32 through ~6 ops per layer).
+//   loss       u of the format (fp32: 1e-5; bf16 2^-9; fp16 2^-12; fp8 u(E4M3) = 2^-4)
+//   gradients  8u per tensor (bf16, fp16); 2.4·u(E5M2) for fp8
+// The update is checked as AdamW applied to the CUDA run's own gradients (tight), and against
+// the CPU's updated weights (within 2·lr: Adam's first step is ≈ lr·sign(g), so a gradient at the
+// comparison's noise level may move a weight the other way), and by the loss after it.
+#include "tests/cuda/cuda_test_util.h"
+
+#include "gpt.h"
+
+#include <cstdio>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+
+namespace {
+
+constexpr float kLr = 1e-3f;
+
+struct StepResult {
+    std::vector<float> losses;   // micro-batch 1, micro-batch 2, after the update
+    double norm = 0;
+    std::vector<float> grads, weights, logits;
+};
+
+StepResult train_step(Backend& backend, Precision p, const GPTConfig& cfg, const std::vector<float>& weights,
+                      const std::vector<int32_t>& tokens, int B, int T) {
+    PrecisionConfig pc;
+    pc.precision = p;
+    GPT model(cfg, backend, B, T, pc);
+    model.set_weights(weights);
+    // fp16 runs with a loss scale, as in training (test_precision.cpp does the same)
+    const float S = p == Precision::FP16 ? 1024.0f : 1.0f;
+    StepResult r;
+    model.zero_grad();
+    for (int micro = 0; micro < 2; micro++) {
+        const int32_t* x = tokens.data() + (size_t)micro * 2 * B * T;
+        r.losses.push_back(model.forward(x, x + B * T, B, T, S / (2.0f * B * T)));
+        model.backward();
+    }
+    r.grads = model.gradients();
+    for (float& g : r.grads) g /= S;
+    r.norm = model.gradient_norm() / S;
+    AdamWConfig opt;
+    model.update(kLr, opt, 1.0f / S, 1);
+    r.weights = model.weights();
+    const int32_t* x = tokens.data() + (size_t)4 * B * T;
+    r.losses.push_back(model.forward(x, x + B * T, B, T));
+    // sampling shape: one sequence of an odd length, no targets
+    const int Ts = T / 2 + 3;
+    model.forward(x, nullptr, 1, Ts);
+    r.logits = model.logits_at(0, Ts - 1);
+    return r;
+}
+
+struct Case {
+    Precision p;
+    double loss_tol, grad_tol;
+};
+
+class CudaModelTest : public CudaTest, public ::testing::WithParamInterface<Case> {};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) { return precision_name(info.param.p); }
+
+}  // namespace
+
+TEST_P(CudaModelTest, TrainingStepMatchesCpuTwin) {
+    const Case c = GetParam();
+    const int B = 4, T = 64;
+    // d2 at width 128: head size 64 as in every GPT-2 size; V not a multiple of 128 (padding)
+    GPTConfig cfg = gpt_config_from_spec("d2", 1000, T, 128, 2);
+    Random r(seed_);
+    std::vector<float> weights;
+    {
+        auto init_backend = make_cpu_backend(DType::F32);
+        GPT init(cfg, *init_backend, B, T);
+        init.init_weights(seed_);
+        weights = init.weights();
+    }
+    std::vector<int32_t> tokens = r.ints((size_t)6 * B * T, cfg.vocab_size);
+
+    auto cpu = make_cpu_backend(activation_dtype(c.p));
+    auto gpu = make_cuda_backend(activation_dtype(c.p), 0);
+    StepResult ref = train_step(*cpu, c.p, cfg, weights, tokens, B, T);
+    StepResult got = train_step(*gpu, c.p, cfg, weights, tokens, B, T);
+
+    const char* name = precision_name(c.p);
+    double worst_loss = 0;
+    for (size_t i = 0; i < ref.losses.size(); i++) {
+        const double err = std::fabs(got.losses[i] - ref.losses[i]) / ref.losses[i];
+        EXPECT_LT(err, c.loss_tol) << name << " loss " << i << ": cuda " << got.losses[i] << " vs cpu " << ref.losses[i];
+        worst_loss = std::max(worst_loss, err);
+    }
+    EXPECT_LT(std::fabs(got.norm - ref.norm) / ref.norm, c.grad_tol) << name << " gradient norm: cuda " << got.norm
+                                                                      << " vs cpu " << ref.norm;
+    auto sizes = param_tensor_sizes(cfg);
+    double worst_grad = 0;
+    size_t offset = 0;
+    for (int i = 0; i < kNumParamTensors; i++) {
+        std::vector<float> g(got.grads.begin() + offset, got.grads.begin() + offset + sizes[i]);
+        std::vector<float> e(ref.grads.begin() + offset, ref.grads.begin() + offset + sizes[i]);
+        worst_grad = std::max(worst_grad, expect_close(std::string(name) + " gradient of " + param_tensor_name(i), g, e,
+                                                       c.grad_tol));
+        offset += sizes[i];
+    }
+    // the update: the CUDA step must be AdamW applied to its own gradients. At t = 1 from m = v = 0,
+    // AdamW moves each weight by lr·ĝ/(|ĝ| + ε) after the decay (2-D weights only):
+    //   w ← w·(1 − lr·wd) − lr·ĝ/(|ĝ| + ε)
+    // (FP32 arithmetic on the device: a few ulps of w, and of the step). weights() are the FP32
+    // masters (the working weights in fp32). Against the CPU's update, only gradients at the
+    // noise level of the comparison may move the other way: at most 2·lr apart.
+    const double lr = kLr, wd = AdamWConfig{}.weight_decay, eps = AdamWConfig{}.eps;
+    size_t bad_update = 0, first_bad = 0, flipped = 0;
+    double max_dw = 0;
+    offset = 0;
+    for (int t = 0; t < kNumParamTensors; t++) {
+        const double decay = param_tensor_decays(t) ? wd : 0.0;
+        for (size_t i = offset; i < offset + sizes[t]; i++) {
+            const double g = got.grads[i];
+            const double expected = weights[i] * (1.0 - lr * decay) - lr * g / (std::fabs(g) + eps);
+            if (std::fabs(got.weights[i] - expected) > 4e-7 * std::fabs(weights[i]) + 1e-3 * lr) {
+                if (bad_update++ == 0) first_bad = i;
+            }
+            const double dw = std::fabs((double)got.weights[i] - ref.weights[i]);
+            max_dw = std::max(max_dw, dw);
+            if (dw > lr / 10) flipped++;
+        }
+        offset += sizes[t];
+    }
+    EXPECT_EQ(bad_update, 0u) << name << ": " << bad_update << " weights not updated by AdamW of the CUDA gradients; first "
+                              << first_bad << ": " << got.weights[first_bad] << " from " << weights[first_bad]
+                              << " with gradient " << got.grads[first_bad];
+    EXPECT_LE(max_dw, 2 * lr + 1e-6) << name << ": updated weights differ from the CPU's by more than 2·lr";
+    expect_close(std::string(name) + " sampling logits", got.logits, ref.logits, c.grad_tol);
+    std::printf("%s cuda vs cpu: loss %.2e (bound %.1e), worst gradient tensor %.2e (bound %.1e); after the "
+                "update: max weight difference %.2e (lr %.0e), %zu of %zu weights moved apart by > lr/10\n",
+                name, worst_loss, c.loss_tol, worst_grad, c.grad_tol, max_dw, lr, flipped, ref.weights.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllPrecisions, CudaModelTest,
+    ::testing::Values(Case{Precision::FP32, 1e-5, 1e-4},
+                      Case{Precision::BF16, std::ldexp(1.0, -9), 8 * std::ldexp(1.0, -9)},
+                      Case{Precision::FP16, std::ldexp(1.0, -12), 8 * std::ldexp(1.0, -12)},
+                      Case{Precision::FP8, std::ldexp(1.0, -4), 2.4 * std::ldexp(1.0, -3)}),
+    case_name);
