@@ -32,7 +32,7 @@ struct TrainConfig {
     int seq_len = 128;               // T
     int64_t total_batch_tokens = 0;  // tokens per optimizer step; 0: B·T·world (no accumulation)
     // optimisation
-    int steps = 150;
+    int steps = 120;
     float lr = 2e-3f;
     int warmup_steps = 20;
     std::string lr_schedule = "cosine";
@@ -58,7 +58,7 @@ struct TrainConfig {
     int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
     int inject_nonfinite_step = -1;          // testing: poison a gradient at this step (0-based)
     // evaluation and sampling
-    int val_every = 50;      // steps between val-loss evaluations (and at the end); 0: never
+    int val_every = 40;      // steps between val-loss evaluations (and at the end); 0: never
     int val_batches = 20;    // micro-batches per val-loss evaluation
     int sample_tokens = 256; // tokens sampled at the end; 0: no sample
     std::string sample_prompt = "";
