@@ -20,7 +20,7 @@
 //   llmc/comm_nccl.h  the same collectives between GPUs, over NCCL
 //   llmc/checkpoint.h step_XXXXXXXX/ directories: HF safetensors weights, sharded optimizer state
 //   llmc/dataloader.h batches of (B, T) tokens from a glob of llm.c token shards
-//   llmc/tokenizer.h  decoding samples (and byte-level encoding of a prompt)
+//   llmc/tokenizer.h  decoding samples, encoding a prompt (llmc/bpe.h: the byte-level BPE)
 //   llmc/schedule.h   learning-rate schedules
 //   llmc/logger.h     the JSONL run log
 //   llmc/rng.h        deterministic random numbers
@@ -266,6 +266,11 @@ int run(int argc, char** argv) {
         print0("resuming from %s (step %lld)\n", resume_from->c_str(), (long long)start.step);
     } else {
         if (cfg.resume) print0("notice: no complete checkpoint in %s; starting from scratch\n", checkpoints.c_str());
+        // a fresh run must not collide with (or prune) another run's checkpoints
+        if (cfg.checkpoint_every > 0 && latest_checkpoint(checkpoints)) {
+            fail("%s already holds checkpoints (newest: %s); continue that run with --resume, or give another "
+                 "--checkpoint-dir", checkpoints.c_str(), latest_checkpoint(checkpoints)->c_str());
+        }
         if (!cfg.init_from.empty()) {   // fine-tuning: the weights, not the optimizer
             open_checkpoint(cfg.init_from, plan.model);
             model.set_weights(read_state_range(cfg.init_from, plan.model, StateTensor::Master, 0,

@@ -202,6 +202,9 @@ TEST(Distributed, BadCheckpointsAreRefusedAndNothingIsDeleted) {
     EXPECT_NE(run_command(c.train_gpt(1, 2, run, "-x 4 --resume"), &output), 0);
     EXPECT_CONTAINS(output, "state-00000.safetensors");
     EXPECT_TRUE(file_exists(ckpt + "/state-00000.safetensors")) << "a bad checkpoint must not be deleted";
+    // a fresh run into a directory that holds another run's checkpoints
+    EXPECT_NE(run_command(c.train_gpt(1, 2, run, "-x 4 --checkpoint-every 2"), &output), 0);
+    EXPECT_CONTAINS(output, "--resume");
     // a missing file
     std::remove((ckpt + "/model.safetensors.index.json").c_str());
     EXPECT_NE(run_command(c.train_gpt(1, 2, run, "-x 4 --resume"), &output), 0);
