@@ -313,18 +313,13 @@ void GPT::linear_forward(int l, Gemm g, void* out, const void* inp, int N, int C
     // the E4M3 copy is kept for the weight gradient in backward
     Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
     if (s.x.needs_amax_now()) s.x.scale_from_amax(k_.amax(inp, (size_t)N * C));
-    fp8e4m3* xq = fp8_inputs_;
-    for (int h = 0; h < g; h++) xq += (size_t)cfg_.n_layer * max_B_ * max_T_ * kGemmIn[h] * cfg_.n_embd;
-    xq += (size_t)l * N * C;
+    fp8e4m3* xq = fp8_input(l, g, N);
     Fp8CastStats stats = k_.quantize_e4m3(xq, inp, (size_t)N * C, s.x.scale());
     if (training_pass_) {   // evaluation and sampling passes leave the scaling state alone
         s.last_x = stats;
         s.step_amax_x = combine_amax(s.step_amax_x, stats.amax);
     }
-    fp8e4m3* wq = fp8_weights_;
-    for (int h = 0; h < g; h++) wq += (size_t)cfg_.n_layer * kGemmOut[h] * kGemmIn[h] * cfg_.n_embd * cfg_.n_embd;
-    wq += l * wsize;
-    k_.matmul_forward_fp8(out, xq, s.x.inv_scale(), wq, s.w.inv_scale(), bias, N, C, OC);
+    k_.matmul_forward_fp8(out, xq, s.x.inv_scale(), fp8_weight(l, g), s.w.inv_scale(), bias, N, C, OC);
 }
 
 void GPT::linear_backward(int l, Gemm g, void* dinp, const void* dout, const void* inp, int N, int C, int OC) {
@@ -339,29 +334,38 @@ void GPT::linear_backward(int l, Gemm g, void* dinp, const void* dout, const voi
     if (s.dy.needs_amax_now()) s.dy.scale_from_amax(k_.amax(dout, (size_t)N * OC));
     s.last_dy = k_.quantize_e5m2(fp8_dout_, dout, (size_t)N * OC, s.dy.scale());
     s.step_amax_dy = combine_amax(s.step_amax_dy, s.last_dy.amax);
-    const fp8e4m3* xq = fp8_inputs_;
-    for (int h = 0; h < g; h++) xq += (size_t)cfg_.n_layer * max_B_ * max_T_ * kGemmIn[h] * cfg_.n_embd;
-    xq += (size_t)l * N * C;
-    const fp8e4m3* wq = fp8_weights_;
-    for (int h = 0; h < g; h++) wq += (size_t)cfg_.n_layer * kGemmOut[h] * kGemmIn[h] * cfg_.n_embd * cfg_.n_embd;
-    wq += l * wsize;
-    k_.matmul_backward_fp8(dinp, dweight, dbias, fp8_dout_, s.dy.inv_scale(), dout, xq, s.x.inv_scale(), wq,
-                           s.w.inv_scale(), N, C, OC);
+    k_.matmul_backward_fp8(dinp, dweight, dbias, fp8_dout_, s.dy.inv_scale(), dout, fp8_input(l, g, N),
+                           s.x.inv_scale(), fp8_weight(l, g), s.w.inv_scale(), N, C, OC);
+}
+
+// FP8 buffers are laid out GEMM by GEMM (qkv, attproj, fc, fcproj), each holding its L layers.
+fp8e4m3* GPT::fp8_input(int l, int g, int N) const {   // the E4M3 copy of GEMM g's input X, (N, C_in)
+    fp8e4m3* x = fp8_inputs_;
+    for (int h = 0; h < g; h++) x += (size_t)cfg_.n_layer * max_B_ * max_T_ * kGemmIn[h] * cfg_.n_embd;
+    return x + (size_t)l * N * kGemmIn[g] * cfg_.n_embd;
+}
+
+fp8e4m3* GPT::fp8_weight(int l, int g) const {   // the E4M3 copy of GEMM g's weight, (C_out, C_in)
+    fp8e4m3* w = fp8_weights_;
+    for (int h = 0; h <= g; h++) {
+        const size_t size = (size_t)kGemmOut[h] * kGemmIn[h] * cfg_.n_embd * cfg_.n_embd;
+        if (h == g) return w + l * size;
+        w += cfg_.n_layer * size;
+    }
+    return w;
 }
 
 void GPT::cast_fp8_weights() {
     // The optimizer's half of delayed scaling: the weights' scale is known before the cast, so
     // the E4M3 copies are written right after the update (on the GPU, inside the optimizer kernel).
-    fp8e4m3* wq = fp8_weights_;
     for (int g = 0; g < kNumGemms; g++) {
         const size_t wsize = (size_t)kGemmOut[g] * kGemmIn[g] * cfg_.n_embd * cfg_.n_embd;
         for (int l = 0; l < cfg_.n_layer; l++) {
             Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
             const void* w = param(kGemmWeight[g], l * wsize);
             if (s.w.needs_amax_now()) s.w.scale_from_amax(k_.amax(w, wsize));
-            s.last_w = k_.quantize_e4m3(wq, w, wsize, s.w.scale());
+            s.last_w = k_.quantize_e4m3(fp8_weight(l, g), w, wsize, s.w.scale());
             s.step_amax_w = s.last_w.amax;
-            wq += wsize;
         }
     }
 }

@@ -183,6 +183,8 @@ private:
     void linear_forward(int l, Gemm g, void* out, const void* inp, int N, int C, int OC);
     void linear_backward(int l, Gemm g, void* dinp, const void* dout, const void* inp, int N, int C, int OC);
     void cast_fp8_weights();
+    fp8e4m3* fp8_input(int l, int g, int N) const;
+    fp8e4m3* fp8_weight(int l, int g) const;
 };
 
 }  // namespace train_gpt

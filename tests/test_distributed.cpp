@@ -91,6 +91,21 @@ TEST(Distributed, OneTwoAndFourRanksGiveTheSameLossesWithAndWithoutZero) {
     }
 }
 
+TEST(Distributed, MixedPrecisionAgreesAcrossWorldSizes) {
+    // fp16: loss scaling decisions agree on every rank; fp8: amaxes are MAX-reduced so every rank
+    // casts with the scales one rank would use on the whole batch. Bounds: fp16 stores round the
+    // same values as one rank would (measured identical); in fp8 the reduction order of the
+    // FP32 sums differs, which can flip an E4M3 rounding (measured 4e-5 relative).
+    Corpus c;
+    for (auto [precision, bound] : {std::pair{"fp16", 1e-5}, {"fp8", 2e-4}}) {
+        const std::string flags = format("-x 10 -p %s ", precision);
+        run_ok(c.train_gpt(1, 4, c.dir.file(format("%s_np1", precision)), flags));
+        run_ok(c.train_gpt(2, 2, c.dir.file(format("%s_np2", precision)), flags + "--zero 1"));
+        expect_same_losses(losses_of(c.dir.file(format("%s_np2/log.jsonl", precision))),
+                           losses_of(c.dir.file(format("%s_np1/log.jsonl", precision))), bound, precision);
+    }
+}
+
 TEST(Distributed, ResumeIsBitExactAndReshardsFromFourRanksToTwoAndOne) {
     Corpus c;
     const std::string full = c.dir.file("full");
@@ -119,6 +134,23 @@ TEST(Distributed, ResumeIsBitExactAndReshardsFromFourRanksToTwoAndOne) {
             EXPECT_NEAR(losses.at(step), reference.at(step), 1e-5 * reference.at(step))
                 << ranks << " ranks, zero " << zero << ", step " << step;
         }
+    }
+}
+
+TEST(Distributed, ResumeIsBitExactInEveryPrecision) {
+    // the loss scaler's state and the FP8 amax histories and scales travel in the manifest
+    Corpus c;
+    for (const char* precision : {"bf16", "fp16", "fp8"}) {
+        const std::string flags = format("-x 6 --checkpoint-every 2 --keep-checkpoints 5 -p %s ", precision);
+        const std::string full = c.dir.file(format("%s_full", precision)), again = c.dir.file(format("%s_again", precision));
+        run_ok(c.train_gpt(1, 2, full, flags));
+        make_dirs(again + "/checkpoints");
+        run_ok("cp -r '" + full + "/checkpoints/step_00000004' '" + again + "/checkpoints/'");
+        run_ok(c.train_gpt(1, 2, again, flags + "--resume"));
+        EXPECT_EQ(checksums(again + "/checkpoints/step_00000006"), checksums(full + "/checkpoints/step_00000006"))
+            << precision;
+        EXPECT_EQ(read_manifest(again + "/checkpoints/step_00000006").fp8_json,
+                  read_manifest(full + "/checkpoints/step_00000006").fp8_json) << precision;
     }
 }
 
