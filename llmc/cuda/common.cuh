@@ -217,8 +217,10 @@ inline void* scratch(size_t bytes) {
             buffer = nullptr;
         }
         const size_t grown = capacity + capacity / 2;
-        capacity = round_up<size_t>(bytes > grown ? bytes : grown, size_t(1) << 20);
-        cudaCheck(cudaMalloc(&buffer, capacity));
+        const size_t wanted = round_up<size_t>(bytes > grown ? bytes : grown, size_t(1) << 20);
+        capacity = 0;   // until the allocation succeeds: a failed cudaMalloc leaves no buffer
+        cudaCheck(cudaMalloc(&buffer, wanted));
+        capacity = wanted;
     }
     return buffer;
 }

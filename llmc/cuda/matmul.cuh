@@ -341,8 +341,11 @@ inline void gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
         for (uint32_t schemes : {preferred, any}) {
             cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                              &schemes, sizeof(schemes)));
-            cublasCheck(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref,
-                                                       1, &heuristic, &found));
+            // no qualifying algorithm comes back as CUBLAS_STATUS_NOT_SUPPORTED (found = 0): try the next mask
+            const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.op, desc.a, desc.b, desc.d,
+                                                                         desc.d, desc.pref, 1, &heuristic, &found);
+            if (status == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
+            else cublasCheck(status);
             if (found > 0) break;
         }
         if (found == 0) {
