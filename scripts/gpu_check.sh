@@ -36,7 +36,8 @@
 # gpu_check.log (everything), test_cuda.xml, bench.json. Exit status 0 when every check passed.
 #
 # Environment: GPU_CHECK_BUDGET (s), D12_B, D48_B, BENCH_STEPS_D12 (20), BENCH_STEPS_D48 (10),
-# TRACK_STEPS (20), PYTHON (python3).
+# TRACK_STEPS (20), PYTHON (python3), BENCH_TORCH (1; 0 skips the PyTorch rows), LAB (0; 1 runs the
+# dev/cuda harnesses last, output in $OUT/lab.log).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -51,6 +52,8 @@ D48_B=${D48_B:-8}
 BENCH_STEPS_D12=${BENCH_STEPS_D12:-20}
 BENCH_STEPS_D48=${BENCH_STEPS_D48:-10}
 TRACK_STEPS=${TRACK_STEPS:-20}
+BENCH_TORCH=${BENCH_TORCH:-1}
+LAB=${LAB:-0}
 V=50257
 JOBS=${JOBS:-$(nproc)}
 
@@ -68,9 +71,11 @@ source_hash() {
 if [[ ${1:-} == --prepare ]]; then
     log "building for sm_90a with make -j$JOBS"
     make -j"$JOBS" all build/test_cuda || die "the build failed"
+    make -C dev/cuda -j"$JOBS" || die "the dev/cuda build failed"
     stage=$BUNDLE_DIR/stage
-    rm -rf "$stage" && mkdir -p "$stage/lib"
+    rm -rf "$stage" && mkdir -p "$stage/lib" "$stage/lab"
     cp train_gpt build/test_cuda "$stage/"
+    find build/dev/cuda -maxdepth 1 -type f -executable -exec cp {} "$stage/lab/" \;
     # shared libraries a bare image may lack; not the C/C++ runtime, and not the driver and CUDA
     # toolkit libraries, which must come from the GPU machine's own installation
     ldd train_gpt build/test_cuda | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
@@ -328,6 +333,7 @@ bench() {
     if (( secs < 45 )); then echo -e "$name\t$side\tout of time budget" >> "$BENCH"; return; fi
     base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)
     mem_poll_start "$WORK/mem_${name}_$side.txt"
+    if [[ $side == torch && $BENCH_TORCH == 0 ]]; then echo -e "$name\t$side\tnot run (BENCH_TORCH=0)" >> "$BENCH"; return; fi
     if [[ $side == engine ]]; then
         jsonl=$WORK/bench_${name}_engine/log.jsonl
         run_logged "bench_${name}_engine" "$secs" "$TRAIN" "${common[@]}" -e "$name" -b "$B" -t 1024 -x "$steps" \
@@ -369,6 +375,15 @@ bench_note=$(awk -F'\t' '$2 == "engine" {printf "%s %s; ", $1, ($3 == "ok" ? $5 
 if (( ! GPU_OK )); then record benchmark SKIPPED "$( (( BUILD_OK )) && echo "${NO_GPU}" || echo "no binaries")"
 elif (( engine_ok )); then record benchmark PASS "${bench_note%; }"
 else record benchmark FAIL "${bench_note%; }"; fi
+
+# ---- 6b. the kernel lab (dev/cuda harnesses), when asked for ------------------------------------
+if (( GPU_OK && LAB )) && [[ -d $WORK/bundle/lab ]]; then
+    for h in "$WORK"/bundle/lab/*; do
+        run_logged "lab_$(basename "$h")" "$(limit 40)" "$h" --reps 20 --dtype bf16 || true
+        cat "$WORK/lab_$(basename "$h").out" >> "$RESULTS/lab.log"
+    done
+    log "kernel lab: $(grep -c FAILED "$RESULTS/lab.log") harness(es) FAILED; details in lab.log"
+fi
 
 # ---- 7. summary -----------------------------------------------------------------------------
 MD=$RESULTS/gpu_results.md
