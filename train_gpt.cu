@@ -291,6 +291,8 @@ int run(int argc, char** argv) {
     print0("train: %lld tokens in %d shard(s)", (long long)train_loader.num_tokens(), train_loader.num_shards());
     if (val_loader) print0(" | val: %lld tokens", (long long)val_loader->num_tokens());
     print0(" | %d rank(s), %s\n", plan.world_size, model_comm.name().c_str());
+    print0("memory: activations %.3f GiB for B=%d, T=%d (per rank)\n", model.activation_bytes() / 1073741824.0,
+           cfg.batch_size, cfg.seq_len);
 
     LrSchedule schedule;
     schedule.kind = parse_lr_schedule(cfg.lr_schedule);

@@ -64,15 +64,24 @@ public:
                                   int N, int V, int Vp, float dloss) = 0;
 
     // --- FP8 (see cpu/fp8_kernels.h) ---
-    virtual float amax(const void* x, size_t n) = 0;   // max |x|, NaN if any x is NaN
-    virtual Fp8CastStats quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale) = 0;
-    virtual Fp8CastStats quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale) = 0;
+    virtual float amax(const void* x, size_t n) = 0;   // max |x|, NaN if any x is NaN (waits for the result)
+    // q = saturate(x · scale); the cast's statistics are ACCUMULATED into *counters (backend
+    // memory, zero bytes = empty): no cast waits for the host (fp8_scaling.h, Fp8Counters).
+    virtual void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale, Fp8Counters* counters) = 0;
+    virtual void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale, Fp8Counters* counters) = 0;
+    // q (rows, cols) and/or qt (cols, rows) = qᵀ from one cast (cpu/fp8_kernels.h); statistics
+    // accumulated into *counters as above.
+    virtual void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, float scale,
+                                         Fp8Counters* counters) = 0;
+    virtual void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, float scale,
+                                         Fp8Counters* counters) = 0;
     virtual void matmul_forward_fp8(void* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
                                     float weight_inv_scale, const void* bias, int N, int C, int OC) = 0;
+    // the backward reads the transposed copies: dout_qt (OC,N), inp_qt (C,N), weight_qt (C,OC)
     virtual void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q,
-                                     float dout_inv_scale, const void* dout, const fp8e4m3* inp,
-                                     float inp_inv_scale, const fp8e4m3* weight, float weight_inv_scale,
-                                     int N, int C, int OC) = 0;
+                                     const fp8e5m2* dout_qt, float dout_inv_scale, const void* dout,
+                                     const fp8e4m3* inp_qt, float inp_inv_scale, const fp8e4m3* weight_qt,
+                                     float weight_inv_scale, int N, int C, int OC) = 0;
 
     // --- optimizer ---
     // Σ g² (FP32 gradients), double accumulation; inf/NaN propagate.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace train_gpt {
@@ -144,5 +145,29 @@ Fp8CastStats quantize(fp8e4m3* q, const float* x, size_t n, float scale) { retur
 Fp8CastStats quantize(fp8e5m2* q, const float* x, size_t n, float scale) { return quantize_impl(q, x, n, scale); }
 void dequantize(float* x, const fp8e4m3* q, size_t n, float inv_scale) { dequantize_impl(x, q, n, inv_scale); }
 void dequantize(float* x, const fp8e5m2* q, size_t n, float inv_scale) { dequantize_impl(x, q, n, inv_scale); }
+
+Fp8CastStats to_cast_stats(const Fp8Counters& c) {
+    Fp8CastStats s;
+    float amax;
+    std::memcpy(&amax, &c.amax_bits, sizeof(amax));
+    s.amax = std::isnan(amax) ? NAN : amax;
+    s.count = size_t(c.count);
+    s.saturated = size_t(c.saturated);
+    s.flushed = size_t(c.flushed);
+    s.nan = size_t(c.nan);
+    return s;
+}
+
+void accumulate(Fp8Counters& c, const Fp8CastStats& s) {
+    uint32_t bits;
+    const float amax = std::fabs(s.amax);   // the cast's amax is non-negative or NaN
+    std::memcpy(&bits, &amax, sizeof(bits));
+    bits &= 0x7fffffffu;
+    c.amax_bits = bits > c.amax_bits ? bits : c.amax_bits;
+    c.count += s.count;
+    c.saturated += s.saturated;
+    c.flushed += s.flushed;
+    c.nan += s.nan;
+}
 
 }  // namespace train_gpt

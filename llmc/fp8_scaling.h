@@ -45,6 +45,7 @@
 #include "dtypes.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,23 @@ struct Fp8CastStats {
     double saturated_frac() const { return count ? double(saturated) / double(count) : 0.0; }
     double flushed_frac() const { return count ? double(flushed) / double(count) : 0.0; }
 };
+
+// A cast's statistics as they accumulate in the backend's memory (Backend::quantize_e4m3/e5m2),
+// so that no cast waits for the host: the casts of one step into one slot (its micro-batches)
+// combine, and the trainer reads every slot back once per step. The amax is kept as the bits of
+// |x|: non-negative floats order like their bit patterns and every NaN (sign cleared) lies above
+// +inf, so the integer max is the NaN-propagating max, the same in any order. Counts are summed.
+// Zero bytes are the empty state (amax 0, no values).
+struct Fp8Counters {
+    uint32_t amax_bits;
+    uint32_t pad;
+    unsigned long long count, saturated, flushed, nan;   // (CUDA's 64-bit atomics take this type)
+};
+
+// The counters as telemetry (amax from its bits; any NaN as the canonical NaN).
+Fp8CastStats to_cast_stats(const Fp8Counters& c);
+// c += s: what the CPU kernel set does after each cast.
+void accumulate(Fp8Counters& c, const Fp8CastStats& s);
 
 // max|x| over n floats, NaN-propagating.
 float amax_of(const float* x, size_t n);

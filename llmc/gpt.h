@@ -69,7 +69,9 @@ struct PrecisionConfig {
     Fp8ScalingConfig fp8;         // fp8 only
 };
 
-// One FP8 scaled tensor's state for telemetry: the last cast's amax, scale and loss of range.
+// One FP8 scaled tensor's state for telemetry, for the last completed step: its amax (MAX over
+// the step's casts: micro-batches), the scale it was cast with, and the fractions of its values
+// that saturated or flushed to zero over those casts.
 struct Fp8TensorReport {
     std::string name;   // e.g. "h0.qkv.x", "h3.fc.dy", "h1.attproj.w"
     float amax = 0, scale = 0;
@@ -120,6 +122,9 @@ public:
     // Testing the recovery path: makes one gradient value +inf.
     void poison_gradient();
     std::vector<Fp8TensorReport> fp8_report() const;
+    // Bytes of the activation buffers allocated for (max_B, max_T): every layer's saved
+    // activations, the backward scratch, the logits, and in fp8 mode the E4M3/E5M2 copies.
+    size_t activation_bytes() const { return activation_bytes_; }
 
     // Optimizer state of this rank, for checkpoints: the flat FP32 range [state_begin, +state_size)
     // of the parameter vector (all of it without ZeRO-1). which: "master" (the FP32 master weights,
@@ -162,13 +167,24 @@ private:
     size_t state_begin_ = 0;       // this rank's slice of the flat vector: master, m, v, and the
     size_t state_len_ = 0;         //   reduced gradient under ZeRO-1
     float* grad_shard_ = nullptr;  // ZeRO-1: this rank's slice of the summed gradients
-    // fp8: per (layer, GEMM) scaling state; E4M3 weight copies; E4M3 inputs saved for backward;
-    // an E5M2 buffer for the output gradient being cast
+    // fp8: per (layer, GEMM) scaling state; the E4M3 weight copies in both layouts (W for the
+    // forward, Wᵀ for dX); the transposed E4M3 inputs Xᵀ saved for dW; and, shared by all layers,
+    // the E4M3 input being multiplied and the E5M2 output gradient in both layouts
     std::vector<Fp8Gemm>* fp8_ = nullptr;
     fp8e4m3* fp8_weights_ = nullptr;
-    fp8e4m3* fp8_inputs_ = nullptr;
+    fp8e4m3* fp8_weights_t_ = nullptr;
+    fp8e4m3* fp8_inputs_t_ = nullptr;
+    fp8e4m3* fp8_x_ = nullptr;
     fp8e5m2* fp8_dout_ = nullptr;
+    fp8e5m2* fp8_dout_t_ = nullptr;
+    // the casts' statistics in backend memory, one Fp8Counters slot per scaled tensor: the X slots
+    // of every (layer, GEMM), then the W slots, then the dY slots, then one slot for evaluation
+    // passes (never read); read back once per step into fp8_last_ (telemetry, end of step)
+    Fp8Counters* fp8_counters_ = nullptr;
+    std::vector<Fp8Counters>* fp8_last_ = nullptr;
+    float* fp8_amax_buffer_ = nullptr;   // the amaxes MAX-reduced across ranks, one call per step
     Activations* acts_ = nullptr;
+    size_t activation_bytes_ = 0;
     int32_t* inputs_ = nullptr;    // (max_B, max_T) device
     int32_t* targets_ = nullptr;   // (max_B, max_T) device
     int last_B_ = 0, last_T_ = 0;
@@ -183,8 +199,10 @@ private:
     void linear_forward(int l, Gemm g, void* out, const void* inp, int N, int C, int OC);
     void linear_backward(int l, Gemm g, void* dinp, const void* dout, const void* inp, int N, int C, int OC);
     void cast_fp8_weights();
-    fp8e4m3* fp8_input(int l, int g, int N) const;
-    fp8e4m3* fp8_weight(int l, int g) const;
+    fp8e4m3* fp8_input_t(int l, int g, int N) const;
+    fp8e4m3* fp8_weight(int l, int g, bool transposed) const;
+    enum Fp8Operand { kFp8X = 0, kFp8W = 1, kFp8DY = 2 };
+    Fp8Counters* fp8_slot(Fp8Operand operand, int l, int g) const;   // the counters of one scaled tensor
 };
 
 }  // namespace train_gpt

@@ -24,20 +24,23 @@
 #      set must track the CPU twin's losses (same seed, config, data): every step within
 #      TRACK_TOL (1e-2 relative; fp8 2e-2), the first within 2^-9 (fp8 2^-7), and the loss
 #      must fall;
-#   5. compute-sanitizer --tool memcheck on 2 training steps (skipped, with the reason, where
-#      the tool is missing or refuses the device);
-#   6. benchmark: d12 (124M, B=32) and d48 (1.5B, B=8), T=1024, bf16: train_gpt and the PyTorch
-#      reference (dev/reference/gpt2.py --device cuda --dtype bf16 --compile) on the same GPU
-#      and data in the same run: tokens/s and ms/step (median over steps ≥ 4), MFU
-#      (FLOPs/token = 6N + 6·L·C·T; peak 989 TFLOP/s dense bf16), peak memory (nvidia-smi,
-#      the process's whole footprint, sampled every 200 ms);
+#   5. compute-sanitizer --tool memcheck on 2 training steps of d2 in fp8 (skipped, with the
+#      reason, where the tool is missing or refuses the device);
+#   6. benchmark: d12, d24, d36, d48 at T=1024 in bf16 and fp8 (tokens/s, ms/step as the median
+#      over steps ≥ 4, MFU with FLOPs/token = 6N + 6·L·C·T against 989 TFLOP/s, the engine's own
+#      activation bytes, and the process's peak GPU memory from nvidia-smi every 200 ms); the
+#      PyTorch reference (dev/reference/gpt2.py --dtype bf16 --compile) at d12 as the peer;
+#   6a. fp8 against bf16 over LOSS_STEPS (200) steps of d12 on the same data: the mean loss of
+#      the last 10% of steps within 1%;
+#   6b. with LAB=1, the dev/cuda harnesses named in LAB_HARNESSES (output in lab.log);
 #   7. summary: the results as a markdown block ready for docs/gpu-results.md, and a verdict.
 # Results go to $OUT (the device tool collects it) or out/gpu_check/: gpu_results.md,
 # gpu_check.log (everything), test_cuda.xml, bench.json. Exit status 0 when every check passed.
 #
-# Environment: GPU_CHECK_BUDGET (s), D12_B, D48_B, BENCH_STEPS_D12 (20), BENCH_STEPS_D48 (10),
-# TRACK_STEPS (20), PYTHON (python3), BENCH_TORCH (1; 0 skips the PyTorch rows), LAB (0; 1 runs the
-# dev/cuda harnesses last, output in $OUT/lab.log).
+# Environment: GPU_CHECK_BUDGET (s), D12_B (16), D24_B (16), D36_B (8), D48_B (8), BENCH_STEPS_D12 (16),
+# BENCH_STEPS_D48 (10, also d24 and d36), LOSS_STEPS (200), LAB_HARNESSES,
+# TRACK_STEPS (20), PYTHON (python3), BENCH_TORCH (1; 0 skips the PyTorch rows), BENCH_MODELS
+# ("d12 d24 d36 d48"), LAB (0; 1 runs the dev/cuda harnesses last, output in $OUT/lab.log).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -47,9 +50,14 @@ BUDGET=${GPU_CHECK_BUDGET:-450}
 RESULTS=${OUT:-$ROOT/out/gpu_check}
 BUNDLE_DIR=$ROOT/build/gpu_check
 PYTHON=${PYTHON:-python3}
-D12_B=${D12_B:-32}
+D12_B=${D12_B:-16}
+D24_B=${D24_B:-16}
+D36_B=${D36_B:-8}
 D48_B=${D48_B:-8}
-BENCH_STEPS_D12=${BENCH_STEPS_D12:-20}
+LOSS_STEPS=${LOSS_STEPS:-200}
+LAB_HARNESSES=${LAB_HARNESSES:-"attention matmul fp8_cast"}
+BENCH_MODELS=${BENCH_MODELS:-"d12 d24 d36 d48"}
+BENCH_STEPS_D12=${BENCH_STEPS_D12:-16}
 BENCH_STEPS_D48=${BENCH_STEPS_D48:-10}
 TRACK_STEPS=${TRACK_STEPS:-20}
 BENCH_TORCH=${BENCH_TORCH:-1}
@@ -217,7 +225,9 @@ fi
 # ---- 3. the CUDA tests ----------------------------------------------------------------------
 if (( BUILD_OK )); then
     rc=0
-    run_logged test_cuda "$(limit 180)" "$TEST" --gtest_color=no --gtest_output="xml:$RESULTS/test_cuda.xml" || rc=$?
+    # CUBLASLT_LOG_LEVEL=2: cuBLASLt prints why it refuses a problem (into the log)
+    run_logged test_cuda "$(limit 180)" env CUBLASLT_LOG_LEVEL="${CUBLASLT_LOG_LEVEL:-2}" "$TEST" --gtest_color=no \
+        --gtest_output="xml:$RESULTS/test_cuda.xml" || rc=$?
     out=$WORK/test_cuda.out
     passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -1)
     failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*, listed below:/\1/p' "$out" | tail -1)
@@ -243,6 +253,14 @@ else
     record test_cuda SKIPPED "no binaries"
 fi
 GPU_OK=$(( BUILD_OK && ${#NO_GPU} == 0 ))
+# the flash attention (TRAIN_GPT_ATTENTION=flash) against the CPU twin too: the default is the GEMM one
+if (( GPU_OK )); then
+    rc=0
+    run_logged test_cuda_flash "$(limit 60)" env TRAIN_GPT_ATTENTION=flash "$TEST" --gtest_color=no \
+        --gtest_filter='*Attention*:*TrainingStep*' || rc=$?
+    counts=$(grep -E '^\[  (PASSED|FAILED) ' "$WORK/test_cuda_flash.out" | head -2 | tr '\n' ' ')
+    if (( rc == 0 )); then record test_cuda_flash PASS "${counts:-no summary}"; else record test_cuda_flash FAIL "${counts:-no summary} (exit $rc)"; fi
+fi
 
 # ---- 4. training tracks the CPU twin --------------------------------------------------------
 if (( GPU_OK )); then
@@ -295,12 +313,12 @@ elif (( $(limit 150) < 40 )); then
 else
     rc=0
     run_logged memcheck "$(limit 150)" "$SANITIZER" --tool memcheck --leak-check no --error-exitcode 99 \
-        "$TRAIN" "${common[@]}" -e d2 -b 4 -t 64 -x 2 -p bf16 --device cuda -o "$WORK/memcheck" || rc=$?
+        "$TRAIN" "${common[@]}" -e d2 -b 4 -t 64 -x 2 -p fp8 --device cuda -o "$WORK/memcheck" || rc=$?
     summary=$(grep -m1 'ERROR SUMMARY' "$WORK/memcheck.out")
     if grep -qiE 'device not supported|unable to (attach|initialize)|not supported on this' "$WORK/memcheck.out"; then
         record memcheck SKIPPED "compute-sanitizer refused the device: $(grep -m1 -iE 'not supported|unable to' "$WORK/memcheck.out")"
     elif [[ $summary == *"ERROR SUMMARY: 0 errors"* && $rc == 0 ]]; then
-        record memcheck PASS "2 steps of d2 bf16: $summary"
+        record memcheck PASS "2 steps of d2 fp8: $summary"
     elif (( rc == 124 || rc == 137 )); then
         record memcheck FAIL "timed out (exit $rc)"
     else
@@ -310,7 +328,7 @@ else
     fi
 fi
 
-# ---- 6. benchmark: train_gpt vs the PyTorch reference, bf16 ---------------------------------
+# ---- 6. benchmark: bf16 and fp8 at d12 … d48, and the PyTorch reference at d12 ---------------
 MEM_PID=""
 mem_poll_start() {
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 -lms 200 > "$1" 2>/dev/null &
@@ -325,103 +343,157 @@ mem_poll_stop() {   # prints the peak GiB above the baseline (MiB) $2, or "n/a"
 }
 BENCH=$WORK/bench.tsv
 : > "$BENCH"
-# bench NAME SIDE LAYERS C NH B STEPS SECONDS: one run, one line "name side status ms tok_s mem"
+# bench NAME SIDE PREC LAYERS C NH B STEPS SECONDS: one run, one line
+#   "name side prec status ms tok_s peak_GiB activation_GiB"
 bench() {
-    local name=$1 side=$2 L=$3 C=$4 NH=$5 B=$6 steps=$7 secs rc=0 base mem jsonl
-    secs=$(limit "$8")
-    if (( ! GPU_OK )); then echo -e "$name\t$side\tnot run" >> "$BENCH"; return; fi
-    if (( secs < 45 )); then echo -e "$name\t$side\tout of time budget" >> "$BENCH"; return; fi
+    local name=$1 side=$2 prec=$3 L=$4 C=$5 NH=$6 B=$7 steps=$8 secs rc=0 base mem jsonl tag=${1}_${2}_${3} act
+    secs=$(limit "$9")
+    if (( ! GPU_OK )); then echo -e "$name\t$side\t$prec\tnot run" >> "$BENCH"; return; fi
+    if [[ $side == torch && $BENCH_TORCH == 0 ]]; then echo -e "$name\t$side\t$prec\tnot run (BENCH_TORCH=0)" >> "$BENCH"; return; fi
+    if (( secs < 30 )); then echo -e "$name\t$side\t$prec\tout of time budget" >> "$BENCH"; return; fi
     base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)
-    mem_poll_start "$WORK/mem_${name}_$side.txt"
-    if [[ $side == torch && $BENCH_TORCH == 0 ]]; then echo -e "$name\t$side\tnot run (BENCH_TORCH=0)" >> "$BENCH"; return; fi
+    mem_poll_start "$WORK/mem_$tag.txt"
     if [[ $side == engine ]]; then
-        jsonl=$WORK/bench_${name}_engine/log.jsonl
-        run_logged "bench_${name}_engine" "$secs" "$TRAIN" "${common[@]}" -e "$name" -b "$B" -t 1024 -x "$steps" \
-            -l 6e-4 -u 0 -p bf16 --device cuda -o "$WORK/bench_${name}_engine" || rc=$?
+        jsonl=$WORK/bench_$tag/log.jsonl
+        run_logged "bench_$tag" "$secs" "$TRAIN" "${common[@]}" -e "$name" -b "$B" -t 1024 -x "$steps" \
+            -l 6e-4 -u 0 -p "$prec" --device cuda -o "$WORK/bench_$tag" || rc=$?
     else
-        jsonl=$WORK/bench_${name}_torch.jsonl
-        run_logged "bench_${name}_torch" "$secs" env PYTHONUNBUFFERED=1 "$PYTHON" dev/reference/gpt2.py \
+        jsonl=$WORK/bench_$tag.jsonl
+        run_logged "bench_$tag" "$secs" env PYTHONUNBUFFERED=1 "$PYTHON" dev/reference/gpt2.py \
             --train-data "$DATA/synth_train_*.bin" --n-layer "$L" --n-embd "$C" --n-head "$NH" --vocab-size "$V" \
-            --seq-len 1024 --batch-size "$B" --steps "$steps" --lr 6e-4 --device cuda --dtype bf16 --compile \
+            --seq-len 1024 --batch-size "$B" --steps "$steps" --lr 6e-4 --device cuda --dtype "$prec" --compile \
             --log "$jsonl" || rc=$?
     fi
-    mem=$(mem_poll_stop "$WORK/mem_${name}_$side.txt" "${base:-0}")
-    "$PYTHON" - "$jsonl" "$name" "$side" "$rc" "$mem" "$B" >> "$BENCH" <<'EOF'
+    mem=$(mem_poll_stop "$WORK/mem_$tag.txt" "${base:-0}")
+    act=$(sed -n 's/^memory: activations \([0-9.]*\) GiB.*/\1/p' "$WORK/bench_$tag.out" | head -1)
+    "$PYTHON" - "$jsonl" "$name" "$side" "$prec" "$rc" "$mem" "$B" "${act:-n/a}" >> "$BENCH" <<'PYEOF'
 import json, statistics, sys
-path, name, side, rc, mem, B = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+path, name, side, prec, rc, mem, B, act = sys.argv[1:9]
+rc, B = int(rc), int(B)
 try:
     with open(path) as f:
-        ms = [json.loads(l)["ms"] for l in f if l.strip() and json.loads(l).get("type") == "step" and json.loads(l)["step"] >= 4]
+        recs = [json.loads(l) for l in f if l.strip()]
+    ms = [r["ms"] for r in recs if r.get("type") == "step" and r["step"] >= 4]
 except (OSError, ValueError, KeyError):
     ms = []
 if not ms:
-    print(f"{name}\t{side}\t{'timed out' if rc in (124, 137) else f'failed (exit {rc})'}")
+    print(f"{name}\t{side}\t{prec}\t{'timed out' if rc in (124, 137) else f'failed (exit {rc})'}")
 else:
     m = statistics.median(ms)
-    print(f"{name}\t{side}\tok\t{m:.1f}\t{B * 1024 / (m / 1000):.0f}\t{mem}")
-EOF
-    if [[ $(tail -1 "$BENCH" | cut -f3) != ok ]]; then echo "    $name $side:"; last_lines "bench_${name}_$side" 4; fi
+    print(f"{name}\t{side}\t{prec}\tok\t{m:.1f}\t{B * 1024 / (m / 1000):.0f}\t{mem}\t{act}")
+PYEOF
+    if [[ $(tail -1 "$BENCH" | cut -f4) != ok ]]; then echo "    $name $side $prec:"; last_lines "bench_$tag" 4; fi
 }
-bench d12 engine 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 60
-bench d12 torch 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 120
-bench d48 engine 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 150
-bench d48 torch 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 200
+want_model() { [[ " $BENCH_MODELS " == *" $1 "* ]]; }
+#      name side   prec L  C    NH B        steps              seconds
+want_model d12 && bench d12 engine bf16 12 768  12 "$D12_B" "$BENCH_STEPS_D12" 45
+want_model d12 && bench d12 engine fp8  12 768  12 "$D12_B" "$BENCH_STEPS_D12" 45
+want_model d24 && bench d24 engine bf16 24 1024 16 "$D24_B" "$BENCH_STEPS_D48" 50
+want_model d24 && bench d24 engine fp8  24 1024 16 "$D24_B" "$BENCH_STEPS_D48" 50
+want_model d36 && bench d36 engine bf16 36 1280 20 "$D36_B" "$BENCH_STEPS_D48" 60
+want_model d36 && bench d36 engine fp8  36 1280 20 "$D36_B" "$BENCH_STEPS_D48" 60
+want_model d48 && bench d48 engine bf16 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 70
+want_model d48 && bench d48 engine fp8  48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 70
+want_model d12 && bench d12 torch  bf16 12 768  12 "$D12_B" "$BENCH_STEPS_D12" 120
 engine_ok=1
-for name in d12 d48; do
-    st=$(awk -F'\t' -v n="$name" '$1 == n && $2 == "engine" {print $3}' "$BENCH")
-    [[ $st == ok || $st == "out of time budget" ]] || engine_ok=0
-done
-bench_note=$(awk -F'\t' '$2 == "engine" {printf "%s %s; ", $1, ($3 == "ok" ? $5 " tok/s" : $3)}' "$BENCH")
+while IFS=$'\t' read -r name side prec st _; do
+    [[ $side == engine && $st != ok && $st != "out of time budget" ]] && engine_ok=0
+done < "$BENCH"
+bench_note=$(awk -F'\t' '$2 == "engine" {printf "%s %s %s; ", $1, $3, ($4 == "ok" ? $6 " tok/s" : $4)}' "$BENCH")
 if (( ! GPU_OK )); then record benchmark SKIPPED "$( (( BUILD_OK )) && echo "${NO_GPU}" || echo "no binaries")"
 elif (( engine_ok )); then record benchmark PASS "${bench_note%; }"
 else record benchmark FAIL "${bench_note%; }"; fi
 
+# ---- 6a. fp8 vs bf16 over LOSS_STEPS steps on the same data (d12): within 1% -----------------
+if (( GPU_OK )) && (( LOSS_STEPS > 0 )) && (( $(limit 80) >= 40 )); then
+    loss_args=("${common[@]}" -e d12 -b 8 -t 1024 -x "$LOSS_STEPS" -l 6e-4 -u 20 --seed 1337 --device cuda)
+    for p in bf16 fp8; do
+        run_logged "loss_$p" "$(limit 60)" "$TRAIN" "${loss_args[@]}" -p "$p" -o "$WORK/loss_$p" || true
+    done
+    verdict=$("$PYTHON" - "$WORK/loss_bf16/log.jsonl" "$WORK/loss_fp8/log.jsonl" "$LOSS_STEPS" <<'PYEOF'
+import json, sys
+def losses(path):
+    try:
+        with open(path) as f:
+            return [r["loss"] for r in map(json.loads, filter(str.strip, f)) if r.get("type") == "step"]
+    except OSError:
+        return []
+b, f, steps = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
+if len(b) < steps or len(f) < steps:
+    print(f"FAIL runs incomplete (bf16 {len(b)}, fp8 {len(f)} of {steps} steps)"); sys.exit()
+tail = max(1, steps // 10)   # the mean over the last 10% of steps: one step's loss is noisy
+mb, mf = sum(b[-tail:]) / tail, sum(f[-tail:]) / tail
+worst = max(abs(x - y) / y for x, y in zip(f, b))
+rel = abs(mf - mb) / mb
+print(("PASS" if rel <= 0.01 else "FAIL") + f" last-{tail}-step mean loss fp8 {mf:.4f} vs bf16 {mb:.4f}: {100 * rel:.2f}%"
+      f" (bound 1%); from {b[0]:.3f}; worst single step {100 * worst:.2f}%")
+PYEOF
+)
+    record loss_fp8_vs_bf16 "${verdict%% *}" "d12 B=8 T=1024, $LOSS_STEPS steps: ${verdict#* }"
+else
+    record loss_fp8_vs_bf16 SKIPPED "$( (( ! GPU_OK )) && echo "no GPU" || { (( LOSS_STEPS > 0 )) && echo "out of time budget" || echo "LOSS_STEPS=0"; })"
+fi
+
 # ---- 6b. the kernel lab (dev/cuda harnesses), when asked for ------------------------------------
 if (( GPU_OK && LAB )) && [[ -d $WORK/bundle/lab ]]; then
-    for h in "$WORK"/bundle/lab/*; do
-        run_logged "lab_$(basename "$h")" "$(limit 40)" "$h" --reps 20 --dtype bf16 || true
-        cat "$WORK/lab_$(basename "$h").out" >> "$RESULTS/lab.log"
+    for h in $LAB_HARNESSES; do
+        [[ -x $WORK/bundle/lab/$h ]] || continue
+        run_logged "lab_$h" "$(limit 40)" "$WORK/bundle/lab/$h" --reps 20 --dtype bf16 || true
+        cat "$WORK/lab_$h.out" >> "$RESULTS/lab.log"
     done
     log "kernel lab: $(grep -c FAILED "$RESULTS/lab.log") harness(es) FAILED; details in lab.log"
 fi
 
 # ---- 7. summary -----------------------------------------------------------------------------
 MD=$RESULTS/gpu_results.md
-"$PYTHON" - "$BENCH" "$RESULTS/bench.json" "$V" "$D12_B" "$D48_B" > "$WORK/bench_table.md" <<'EOF'
+"$PYTHON" - "$BENCH" "$RESULTS/bench.json" "$V" > "$WORK/bench_table.md" <<'PYEOF'
 import json, sys
-bench_path, json_path, V, b12, b48 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-shapes = {"d12": (12, 768, b12), "d48": (48, 1600, b48)}
+bench_path, json_path, V = sys.argv[1], sys.argv[2], int(sys.argv[3])
+shapes = {"d12": (12, 768), "d24": (24, 1024), "d36": (36, 1280), "d48": (48, 1600)}
 rows = {}
 with open(bench_path) as f:
     for line in f:
         p = line.rstrip("\n").split("\t")
-        rows[(p[0], p[1])] = p[2:]
+        rows[(p[0], p[1], p[2])] = p[3:]
 T, Vp, peak = 1024, (V + 127) // 128 * 128, 989e12
 
-def cells(r, fpt):
-    """tok/s, MFU, ms/step, peak memory of one run, and its tok/s (None if it did not run)."""
+def run(r, fpt):
+    """(cells, tok/s, activation GiB) of one run."""
     if r is None:
-        return ["—"] * 4, None
+        return ["—"] * 5, None, None
     if r[0] != "ok":
-        return [r[0], "", "", ""], None
-    ms, tok, mem = float(r[1]), float(r[2]), r[3]
-    return [f"{tok:,.0f}", f"{100 * tok * fpt / peak:.1f}%", f"{ms:.1f}", f"{mem} GiB" if mem != "n/a" else "n/a"], tok
+        return [r[0], "", "", "", ""], None, None
+    ms, tok, mem, act = float(r[1]), float(r[2]), r[3], r[4]
+    actf = float(act) if act not in ("n/a", "") else None
+    return [f"{tok:,.0f}", f"{100 * tok * fpt / peak:.1f}%", f"{ms:.1f}", act, mem], tok, actf
 
 out = {}
-print("| model | B×T | train_gpt tok/s | MFU | ms/step | peak mem | PyTorch tok/s | MFU | ms/step | peak mem | ratio |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-for name, (L, C, B) in shapes.items():
+print("| model | bf16 tok/s | MFU | ms/step | act GiB | peak GiB | fp8 tok/s | MFU | ms/step | act GiB | peak GiB "
+      "| fp8/bf16 speed | fp8/bf16 act mem |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for name, (L, C) in shapes.items():
     N = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C   # parameters, padded vocabulary
     fpt = 6 * N + 6 * L * C * T                              # FLOPs per token
-    e, etok = cells(rows.get((name, "engine")), fpt)
-    t, ttok = cells(rows.get((name, "torch")), fpt)
-    ratio = f"{etok / ttok:.2f}×" if etok and ttok else "—"
-    print(f"| {name} ({N / 1e6:.0f}M) | {B}×{T} | " + " | ".join(e + t) + f" | {ratio} |")
-    out[name] = {"params": N, "flops_per_token": fpt, "B": B, "T": T,
-                 "engine": rows.get((name, "engine")), "torch": rows.get((name, "torch"))}
+    bcells, btok, bact = run(rows.get((name, "engine", "bf16")), fpt)
+    fcells, ftok, fact = run(rows.get((name, "engine", "fp8")), fpt)
+    speed = f"{ftok / btok:.2f}×" if ftok and btok else "—"
+    mem = f"{fact / bact:.2f}×" if fact and bact else "—"
+    print(f"| {name} ({N / 1e6:.0f}M) | " + " | ".join(bcells + fcells) + f" | {speed} | {mem} |")
+    out[name] = {"params": N, "flops_per_token": fpt, "T": T,
+                 "bf16": rows.get((name, "engine", "bf16")), "fp8": rows.get((name, "engine", "fp8"))}
+t = rows.get(("d12", "torch", "bf16"))
+e = rows.get(("d12", "engine", "bf16"))
+if t is not None:
+    print()
+    if t[0] == "ok" and e is not None and e[0] == "ok":
+        print(f"PyTorch reference, d12 bf16 (torch.compile), same batch: {float(t[2]):,.0f} tok/s, {float(t[1]):.1f} "
+              f"ms/step, peak {t[3]} GiB; train_gpt bf16 / PyTorch = {float(e[2]) / float(t[2]):.2f}×")
+    else:
+        print(f"PyTorch reference, d12 bf16: {t[0]}")
+    out["torch_d12"] = t
 with open(json_path, "w") as f:
     json.dump(out, f, indent=1)
-EOF
+PYEOF
 
 failed=0
 for c in "${ORDER[@]}"; do [[ ${RESULT[$c]} == FAIL ]] && failed=$(( failed + 1 )); done
@@ -436,9 +508,10 @@ verdict=$([[ $failed == 0 ]] && echo "PASS" || echo "FAIL ($failed check(s))")
     echo "|---|---|---|"
     for c in "${ORDER[@]}"; do echo "| $c | ${RESULT[$c]} | ${NOTE[$c]//|/\\|} |"; done
     echo
-    echo "Training throughput, bf16, T = 1024, synthetic GPT-2-vocabulary tokens; median ms/step over steps ≥ 4;"
-    echo "MFU = tok/s · (6N + 6·L·C·T) / 989 TFLOP/s; peak memory = the process's GPU memory (nvidia-smi);"
-    echo "PyTorch: dev/reference/gpt2.py --device cuda --dtype bf16 --compile, same GPU, same run."
+    echo "Training throughput, T = 1024, synthetic GPT-2-vocabulary tokens, batch B: d12 $D12_B, d24 $D24_B, d36 $D36_B,"
+    echo "d48 $D48_B; median ms/step over steps ≥ 4; MFU = tok/s · (6N + 6·L·C·T) / 989 TFLOP/s (the dense bf16 peak, for"
+    echo "fp8 too); act GiB = the engine's activation buffers (its own count); peak GiB = the process's GPU memory"
+    echo "(nvidia-smi, sampled every 200 ms). PyTorch: dev/reference/gpt2.py --device cuda --dtype bf16 --compile."
     echo
     cat "$WORK/bench_table.md"
     echo

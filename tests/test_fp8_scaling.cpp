@@ -366,3 +366,36 @@ TEST(Fp8Scaling, CastStatsAccumulate) {
     EXPECT_EQ(a.flushed, 2u);
     EXPECT_EQ(a.nan, 1u);
 }
+
+// The statistics slot the kernel sets accumulate into (Fp8Counters): zero bytes are empty, casts
+// add up (the micro-batches of a step), the amax is the NaN-propagating max in any order.
+TEST(Fp8Counters, AccumulateCastsIntoOneSlotInAnyOrder) {
+    Fp8CastStats a, b, c;
+    a.amax = 3.0f, a.count = 10, a.saturated = 1, a.flushed = 2;
+    b.amax = 7.5f, b.count = 5, b.flushed = 1;
+    c.amax = NAN, c.count = 4, c.nan = 1;
+    Fp8Counters ab{}, ba{};
+    accumulate(ab, a);
+    accumulate(ab, b);
+    accumulate(ba, b);
+    accumulate(ba, a);
+    for (const Fp8Counters& k : {ab, ba}) {
+        const Fp8CastStats s = to_cast_stats(k);
+        EXPECT_EQ(s.amax, 7.5f);
+        EXPECT_EQ(s.count, 15u);
+        EXPECT_EQ(s.saturated, 1u);
+        EXPECT_EQ(s.flushed, 3u);
+        EXPECT_EQ(s.nan, 0u);
+    }
+    Fp8Counters abc = ab, cab{};
+    accumulate(abc, c);
+    accumulate(cab, c);
+    accumulate(cab, a);
+    accumulate(cab, b);
+    EXPECT_TRUE(std::isnan(to_cast_stats(abc).amax)) << "a NaN amax must survive later casts";
+    EXPECT_TRUE(std::isnan(to_cast_stats(cab).amax));
+    EXPECT_EQ(to_cast_stats(abc).nan, 1u);
+    const Fp8CastStats empty = to_cast_stats(Fp8Counters{});
+    EXPECT_EQ(empty.amax, 0.0f);
+    EXPECT_EQ(empty.count, 0u);
+}

@@ -157,6 +157,33 @@ TEST(Fp8Kernels, QuantizeCountsSaturationAndFlushes) {
     EXPECT_EQ(k::amax(x.data(), 4), 300.0f);
 }
 
+// One cast, two layouts: q is quantize_fp8's, qt its transpose, the statistics counted once.
+TEST(Fp8Kernels, CastWithTransposeWritesBothLayoutsOfOneCast) {
+    const int rows = 7, cols = 5;
+    Rng rng(3);
+    std::vector<float> x(rows * cols);
+    for (float& v : x) v = (float)(300.0 * rng.normal());
+    x[4] = NAN;
+    std::vector<fp8e4m3> q_ref(x.size()), q(x.size()), qt(x.size()), qt_only(x.size());
+    const Fp8CastStats ref = k::quantize_fp8(q_ref.data(), x.data(), x.size(), 0.5f);
+    const Fp8CastStats both = k::quantize_transpose_fp8(q.data(), qt.data(), x.data(), rows, cols, 0.5f);
+    const Fp8CastStats only = k::quantize_transpose_fp8<float, fp8e4m3>(nullptr, qt_only.data(), x.data(), rows, cols, 0.5f);
+    for (int r = 0; r < rows; r++) {
+        for (int c = 0; c < cols; c++) {
+            EXPECT_EQ(q[r * cols + c].bits, q_ref[r * cols + c].bits);
+            EXPECT_EQ(qt[c * rows + r].bits, q_ref[r * cols + c].bits);
+            EXPECT_EQ(qt_only[c * rows + r].bits, q_ref[r * cols + c].bits);
+        }
+    }
+    for (const Fp8CastStats& s : {both, only}) {
+        EXPECT_TRUE(std::isnan(s.amax));
+        EXPECT_EQ(s.count, ref.count);
+        EXPECT_EQ(s.saturated, ref.saturated);
+        EXPECT_EQ(s.flushed, ref.flushed);
+        EXPECT_EQ(s.nan, 1u);
+    }
+}
+
 TEST(Fp8Kernels, GemmsAreScaledFp8ProductsAccumulatedInFp32) {
     const int N = 5, C = 16, OC = 3;
     Rng rng(9);
@@ -175,8 +202,18 @@ TEST(Fp8Kernels, GemmsAreScaledFp8ProductsAccumulatedInFp32) {
     std::vector<float> out(N * OC);
     k::matmul_forward_fp8<float>(out.data(), xq.data(), 1 / sx, wq.data(), 1 / sw, bias.data(), N, C, OC);
     std::vector<float> dinp(N * C, 0.0f), dweight(OC * C, 0.0f), dbias(OC, 0.0f);
-    k::matmul_backward_fp8<float>(dinp.data(), dweight.data(), dbias.data(), dyq.data(), 1 / sdy, dy.data(), xq.data(),
-                                  1 / sx, wq.data(), 1 / sw, N, C, OC);
+    // the backward reads the transposed copies dYᵀ (OC,N), Xᵀ (C,N), Wᵀ (C,OC)
+    auto transposed = [](const auto& a, int rows, int cols) {
+        std::remove_const_t<std::remove_reference_t<decltype(a)>> t(a.size());
+        for (int r = 0; r < rows; r++) {
+            for (int c = 0; c < cols; c++) t[(size_t)c * rows + r] = a[(size_t)r * cols + c];
+        }
+        return t;
+    };
+    const std::vector<fp8e5m2> dyqt = transposed(dyq, N, OC);
+    const std::vector<fp8e4m3> xqt = transposed(xq, N, C), wqt = transposed(wq, OC, C);
+    k::matmul_backward_fp8<float>(dinp.data(), dweight.data(), dbias.data(), dyq.data(), dyqt.data(), 1 / sdy,
+                                  dy.data(), xqt.data(), 1 / sx, wqt.data(), 1 / sw, N, C, OC);
     for (int i = 0; i < N; i++) {
         for (int o = 0; o < OC; o++) {
             double ref = 0;

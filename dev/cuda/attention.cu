@@ -1,5 +1,6 @@
-// dev/cuda/attention.cu — causal flash attention (llmc/cuda/attention.cuh) against
-// cpu::attention_*.
+// dev/cuda/attention.cu — causal attention against cpu::attention_*, in both versions: flash
+// (llmc/cuda/attention.cuh, CUDA cores) and GEMM (llmc/cuda/attention_gemm.cuh, cuBLASLt with
+// the T×T scores in scratch), checked with the same bounds and timed side by side.
 //
 //   forward   out (B,T,C), lse (B,NH,T) FP32 from qkv (B,T,3C)   bound: 4 ulps (16-bit: P is
 //             rounded before P·V), 1e-5 (fp32, lse)
@@ -7,10 +8,13 @@
 // FLOPs (causal: half of the T×T scores): forward 2 matmuls = 2·B·NH·T²·hs, backward 5 (S and
 // P recomputed, dV, dP, dQ, dK) = 5·B·NH·T²·hs. Bytes: qkv read, out written (+ lse); backward
 // reads qkv, out, dout, lse and reads + writes dqkv.
+// The GEMM version is reported with the same (causal) FLOPs and bytes, so the two lines compare
+// as times; it really does the full T×T (2× the FLOPs) and moves the T×T scratch as well.
 #include "harness.cuh"
 
 #include "cpu/kernels.h"
 #include "cuda/attention.cuh"
+#include "cuda/attention_gemm.cuh"
 
 using namespace harness;
 namespace cpu = train_gpt::cpu;
@@ -48,6 +52,19 @@ static int run(const Args& a) {
             gpu::attention_backward(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH, stream);
             cudaCheck(cudaStreamSynchronize(stream));
             check("attention_backward dqkv", dt, d_dqkv.template download<H>(), dqkv, tol<H>(5e-5, 4));
+            // the GEMM version: same inputs, same CPU results
+            d_out.poison();
+            d_lse.poison();
+            gpu::attention_forward_gemm(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream);
+            cudaCheck(cudaStreamSynchronize(stream));
+            check("attention_forward_gemm out", dt, d_out.template download<H>(), out, tol<H>(1e-5, 4));
+            check("attention_forward_gemm lse", dt, d_lse.template download<float>(), lse, 1e-5);
+            d_out.upload(out);
+            d_lse.upload(lse);
+            d_dqkv.upload(dqkv0);
+            gpu::attention_backward_gemm(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH, stream);
+            cudaCheck(cudaStreamSynchronize(stream));
+            check("attention_backward_gemm dqkv", dt, d_dqkv.template download<H>(), dqkv, tol<H>(5e-5, 4));
         }
         const double fwd_flops = 2.0 * B * NH * (double)T * T * hs;
         float ms = time_ms([&] { gpu::attention_forward(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); }, a.reps,
@@ -56,6 +73,12 @@ static int run(const Args& a) {
         ms = time_ms([&] { gpu::attention_backward(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
                                                    stream); }, a.reps, stream);
         report("attention_backward", dt, ms, 11 * BTC * s + 4.0 * B * NH * T, 2.5 * fwd_flops, peak_flops<H>());
+        ms = time_ms([&] { gpu::attention_forward_gemm(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); },
+                     a.reps, stream);
+        report("attention_forward_gemm", dt, ms, 4 * BTC * s + 4.0 * B * NH * T, fwd_flops, peak_flops<H>());
+        ms = time_ms([&] { gpu::attention_backward_gemm(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C,
+                                                        NH, stream); }, a.reps, stream);
+        report("attention_backward_gemm", dt, ms, 11 * BTC * s + 4.0 * B * NH * T, 2.5 * fwd_flops, peak_flops<H>());
     });
 }
 

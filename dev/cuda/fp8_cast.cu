@@ -5,10 +5,11 @@
 //   amax           bound: bit-identical (an exact max; NaN if any NaN)
 //   quantize e4m3  q bit-identical, and the statistics (amax, saturated, flushed, NaN) equal
 //   quantize e5m2  the same
+//   quantize_transpose (E4M3, both layouts of (B·T, width·C)): q and qᵀ bit-identical, statistics equal
 // The inputs span every FP8 regime at the chosen scale (normal, subnormal, flushed, saturated).
-// Bytes: amax reads n values; a cast reads n values and writes n bytes. The launchers return
-// their result to the host (the Backend interface does), so the time includes that
-// synchronisation and a 32-byte copy: a few microseconds that dominate below ~10 MB.
+// Bytes: amax reads n values; a cast reads n values and writes n bytes (2n with the transpose).
+// amax returns its result to the host, so its time includes that synchronisation; the casts
+// accumulate their statistics in device memory and return at once.
 #include "harness.cuh"
 
 #include "cpu/fp8_kernels.h"
@@ -20,6 +21,8 @@ namespace gpu = train_gpt::cuda;
 using train_gpt::Fp8CastStats;
 using train_gpt::fp8e4m3;
 using train_gpt::fp8e5m2;
+using train_gpt::Fp8Counters;
+using train_gpt::to_cast_stats;
 
 namespace {
 template <typename H>
@@ -63,8 +66,14 @@ static int run(const Args& a) {
                 const Fp8CastStats c5 = cpu::quantize_fp8(q5.data(), x.data(), n, scale);
                 d_q4.poison();
                 d_q5.poison();
-                const Fp8CastStats g4 = gpu::quantize_fp8(d_q4.as<fp8e4m3>(), d_x.ptr, n, scale, stream);
-                const Fp8CastStats g5 = gpu::quantize_fp8(d_q5.as<fp8e5m2>(), d_x.ptr, n, scale, stream);
+                DeviceBuffer<Fp8Counters> k4(1), k5(1);
+                cudaCheck(cudaMemset(k4.ptr, 0, sizeof(Fp8Counters)));
+                cudaCheck(cudaMemset(k5.ptr, 0, sizeof(Fp8Counters)));
+                gpu::quantize_fp8(d_q4.as<fp8e4m3>(), d_x.ptr, n, scale, k4.ptr, stream);
+                gpu::quantize_fp8(d_q5.as<fp8e5m2>(), d_x.ptr, n, scale, k5.ptr, stream);
+                cudaCheck(cudaStreamSynchronize(stream));
+                const Fp8CastStats g4 = to_cast_stats(k4.template download<Fp8Counters>()[0]);
+                const Fp8CastStats g5 = to_cast_stats(k5.template download<Fp8Counters>()[0]);
                 check_bytes((what + "quantize_e4m3 q").c_str(), dt, d_q4.template download<fp8e4m3>(), q4);
                 check_bytes((what + "quantize_e5m2 q").c_str(), dt, d_q5.template download<fp8e5m2>(), q5);
                 const bool ok4 = same_stats(g4, c4), ok5 = same_stats(g5, c5);
@@ -72,14 +81,38 @@ static int run(const Args& a) {
                             (what + "quantize stats").c_str(), dt, ok4 && ok5 ? "equal" : "DIFFER", c4.amax,
                             c4.saturated, c4.flushed, ok4 && ok5 ? "" : "  FAIL");
                 g_failed |= !(ok4 && ok5);
+                // one cast, both layouts: (rows, cols) = (B·T, width·C)
+                const int rows = a.B * a.T, cols = width * a.C;
+                std::vector<fp8e4m3> qt(n);
+                const Fp8CastStats ct = cpu::quantize_transpose_fp8(q4.data(), qt.data(), x.data(), rows, cols, scale);
+                DeviceBuffer<uint8_t> d_qt(n);
+                d_q4.poison();
+                d_qt.poison();
+                DeviceBuffer<Fp8Counters> kt(1);
+                cudaCheck(cudaMemset(kt.ptr, 0, sizeof(Fp8Counters)));
+                gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, rows, cols, scale, kt.ptr,
+                                            stream);
+                cudaCheck(cudaStreamSynchronize(stream));
+                check_bytes((what + "quantize_transpose q").c_str(), dt, d_q4.template download<fp8e4m3>(), q4);
+                check_bytes((what + "quantize_transpose qt").c_str(), dt, d_qt.template download<fp8e4m3>(), qt);
+                const bool okt = same_stats(to_cast_stats(kt.template download<Fp8Counters>()[0]), ct);
+                std::printf("  check %-28s %-4s statistics %s%s\n", (what + "quantize_transpose stats").c_str(), dt,
+                            okt ? "equal" : "DIFFER", okt ? "" : "  FAIL");
+                g_failed |= !okt;
             }
             const double s = sizeof(H);
             float ms = time_ms([&] { gpu::amax(d_x.ptr, n, stream); }, a.reps, stream);
+            DeviceBuffer<Fp8Counters> counters(1);   // the timed casts accumulate into it
+            cudaCheck(cudaMemset(counters.ptr, 0, sizeof(Fp8Counters)));
             report((what + "amax").c_str(), dt, ms, n * s, (double)n, peak_flops<H>());
-            ms = time_ms([&] { gpu::quantize_fp8(d_q4.as<fp8e4m3>(), d_x.ptr, n, scale, stream); }, a.reps, stream);
+            ms = time_ms([&] { gpu::quantize_fp8(d_q4.as<fp8e4m3>(), d_x.ptr, n, scale, counters.ptr, stream); }, a.reps, stream);
             report((what + "quantize_e4m3").c_str(), dt, ms, n * (s + 1), 2.0 * n, peak_flops<H>());
-            ms = time_ms([&] { gpu::quantize_fp8(d_q5.as<fp8e5m2>(), d_x.ptr, n, scale, stream); }, a.reps, stream);
+            ms = time_ms([&] { gpu::quantize_fp8(d_q5.as<fp8e5m2>(), d_x.ptr, n, scale, counters.ptr, stream); }, a.reps, stream);
             report((what + "quantize_e5m2").c_str(), dt, ms, n * (s + 1), 2.0 * n, peak_flops<H>());
+            DeviceBuffer<uint8_t> d_qt(n);
+            ms = time_ms([&] { gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, a.B * a.T,
+                                                           width * a.C, scale, counters.ptr, stream); }, a.reps, stream);
+            report((what + "quantize_transpose_e4m3").c_str(), dt, ms, n * (s + 2), 2.0 * n, peak_flops<H>());
         }
     });
 }

@@ -139,7 +139,8 @@ struct DeviceBuffer {
     template <typename H>
     void upload(const std::vector<H>& host) {
         static_assert(sizeof(H) == sizeof(P), "host and device element sizes must match");
-        cudaCheck(cudaMemcpy(ptr, host.data(), n * sizeof(P), cudaMemcpyHostToDevice));
+        // the first min(n, host.size()) elements (a check may upload a prefix)
+        cudaCheck(cudaMemcpy(ptr, host.data(), std::min(n, host.size()) * sizeof(P), cudaMemcpyHostToDevice));
     }
     template <typename H>
     std::vector<H> download() const {

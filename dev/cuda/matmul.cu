@@ -86,7 +86,17 @@ static int run(const Args& a) {
             for (size_t i = 0; i < xq.size(); i++) xq[i] = fp8e4m3::from_float(from_h(inp[i]) * sx);
             for (size_t i = 0; i < wq.size(); i++) wq[i] = fp8e4m3::from_float(from_h(w[i]) * sw);
             for (size_t i = 0; i < dyq.size(); i++) dyq[i] = fp8e5m2::from_float(from_h(dout[i]) * sdy);
-            DeviceBuffer<uint8_t> d_xq(xq), d_wq(wq), d_dyq(dyq);
+            // the backward's layouts, as the casts write them (quantize_transpose_fp8)
+            std::vector<fp8e4m3> xqt(xq.size()), wqt(wq.size());
+            std::vector<fp8e5m2> dyqt(dyq.size());
+            for (int i = 0; i < N; i++) {
+                for (int c = 0; c < g.C; c++) xqt[(size_t)c * N + i] = xq[(size_t)i * g.C + c];
+                for (int o = 0; o < g.OC; o++) dyqt[(size_t)o * N + i] = dyq[(size_t)i * g.OC + o];
+            }
+            for (int o = 0; o < g.OC; o++) {
+                for (int c = 0; c < g.C; c++) wqt[(size_t)c * g.OC + o] = wq[(size_t)o * g.C + c];
+            }
+            DeviceBuffer<uint8_t> d_xq(xq), d_wq(wq), d_dyq(dyq), d_xqt(xqt), d_wqt(wqt), d_dyqt(dyqt);
             d_dinp.upload(dinp0);
             d_dw.upload(dw0);
             d_db.upload(db0);
@@ -95,13 +105,25 @@ static int run(const Args& a) {
                 std::vector<H> out((size_t)n * g.OC), dinp(dinp0.begin(), dinp0.begin() + (size_t)n * g.C);
                 std::vector<float> dw = dw0, db = db0;
                 cpu::matmul_forward_fp8(out.data(), xq.data(), 1 / sx, wq.data(), 1 / sw, b.data(), n, g.C, g.OC);
-                cpu::matmul_backward_fp8(dinp.data(), dw.data(), db.data(), dyq.data(), 1 / sdy, dout.data(), xq.data(),
-                                         1 / sx, wq.data(), 1 / sw, n, g.C, g.OC);
+                // the first n rows: dYᵀ and Xᵀ restricted to their first n columns
+                std::vector<fp8e4m3> xqt_n((size_t)g.C * n);
+                std::vector<fp8e5m2> dyqt_n((size_t)g.OC * n);
+                for (int c = 0; c < g.C; c++) {
+                    for (int i = 0; i < n; i++) xqt_n[(size_t)c * n + i] = xq[(size_t)i * g.C + c];
+                }
+                for (int o = 0; o < g.OC; o++) {
+                    for (int i = 0; i < n; i++) dyqt_n[(size_t)o * n + i] = dyq[(size_t)i * g.OC + o];
+                }
+                cpu::matmul_backward_fp8(dinp.data(), dw.data(), db.data(), dyq.data(), dyqt_n.data(), 1 / sdy,
+                                         dout.data(), xqt_n.data(), 1 / sx, wqt.data(), 1 / sw, n, g.C, g.OC);
+                d_xqt.upload(xqt_n);
+                d_dyqt.upload(dyqt_n);
                 d_out.poison();
                 gpu::matmul_forward_fp8(d_out.ptr, d_xq.as<fp8e4m3>(), 1 / sx, d_wq.as<fp8e4m3>(), 1 / sw, d_b.ptr, n,
                                         g.C, g.OC, stream);
-                gpu::matmul_backward_fp8(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dyq.as<fp8e5m2>(), 1 / sdy, d_dout.ptr,
-                                         d_xq.as<fp8e4m3>(), 1 / sx, d_wq.as<fp8e4m3>(), 1 / sw, n, g.C, g.OC, stream);
+                gpu::matmul_backward_fp8(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dyq.as<fp8e5m2>(), d_dyqt.as<fp8e5m2>(),
+                                         1 / sdy, d_dout.ptr, d_xqt.as<fp8e4m3>(), 1 / sx, d_wqt.as<fp8e4m3>(), 1 / sw,
+                                         n, g.C, g.OC, stream);
                 cudaCheck(cudaStreamSynchronize(stream));
                 std::vector<H> got_out = d_out.template download<H>(), got_dinp = d_dinp.template download<H>();
                 got_out.resize(out.size());
@@ -115,9 +137,14 @@ static int run(const Args& a) {
                                                        d_b.ptr, N, g.C, g.OC, stream); }, a.reps, stream);
             report((what + "fp8 forward").c_str(), "fp8", ms,
                    (double)N * g.C + (double)g.OC * g.C + (double)N * g.OC * s, flops, kFp8FlopsPerSec);
-            ms = time_ms([&] { gpu::matmul_backward_fp8(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dyq.as<fp8e5m2>(), 1 / sdy,
-                                                        d_dout.ptr, d_xq.as<fp8e4m3>(), 1 / sx, d_wq.as<fp8e4m3>(), 1 / sw,
-                                                        N, g.C, g.OC, stream); }, a.reps, stream);
+            if (a.check) {   // the full-N transposed copies again (the check used the first n rows)
+                d_xqt.upload(xqt);
+                d_dyqt.upload(dyqt);
+            }
+            ms = time_ms([&] { gpu::matmul_backward_fp8(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dyq.as<fp8e5m2>(),
+                                                        d_dyqt.as<fp8e5m2>(), 1 / sdy, d_dout.ptr, d_xqt.as<fp8e4m3>(),
+                                                        1 / sx, d_wqt.as<fp8e4m3>(), 1 / sw, N, g.C, g.OC, stream); },
+                               a.reps, stream);
             report((what + "fp8 backward").c_str(), "fp8", ms,
                    (double)N * g.OC * (1 + s) + N * g.C * (1 + 2 * s) + (double)g.OC * g.C * 9, 2 * flops,
                    kFp8FlopsPerSec);

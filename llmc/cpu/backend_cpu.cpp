@@ -89,21 +89,29 @@ public:
     }
 
     float amax(const void* x, size_t n) override { return cpu::amax(act(x), n); }
-    Fp8CastStats quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale) override {
-        return cpu::quantize_fp8(q, act(x), n, scale);
+    void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale, Fp8Counters* counters) override {
+        accumulate(*counters, cpu::quantize_fp8(q, act(x), n, scale));
     }
-    Fp8CastStats quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale) override {
-        return cpu::quantize_fp8(q, act(x), n, scale);
+    void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale, Fp8Counters* counters) override {
+        accumulate(*counters, cpu::quantize_fp8(q, act(x), n, scale));
+    }
+    void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, float scale,
+                                 Fp8Counters* counters) override {
+        accumulate(*counters, cpu::quantize_transpose_fp8(q, qt, act(x), rows, cols, scale));
+    }
+    void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, float scale,
+                                 Fp8Counters* counters) override {
+        accumulate(*counters, cpu::quantize_transpose_fp8(q, qt, act(x), rows, cols, scale));
     }
     void matmul_forward_fp8(void* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
                             float weight_inv_scale, const void* bias, int N, int C, int OC) override {
         cpu::matmul_forward_fp8(act(out), inp, inp_inv_scale, weight, weight_inv_scale, act(bias), N, C, OC);
     }
-    void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, float dout_inv_scale,
-                             const void* dout, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                             float weight_inv_scale, int N, int C, int OC) override {
-        cpu::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_inv_scale, act(dout), inp, inp_inv_scale,
-                                 weight, weight_inv_scale, N, C, OC);
+    void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
+                             float dout_inv_scale, const void* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
+                             const fp8e4m3* weight_qt, float weight_inv_scale, int N, int C, int OC) override {
+        cpu::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_qt, dout_inv_scale, act(dout), inp_qt,
+                                 inp_inv_scale, weight_qt, weight_inv_scale, N, C, OC);
     }
 
     double sum_squares(const float* g, size_t n) override { return cpu::sum_squares(g, n); }

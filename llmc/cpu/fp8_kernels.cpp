@@ -77,22 +77,46 @@ void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const f
     }
 }
 
-template <typename T>
-void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, float dout_inv_scale,
-                         const T* dout, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                         float weight_inv_scale, int N, int C, int OC) {
-    std::vector<float> dy = unscaled(dout_q, (size_t)N * OC);
-    std::vector<float> x = unscaled(inp, (size_t)N * C), w = unscaled(weight, (size_t)OC * C);
-    // dX += (q_dy · q_w) / (s_dy s_w)
-    std::vector<float> dx((size_t)N * C);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dy.data(), OC, w.data(), C, 0.0f,
-                dx.data(), C);
-    const float dx_dequant = dout_inv_scale * weight_inv_scale;
+template <typename T, typename Q>
+Fp8CastStats quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, float scale) {
+    const size_t n = (size_t)rows * cols;
+    std::vector<Q> own;
+    Q* rowmajor = q;
+    if (rowmajor == nullptr) {   // only the transposed layout is wanted: cast into a temporary
+        own.resize(n);
+        rowmajor = own.data();
+    }
+    const Fp8CastStats stats = quantize_fp8(rowmajor, x, n, scale);
+    if (qt != nullptr) {
 #pragma omp parallel for
-    for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] = store<T>((float)load(dinp[i]) + dx[i] * dx_dequant);
-    // dW += (q_dyᵀ · q_x) / (s_dy s_x), into the FP32 gradient: alpha applies the factors
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, dout_inv_scale * inp_inv_scale, dy.data(), OC,
-                x.data(), C, 1.0f, dweight, C);
+        for (int c = 0; c < cols; c++) {
+            for (int r = 0; r < rows; r++) qt[(size_t)c * rows + r] = rowmajor[(size_t)r * cols + c];
+        }
+    }
+    return stats;
+}
+
+template <typename T>
+void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
+                         float dout_inv_scale, const T* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
+                         const fp8e4m3* weight_qt, float weight_inv_scale, int N, int C, int OC) {
+    // dX += (q_dy · q_w) / (s_dy s_w), with W read from its transposed copy Wᵀ (C,OC)
+    if (dinp != nullptr) {
+        std::vector<float> dy = unscaled(dout_q, (size_t)N * OC), wt = unscaled(weight_qt, (size_t)C * OC);
+        std::vector<float> dx((size_t)N * C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f, dy.data(), OC, wt.data(), OC, 0.0f,
+                    dx.data(), C);
+        const float dx_dequant = dout_inv_scale * weight_inv_scale;
+#pragma omp parallel for
+        for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] = store<T>((float)load(dinp[i]) + dx[i] * dx_dequant);
+    }
+    // dW += (q_dyᵀ · q_x) / (s_dy s_x) = dYᵀ (OC,N) · (Xᵀ (C,N))ᵀ into the FP32 gradient: alpha
+    // applies the factors
+    if (dweight != nullptr) {
+        std::vector<float> dyt = unscaled(dout_qt, (size_t)OC * N), xt = unscaled(inp_qt, (size_t)C * N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, N, dout_inv_scale * inp_inv_scale, dyt.data(), N,
+                    xt.data(), N, 1.0f, dweight, C);
+    }
     if (dbias == nullptr) return;
 #pragma omp parallel for
     for (int o = 0; o < OC; o++) {
@@ -108,8 +132,10 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
     template Fp8CastStats quantize_fp8<T, fp8e5m2>(fp8e5m2*, const T*, size_t, float);                      \
     template void matmul_forward_fp8<T>(T*, const fp8e4m3*, float, const fp8e4m3*, float, const T*, int, int, \
                                         int);                                                               \
-    template void matmul_backward_fp8<T>(T*, float*, float*, const fp8e5m2*, float, const T*, const fp8e4m3*, \
-                                         float, const fp8e4m3*, float, int, int, int);
+    template Fp8CastStats quantize_transpose_fp8<T, fp8e4m3>(fp8e4m3*, fp8e4m3*, const T*, int, int, float);   \
+    template Fp8CastStats quantize_transpose_fp8<T, fp8e5m2>(fp8e5m2*, fp8e5m2*, const T*, int, int, float);   \
+    template void matmul_backward_fp8<T>(T*, float*, float*, const fp8e5m2*, const fp8e5m2*, float, const T*,  \
+                                         const fp8e4m3*, float, const fp8e4m3*, float, int, int, int);
 
 TRAIN_GPT_INSTANTIATE_FP8(float)
 TRAIN_GPT_INSTANTIATE_FP8(bf16)

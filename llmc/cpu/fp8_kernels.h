@@ -11,8 +11,11 @@
 //   backward  dX (N,C) += dY (N,OC) · W         dY: E5M2 (the gradient's wide range), W: E4M3
 //             dW (OC,C) += dYᵀ · X              dY: E5M2, X: the E4M3 copy saved by the forward
 //             db (OC)  += Σ_rows dY             from the unquantised dY
-// The CPU twin keeps one (row-major) layout of each operand; the transposed copies a TN-only
-// Hopper GEMM needs are a CUDA-side concern.
+// A Hopper FP8 GEMM takes its operands only with the reduction dimension contiguous ("TN"), so
+// the backward GEMMs read transposed copies: Wᵀ (C,OC) for dX, dYᵀ (OC,N) and Xᵀ (C,N) for dW.
+// One cast writes both layouts (quantize_transpose_fp8: the weights' copies after each update,
+// X's transposed copy in the forward, dY's two in the backward), so no GEMM transposes anything.
+// The CPU twin takes the same layouts, so a model that passes the wrong copy fails here too.
 #pragma once
 
 #include "cpu/kernels.h"
@@ -29,13 +32,21 @@ float amax(const T* x, size_t n);
 template <typename T, typename Q>
 Fp8CastStats quantize_fp8(Q* q, const T* x, size_t n, float scale);
 
+// q (rows, cols) = saturate(x (rows, cols) · scale) and qt (cols, rows) = qᵀ from the same cast
+// (either may be null: one layout only); statistics as quantize_fp8, counted once per value.
+template <typename T, typename Q>
+Fp8CastStats quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, float scale);
+
 template <typename T>
 void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
                         float weight_inv_scale, const T* bias, int N, int C, int OC);
 
+// dinp (N,C) += dY·W from dout_q (N,OC) and weight_qt = Wᵀ (C,OC); dweight (OC,C) += dYᵀ·X from
+// dout_qt (OC,N) and inp_qt = Xᵀ (C,N); dbias (OC) += Σ_rows dout (unquantised). dinp or dweight
+// may be null (that GEMM is skipped).
 template <typename T>
-void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, float dout_inv_scale,
-                         const T* dout, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                         float weight_inv_scale, int N, int C, int OC);
+void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
+                         float dout_inv_scale, const T* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
+                         const fp8e4m3* weight_qt, float weight_inv_scale, int N, int C, int OC);
 
 }  // namespace train_gpt::cpu

@@ -8,12 +8,15 @@
 // A host buffer passed to copy_to_device may be reused as soon as the call returns.
 #include "cuda_backend.h"
 
+#include "cuda/attention_gemm.cuh"
 #include "cuda/kernels.cuh"
 #include "utils.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace train_gpt {
 
@@ -48,6 +51,14 @@ class CudaBackend final : public Backend {
 
 public:
     CudaBackend(DType dtype, int device) : dtype_(dtype), device_(device) {
+        // attention: cuBLASLt GEMMs (attention_gemm.cuh) by default; TRAIN_GPT_ATTENTION=flash
+        // selects the hand-written flash kernels (attention.cuh). Checked first: nothing to undo.
+        const char* attention = std::getenv("TRAIN_GPT_ATTENTION");
+        const std::string mode = attention != nullptr ? attention : "";
+        if (mode == "flash") flash_attention_ = true;
+        else if (mode != "" && mode != "gemm")
+            fail("TRAIN_GPT_ATTENTION=%s: unknown attention implementation (use 'gemm', the default, or 'flash')",
+                 mode.c_str());
         cudaCheck(cudaSetDevice(device));
         cudaFuncAttributes attributes;
         if (cudaFuncGetAttributes(&attributes, probe_kernel) != cudaSuccess) {
@@ -146,11 +157,15 @@ public:
         cuda::matmul_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC, stream_);
     }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int T_, int C, int NH) override {
-        cuda::attention_forward(act(out), lse, act(qkv), B, T_, C, NH, stream_);
+        if (flash_attention_) cuda::attention_forward(act(out), lse, act(qkv), B, T_, C, NH, stream_);
+        else cuda::attention_forward_gemm(act(out), lse, act(qkv), B, T_, C, NH, stream_);
     }
     void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                             int B, int T_, int C, int NH) override {
-        cuda::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
+        if (flash_attention_)
+            cuda::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
+        else
+            cuda::attention_backward_gemm(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
     }
     void gelu_forward(void* out, const void* inp, size_t n) override {
         cuda::gelu_forward(act(out), act(inp), n, stream_);
@@ -169,22 +184,30 @@ public:
 
     // --- FP8 ---
     float amax(const void* x, size_t n) override { return cuda::amax(act(x), n, stream_); }
-    Fp8CastStats quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale) override {
-        return cuda::quantize_fp8<T, fp8e4m3>(q, act(x), n, scale, stream_);
+    void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale, Fp8Counters* counters) override {
+        cuda::quantize_fp8<T, fp8e4m3>(q, act(x), n, scale, counters, stream_);
     }
-    Fp8CastStats quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale) override {
-        return cuda::quantize_fp8<T, fp8e5m2>(q, act(x), n, scale, stream_);
+    void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale, Fp8Counters* counters) override {
+        cuda::quantize_fp8<T, fp8e5m2>(q, act(x), n, scale, counters, stream_);
+    }
+    void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, float scale,
+                                 Fp8Counters* counters) override {
+        cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(x), rows, cols, scale, counters, stream_);
+    }
+    void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, float scale,
+                                 Fp8Counters* counters) override {
+        cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(x), rows, cols, scale, counters, stream_);
     }
     void matmul_forward_fp8(void* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
                             float weight_inv_scale, const void* bias, int N, int C, int OC) override {
         cuda::matmul_forward_fp8(act(out), inp, inp_inv_scale, weight, weight_inv_scale, act(bias), N, C, OC,
                                  stream_);
     }
-    void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, float dout_inv_scale,
-                             const void* dout, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                             float weight_inv_scale, int N, int C, int OC) override {
-        cuda::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_inv_scale, act(dout), inp, inp_inv_scale,
-                                  weight, weight_inv_scale, N, C, OC, stream_);
+    void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
+                             float dout_inv_scale, const void* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
+                             const fp8e4m3* weight_qt, float weight_inv_scale, int N, int C, int OC) override {
+        cuda::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_qt, dout_inv_scale, act(dout), inp_qt,
+                                 inp_inv_scale, weight_qt, weight_inv_scale, N, C, OC, stream_);
     }
 
     // --- optimizer ---
@@ -199,6 +222,7 @@ private:
     DType dtype_;
     int device_;
     cudaStream_t stream_ = nullptr;
+    bool flash_attention_ = false;   // TRAIN_GPT_ATTENTION=flash (read once, in the constructor)
 };
 
 }  // namespace

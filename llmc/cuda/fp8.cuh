@@ -13,8 +13,9 @@
 // Reductions: the max runs on the bits of |x| as unsigned integers — for non-negative floats
 // the bit patterns order like the values, and every NaN (sign cleared) sits above +inf — so one
 // integer atomicMax per block combines blocks, NaN-propagating, in any order with the same
-// result. Counts are integers: atomics are exact. The launchers synchronise the stream and copy
-// the result back to the host, as the Backend interface returns it.
+// result. Counts are integers: atomics are exact. quantize_fp8 accumulates into an Fp8Counters
+// slot in device memory (fp8_scaling.h) and returns at once: the trainer reads its slots back
+// once per step. amax (used only for just-in-time scales) synchronises and returns the value.
 #pragma once
 
 #include "cuda/common.cuh"
@@ -39,12 +40,8 @@ template <> struct Fp8Traits<fp8e5m2> {
 template <> struct Fp8Traits<__nv_fp8_e4m3> : Fp8Traits<fp8e4m3> {};
 template <> struct Fp8Traits<__nv_fp8_e5m2> : Fp8Traits<fp8e5m2> {};
 
-// What the cast kernels accumulate on the device.
-struct Fp8Counters {
-    unsigned int amax_bits;   // max of the bits of |x| (NaN-propagating, see above)
-    unsigned int pad;
-    unsigned long long saturated, flushed, nan;
-};
+static_assert(sizeof(Fp8Counters) == 40 && sizeof(Fp8Counters::amax_bits) == sizeof(unsigned int),
+              "Fp8Counters: the layout the kernels' atomics assume");
 
 constexpr int kFp8Threads = 256;
 constexpr int kFp8MaxBlocks = 4096;   // grid-stride beyond this: fewer atomics
@@ -110,9 +107,75 @@ __global__ void __launch_bounds__(kFp8Threads)
         store_packed(qb + p * P, out);
     }
     for (size_t i = packs * P + start; i < n; i += stride) qb[i] = cast(to_float(x[i]));   // tail
-    block_atomic_max(&counters->amax_bits, m);
+    block_atomic_max(reinterpret_cast<unsigned int*>(&counters->amax_bits), m);
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters->count, (unsigned long long)n);
     // integer counts: a warp sum, then one atomic per warp that has anything to add.
     // __reduce_add_sync(mask, c): Σ c over the warp's lanes, in every lane (exact for integers).
+    saturated = __reduce_add_sync(kFullMask, saturated);
+    flushed = __reduce_add_sync(kFullMask, flushed);
+    nan = __reduce_add_sync(kFullMask, nan);
+    if (threadIdx.x % 32 == 0) {
+        if (saturated != 0u) atomicAdd(&counters->saturated, (unsigned long long)saturated);
+        if (flushed != 0u) atomicAdd(&counters->flushed, (unsigned long long)flushed);
+        if (nan != 0u) atomicAdd(&counters->nan, (unsigned long long)nan);
+    }
+}
+
+// ---- quantize with transpose -------------------------------------------------------------------
+// q (rows, cols) = saturate(x · scale) and qt (cols, rows) = qᵀ from ONE cast of each value (either
+// output may be null), with the statistics of quantize_fp8_kernel: the TN-only FP8 GEMMs of the
+// backward read transposed operands, and writing them here saves a transpose pass per operand.
+// Naive equivalent: for r, c: b = cast(x[r·cols + c]); q[r·cols + c] = b; qt[c·rows + r] = b.
+// Tiles of 32×32 through shared memory (block of 256 threads = 32 columns × 8 row lanes): the
+// reads of x and the writes of q run along a row, the writes of qt along a column of x, each
+// coalesced. Bytes are staged as 32-bit words (row stride 33) so the transposed reads of the tile
+// hit 32 different banks. Tile rows beyond gridDim.y are walked in a loop (any number of rows).
+constexpr int kTile = 32;
+template <typename T, typename Q>
+__global__ void __launch_bounds__(kFp8Threads)
+    quantize_transpose_fp8_kernel(Q* q, Q* qt, Fp8Counters* counters, const T* x, int rows, int cols, float scale) {
+    using Traits = Fp8Traits<Q>;
+    __shared__ unsigned int tile[kTile][kTile + 1];
+    __nv_fp8_storage_t* qb = reinterpret_cast<__nv_fp8_storage_t*>(q);
+    __nv_fp8_storage_t* qtb = reinterpret_cast<__nv_fp8_storage_t*>(qt);
+    const int tx = threadIdx.x % kTile, ty = threadIdx.x / kTile;   // ty < 8
+    const int c = blockIdx.x * kTile + tx;                           // column of x this thread reads
+    unsigned int m = 0u, saturated = 0u, flushed = 0u, nan = 0u;
+    const int row_tiles = (rows + kTile - 1) / kTile;
+    for (int tr = blockIdx.y; tr < row_tiles; tr += gridDim.y) {
+        const int r0 = tr * kTile;
+        for (int j = ty; j < kTile; j += kFp8Threads / kTile) {
+            const int r = r0 + j;
+            if (r < rows && c < cols) {
+                const float v = to_float(x[(size_t)r * cols + c]);
+                const float scaled = v * scale;
+                const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(scaled, __NV_SATFINITE, Traits::kind);
+                m = max(m, abs_bits(v));
+                if (abs_bits(v) > 0x7f800000u) {
+                    nan++;
+                } else if (fabsf(scaled) > Traits::max_finite) {
+                    saturated++;
+                } else if (v != 0.0f && (b & 0x7fu) == 0u) {
+                    flushed++;
+                }
+                if (qb != nullptr) qb[(size_t)r * cols + c] = b;
+                tile[j][tx] = b;
+            }
+        }
+        if (qtb != nullptr) {
+            __syncthreads();
+            // thread (tx, ty) writes qt rows oc = column of x, columns r = r0 + tx: along a row of qt
+            for (int j = ty; j < kTile; j += kFp8Threads / kTile) {
+                const int oc = blockIdx.x * kTile + j, r = r0 + tx;
+                if (oc < cols && r < rows) qtb[(size_t)oc * rows + r] = (__nv_fp8_storage_t)tile[tx][j];
+            }
+            __syncthreads();   // the tile is rewritten by the next row tile
+        }
+    }
+    block_atomic_max(reinterpret_cast<unsigned int*>(&counters->amax_bits), m);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+        atomicAdd(&counters->count, (unsigned long long)rows * (unsigned long long)cols);
+    }
     saturated = __reduce_add_sync(kFullMask, saturated);
     flushed = __reduce_add_sync(kFullMask, flushed);
     nan = __reduce_add_sync(kFullMask, nan);
@@ -157,14 +220,11 @@ float amax(const T* x, size_t n, cudaStream_t stream) {
 }
 
 // q (n) = saturate(x · scale) in Q (fp8e4m3 / fp8e5m2, or CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2);
-// returns the cast's statistics. Synchronises the stream.
+// the cast's statistics are accumulated into *counters (device memory). Returns at once.
 template <typename T, typename Q>
-Fp8CastStats quantize_fp8(Q* q, const T* x, size_t n, float scale, cudaStream_t stream) {
+void quantize_fp8(Q* q, const T* x, size_t n, float scale, Fp8Counters* counters, cudaStream_t stream) {
     static_assert(sizeof(Q) == 1, "FP8 storage is one byte");
-    Fp8CastStats stats;
-    if (n == 0) return stats;
-    Fp8Counters* counters = static_cast<Fp8Counters*>(scratch(sizeof(Fp8Counters)));
-    cudaCheck(cudaMemsetAsync(counters, 0, sizeof(Fp8Counters), stream));
+    if (n == 0) return;
     // a pack of P inputs (16 bytes) writes P bytes of q: both must be aligned to their pack
     const bool vec = is_aligned(x, 16) && is_aligned(q, kPack<T>);
     if (vec) {
@@ -173,15 +233,22 @@ Fp8CastStats quantize_fp8(Q* q, const T* x, size_t n, float scale, cudaStream_t 
         quantize_fp8_kernel<1><<<detail::fp8_blocks(n, 1), kFp8Threads, 0, stream>>>(q, counters, x, n, scale);
     }
     cudaCheck(cudaGetLastError());
-    Fp8Counters host;
-    cudaCheck(cudaMemcpyAsync(&host, counters, sizeof(host), cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
-    stats.amax = detail::amax_from_bits(host.amax_bits);
-    stats.count = n;
-    stats.saturated = size_t(host.saturated);
-    stats.flushed = size_t(host.flushed);
-    stats.nan = size_t(host.nan);
-    return stats;
+}
+
+// q (rows, cols) and/or qt (cols, rows) = qᵀ, one cast (cpu::quantize_transpose_fp8); statistics
+// accumulated into *counters (device memory). Returns at once.
+template <typename T, typename Q>
+void quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, float scale, Fp8Counters* counters,
+                            cudaStream_t stream) {
+    static_assert(sizeof(Q) == 1, "FP8 storage is one byte");
+    if (rows <= 0 || cols <= 0) return;
+    if (qt == nullptr) {   // one layout: the vectorised flat cast
+        quantize_fp8(q, x, (size_t)rows * cols, scale, counters, stream);
+        return;
+    }
+    const dim3 grid((cols + kTile - 1) / kTile, std::min((rows + kTile - 1) / kTile, 65535));
+    quantize_transpose_fp8_kernel<<<grid, kFp8Threads, 0, stream>>>(q, qt, counters, x, rows, cols, scale);
+    cudaCheck(cudaGetLastError());
 }
 
 }  // namespace train_gpt::cuda

@@ -20,11 +20,12 @@
 //
 // FP8 (Hopper): cuBLASLt runs FP8 GEMMs only as "TN" — A transposed, B not — i.e. both operands
 // stored with the reduction dimension k contiguous. Row-major that means:
-//   forward  out  = X · Wᵀ     A = W (OC,C), B = X (N,C): both already k-contiguous, no copy;
-//   dX       dinp += dY · W    A = Wᵀ (C,OC)  ← W transposed here,  B = dY (N,OC) as it is;
-//   dW       dW   += dYᵀ · X   A = Xᵀ (C,N)   ← X transposed here,  B = dYᵀ (OC,N) ← dY transposed here.
-// The three transposes go through a scratch buffer with a small tiled kernel (a later change fuses
-// them into the kernels that produce X, dY and the E4M3 weights). The dequantisation factors 1/s
+//   forward  out  = X · Wᵀ     A = W (OC,C), B = X (N,C): both already k-contiguous;
+//   dX       dinp += dY · W    A = Wᵀ (C,OC),  B = dY (N,OC);
+//   dW       dW   += dYᵀ · X   A = Xᵀ (C,N),   B = dYᵀ (OC,N).
+// The transposed copies come from the casts that make the FP8 operands (fp8.cuh,
+// quantize_transpose_fp8: the weights after each update, X in the forward, dY in the backward),
+// so no GEMM here transposes anything. The dequantisation factors 1/s
 // reach cuBLASLt as device floats (A_SCALE_POINTER / B_SCALE_POINTER): D = 1/s_a · 1/s_b · Σ q_a q_b.
 // FP8 tensor-core GEMMs need 16-byte-aligned leading dimensions and k a multiple of 16: shapes
 // whose C, OC (and N, in backward, where N is the reduction dimension of dW) are not multiples of
@@ -36,8 +37,8 @@
 //
 // Each stream that runs GEMMs gets a GemmContext (cuBLASLt handle, 32 MiB workspace, the FP8
 // scale slots), made on first use; a backend releases its stream's context with
-// release_gemm_context(). Temporaries (transposes, dbias partial sums) come from common.cuh's
-// scratch buffer.
+// release_gemm_context(). Temporaries (dbias partial sums, the fallback's widened operands) come
+// from common.cuh's scratch buffer.
 #pragma once
 
 #include "cuda/common.cuh"
@@ -52,9 +53,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -73,12 +76,18 @@ inline void cublas_check(cublasStatus_t status, const char* call, const char* fi
 
 inline constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;   // cuBLASLt's split-K / epilogue workspace
 
+// A cuBLASLt algorithm that launched for a problem, and whether it ran with a null C (beta = 0).
+struct GemmAlgo {
+    cublasLtMatmulAlgo_t algo;
+    bool null_c = false;
+};
+
 struct GemmContext {
     int device = -1;
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;      // (kCublasWorkspaceBytes)
     float* scales = nullptr;        // (4) device copies of the FP8 dequantisation factors 1/s
-    std::map<std::array<int64_t, 18>, cublasLtMatmulAlgo_t> algos;   // chosen algorithm per problem (gemm())
+    std::map<std::array<int64_t, 22>, std::optional<GemmAlgo>> algos;   // per problem (gemm()); nullopt: unsupported
 
     explicit GemmContext(int dev) : device(dev) {
         cublasCheck(cublasLtCreate(&handle));
@@ -135,25 +144,6 @@ __global__ void set_scales_kernel(F* dst, F a, F b, F c, F d) {
     dst[1] = b;
     dst[2] = c;
     dst[3] = d;
-}
-
-// out (cols, rows) = in (rows, cols)ᵀ, through 32×32 shared-memory tiles; block (32, 8).
-// Naive equivalent: out[c * rows + r] = in[r * cols + c].
-template <typename E>
-__global__ void transpose_kernel(E* out, const E* in, int rows, int cols) {
-    __shared__ E tile[32][33];                      // +1: no bank conflicts on the transposed read
-    const int c = blockIdx.x * 32 + threadIdx.x;    // column of in
-    const int r0 = blockIdx.y * 32;
-    for (int j = threadIdx.y; j < 32; j += 8) {
-        const int r = r0 + j;
-        if (r < rows && c < cols) tile[j][threadIdx.x] = in[(size_t)r * cols + c];
-    }
-    __syncthreads();
-    const int r = r0 + threadIdx.x;                 // row of in = column of out
-    for (int j = threadIdx.y; j < 32; j += 8) {
-        const int oc = blockIdx.x * 32 + j;         // column of in = row of out
-        if (r < rows && oc < cols) out[(size_t)oc * rows + r] = tile[threadIdx.x][j];
-    }
 }
 
 // out (N,OC) = round(out + bias), when the bias cannot ride on the GEMM's epilogue.
@@ -226,14 +216,6 @@ inline uint32_t pointer_alignment(const void* p) {
     return alignment;
 }
 
-// out (rows, cols) → (cols, rows) on `stream`.
-template <typename E>
-void transpose(E* out, const E* in, int rows, int cols, cudaStream_t stream) {
-    dim3 grid((cols + 31) / 32, (rows + 31) / 32), block(32, 8);
-    transpose_kernel<<<grid, block, 0, stream>>>(out, in, rows, cols);
-    cudaCheck(cudaGetLastError());
-}
-
 inline int bias_chunks(int N) { return std::min(256, std::max(1, (N + 127) / 128)); }
 
 // dbias (OC) += Σ_rows dout (N, OC), in FP32, in a fixed order; `partial` holds bias_chunks(N)·OC floats.
@@ -257,11 +239,27 @@ struct GemmOperand {
     const float* scale = nullptr;   // FP8 only: device pointer to its dequantisation factor
 };
 
-// D (m×n, column-major, leading dimension ldd) = op(A) · op(B) [· scales] + beta · D [+ bias (m)].
-// FP32 compute and scale type; alpha = 1 (FP8 factors come through the scale pointers).
-inline void gemm(const char* what, cudaStream_t stream, int m, int n, int k, const GemmOperand& a,
+// A strided batch: `count` independent GEMMs, operand i at ptr + i·stride (elements).
+struct GemmBatch {
+    int count = 1;
+    int64_t stride_a = 0, stride_b = 0, stride_d = 0;
+};
+
+// What gemm() does when cuBLASLt cannot run the problem at all.
+enum class IfUnsupported { Fail, ReturnFalse };
+
+// D (m×n, column-major, leading dimension ldd) = alpha · op(A) · op(B) [· scales] + beta · D [+ bias (m)],
+// `batch.count` times. FP32 compute and scale type; FP8 factors come through the scale pointers. Returns false only with IfUnsupported::ReturnFalse, when no algorithm cuBLASLt offers
+// for the problem accepts it at launch (nothing was written).
+//
+// The algorithm: the first of cuBLASLt's heuristic candidates (up to 8) that launches, found once
+// per problem and cached. The heuristic can offer an algorithm that cublasLtMatmul then refuses
+// with CUBLAS_STATUS_NOT_SUPPORTED (seen for FP8 on CUDA 13 / H200): the next candidate is tried.
+// A refused launch writes nothing, so trying is safe even when D accumulates (beta = 1).
+inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, const GemmOperand& a,
                  const GemmOperand& b, void* d, cudaDataType_t d_type, int ldd, float beta, const void* bias,
-                 cudaDataType_t bias_type, bool fast_accum) {
+                 cudaDataType_t bias_type, bool fast_accum, const GemmBatch& batch = {},
+                 IfUnsupported if_unsupported = IfUnsupported::Fail, float alpha = 1.0f) {
     GemmContext& ctx = gemm_context(stream);
     const bool fp8 = is_fp8(a.type) || is_fp8(b.type);
 
@@ -308,6 +306,16 @@ inline void gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
     cublasCheck(cublasLtMatrixLayoutCreate(&desc.a, a.type, a.transposed ? k : m, a.transposed ? m : k, a.ld));
     cublasCheck(cublasLtMatrixLayoutCreate(&desc.b, b.type, b.transposed ? n : k, b.transposed ? k : n, b.ld));
     cublasCheck(cublasLtMatrixLayoutCreate(&desc.d, d_type, m, n, ldd));   // C is D (in place)
+    if (batch.count > 1) {
+        const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
+            {desc.a, batch.stride_a}, {desc.b, batch.stride_b}, {desc.d, batch.stride_d}};
+        for (const auto& [layout, stride] : layouts) {
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch.count,
+                                                         sizeof(batch.count)));
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                         sizeof(stride)));
+        }
+    }
 
     cublasCheck(cublasLtMatmulPreferenceCreate(&desc.pref));
     const uint64_t workspace = kCublasWorkspaceBytes;
@@ -324,40 +332,64 @@ inline void gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
                                                      sizeof(align_d)));
 
-    // The algorithm: cuBLASLt's first choice for this problem, looked up once per problem.
-    const std::array<int64_t, 18> key = {m, n, k, a.type, b.type, d_type, a.transposed, b.transposed, a.ld, b.ld,
+    // C is D (in place) when beta ≠ 0; with beta = 0 cuBLASLt reads no C, and a null C is also
+    // tried (some FP8 kernels of CUDA 13 refuse C = D, XLA reports).
+    auto launch = [&](const GemmAlgo& choice) {
+        return cublasLtMatmul(ctx.handle, desc.op, &alpha, a.ptr, desc.a, b.ptr, desc.b, &beta,
+                              choice.null_c ? nullptr : d, desc.d, d, desc.d, &choice.algo, ctx.workspace,
+                              kCublasWorkspaceBytes, stream);
+    };
+    const std::array<int64_t, 22> key = {m, n, k, a.type, b.type, d_type, a.transposed, b.transposed, a.ld, b.ld,
                                          ldd, bias != nullptr ? bias_type : -1, align_a, align_b, align_d,
                                          bias != nullptr ? pointer_alignment(bias) : 0, fp8 ? 1 + fast_accum : 0,
-                                         beta != 0.0f};
+                                         (beta != 0.0f) + 2 * (alpha != 1.0f), batch.count, batch.stride_a, batch.stride_b, batch.stride_d};
     auto cached = ctx.algos.find(key);
-    if (cached == ctx.algos.end()) {
-        // Split-K partial sums in FP32 only: an in-place or output-type reduction would round a
-        // 16-bit output more than once. If no algorithm qualifies, take any (a correct result
-        // that may round twice beats no result).
-        const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
-        const uint32_t preferred = data_type_size(d_type) < 4 ? uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) : any;
-        cublasLtMatmulHeuristicResult_t heuristic;
-        int found = 0;
-        for (uint32_t schemes : {preferred, any}) {
-            cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                             &schemes, sizeof(schemes)));
-            // no qualifying algorithm comes back as CUBLAS_STATUS_NOT_SUPPORTED (found = 0): try the next mask
-            const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.op, desc.a, desc.b, desc.d,
-                                                                         desc.d, desc.pref, 1, &heuristic, &found);
-            if (status == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
-            else cublasCheck(status);
-            if (found > 0) break;
-        }
-        if (found == 0) {
-            fail("%s: cuBLASLt has no algorithm for m=%d n=%d k=%d (A %s type %d, B %s type %d, D type %d, bias %s)",
-                 what, m, n, k, a.transposed ? "T" : "N", (int)a.type, b.transposed ? "T" : "N", (int)b.type,
-                 (int)d_type, bias != nullptr ? "yes" : "no");
-        }
-        cached = ctx.algos.emplace(key, heuristic.algo).first;
+    if (cached != ctx.algos.end()) {
+        if (!cached->second.has_value()) return false;   // known unsupported (ReturnFalse callers only)
+        cublasCheck(launch(*cached->second));
+        return true;
     }
-    const float alpha = 1.0f;
-    cublasCheck(cublasLtMatmul(ctx.handle, desc.op, &alpha, a.ptr, desc.a, b.ptr, desc.b, &beta, d, desc.d, d, desc.d,
-                               &cached->second, ctx.workspace, kCublasWorkspaceBytes, stream));
+    // First time for this problem. Split-K partial sums in FP32 only: an in-place or output-type
+    // reduction would round a 16-bit output more than once. If no algorithm qualifies, take any
+    // (a correct result that may round twice beats no result).
+    const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
+    const uint32_t preferred = data_type_size(d_type) < 4 ? uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) : any;
+    cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
+    int offered = 0;
+    for (uint32_t schemes : {preferred, any}) {
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                         &schemes, sizeof(schemes)));
+        std::array<cublasLtMatmulHeuristicResult_t, 8> candidates{};
+        int found = 0;
+        // no qualifying algorithm comes back as CUBLAS_STATUS_NOT_SUPPORTED (found = 0): try the next mask
+        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.op, desc.a, desc.b, desc.d,
+                                                                     desc.d, desc.pref, (int)candidates.size(),
+                                                                     candidates.data(), &found);
+        if (status == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
+        else cublasCheck(status);
+        for (bool null_c : {false, true}) {
+            if (null_c && beta != 0.0f) break;
+            for (int i = 0; i < found; i++) {
+                if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+                offered++;
+                const GemmAlgo choice{candidates[i].algo, null_c};
+                last = launch(choice);
+                if (last == CUBLAS_STATUS_SUCCESS) {
+                    ctx.algos.emplace(key, choice);
+                    return true;
+                }
+                if (last != CUBLAS_STATUS_NOT_SUPPORTED) cublasCheck(last);
+            }
+        }
+    }
+    if (if_unsupported == IfUnsupported::ReturnFalse) {
+        ctx.algos.emplace(key, std::nullopt);
+        return false;
+    }
+    fail("%s: cuBLASLt cannot run m=%d n=%d k=%d (A %s type %d, B %s type %d, D type %d, bias %s, batch %d): "
+         "%d algorithm(s) offered, the last launch said %s",
+         what, m, n, k, a.transposed ? "T" : "N", (int)a.type, b.transposed ? "T" : "N", (int)b.type, (int)d_type,
+         bias != nullptr ? "yes" : "no", batch.count, offered, cublasLtGetStatusName(last));
 }
 
 // ---- the GEMMs ---------------------------------------------------------------------------------------
@@ -393,6 +425,40 @@ void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const
     }
 }
 
+// ---- FP8 through BF16 tensor cores: the fallback when cuBLASLt refuses an FP8 GEMM ------------
+// Every E4M3 and E5M2 value is exactly a BF16 value and exactly an FP16 value (3 or 2 mantissa
+// bits; E4M3 spans 2^-9 … 448, E5M2 2^-16 … 57344, inside both formats), so widening the FP8
+// operands and running a 16-bit GEMM with FP32 accumulation and alpha = 1/s_a · 1/s_b computes
+// the same function as the FP8 GEMM, as the CPU twin does (it widens to FP32). It costs the FP8
+// speed, not its numerics; the trainer says once when it runs. The 16-bit type W is FP16 for an
+// FP16 output (cuBLASLt pairs BF16 inputs with BF16 or FP32 outputs only), else BF16.
+template <typename T>
+using Fp8Widened = std::conditional_t<std::is_same_v<T, __half>, __half, __nv_bfloat16>;
+
+// out (n) = q (n) widened to W (exact).
+template <typename W, typename Q>
+__global__ void fp8_widen_kernel(W* out, const Q* q, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        out[i] = from_float<W>(to_float(q[i]));
+    }
+}
+
+template <typename W, typename Q>
+void fp8_widen(W* out, const Q* q, size_t n, cudaStream_t stream) {
+    const int blocks = (int)std::min<size_t>((n + 255) / 256, 8192);
+    fp8_widen_kernel<<<std::max(blocks, 1), 256, 0, stream>>>(out, q, n);
+    cudaCheck(cudaGetLastError());
+}
+
+// Prints once per process that FP8 GEMMs run through the BF16 fallback (and why).
+inline void note_fp8_fallback(const char* what) {
+    static std::once_flag once;
+    std::call_once(once, [what] {
+        std::fprintf(stderr, "warning: cuBLASLt refused the FP8 GEMM (%s) on this GPU/library: FP8 GEMMs run as 16-bit "
+                             "GEMMs on the widened FP8 operands (same results, not FP8 speed)\n", what);
+    });
+}
+
 // FP8 forward: out (N,OC) = (q_inp · q_weightᵀ) · inp_inv_scale · weight_inv_scale + bias, both E4M3.
 template <typename T>
 void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
@@ -408,9 +474,26 @@ void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const f
     // cuBLASLt's FP8 bias for an FP32 output must be BF16: for T = float the bias is a separate add
     constexpr bool epilogue_bias = !std::is_same_v<T, float>;
     const cudaDataType_t t = cuda_data_type<T>();
-    gemm("matmul_forward_fp8", stream, OC, N, C, GemmOperand{weight, CUDA_R_8F_E4M3, C, true, ctx.scales + 0},
-         GemmOperand{inp, CUDA_R_8F_E4M3, C, false, ctx.scales + 1}, out, t, OC, 0.0f,
-         epilogue_bias ? bias : nullptr, t, /*fast_accum=*/true);
+    const bool ran = gemm("matmul_forward_fp8", stream, OC, N, C,
+                          GemmOperand{weight, CUDA_R_8F_E4M3, C, true, ctx.scales + 0},
+                          GemmOperand{inp, CUDA_R_8F_E4M3, C, false, ctx.scales + 1}, out, t, OC, 0.0f,
+                          epilogue_bias ? bias : nullptr, t, /*fast_accum=*/true, {}, IfUnsupported::ReturnFalse);
+    if (!ran) {   // 16 bits on the widened operands; the bias rides on the epilogue for every T
+        note_fp8_fallback("forward");
+        using W = Fp8Widened<T>;
+        const cudaDataType_t w_type = cuda_data_type<W>();
+        ScratchLayout layout;
+        const size_t w_at = layout.add((size_t)OC * C * 2), x_at = layout.add((size_t)N * C * 2);
+        void* base = scratch(layout.bytes);
+        W* w16 = at_offset<W>(base, w_at);
+        W* x16 = at_offset<W>(base, x_at);
+        fp8_widen(w16, weight, (size_t)OC * C, stream);
+        fp8_widen(x16, inp, (size_t)N * C, stream);
+        gemm("matmul_forward_fp8 (16-bit fallback)", stream, OC, N, C, GemmOperand{w16, w_type, C, true},
+             GemmOperand{x16, w_type, C, false}, out, t, OC, 0.0f, bias, t, false, {}, IfUnsupported::Fail,
+             inp_inv_scale * weight_inv_scale);
+        return;
+    }
     if (!epilogue_bias && bias != nullptr) {
         const size_t n = (size_t)N * OC;
         const int blocks = (int)std::min<size_t>((n + 255) / 256, 65536);
@@ -422,10 +505,12 @@ void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const f
 // FP8 backward: dinp (N,C) += (q_dout · q_weight) / (s_dout s_weight)   (E5M2 × E4M3)
 //               dweight (OC,C) += (q_doutᵀ · q_inp) / (s_dout s_inp)    (E5M2 × E4M3, FP32)
 //               dbias (OC) += Σ_rows dout                                (from the unquantised dout)
+// from the layouts the TN-only GEMMs take, written by the casts (quantize_transpose_fp8):
+// dout_q (N,OC) and weight_qt = Wᵀ (C,OC) for dinp, dout_qt (OC,N) and inp_qt = Xᵀ (C,N) for dweight.
 template <typename T>
-void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, float dout_inv_scale,
-                         const T* dout, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                         float weight_inv_scale, int N, int C, int OC, cudaStream_t stream) {
+void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
+                         float dout_inv_scale, const T* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
+                         const fp8e4m3* weight_qt, float weight_inv_scale, int N, int C, int OC, cudaStream_t stream) {
     // every dimension is a reduction dimension (k) of one of the two GEMMs
     if (N % 16 != 0 || C % 16 != 0 || OC % 16 != 0) {
         fail("matmul_backward_fp8: N = %d, C = %d and OC = %d must be multiples of 16 (Hopper FP8 GEMM alignment)",
@@ -433,37 +518,60 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
     }
     if (N <= 0) return;
     GemmContext& ctx = gemm_context(stream);
-    // scratch: Wᵀ (C,OC) | Xᵀ (C,N) | dYᵀ (OC,N) | dbias partial sums (bias_chunks(N), OC)
-    ScratchLayout layout;
-    const size_t wt_at = layout.add((size_t)C * OC), xt_at = layout.add((size_t)C * N),
-                 dyt_at = layout.add((size_t)OC * N),
-                 partial_at = layout.add((size_t)bias_chunks(N) * OC * sizeof(float));
-    void* base = scratch(layout.bytes);
-    fp8e4m3* weight_t = at_offset<fp8e4m3>(base, wt_at);
-    fp8e4m3* inp_t = at_offset<fp8e4m3>(base, xt_at);
-    fp8e5m2* dout_t = at_offset<fp8e5m2>(base, dyt_at);
-    float* partial = at_offset<float>(base, partial_at);
-
     set_scales_kernel<<<1, 1, 0, stream>>>(ctx.scales, dout_inv_scale, weight_inv_scale, inp_inv_scale, 0.0f);
     cudaCheck(cudaGetLastError());
     const float* s_dout = ctx.scales + 0;
     const float* s_weight = ctx.scales + 1;
     const float* s_inp = ctx.scales + 2;
     const cudaDataType_t t = cuda_data_type<T>();
+    bool fallback = false;
     if (dinp != nullptr) {
-        transpose(weight_t, weight, OC, C, stream);                             // (C, OC)
-        gemm("matmul_backward_fp8 (dinp)", stream, C, N, OC, GemmOperand{weight_t, CUDA_R_8F_E4M3, OC, true, s_weight},
-             GemmOperand{dout_q, CUDA_R_8F_E5M2, OC, false, s_dout}, dinp, t, C, 1.0f, nullptr, t,
-             /*fast_accum=*/false);
+        fallback = !gemm("matmul_backward_fp8 (dinp)", stream, C, N, OC,
+                         GemmOperand{weight_qt, CUDA_R_8F_E4M3, OC, true, s_weight},
+                         GemmOperand{dout_q, CUDA_R_8F_E5M2, OC, false, s_dout}, dinp, t, C, 1.0f, nullptr, t,
+                         /*fast_accum=*/false, {}, IfUnsupported::ReturnFalse);
     }
-    if (dweight != nullptr) {
-        transpose(inp_t, inp, N, C, stream);                                    // (C, N)
-        transpose(dout_t, dout_q, N, OC, stream);                               // (OC, N)
-        gemm("matmul_backward_fp8 (dweight)", stream, C, OC, N, GemmOperand{inp_t, CUDA_R_8F_E4M3, N, true, s_inp},
-             GemmOperand{dout_t, CUDA_R_8F_E5M2, N, false, s_dout}, dweight, CUDA_R_32F, C, 1.0f, nullptr,
-             CUDA_R_32F, /*fast_accum=*/false);
+    if (dweight != nullptr && !fallback) {
+        fallback = !gemm("matmul_backward_fp8 (dweight)", stream, C, OC, N,
+                         GemmOperand{inp_qt, CUDA_R_8F_E4M3, N, true, s_inp},
+                         GemmOperand{dout_qt, CUDA_R_8F_E5M2, N, false, s_dout}, dweight, CUDA_R_32F, C, 1.0f,
+                         nullptr, CUDA_R_32F, /*fast_accum=*/false, {}, IfUnsupported::ReturnFalse);
+        if (fallback && dinp != nullptr) {
+            fail("matmul_backward_fp8: cuBLASLt ran the FP8 dinp GEMM but refuses the dweight one");
+        }
     }
-    if (dbias != nullptr) bias_backward(dbias, partial, dout, N, OC, stream);
+    // scratch: the widened operands of the fallback | dbias partial sums (bias_chunks(N), OC)
+    using W = Fp8Widened<T>;
+    const cudaDataType_t w_type = cuda_data_type<W>();
+    ScratchLayout layout;
+    const size_t wt_at = layout.add(fallback ? (size_t)C * OC * sizeof(W) : 0),
+                 dy_at = layout.add(fallback ? (size_t)N * OC * sizeof(W) : 0),
+                 dyt_at = layout.add(fallback ? (size_t)OC * N * sizeof(W) : 0),
+                 xt_at = layout.add(fallback ? (size_t)C * N * sizeof(W) : 0),
+                 partial_at = layout.add((size_t)bias_chunks(N) * OC * sizeof(float));
+    void* base = scratch(layout.bytes);
+    if (fallback) {   // both GEMMs in 16 bits on the widened operands (nothing was written yet)
+        note_fp8_fallback("backward");
+        W* wt16 = at_offset<W>(base, wt_at);
+        W* dy16 = at_offset<W>(base, dy_at);
+        W* dyt16 = at_offset<W>(base, dyt_at);
+        W* xt16 = at_offset<W>(base, xt_at);
+        if (dinp != nullptr) {   // the TN shapes above, alpha = 1/s_dy · 1/s_w
+            fp8_widen(wt16, weight_qt, (size_t)C * OC, stream);
+            fp8_widen(dy16, dout_q, (size_t)N * OC, stream);
+            gemm("matmul_backward_fp8 (dinp, 16-bit fallback)", stream, C, N, OC, GemmOperand{wt16, w_type, OC, true},
+                 GemmOperand{dy16, w_type, OC, false}, dinp, t, C, 1.0f, nullptr, t, false, {}, IfUnsupported::Fail,
+                 dout_inv_scale * weight_inv_scale);
+        }
+        if (dweight != nullptr) {   // alpha = 1/s_dy · 1/s_x
+            fp8_widen(xt16, inp_qt, (size_t)C * N, stream);
+            fp8_widen(dyt16, dout_qt, (size_t)OC * N, stream);
+            gemm("matmul_backward_fp8 (dweight, 16-bit fallback)", stream, C, OC, N, GemmOperand{xt16, w_type, N, true},
+                 GemmOperand{dyt16, w_type, N, false}, dweight, CUDA_R_32F, C, 1.0f, nullptr, CUDA_R_32F, false, {},
+                 IfUnsupported::Fail, dout_inv_scale * inp_inv_scale);
+        }
+    }
+    if (dbias != nullptr) bias_backward(dbias, at_offset<float>(base, partial_at), dout, N, OC, stream);
 }
 
 }  // namespace train_gpt::cuda

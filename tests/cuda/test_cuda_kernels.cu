@@ -20,6 +20,8 @@
 //                     2 ulps, because DESIGN §3 allows Hopper's fast FP8 accumulation there.
 #include "tests/cuda/cuda_test_util.h"
 
+#include <cstring>
+
 #include "cpu/fp8_kernels.h"
 #include "cpu/kernels.h"
 
@@ -386,15 +388,28 @@ TEST_P(CudaDTypeTest, Fp8CastsAreBitIdenticalWithTheirStatistics) {
         for (float scale : {1.0f, 448.0f / 4096.0f, 0x1p-20f}) {
             SCOPED_TRACE(std::string(with_nan ? "with NaN" : "finite") + " scale " + std::to_string(scale));
             Twin::Buf q4 = tw.poisoned(n), q5 = tw.poisoned(n);
-            Fp8CastStats c4 = tw.cpu().quantize_e4m3(q4.cp<fp8e4m3>(), xb.c, n, scale);
-            Fp8CastStats g4 = tw.gpu().quantize_e4m3(q4.gp<fp8e4m3>(), xb.g, n, scale);
-            Fp8CastStats c5 = tw.cpu().quantize_e5m2(q5.cp<fp8e5m2>(), xb.c, n, scale);
-            Fp8CastStats g5 = tw.gpu().quantize_e5m2(q5.gp<fp8e5m2>(), xb.g, n, scale);
+            // the statistics accumulate in backend memory (zeroed by alloc); the second cast into
+            // the same slot (a second micro-batch) must double the counts and keep the amax
+            Twin::Buf k4 = tw.alloc(sizeof(Fp8Counters)), k5 = tw.alloc(sizeof(Fp8Counters));
+            for (int cast = 0; cast < 2; cast++) {
+                tw.cpu().quantize_e4m3(q4.cp<fp8e4m3>(), xb.c, n, scale, k4.cp<Fp8Counters>());
+                tw.gpu().quantize_e4m3(q4.gp<fp8e4m3>(), xb.g, n, scale, k4.gp<Fp8Counters>());
+                tw.cpu().quantize_e5m2(q5.cp<fp8e5m2>(), xb.c, n, scale, k5.cp<Fp8Counters>());
+                tw.gpu().quantize_e5m2(q5.gp<fp8e5m2>(), xb.g, n, scale, k5.gp<Fp8Counters>());
+            }
+            auto read = [](Backend& be, const void* slot) {
+                Fp8Counters c;
+                be.copy_to_host(&c, slot, sizeof(c));
+                return to_cast_stats(c);
+            };
+            const Fp8CastStats c4 = read(tw.cpu(), k4.c), g4 = read(tw.gpu(), k4.g);
+            const Fp8CastStats c5 = read(tw.cpu(), k5.c), g5 = read(tw.gpu(), k5.g);
             tw.check_bytes("quantize_e4m3 q", q4, 1);
             tw.check_bytes("quantize_e5m2 q", q5, 1);
             for (auto [name, g, c] : {std::make_tuple("e4m3", g4, c4), std::make_tuple("e5m2", g5, c5)}) {
                 SCOPED_TRACE(name);
                 EXPECT_EQ(float_bits(g.amax), float_bits(c.amax)) << "amax: cuda " << g.amax << " vs cpu " << c.amax;
+                EXPECT_EQ(c.count, 2 * n);
                 EXPECT_EQ(g.count, c.count);
                 EXPECT_EQ(g.saturated, c.saturated);
                 EXPECT_EQ(g.flushed, c.flushed);
@@ -421,6 +436,66 @@ std::vector<Q> random_fp8(Random& r, size_t n, double stddev, float scale) {
 const Gemm kFp8Gemms[] = {{256, 192, 576}, {256, 768, 192}, {64, 128, 512}};
 const Gemm kFp8SamplingGemm = {37, 128, 384};
 }  // namespace
+
+// a (rows, cols) → (cols, rows)
+template <typename E>
+std::vector<E> transposed(const std::vector<E>& a, int rows, int cols) {
+    std::vector<E> t(a.size());
+    for (int r = 0; r < rows; r++) {
+        for (int c = 0; c < cols; c++) t[(size_t)c * rows + r] = a[(size_t)r * cols + c];
+    }
+    return t;
+}
+
+// One cast, two layouts (quantize_transpose_fp8): q and qᵀ bit-identical to the CPU twin's, whose
+// qᵀ is its q transposed; the statistics counted once per value; either layout alone works too.
+TEST_P(CudaDTypeTest, Fp8CastWithTransposeIsBitIdentical) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    // shapes: ragged tiles on both sides, a GPT-2 weight, and more row tiles than one grid column
+    const std::pair<int, int> shapes[] = {{33, 47}, {768, 2304}, {4100, 96}};
+    for (auto [rows, cols] : shapes) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+        const size_t n = (size_t)rows * cols;
+        std::vector<float> x = fp8_inputs(r, n);
+        x[n / 2] = NAN;
+        Twin::Buf xb = tw.act(x);
+        const float scale = 448.0f / 1024.0f;
+        for (int layouts = 1; layouts <= 3; layouts++) {   // 1: q only, 2: qᵀ only, 3: both
+            const bool want_q = layouts & 1, want_qt = layouts & 2;
+            SCOPED_TRACE(want_q && want_qt ? "both layouts" : want_q ? "q only" : "qt only");
+            Twin::Buf q4 = tw.poisoned(n), qt4 = tw.poisoned(n), q5 = tw.poisoned(n), qt5 = tw.poisoned(n);
+            Twin::Buf k4 = tw.alloc(sizeof(Fp8Counters)), k5 = tw.alloc(sizeof(Fp8Counters));
+            tw.cpu().quantize_transpose_e4m3(want_q ? q4.cp<fp8e4m3>() : nullptr, want_qt ? qt4.cp<fp8e4m3>() : nullptr,
+                                             xb.c, rows, cols, scale, k4.cp<Fp8Counters>());
+            tw.gpu().quantize_transpose_e4m3(want_q ? q4.gp<fp8e4m3>() : nullptr, want_qt ? qt4.gp<fp8e4m3>() : nullptr,
+                                             xb.g, rows, cols, scale, k4.gp<Fp8Counters>());
+            tw.cpu().quantize_transpose_e5m2(want_q ? q5.cp<fp8e5m2>() : nullptr, want_qt ? qt5.cp<fp8e5m2>() : nullptr,
+                                             xb.c, rows, cols, scale, k5.cp<Fp8Counters>());
+            tw.gpu().quantize_transpose_e5m2(want_q ? q5.gp<fp8e5m2>() : nullptr, want_qt ? qt5.gp<fp8e5m2>() : nullptr,
+                                             xb.g, rows, cols, scale, k5.gp<Fp8Counters>());
+            if (want_q) {
+                tw.check_bytes("quantize_transpose_e4m3 q", q4, 1);
+                tw.check_bytes("quantize_transpose_e5m2 q", q5, 1);
+            }
+            if (want_qt) {
+                tw.check_bytes("quantize_transpose_e4m3 qt", qt4, 1);
+                tw.check_bytes("quantize_transpose_e5m2 qt", qt5, 1);
+            }
+            for (const Twin::Buf* k : {&k4, &k5}) {
+                Fp8Counters c, g;
+                tw.cpu().copy_to_host(&c, k->c, sizeof(c));
+                tw.gpu().copy_to_host(&g, k->g, sizeof(g));
+                EXPECT_EQ(std::memcmp(&c, &g, sizeof(c)), 0)
+                    << "counters: cuda amax bits " << g.amax_bits << " count " << g.count << " saturated "
+                    << g.saturated << " flushed " << g.flushed << " nan " << g.nan << "; cpu " << c.amax_bits << " "
+                    << c.count << " " << c.saturated << " " << c.flushed << " " << c.nan;
+                EXPECT_EQ(c.count, n);
+                EXPECT_EQ(c.nan, 1u);
+            }
+        }
+    }
+}
 
 TEST_P(CudaDTypeTest, MatmulForwardFp8) {
     const DType d = GetParam();
@@ -456,17 +531,19 @@ TEST_P(CudaDTypeTest, MatmulBackwardFp8Accumulates) {
             std::vector<float> dy = r.normal((size_t)g.N * g.OC, 0.01);
             std::vector<fp8e5m2> dyq(dy.size());
             for (size_t i = 0; i < dy.size(); i++) dyq[i] = fp8e5m2::from_float(dy[i] * sdy);
-            Twin::Buf dout = tw.act(dy), dout_q = tw.raw(dyq);
-            Twin::Buf xq = tw.raw(random_fp8<fp8e4m3>(r, (size_t)g.N * g.C, 1.0, sx));
-            Twin::Buf wq = tw.raw(random_fp8<fp8e4m3>(r, (size_t)g.OC * g.C, 0.05, sw));
+            // the backward takes the layouts the casts write: dY (N,OC), dYᵀ (OC,N), Xᵀ (C,N), Wᵀ (C,OC)
+            const std::vector<fp8e4m3> x8 = random_fp8<fp8e4m3>(r, (size_t)g.N * g.C, 1.0, sx);
+            const std::vector<fp8e4m3> w8 = random_fp8<fp8e4m3>(r, (size_t)g.OC * g.C, 0.05, sw);
+            Twin::Buf dout = tw.act(dy), dout_q = tw.raw(dyq), dout_qt = tw.raw(transposed(dyq, g.N, g.OC));
+            Twin::Buf xqt = tw.raw(transposed(x8, g.N, g.C)), wqt = tw.raw(transposed(w8, g.OC, g.C));
             Twin::Buf dinp = tw.act(r.normal((size_t)g.N * g.C, 0.01));
             Twin::Buf dw = tw.f32(r.normal((size_t)g.OC * g.C, 0.1)), db = tw.f32(r.normal(g.OC, 0.1));
             tw.cpu().matmul_backward_fp8(dinp.c, dw.cp<float>(), with_bias ? db.cp<float>() : nullptr,
-                                         dout_q.cp<fp8e5m2>(), 1 / sdy, dout.c, xq.cp<fp8e4m3>(), 1 / sx,
-                                         wq.cp<fp8e4m3>(), 1 / sw, g.N, g.C, g.OC);
+                                         dout_q.cp<fp8e5m2>(), dout_qt.cp<fp8e5m2>(), 1 / sdy, dout.c,
+                                         xqt.cp<fp8e4m3>(), 1 / sx, wqt.cp<fp8e4m3>(), 1 / sw, g.N, g.C, g.OC);
             tw.gpu().matmul_backward_fp8(dinp.g, dw.gp<float>(), with_bias ? db.gp<float>() : nullptr,
-                                         dout_q.gp<fp8e5m2>(), 1 / sdy, dout.g, xq.gp<fp8e4m3>(), 1 / sx,
-                                         wq.gp<fp8e4m3>(), 1 / sw, g.N, g.C, g.OC);
+                                         dout_q.gp<fp8e5m2>(), dout_qt.gp<fp8e5m2>(), 1 / sdy, dout.g,
+                                         xqt.gp<fp8e4m3>(), 1 / sx, wqt.gp<fp8e4m3>(), 1 / sw, g.N, g.C, g.OC);
             tw.check_act("matmul_backward_fp8 dinp", dinp, act_tol(d, kF32, 2));
             tw.check_f32("matmul_backward_fp8 dweight", dw, kF32);
             tw.check_f32("matmul_backward_fp8 dbias", db, kF32);

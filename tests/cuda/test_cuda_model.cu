@@ -6,7 +6,7 @@
 //   * the loss of each micro-batch and after the update, and the gradient norm;
 //   * every parameter tensor's accumulated gradient, normwise per tensor;
 //   * the updated weights;
-//   * logits of a sampling-shaped forward (B = 1, odd T).
+//   * logits of a sampling-shaped forward (B = 1, odd T), on the weights before the update.
 // Tolerances are those of tests/test_precision.cpp (the CPU twin's precision vs fp32), which
 // bound the CUDA-vs-CPU difference of the same precision with room: the two sides differ only
 // where reordered FP32 sums round the other way, which is far rarer than every rounding of a
@@ -53,15 +53,16 @@ StepResult train_step(Backend& backend, Precision p, const GPTConfig& cfg, const
     r.grads = model.gradients();
     for (float& g : r.grads) g /= S;
     r.norm = model.gradient_norm() / S;
-    AdamWConfig opt;
-    model.update(kLr, opt, 1.0f / S, 1);
-    r.weights = model.weights();
+    // sampling shape: one sequence of an odd length, no targets, on the weights both sides share
+    // (after the update they may differ by up to 2·lr, see below: too much for the logits' bound)
     const int32_t* x = tokens.data() + (size_t)4 * B * T;
-    r.losses.push_back(model.forward(x, x + B * T, B, T));
-    // sampling shape: one sequence of an odd length, no targets
     const int Ts = T / 2 + 3;
     model.forward(x, nullptr, 1, Ts);
     r.logits = model.logits_at(0, Ts - 1);
+    AdamWConfig opt;
+    model.update(kLr, opt, 1.0f / S, 1);
+    r.weights = model.weights();
+    r.losses.push_back(model.forward(x, x + B * T, B, T));
     return r;
 }
 
