@@ -230,6 +230,7 @@ int run(int argc, char** argv) {
     precision.fp8.algo = parse_fp8_amax_algo(cfg.fp8_amax_algo);
     precision.fp8.margin = cfg.fp8_margin;
     precision.fp8.recipe = parse_fp8_recipe(cfg.fp8_recipe);
+    precision.fp8.gemms = parse_fp8_gemms(cfg.fp8_gemms);
     // the kernel set: one GPU per rank (local rank mod the GPUs of the node), or the CPU; under
     // MPI the GPUs exchange gradients and weights over NCCL, bootstrapped through the MPI Comm
     const DType act_dtype = activation_dtype(precision.precision);

@@ -1,6 +1,8 @@
 // config.cpp — command line (CLI11) and the resolved-configuration table / JSON (nlohmann-json).
 #include "config.h"
 
+#include "fp8_scaling.h"
+
 #include "schedule.h"
 #include "utils.h"
 
@@ -101,6 +103,20 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
     app.add_option("--fp8-margin", c.fp8_margin, "fp8: back the scale off by 2^-margin")->check(kNonNegative)->group("Precision");
     app.add_option("--fp8-recipe", c.fp8_recipe, "fp8: delayed (amax history) | current (this step's amax)")
         ->check(CLI::IsMember({"delayed", "current"}))->group("Precision");
+    app.add_option("--fp8-gemms", c.fp8_gemms,
+                   "fp8: the block GEMMs that run in FP8 (all, or a comma list of qkv, attproj, fc, fcproj); the "
+                   "others run in bf16")
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                try {
+                    parse_fp8_gemms(text);
+                } catch (const Error& e) {
+                    return e.what();
+                }
+                return "";
+            },
+            "GEMMS"))
+        ->group("Precision");
     app.add_option("--fp8-telemetry-every", c.fp8_telemetry_every,
                    "fp8: log per-tensor amax/scale/saturation every N steps (0 = never)")->check(kNonNegative)->group("Precision");
     app.add_option("--max-skipped-steps", c.max_skipped_steps,
@@ -203,6 +219,7 @@ std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c, 
         {"fp8_amax_history", c.precision == "fp8" ? std::to_string(c.fp8_amax_history) : "-"},
         {"fp8_amax_algo", c.precision == "fp8" ? c.fp8_amax_algo : "-"},
         {"fp8_margin", c.precision == "fp8" ? std::to_string(c.fp8_margin) : "-"},
+        {"fp8_gemms", c.precision == "fp8" ? c.fp8_gemms : "-"},
         {"val_every", std::to_string(c.val_every)},
         {"val_batches", std::to_string(c.val_batches)},
         {"sample_tokens", std::to_string(c.sample_tokens)},

@@ -29,10 +29,45 @@ const char* fp8_recipe_name(Fp8Recipe recipe) { return recipe == Fp8Recipe::Dela
 
 const char* fp8_format_name(Fp8Format format) { return format == Fp8Format::E4M3 ? "e4m3" : "e5m2"; }
 
+namespace {
+constexpr const char* kFp8GemmNames[] = {"qkv", "attproj", "fc", "fcproj"};
+}
+
+unsigned parse_fp8_gemms(const std::string& list) {
+    if (list == "all") return 0xFu;
+    unsigned mask = 0;
+    size_t begin = 0;
+    while (begin <= list.size()) {
+        const size_t end = std::min(list.find(',', begin), list.size());
+        const std::string name = list.substr(begin, end - begin);
+        unsigned bit = 0;
+        for (unsigned g = 0; g < 4; g++) {
+            if (name == kFp8GemmNames[g]) bit = 1u << g;
+        }
+        if (bit == 0) {
+            fail("--fp8-gemms: '%s' is not a GEMM of the block (all, or a comma list of qkv, attproj, fc, fcproj)",
+                 name.c_str());
+        }
+        mask |= bit;
+        begin = end + 1;
+    }
+    return mask;
+}
+
+std::string fp8_gemms_name(unsigned gemms) {
+    if ((gemms & 0xFu) == 0xFu) return "all";
+    std::string out;
+    for (unsigned g = 0; g < 4; g++) {
+        if (gemms >> g & 1u) out += (out.empty() ? "" : ",") + std::string(kFp8GemmNames[g]);
+    }
+    return out.empty() ? "none" : out;
+}
+
 void Fp8ScalingConfig::validate() const {
     if (amax_history < 1) fail("--fp8-amax-history must be at least 1 (got %d)", amax_history);
     // 2^-margin must stay a normal float factor; real margins are 0..4
     if (margin < 0 || margin > 64) fail("--fp8-margin must be in [0, 64] (got %d)", margin);
+    if ((gemms & 0xFu) == 0) fail("--fp8-gemms selects no GEMM");
 }
 
 float fp8_scale_from_amax(float amax, float fp8_max, int margin, float previous) {

@@ -82,22 +82,26 @@ std::array<size_t, kNumParamTensors> param_tensor_sizes(const GPTConfig& cfg) {
 // Activations of one forward pass, sized for (max_B, max_T); per-layer tensors are (L, B, T, ·)
 // with the B, T of the current call, so layer l of tensor x starts at x + l·B·T·width.
 // `void*` buffers hold the activation dtype, `float*` ones FP32.
+// Kept for one layer only (every layer writes the same buffer) where backward never reads them:
+// the projections' outputs attproj and fcproj (consumed by the residual adds at once), and the
+// inputs ln1, ln2, fch_gelu of a GEMM that runs in FP8 (qkv, fc, fcproj), whose weight gradient
+// reads the transposed E4M3 copy the forward's cast keeps: Lk = 1 then, else L.
 struct GPT::Activations {
     void* encoded;      // (B, T, C)
-    void* ln1;          // (L, B, T, C)
+    void* ln1;          // (Lk, B, T, C)
     float* ln1_mean;    // (L, B, T)
     float* ln1_rstd;    // (L, B, T)
     void* qkv;          // (L, B, T, 3C)
     void* atty;         // (L, B, T, C)   attention output, before the projection
     float* att_lse;     // (L, B, NH, T)  softmax log-sum-exp per query row
-    void* attproj;      // (L, B, T, C)
+    void* attproj;      // (1, B, T, C)
     void* residual2;    // (L, B, T, C)   after the attention branch
-    void* ln2;          // (L, B, T, C)
+    void* ln2;          // (Lk, B, T, C)
     float* ln2_mean;    // (L, B, T)
     float* ln2_rstd;    // (L, B, T)
     void* fch;          // (L, B, T, 4C)
-    void* fch_gelu;     // (L, B, T, 4C)
-    void* fcproj;       // (L, B, T, C)
+    void* fch_gelu;     // (Lk, B, T, 4C)
+    void* fcproj;       // (1, B, T, C)
     void* residual3;    // (L, B, T, C)   after the MLP branch: the block's output
     void* lnf;          // (B, T, C)
     float* lnf_mean;    // (B, T)
@@ -167,17 +171,19 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
 
     const size_t L = cfg.n_layer, C = cfg.n_embd, NH = cfg.n_head, Vp = cfg.padded_vocab_size;
     const size_t BT = (size_t)max_B * max_T;
+    // layers of ln1, ln2, fch_gelu kept (see Activations)
+    const size_t Lk1 = gemm_input_layers(kQkv), Lk2 = gemm_input_layers(kFc), Lkg = gemm_input_layers(kFcproj);
     acts_ = new Activations();
     // (pointer, element count, element size); every tensor starts 64-byte aligned
     struct Slot { void** ptr; size_t n; size_t elem; };
     const size_t A = act_size_, F = sizeof(float);
     Slot slots[] = {
-        {&acts_->encoded, BT * C, A}, {&acts_->ln1, L * BT * C, A}, {(void**)&acts_->ln1_mean, L * BT, F},
+        {&acts_->encoded, BT * C, A}, {&acts_->ln1, Lk1 * BT * C, A}, {(void**)&acts_->ln1_mean, L * BT, F},
         {(void**)&acts_->ln1_rstd, L * BT, F}, {&acts_->qkv, L * BT * 3 * C, A}, {&acts_->atty, L * BT * C, A},
-        {(void**)&acts_->att_lse, L * BT * NH, F}, {&acts_->attproj, L * BT * C, A},
-        {&acts_->residual2, L * BT * C, A}, {&acts_->ln2, L * BT * C, A}, {(void**)&acts_->ln2_mean, L * BT, F},
+        {(void**)&acts_->att_lse, L * BT * NH, F}, {&acts_->attproj, BT * C, A},
+        {&acts_->residual2, L * BT * C, A}, {&acts_->ln2, Lk2 * BT * C, A}, {(void**)&acts_->ln2_mean, L * BT, F},
         {(void**)&acts_->ln2_rstd, L * BT, F}, {&acts_->fch, L * BT * 4 * C, A},
-        {&acts_->fch_gelu, L * BT * 4 * C, A}, {&acts_->fcproj, L * BT * C, A}, {&acts_->residual3, L * BT * C, A},
+        {&acts_->fch_gelu, Lkg * BT * 4 * C, A}, {&acts_->fcproj, BT * C, A}, {&acts_->residual3, L * BT * C, A},
         {&acts_->lnf, BT * C, A}, {(void**)&acts_->lnf_mean, BT, F}, {(void**)&acts_->lnf_rstd, BT, F},
         {&acts_->logits, BT * Vp, A}, {(void**)&acts_->losses, BT, F}, {&acts_->dresidual, BT * C, A},
         {&acts_->dln, BT * C, A}, {&acts_->dqkv, BT * 3 * C, A}, {&acts_->datty, BT * C, A},
@@ -201,16 +207,18 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
         fp8_ = new std::vector<Fp8Gemm>(L * kNumGemms, Fp8Gemm(prec_.fp8));
         size_t weight_bytes = 0, input_bytes = 0;
         for (int g = 0; g < kNumGemms; g++) {
+            if (!fp8_gemm(g)) continue;   // a 16-bit GEMM keeps no FP8 copies
             weight_bytes += L * kGemmOut[g] * C * kGemmIn[g] * C;
             input_bytes += L * BT * kGemmIn[g] * C;
         }
         fp8_weights_ = static_cast<fp8e4m3*>(k_.alloc(weight_bytes));
         fp8_weights_t_ = static_cast<fp8e4m3*>(k_.alloc(weight_bytes));
         fp8_inputs_t_ = static_cast<fp8e4m3*>(k_.alloc(input_bytes));
-        fp8_x_ = static_cast<fp8e4m3*>(k_.alloc(BT * 4 * C));
         fp8_dout_ = static_cast<fp8e5m2*>(k_.alloc(BT * 4 * C));
         fp8_dout_t_ = static_cast<fp8e5m2*>(k_.alloc(BT * 4 * C));
-        activation_bytes_ += input_bytes + 3 * BT * 4 * C;
+        // the forward's cast of X and the backward's cast of dY never overlap: one buffer
+        fp8_x_ = reinterpret_cast<fp8e4m3*>(fp8_dout_);
+        activation_bytes_ += input_bytes + 2 * BT * 4 * C;
         const size_t slots = 3 * fp8_->size() + 1;
         fp8_counters_ = static_cast<Fp8Counters*>(k_.alloc(slots * sizeof(Fp8Counters)));
         fp8_last_ = new std::vector<Fp8Counters>(slots, Fp8Counters{});
@@ -232,7 +240,6 @@ GPT::~GPT() {
         k_.release(fp8_weights_);
         k_.release(fp8_weights_t_);
         k_.release(fp8_inputs_t_);
-        k_.release(fp8_x_);
         k_.release(fp8_dout_);
         k_.release(fp8_dout_t_);
         k_.release(fp8_counters_);
@@ -333,7 +340,7 @@ std::vector<float> GPT::gradients() const {
 void GPT::linear_forward(int l, Gemm g, void* out, const void* inp, int N, int C, int OC) {
     const size_t wsize = (size_t)OC * C;
     const void* bias = param(kGemmBias[g], (size_t)l * OC);
-    if (!fp8()) {
+    if (!fp8_gemm(g)) {
         k_.matmul_forward(out, inp, param(kGemmWeight[g], l * wsize), bias, N, C, OC);
         return;
     }
@@ -356,7 +363,7 @@ void GPT::linear_backward(int l, Gemm g, void* dinp, const void* dout, const voi
     const size_t wsize = (size_t)OC * C;
     float* dweight = grad(kGemmWeight[g]) + l * wsize;
     float* dbias = grad(kGemmBias[g]) + (size_t)l * OC;
-    if (!fp8()) {
+    if (!fp8_gemm(g)) {
         k_.matmul_backward(dinp, dweight, dbias, dout, inp, param(kGemmWeight[g], l * wsize), N, C, OC);
         return;
     }
@@ -368,10 +375,13 @@ void GPT::linear_backward(int l, Gemm g, void* dinp, const void* dout, const voi
                            fp8_input_t(l, g, N), s.x.inv_scale(), fp8_weight(l, g, true), s.w.inv_scale(), N, C, OC);
 }
 
-// FP8 buffers are laid out GEMM by GEMM (qkv, attproj, fc, fcproj), each holding its L layers.
+// FP8 buffers are laid out GEMM by GEMM (qkv, attproj, fc, fcproj; those that run in FP8), each
+// holding its L layers.
 fp8e4m3* GPT::fp8_input_t(int l, int g, int N) const {   // the saved E4M3 Xᵀ of GEMM g, (C_in, N)
     fp8e4m3* x = fp8_inputs_t_;
-    for (int h = 0; h < g; h++) x += (size_t)cfg_.n_layer * max_B_ * max_T_ * kGemmIn[h] * cfg_.n_embd;
+    for (int h = 0; h < g; h++) {
+        if (fp8_gemm(h)) x += (size_t)cfg_.n_layer * max_B_ * max_T_ * kGemmIn[h] * cfg_.n_embd;
+    }
     return x + (size_t)l * N * kGemmIn[g] * cfg_.n_embd;
 }
 
@@ -381,7 +391,7 @@ fp8e4m3* GPT::fp8_weight(int l, int g, bool transposed) const {
     for (int h = 0; h <= g; h++) {
         const size_t size = (size_t)kGemmOut[h] * kGemmIn[h] * cfg_.n_embd * cfg_.n_embd;
         if (h == g) return w + l * size;
-        w += cfg_.n_layer * size;
+        if (fp8_gemm(h)) w += cfg_.n_layer * size;   // only FP8 GEMMs have copies
     }
     return w;
 }
@@ -396,6 +406,7 @@ void GPT::cast_fp8_weights() {
     // its latest cast only (the history takes it at the end of the step that uses the copy).
     k_.zero(fp8_slot(kFp8W, 0, 0), fp8_->size() * sizeof(Fp8Counters));
     for (int g = 0; g < kNumGemms; g++) {
+        if (!fp8_gemm(g)) continue;
         const size_t wsize = (size_t)kGemmOut[g] * kGemmIn[g] * cfg_.n_embd * cfg_.n_embd;
         for (int l = 0; l < cfg_.n_layer; l++) {
             Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
@@ -422,20 +433,24 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     k_.encoder_forward(a.encoded, inputs_, param(kWte), param(kWpe), B, T, C);
     for (int l = 0; l < L; l++) {
         const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);   // (B,T,C)
-        void* ln1 = act_at(a.ln1, l * NC);
+        // the slots of ln1, ln2, fch_gelu: layer l's, or the shared one (see Activations)
+        const size_t l1 = std::min<size_t>(l, gemm_input_layers(kQkv) - 1);
+        const size_t l2 = std::min<size_t>(l, gemm_input_layers(kFc) - 1);
+        const size_t lg = std::min<size_t>(l, gemm_input_layers(kFcproj) - 1);
+        void* ln1 = act_at(a.ln1, l1 * NC);
         float* ln1_mean = a.ln1_mean + (size_t)l * N;
         float* ln1_rstd = a.ln1_rstd + (size_t)l * N;
         void* qkv = act_at(a.qkv, l * NC * 3);
         void* atty = act_at(a.atty, l * NC);
         float* lse = a.att_lse + (size_t)l * N * NH;
-        void* attproj = act_at(a.attproj, l * NC);
+        void* attproj = a.attproj;   // one layer's worth: the residual add consumes it
         void* residual2 = act_at(a.residual2, l * NC);
-        void* ln2 = act_at(a.ln2, l * NC);
+        void* ln2 = act_at(a.ln2, l2 * NC);
         float* ln2_mean = a.ln2_mean + (size_t)l * N;
         float* ln2_rstd = a.ln2_rstd + (size_t)l * N;
         void* fch = act_at(a.fch, l * NC * 4);
-        void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);
-        void* fcproj = act_at(a.fcproj, l * NC);
+        void* fch_gelu = act_at(a.fch_gelu, lg * NC * 4);
+        void* fcproj = a.fcproj;     // one layer's worth: the residual add consumes it
         void* residual3 = act_at(a.residual3, l * NC);
 
         k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C), param(kLn1b, l * C), N, C);
@@ -486,14 +501,18 @@ void GPT::backward() {
 
     for (int l = L - 1; l >= 0; l--) {
         const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);
-        const void* ln1 = act_at(a.ln1, l * NC);
+        // ln1, ln2, fch_gelu: read by the 16-bit GEMMs' weight gradients only (fp8 reads the E4M3 Xᵀ)
+        const size_t l1 = std::min<size_t>(l, gemm_input_layers(kQkv) - 1);
+        const size_t l2 = std::min<size_t>(l, gemm_input_layers(kFc) - 1);
+        const size_t lg = std::min<size_t>(l, gemm_input_layers(kFcproj) - 1);
+        const void* ln1 = act_at(a.ln1, l1 * NC);
         const void* qkv = act_at(a.qkv, l * NC * 3);
         const void* atty = act_at(a.atty, l * NC);
         const float* lse = a.att_lse + (size_t)l * N * NH;
         const void* residual2 = act_at(a.residual2, l * NC);
-        const void* ln2 = act_at(a.ln2, l * NC);
+        const void* ln2 = act_at(a.ln2, l2 * NC);
         const void* fch = act_at(a.fch, l * NC * 4);
-        const void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);
+        const void* fch_gelu = act_at(a.fch_gelu, lg * NC * 4);
 
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         k_.zero(a.dfch_gelu, NC * 4 * act_size_);
@@ -599,6 +618,7 @@ std::vector<Fp8TensorReport> GPT::fp8_report() const {
     if (!fp8()) return out;
     for (int l = 0; l < cfg_.n_layer; l++) {
         for (int g = 0; g < kNumGemms; g++) {
+            if (!fp8_gemm(g)) continue;
             const Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
             const size_t n = fp8_->size(), j = (size_t)l * kNumGemms + g;
             auto add = [&](const char* operand, const Fp8TensorScale& scale, const Fp8Counters& counters) {

@@ -174,7 +174,7 @@ private:
     fp8e4m3* fp8_weights_ = nullptr;
     fp8e4m3* fp8_weights_t_ = nullptr;
     fp8e4m3* fp8_inputs_t_ = nullptr;
-    fp8e4m3* fp8_x_ = nullptr;
+    fp8e4m3* fp8_x_ = nullptr;       // aliases fp8_dout_ (forward and backward never overlap)
     fp8e5m2* fp8_dout_ = nullptr;
     fp8e5m2* fp8_dout_t_ = nullptr;
     // the casts' statistics in backend memory, one Fp8Counters slot per scaled tensor: the X slots
@@ -195,6 +195,11 @@ private:
     void* param(int tensor, size_t offset = 0) const { return act_at(params_, param_offsets_[tensor] + offset); }
     float* grad(int tensor) const { return grads_ + param_offsets_[tensor]; }
     bool fp8() const { return prec_.precision == Precision::FP8; }
+    // GEMM g of each block runs in FP8 (fp8 mode, selected by --fp8-gemms)
+    bool fp8_gemm(int g) const { return fp8() && (prec_.fp8.gemms >> g & 1u); }
+    // layers kept for backward of GEMM g's 16-bit input (ln1 for qkv, ln2 for fc, fch_gelu for
+    // fcproj): all of them, or 1 when g runs in FP8 (its weight gradient reads the E4M3 Xᵀ)
+    size_t gemm_input_layers(int g) const { return fp8_gemm(g) ? 1 : (size_t)cfg_.n_layer; }
     // y (N,OC) = x (N,C) · W[l]ᵀ + b[l] for GEMM g of layer l, FP8 or not
     void linear_forward(int l, Gemm g, void* out, const void* inp, int N, int C, int OC);
     void linear_backward(int l, Gemm g, void* dinp, const void* dout, const void* inp, int N, int C, int OC);

@@ -334,3 +334,53 @@ TEST(Precision, Fp8TelemetryIsLoggedPerScaledTensor) {
     EXPECT_EQ(names.size(), 24u);
     EXPECT_TRUE(names.count("h0.qkv.x") && names.count("h1.fcproj.dy") && names.count("h1.attproj.w"));
 }
+
+// --fp8-gemms: only the named GEMMs run in FP8 (and are reported); a bad list is a usage error.
+TEST(Precision, Fp8GemmsSelectsTheGemmsThatRunInFp8) {
+    EXPECT_EQ(parse_fp8_gemms("all"), 0xFu);
+    EXPECT_EQ(parse_fp8_gemms("qkv"), 0x1u);
+    EXPECT_EQ(parse_fp8_gemms("fc,fcproj"), 0xCu);
+    EXPECT_EQ(parse_fp8_gemms("fcproj,attproj"), 0xAu);
+    EXPECT_EQ(fp8_gemms_name(0xFu), "all");
+    EXPECT_EQ(fp8_gemms_name(0xCu), "fc,fcproj");
+    for (const char* bad : {"", "qkv,", "mlp", "qkv,,fc"}) EXPECT_THROW(parse_fp8_gemms(bad), Error) << bad;
+
+    TinyRun run;
+    std::string output;
+    ASSERT_EQ(run_command(run.command("-p fp8 -x 2 --fp8-telemetry-every 1 --fp8-gemms fc,fcproj"), &output), 0)
+        << output;
+    auto records = read_log(run.dir.file("out/log.jsonl"), "fp8");
+    ASSERT_EQ(records.size(), 2u * 2 * 2 * 3);   // steps 1, 2 × 2 layers × fc, fcproj × x, w, dy
+    for (const auto& r : records) {
+        const std::string name = r["tensor"].get<std::string>();
+        EXPECT_TRUE(name.find(".fc.") != std::string::npos || name.find(".fcproj.") != std::string::npos) << name;
+    }
+    for (const auto& step : read_log(run.dir.file("out/log.jsonl"), "step")) {
+        EXPECT_TRUE(std::isfinite(step["loss"].get<double>()));
+    }
+    EXPECT_NE(run_command(run.command("-p fp8 -x 1 --fp8-gemms mlp"), &output), 0);
+    EXPECT_NE(output.find("--fp8-gemms"), std::string::npos) << output;
+    EXPECT_NE(output.find("'mlp'"), std::string::npos) << output;
+}
+
+// In fp8 mode the 16-bit inputs of the FP8 GEMMs (ln1, ln2, fch_gelu) are not kept per layer:
+// their weight gradients read the E4M3 transposed copies (1 byte instead of 2). attproj's input
+// (the attention output) is kept anyway, so its E4M3 copy is extra: fc+fcproj alone keeps the
+// least.
+TEST(Precision, Fp8KeepsFewerActivationBytesThanBf16) {
+    GPTConfig cfg = gpt_config_from_spec("d12", 256, 64, 128, 4);   // GPT-2 small's depth, narrow
+    auto bytes = [&](Precision p, unsigned gemms) {
+        auto backend = make_cpu_backend(activation_dtype(p));
+        PrecisionConfig pc;
+        pc.precision = p;
+        pc.fp8.gemms = gemms;
+        GPT model(cfg, *backend, 8, 64, pc);
+        return model.activation_bytes();
+    };
+    const size_t bf16 = bytes(Precision::BF16, 0xF), fp8_all = bytes(Precision::FP8, 0xF),
+                 fp8_mlp = bytes(Precision::FP8, 0xC);
+    EXPECT_LT(fp8_all, bf16);
+    EXPECT_LT(fp8_mlp, fp8_all);
+    std::printf("activation bytes at d12 (C=128), B=8, T=64: bf16 %zu, fp8 %zu (%.2fx), fp8 fc+fcproj only %zu\n", bf16,
+                fp8_all, (double)fp8_all / bf16, fp8_mlp);
+}

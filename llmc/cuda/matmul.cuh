@@ -86,13 +86,19 @@ struct GemmContext {
     int device = -1;
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;      // (kCublasWorkspaceBytes)
-    float* scales = nullptr;        // (4) device copies of the FP8 dequantisation factors 1/s
+    // device copies of the FP8 dequantisation factors 1/s: slot i at scale_slot(i), 256 bytes apart.
+    // cuBLASLt refused every FP8 GEMM (CUBLAS_STATUS_NOT_SUPPORTED at launch, H200, CUDA 13.0)
+    // while the factors sat 4 bytes apart, one of them off 16-byte alignment; separate, aligned
+    // slots are what frameworks pass (one allocation per scale tensor).
+    float* scales = nullptr;
+    static constexpr int kScaleSlotFloats = 64;
+    const float* scale_slot(int i) const { return scales + i * kScaleSlotFloats; }
     std::map<std::array<int64_t, 22>, std::optional<GemmAlgo>> algos;   // per problem (gemm()); nullopt: unsupported
 
     explicit GemmContext(int dev) : device(dev) {
         cublasCheck(cublasLtCreate(&handle));
         cudaCheck(cudaMalloc(&workspace, kCublasWorkspaceBytes));
-        cudaCheck(cudaMalloc(&scales, 4 * sizeof(float)));
+        cudaCheck(cudaMalloc(&scales, 4 * kScaleSlotFloats * sizeof(float)));
     }
     ~GemmContext() {   // errors ignored: destructors do not throw
         cudaFree(scales);
@@ -137,13 +143,14 @@ inline void release_gemm_context(cudaStream_t stream) {
 
 // ---- small kernels ---------------------------------------------------------------------------------
 
-// dst[0..3] = a, b, c, d: the dequantisation factors, read by the GEMMs queued after this kernel.
+// The dequantisation factors a, b, c, d into slots 0..3 (`stride` floats apart), read by the GEMMs
+// queued after this kernel.
 template <typename F>
-__global__ void set_scales_kernel(F* dst, F a, F b, F c, F d) {
+__global__ void set_scales_kernel(F* dst, int stride, F a, F b, F c, F d) {
     dst[0] = a;
-    dst[1] = b;
-    dst[2] = c;
-    dst[3] = d;
+    dst[stride] = b;
+    dst[2 * stride] = c;
+    dst[3 * stride] = d;
 }
 
 // out (N,OC) = round(out + bias), when the bias cannot ride on the GEMM's epilogue.
@@ -469,14 +476,15 @@ void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const f
     }
     if (N <= 0) return;
     GemmContext& ctx = gemm_context(stream);
-    set_scales_kernel<<<1, 1, 0, stream>>>(ctx.scales, weight_inv_scale, inp_inv_scale, 0.0f, 0.0f);
+    set_scales_kernel<<<1, 1, 0, stream>>>(ctx.scales, GemmContext::kScaleSlotFloats, weight_inv_scale, inp_inv_scale,
+                                           0.0f, 0.0f);
     cudaCheck(cudaGetLastError());
     // cuBLASLt's FP8 bias for an FP32 output must be BF16: for T = float the bias is a separate add
     constexpr bool epilogue_bias = !std::is_same_v<T, float>;
     const cudaDataType_t t = cuda_data_type<T>();
     const bool ran = gemm("matmul_forward_fp8", stream, OC, N, C,
-                          GemmOperand{weight, CUDA_R_8F_E4M3, C, true, ctx.scales + 0},
-                          GemmOperand{inp, CUDA_R_8F_E4M3, C, false, ctx.scales + 1}, out, t, OC, 0.0f,
+                          GemmOperand{weight, CUDA_R_8F_E4M3, C, true, ctx.scale_slot(0)},
+                          GemmOperand{inp, CUDA_R_8F_E4M3, C, false, ctx.scale_slot(1)}, out, t, OC, 0.0f,
                           epilogue_bias ? bias : nullptr, t, /*fast_accum=*/true, {}, IfUnsupported::ReturnFalse);
     if (!ran) {   // 16 bits on the widened operands; the bias rides on the epilogue for every T
         note_fp8_fallback("forward");
@@ -518,11 +526,12 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
     }
     if (N <= 0) return;
     GemmContext& ctx = gemm_context(stream);
-    set_scales_kernel<<<1, 1, 0, stream>>>(ctx.scales, dout_inv_scale, weight_inv_scale, inp_inv_scale, 0.0f);
+    set_scales_kernel<<<1, 1, 0, stream>>>(ctx.scales, GemmContext::kScaleSlotFloats, dout_inv_scale, weight_inv_scale,
+                                           inp_inv_scale, 0.0f);
     cudaCheck(cudaGetLastError());
-    const float* s_dout = ctx.scales + 0;
-    const float* s_weight = ctx.scales + 1;
-    const float* s_inp = ctx.scales + 2;
+    const float* s_dout = ctx.scale_slot(0);
+    const float* s_weight = ctx.scale_slot(1);
+    const float* s_inp = ctx.scale_slot(2);
     const cudaDataType_t t = cuda_data_type<T>();
     bool fallback = false;
     if (dinp != nullptr) {
