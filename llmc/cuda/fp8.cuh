@@ -44,7 +44,11 @@ static_assert(sizeof(Fp8Counters) == 40 && sizeof(Fp8Counters::amax_bits) == siz
               "Fp8Counters: the layout the kernels' atomics assume");
 
 constexpr int kFp8Threads = 256;
-constexpr int kFp8MaxBlocks = 4096;   // grid-stride beyond this: fewer atomics
+// Grid-stride beyond this many blocks (8 per SM of an H200 at 256 threads: enough loads in flight).
+// Each block ends with a handful of same-address atomics into the counters; with one per warp and
+// 4096+ blocks those serialised (run 3 of docs/gpu-results.md: the casts ran at 300-400 GB/s),
+// so a block reduces first and commits once (block_commit_stats).
+constexpr int kFp8MaxBlocks = 1024;
 
 // Bits of |v|. Naive equivalent of the max over them: amax = max(amax, fabsf(v)), NaN winning.
 __device__ __forceinline__ unsigned int abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
@@ -54,6 +58,24 @@ __device__ __forceinline__ unsigned int abs_bits(float v) { return __float_as_ui
 __device__ __forceinline__ void block_atomic_max(unsigned int* amax_bits, unsigned int bits) {
     bits = block_reduce(bits, [](unsigned int b) { return __reduce_max_sync(kFullMask, b); }, 0u);
     if (threadIdx.x == 0 && bits != 0u) atomicMax(amax_bits, bits);
+}
+
+// One block's cast statistics into the counters: block reductions (a max of the |x| bits, sums of
+// the counts), then four atomics from thread 0 (fewer when a count is zero).
+__device__ __forceinline__ void block_commit_stats(Fp8Counters* counters, unsigned int m, unsigned int saturated,
+                                                   unsigned int flushed, unsigned int nan) {
+    auto max_op = [](unsigned int b) { return __reduce_max_sync(kFullMask, b); };
+    auto add_op = [](unsigned int c) { return __reduce_add_sync(kFullMask, c); };   // exact for integers
+    m = block_reduce(m, max_op, 0u);
+    saturated = block_reduce(saturated, add_op, 0u);
+    flushed = block_reduce(flushed, add_op, 0u);
+    nan = block_reduce(nan, add_op, 0u);
+    if (threadIdx.x == 0) {
+        if (m != 0u) atomicMax(reinterpret_cast<unsigned int*>(&counters->amax_bits), m);
+        if (saturated != 0u) atomicAdd(&counters->saturated, (unsigned long long)saturated);
+        if (flushed != 0u) atomicAdd(&counters->flushed, (unsigned long long)flushed);
+        if (nan != 0u) atomicAdd(&counters->nan, (unsigned long long)nan);
+    }
 }
 
 // ---- amax ------------------------------------------------------------------------------------
@@ -107,18 +129,8 @@ __global__ void __launch_bounds__(kFp8Threads)
         store_packed(qb + p * P, out);
     }
     for (size_t i = packs * P + start; i < n; i += stride) qb[i] = cast(to_float(x[i]));   // tail
-    block_atomic_max(reinterpret_cast<unsigned int*>(&counters->amax_bits), m);
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters->count, (unsigned long long)n);
-    // integer counts: a warp sum, then one atomic per warp that has anything to add.
-    // __reduce_add_sync(mask, c): Σ c over the warp's lanes, in every lane (exact for integers).
-    saturated = __reduce_add_sync(kFullMask, saturated);
-    flushed = __reduce_add_sync(kFullMask, flushed);
-    nan = __reduce_add_sync(kFullMask, nan);
-    if (threadIdx.x % 32 == 0) {
-        if (saturated != 0u) atomicAdd(&counters->saturated, (unsigned long long)saturated);
-        if (flushed != 0u) atomicAdd(&counters->flushed, (unsigned long long)flushed);
-        if (nan != 0u) atomicAdd(&counters->nan, (unsigned long long)nan);
-    }
+    block_commit_stats(counters, m, saturated, flushed, nan);
 }
 
 // ---- quantize with transpose -------------------------------------------------------------------
@@ -172,18 +184,10 @@ __global__ void __launch_bounds__(kFp8Threads)
             __syncthreads();   // the tile is rewritten by the next row tile
         }
     }
-    block_atomic_max(reinterpret_cast<unsigned int*>(&counters->amax_bits), m);
     if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
         atomicAdd(&counters->count, (unsigned long long)rows * (unsigned long long)cols);
     }
-    saturated = __reduce_add_sync(kFullMask, saturated);
-    flushed = __reduce_add_sync(kFullMask, flushed);
-    nan = __reduce_add_sync(kFullMask, nan);
-    if (threadIdx.x % 32 == 0) {
-        if (saturated != 0u) atomicAdd(&counters->saturated, (unsigned long long)saturated);
-        if (flushed != 0u) atomicAdd(&counters->flushed, (unsigned long long)flushed);
-        if (nan != 0u) atomicAdd(&counters->nan, (unsigned long long)nan);
-    }
+    block_commit_stats(counters, m, saturated, flushed, nan);
 }
 
 // ---- launchers -------------------------------------------------------------------------------
@@ -246,7 +250,11 @@ void quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, float s
         quantize_fp8(q, x, (size_t)rows * cols, scale, counters, stream);
         return;
     }
-    const dim3 grid((cols + kTile - 1) / kTile, std::min((rows + kTile - 1) / kTile, 65535));
+    // every column tile gets a block column; the row tiles are shared out so that the grid stays
+    // near kFp8MaxBlocks blocks (each block walks its row tiles; see block_commit_stats)
+    const int col_tiles = (cols + kTile - 1) / kTile, row_tiles = (rows + kTile - 1) / kTile;
+    const int row_blocks = std::max(1, std::min({row_tiles, kFp8MaxBlocks / col_tiles, 65535}));
+    const dim3 grid(col_tiles, row_blocks);
     quantize_transpose_fp8_kernel<<<grid, kFp8Threads, 0, stream>>>(q, qt, counters, x, rows, cols, scale);
     cudaCheck(cudaGetLastError());
 }
