@@ -61,9 +61,18 @@ class NcclComm final : public Comm {
 public:
     explicit NcclComm(Comm& bootstrap)
         : rank_(bootstrap.rank()), world_(bootstrap.world_size()), local_rank_(bootstrap.local_rank()) {
+        // Rank 0 makes the unique id and broadcasts it (host memory, over MPI) with its status
+        // first, so that a failure on rank 0 stops every rank with the reason instead of leaving
+        // the others waiting in the broadcast or in ncclCommInitRank.
         ncclUniqueId id{};
-        if (rank_ == 0) ncclCheck(ncclGetUniqueId(&id));
-        bootstrap.broadcast(&id, sizeof id, 0);   // host memory, over MPI
+        int32_t status = ncclSuccess;
+        if (rank_ == 0) status = ncclGetUniqueId(&id);
+        bootstrap.broadcast(&status, sizeof status, 0);
+        if (status != ncclSuccess) {
+            fail("NCCL: rank 0 could not create the communicator's unique id: %s",
+                 ncclGetErrorString(static_cast<ncclResult_t>(status)));
+        }
+        bootstrap.broadcast(&id, sizeof id, 0);
         cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         ncclCheck(ncclCommInitRank(&comm_, world_, id, rank_));
     }
