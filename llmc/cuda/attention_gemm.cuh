@@ -324,7 +324,7 @@ void attention_forward_gemm(T* out, float* lse, const T* qkv, int B, int T_, int
     const int Tp = padded_len(T_);
     const int nb_max = chunk_sequences(B, T_, C, NH, sizeof(T), false, scratch_budget);
     const Layout x = make_layout(nb_max, T_, C, NH, sizeof(T), false);
-    void* base = scratch(x.bytes);
+    void* base = scratch(x.bytes, stream);
     T* q = at_offset<T>(base, x.q);
     T* k = at_offset<T>(base, x.k);
     T* v = at_offset<T>(base, x.v);
@@ -373,7 +373,7 @@ void attention_backward_gemm(T* dqkv, const T* dout, const T* qkv, const T* out,
     const int Tp = padded_len(T_);
     const int nb_max = chunk_sequences(B, T_, C, NH, sizeof(T), true, scratch_budget);
     const Layout x = make_layout(nb_max, T_, C, NH, sizeof(T), true);
-    void* base = scratch(x.bytes);
+    void* base = scratch(x.bytes, stream);
     T* q = at_offset<T>(base, x.q);
     T* k = at_offset<T>(base, x.k);
     T* v = at_offset<T>(base, x.v);

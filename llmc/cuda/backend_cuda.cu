@@ -77,6 +77,7 @@ public:
         cudaStreamSynchronize(stream_);
         try {
             cuda::release_gemm_context(stream_);
+            cuda::release_scratch(stream_);
         } catch (...) {
         }
         cudaStreamDestroy(stream_);

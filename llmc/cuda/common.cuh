@@ -9,8 +9,8 @@
 //
 // Launchers (one per op, in the headers beside this one) take the arguments of their cpu::
 // twin in the same order, FP32 where the CPU has acc_t<T>, then a cudaStream_t. Every kernel of
-// the set runs on that one stream: the scratch buffer below is shared by all launchers, which is
-// safe because stream order serialises them (launchers never run concurrently on two streams).
+// a launcher runs on that stream; the scratch buffer below belongs to the stream, so launchers
+// on one stream share it in stream order and two streams (two backends) never share one.
 #pragma once
 
 #include "utils.h"
@@ -18,6 +18,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include <algorithm>
 #include <cstddef>
@@ -202,27 +206,59 @@ __device__ __forceinline__ float block_reduce_max(float v) {
 }
 
 // ---- scratch memory ------------------------------------------------------------------------
-// One grow-only device buffer for launchers' temporaries (partial sums, sort buffers, counters).
-// A launcher asks for all it needs at once (ScratchLayout) and uses it only for the kernels it
-// launches on its stream; the next launcher's kernels are ordered after them by the stream.
-// Growing synchronises the device before freeing the old buffer, so no kernel still reads it.
-// One device per process, one host thread driving the kernel set (the trainer's model).
-inline void* scratch(size_t bytes) {
-    static void* buffer = nullptr;
-    static size_t capacity = 0;
-    if (bytes > capacity) {
-        if (buffer != nullptr) {
+// One grow-only device buffer per (device, stream) for launchers' temporaries (partial sums, sort
+// buffers, counters, attention's score matrices). A launcher asks for all it needs at once
+// (ScratchLayout) and uses it only for the kernels it launches on that stream; the next
+// launcher's kernels are ordered after them by the stream. Growing synchronises the device
+// before freeing the old buffer, so no kernel still reads it. Whoever owns a stream releases its
+// buffer with release_scratch(stream) before destroying the stream (the CUDA backend does).
+namespace detail {
+struct ScratchBuffer {
+    void* buffer = nullptr;
+    size_t capacity = 0;
+};
+// Never destroyed (a static destructor would run after the CUDA runtime is torn down at exit).
+inline std::map<std::pair<int, cudaStream_t>, ScratchBuffer>& scratch_registry() {
+    static auto* registry = new std::map<std::pair<int, cudaStream_t>, ScratchBuffer>();
+    return *registry;
+}
+inline std::mutex& scratch_mutex() {
+    static auto* mutex = new std::mutex();
+    return *mutex;
+}
+}  // namespace detail
+
+inline void* scratch(size_t bytes, cudaStream_t stream) {
+    int device = 0;
+    cudaCheck(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(detail::scratch_mutex());
+    detail::ScratchBuffer& s = detail::scratch_registry()[{device, stream}];
+    if (bytes > s.capacity) {
+        if (s.buffer != nullptr) {
             cudaCheck(cudaDeviceSynchronize());
-            cudaCheck(cudaFree(buffer));
-            buffer = nullptr;
+            cudaCheck(cudaFree(s.buffer));
+            s.buffer = nullptr;
         }
-        const size_t grown = capacity + capacity / 2;
+        const size_t grown = s.capacity + s.capacity / 2;
         const size_t wanted = round_up<size_t>(bytes > grown ? bytes : grown, size_t(1) << 20);
-        capacity = 0;   // until the allocation succeeds: a failed cudaMalloc leaves no buffer
-        cudaCheck(cudaMalloc(&buffer, wanted));
-        capacity = wanted;
+        s.capacity = 0;   // until the allocation succeeds: a failed cudaMalloc leaves no buffer
+        cudaCheck(cudaMalloc(&s.buffer, wanted));
+        s.capacity = wanted;
     }
-    return buffer;
+    return s.buffer;
+}
+
+// Frees the scratch buffer of `stream` on the current device, if any (call before destroying the
+// stream; waits for the stream first).
+inline void release_scratch(cudaStream_t stream) {
+    int device = 0;
+    cudaCheck(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(detail::scratch_mutex());
+    auto it = detail::scratch_registry().find({device, stream});
+    if (it == detail::scratch_registry().end()) return;
+    cudaCheck(cudaStreamSynchronize(stream));
+    cudaCheck(cudaFree(it->second.buffer));
+    detail::scratch_registry().erase(it);
 }
 
 // Offsets of the sub-buffers a launcher carves from the scratch buffer, each 256-byte aligned.

@@ -176,7 +176,7 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* to
     const size_t off_rows_in = layout.add(sizeof(int32_t) * BT);   // 0..BT-1 (BT)
     const size_t off_rows = layout.add(sizeof(int32_t) * BT);      // rows in token order (BT)
     const size_t off_sort = layout.add(sort_bytes);                // CUB's temporary storage
-    void* base = scratch(layout.bytes);
+    void* base = scratch(layout.bytes, stream);
     int32_t* sorted_tokens = at_offset<int32_t>(base, off_keys);
     int32_t* rows_in = at_offset<int32_t>(base, off_rows_in);
     int32_t* sorted_rows = at_offset<int32_t>(base, off_rows);

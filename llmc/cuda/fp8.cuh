@@ -208,7 +208,7 @@ inline float amax_from_bits(unsigned int bits) {
 template <typename T>
 float amax(const T* x, size_t n, cudaStream_t stream) {
     if (n == 0) return 0.0f;
-    unsigned int* bits = static_cast<unsigned int*>(scratch(sizeof(unsigned int)));
+    unsigned int* bits = static_cast<unsigned int*>(scratch(sizeof(unsigned int), stream));
     cudaCheck(cudaMemsetAsync(bits, 0, sizeof(unsigned int), stream));
     const bool vec = is_aligned(x, 16);   // 16-byte packs need an aligned base
     if (vec) {

@@ -53,7 +53,7 @@ void sum_squares_into(double* out, double* partials, const G* g, size_t n, cudaS
 // *out (a device double, not in the scratch buffer) = Σ g², asynchronous on `stream`.
 template <typename G>
 void sum_squares_async(double* out, const G* g, size_t n, cudaStream_t stream) {
-    double* partials = static_cast<double*>(scratch(sizeof(double) * kSumSquaresMaxBlocks));
+    double* partials = static_cast<double*>(scratch(sizeof(double) * kSumSquaresMaxBlocks, stream));
     sum_squares_into(out, partials, g, n, stream);
 }
 
@@ -63,7 +63,7 @@ double sum_squares(const G* g, size_t n, cudaStream_t stream) {
     ScratchLayout layout;
     const size_t off_partials = layout.add(sizeof(double) * kSumSquaresMaxBlocks);
     const size_t off_result = layout.add(sizeof(double));
-    void* base = scratch(layout.bytes);
+    void* base = scratch(layout.bytes, stream);
     double* result = at_offset<double>(base, off_result);
     sum_squares_into(result, at_offset<double>(base, off_partials), g, n, stream);
     double host = 0.0;

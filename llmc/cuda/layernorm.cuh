@@ -217,7 +217,7 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
     // warps), at most kLnBwdMaxThreads; phase 1 then has blockDim/32 warps for 64 rows.
     const int threads = std::min(kLnBwdMaxThreads, round_up(ceil_div(C, P), 32));
     const int nchunks = ceil_div(N, kLnBwdRows);
-    float* partials = static_cast<float*>(scratch(sizeof(float) * 2 * size_t(nchunks) * C));   // (nchunks, 2, C)
+    float* partials = static_cast<float*>(scratch(sizeof(float) * 2 * size_t(nchunks) * C, stream));   // (nchunks, 2, C)
     if (vec) {
         layernorm_backward_kernel<kPack<T>>
             <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C);

@@ -427,7 +427,7 @@ void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const
              GemmOperand{dout, t, OC, true}, dweight, CUDA_R_32F, C, 1.0f, nullptr, t, false);
     }
     if (dbias != nullptr) {
-        float* partial = static_cast<float*>(scratch((size_t)bias_chunks(N) * OC * sizeof(float)));
+        float* partial = static_cast<float*>(scratch((size_t)bias_chunks(N) * OC * sizeof(float), stream));
         bias_backward(dbias, partial, dout, N, OC, stream);
     }
 }
@@ -492,7 +492,7 @@ void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const f
         const cudaDataType_t w_type = cuda_data_type<W>();
         ScratchLayout layout;
         const size_t w_at = layout.add((size_t)OC * C * 2), x_at = layout.add((size_t)N * C * 2);
-        void* base = scratch(layout.bytes);
+        void* base = scratch(layout.bytes, stream);
         W* w16 = at_offset<W>(base, w_at);
         W* x16 = at_offset<W>(base, x_at);
         fp8_widen(w16, weight, (size_t)OC * C, stream);
@@ -558,7 +558,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                  dyt_at = layout.add(fallback ? (size_t)OC * N * sizeof(W) : 0),
                  xt_at = layout.add(fallback ? (size_t)C * N * sizeof(W) : 0),
                  partial_at = layout.add((size_t)bias_chunks(N) * OC * sizeof(float));
-    void* base = scratch(layout.bytes);
+    void* base = scratch(layout.bytes, stream);
     if (fallback) {   // both GEMMs in 16 bits on the widened operands (nothing was written yet)
         note_fp8_fallback("backward");
         W* wt16 = at_offset<W>(base, wt_at);

@@ -48,6 +48,7 @@ struct TestStream {
     ~TestStream() {
         try {
             gpu::release_gemm_context(s);
+            gpu::release_scratch(s);
         } catch (...) {
         }
         cudaStreamDestroy(s);
