@@ -87,9 +87,10 @@ struct GemmContext {
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;      // (kCublasWorkspaceBytes)
     // device copies of the FP8 dequantisation factors 1/s: slot i at scale_slot(i), 256 bytes apart.
-    // cuBLASLt refused every FP8 GEMM (CUBLAS_STATUS_NOT_SUPPORTED at launch, H200, CUDA 13.0)
-    // while the factors sat 4 bytes apart, one of them off 16-byte alignment; separate, aligned
-    // slots are what frameworks pass (one allocation per scale tensor).
+    // cuBLASLt (13.1 on an H200) refused every FP8 GEMM, CUBLAS_STATUS_NOT_SUPPORTED at launch
+    // although its heuristic offered algorithms, while the factors sat 4 bytes apart (one of each
+    // pair off 16-byte alignment); with separate 256-byte-aligned slots it runs them all
+    // (docs/gpu-results.md, runs 2 and 3).
     float* scales = nullptr;
     static constexpr int kScaleSlotFloats = 64;
     const float* scale_slot(int i) const { return scales + i * kScaleSlotFloats; }
