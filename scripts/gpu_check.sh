@@ -29,7 +29,9 @@
 #   6. benchmark: d12, d24, d36, d48 at T=1024 in bf16 and fp8 (tokens/s, ms/step as the median
 #      over steps ≥ 4, MFU with FLOPs/token = 6N + 6·L·C·T against 989 TFLOP/s, the engine's own
 #      activation bytes, and the process's peak GPU memory from nvidia-smi every 200 ms); the
-#      PyTorch reference (dev/reference/gpt2.py --dtype bf16 --compile) at d12 as the peer;
+#      PyTorch reference (dev/reference/gpt2.py --dtype bf16 --compile) at d12 as the peer; d12
+#      also in fp8 with FP8 in the MLP GEMMs only, and in bf16 with the opt-in tensor-core flash
+#      attention (TRAIN_GPT_ATTENTION=wmma);
 #   6a. fp8 against bf16 over LOSS_STEPS (200) steps of d12 on the same data: the mean loss of
 #      the last 10% of steps within 1%;
 #   6b. with LAB=1, the dev/cuda harnesses named in LAB_HARNESSES (output in lab.log);
@@ -395,10 +397,11 @@ bench() {
     mem_poll_start "$WORK/mem_$tag.txt"
     if [[ $side == engine ]]; then
         jsonl=$WORK/bench_$tag/log.jsonl
-        local pflags=(-p "$prec")
+        local pflags=(-p "$prec") attention=${TRAIN_GPT_ATTENTION:-}
         [[ $prec == fp8-mlp ]] && pflags=(-p fp8 --fp8-gemms fc,fcproj)   # FP8 in the MLP's GEMMs only
-        run_logged "bench_$tag" "$secs" "$TRAIN" "${common[@]}" -e "$name" -b "$B" -t 1024 -x "$steps" \
-            -l 6e-4 -u 0 "${pflags[@]}" --device cuda -o "$WORK/bench_$tag" || rc=$?
+        [[ $prec == bf16-wmma ]] && pflags=(-p bf16) attention=wmma        # the opt-in tensor-core flash attention
+        run_logged "bench_$tag" "$secs" env TRAIN_GPT_ATTENTION="$attention" "$TRAIN" "${common[@]}" -e "$name" \
+            -b "$B" -t 1024 -x "$steps" -l 6e-4 -u 0 "${pflags[@]}" --device cuda -o "$WORK/bench_$tag" || rc=$?
     else
         jsonl=$WORK/bench_$tag.jsonl
         run_logged "bench_$tag" "$secs" env PYTHONUNBUFFERED=1 "$PYTHON" dev/reference/gpt2.py \
@@ -431,6 +434,7 @@ want_model() { [[ " $BENCH_MODELS " == *" $1 "* ]]; }
 want_model d12 && bench d12 engine bf16 12 768  12 "$D12_B" "$BENCH_STEPS_D12" 45
 want_model d12 && bench d12 engine fp8  12 768  12 "$D12_B" "$BENCH_STEPS_D12" 45
 want_model d12 && bench d12 engine fp8-mlp 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
+want_model d12 && bench d12 engine bf16-wmma 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
 want_model d24 && bench d24 engine bf16 24 1024 16 "$D24_B" "$BENCH_STEPS_D48" 50
 want_model d24 && bench d24 engine fp8  24 1024 16 "$D24_B" "$BENCH_STEPS_D48" 50
 want_model d36 && bench d36 engine bf16 36 1280 20 "$D36_B" "$BENCH_STEPS_D48" 60
@@ -543,6 +547,16 @@ if mlp:
         am = f"{float(m[4]) / float(b[4]):.2f}×" if b and b[0] == "ok" and m[4] != "n/a" and b[4] != "n/a" else "—"
         print(f"| {name} | {float(m[2]):,.0f} | {float(m[1]):.1f} | {m[4]} | {m[3]} | {sp} | {am} |")
         out[name]["fp8-mlp"] = m
+w = rows.get(("d12", "engine", "bf16-wmma"))
+b12 = rows.get(("d12", "engine", "bf16"))
+if w is not None:
+    print()
+    if w[0] == "ok" and b12 is not None and b12[0] == "ok":
+        print(f"d12 bf16 with TRAIN_GPT_ATTENTION=wmma (tensor-core flash attention): {float(w[2]):,.0f} tok/s, "
+              f"{float(w[1]):.1f} ms/step, {float(w[2]) / float(b12[2]):.2f}× the default (GEMM) attention")
+    else:
+        print(f"d12 bf16 with TRAIN_GPT_ATTENTION=wmma: {w[0]}")
+    out["d12"]["bf16-wmma"] = w
 t = rows.get(("d12", "torch", "bf16"))
 e = rows.get(("d12", "engine", "bf16"))
 if t is not None:
