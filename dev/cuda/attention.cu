@@ -1,6 +1,7 @@
-// dev/cuda/attention.cu — causal attention against cpu::attention_*, in both versions: flash
-// (llmc/cuda/attention.cuh, CUDA cores) and GEMM (llmc/cuda/attention_gemm.cuh, cuBLASLt with
-// the T×T scores in scratch), checked with the same bounds and timed side by side.
+// dev/cuda/attention.cu — causal attention against cpu::attention_*, in three versions: flash
+// (llmc/cuda/attention.cuh, CUDA cores), GEMM (llmc/cuda/attention_gemm.cuh, cuBLASLt with
+// the T×T scores in scratch) and WMMA (llmc/cuda/attention_wmma.cuh, flash on tensor cores;
+// bf16/fp16 only, skipped for fp32), checked with the same bounds and timed side by side.
 //
 //   forward   out (B,T,C), lse (B,NH,T) FP32 from qkv (B,T,3C)   bound: 4 ulps (16-bit: P is
 //             rounded before P·V), 1e-5 (fp32, lse)
@@ -10,11 +11,16 @@
 // reads qkv, out, dout, lse and reads + writes dqkv.
 // The GEMM version is reported with the same (causal) FLOPs and bytes, so the two lines compare
 // as times; it really does the full T×T (2× the FLOPs) and moves the T×T scratch as well.
+// The WMMA backward is reported with the same 5·B·NH·T²·hs; it really does 7 (S and dP are
+// recomputed in both of its kernels) and skips the masked 16×16 blocks of the diagonal tiles.
 #include "harness.cuh"
 
 #include "cpu/kernels.h"
 #include "cuda/attention.cuh"
 #include "cuda/attention_gemm.cuh"
+#include "cuda/attention_wmma.cuh"
+
+#include <type_traits>
 
 using namespace harness;
 namespace cpu = train_gpt::cpu;
@@ -65,6 +71,28 @@ static int run(const Args& a) {
             gpu::attention_backward_gemm(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH, stream);
             cudaCheck(cudaStreamSynchronize(stream));
             check("attention_backward_gemm dqkv", dt, d_dqkv.template download<H>(), dqkv, tol<H>(5e-5, 4));
+            // the WMMA version (16-bit types only): same inputs, same CPU results
+            if constexpr (!std::is_same_v<D, float>) {
+                d_out.poison();
+                d_lse.poison();
+                gpu::attention_forward_wmma(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream);
+                cudaCheck(cudaStreamSynchronize(stream));
+                check("attention_forward_wmma out", dt, d_out.template download<H>(), out, tol<H>(1e-5, 4));
+                check("attention_forward_wmma lse", dt, d_lse.template download<float>(), lse, 1e-5);
+                d_out.upload(out);
+                d_lse.upload(lse);
+                d_dqkv.upload(dqkv0);
+                gpu::attention_backward_wmma(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                             stream);
+                cudaCheck(cudaStreamSynchronize(stream));
+                const std::vector<H> first = d_dqkv.template download<H>();
+                check("attention_backward_wmma dqkv", dt, first, dqkv, tol<H>(5e-5, 4));
+                d_dqkv.upload(dqkv0);
+                gpu::attention_backward_wmma(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                             stream);
+                cudaCheck(cudaStreamSynchronize(stream));
+                check_bytes("attention_backward_wmma determinism", dt, d_dqkv.template download<H>(), first);
+            }
         }
         const double fwd_flops = 2.0 * B * NH * (double)T * T * hs;
         float ms = time_ms([&] { gpu::attention_forward(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); }, a.reps,
@@ -79,6 +107,15 @@ static int run(const Args& a) {
         ms = time_ms([&] { gpu::attention_backward_gemm(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C,
                                                         NH, stream); }, a.reps, stream);
         report("attention_backward_gemm", dt, ms, 11 * BTC * s + 4.0 * B * NH * T, 2.5 * fwd_flops, peak_flops<H>());
+        if constexpr (!std::is_same_v<D, float>) {
+            ms = time_ms([&] { gpu::attention_forward_wmma(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); },
+                         a.reps, stream);
+            report("attention_forward_wmma", dt, ms, 4 * BTC * s + 4.0 * B * NH * T, fwd_flops, peak_flops<H>());
+            ms = time_ms([&] { gpu::attention_backward_wmma(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B,
+                                                            T, C, NH, stream); }, a.reps, stream);
+            report("attention_backward_wmma", dt, ms, 11 * BTC * s + 4.0 * B * NH * T, 2.5 * fwd_flops,
+                   peak_flops<H>());
+        }
     });
 }
 

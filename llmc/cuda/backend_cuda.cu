@@ -9,13 +9,16 @@
 #include "cuda_backend.h"
 
 #include "cuda/attention_gemm.cuh"
+#include "cuda/attention_wmma.cuh"
 #include "cuda/kernels.cuh"
 #include "utils.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 #include <string>
 
 namespace train_gpt {
@@ -52,12 +55,20 @@ class CudaBackend final : public Backend {
 public:
     CudaBackend(DType dtype, int device) : dtype_(dtype), device_(device) {
         // attention: cuBLASLt GEMMs (attention_gemm.cuh) by default; TRAIN_GPT_ATTENTION=flash
-        // selects the hand-written flash kernels (attention.cuh). Checked first: nothing to undo.
+        // selects the hand-written flash kernels (attention.cuh), =wmma the tensor-core flash
+        // kernels (attention_wmma.cuh; bf16/fp16 only: FP32 keeps the GEMM version, said once on
+        // stderr). Checked first: nothing to undo.
         const char* attention = std::getenv("TRAIN_GPT_ATTENTION");
         const std::string mode = attention != nullptr ? attention : "";
         if (mode == "flash") flash_attention_ = true;
-        else if (mode != "" && mode != "gemm")
-            fail("TRAIN_GPT_ATTENTION=%s: unknown attention implementation (use 'gemm', the default, or 'flash')",
+        else if (mode == "wmma") {
+            if constexpr (std::is_same_v<T, float>)
+                std::fprintf(stderr, "TRAIN_GPT_ATTENTION=wmma: no FP32 tensor-core attention; using the GEMM "
+                                     "attention (the default) for this fp32 backend\n");
+            else wmma_attention_ = true;
+        } else if (mode != "" && mode != "gemm")
+            fail("TRAIN_GPT_ATTENTION=%s: unknown attention implementation (use 'gemm', the default, 'flash' or "
+                 "'wmma')",
                  mode.c_str());
         cudaCheck(cudaSetDevice(device));
         cudaFuncAttributes attributes;
@@ -159,12 +170,15 @@ public:
     }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int T_, int C, int NH) override {
         if (flash_attention_) cuda::attention_forward(act(out), lse, act(qkv), B, T_, C, NH, stream_);
+        else if (wmma_attention_) cuda::attention_forward_wmma(act(out), lse, act(qkv), B, T_, C, NH, stream_);
         else cuda::attention_forward_gemm(act(out), lse, act(qkv), B, T_, C, NH, stream_);
     }
     void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                             int B, int T_, int C, int NH) override {
         if (flash_attention_)
             cuda::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
+        else if (wmma_attention_)
+            cuda::attention_backward_wmma(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
         else
             cuda::attention_backward_gemm(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
     }
@@ -224,6 +238,7 @@ private:
     int device_;
     cudaStream_t stream_ = nullptr;
     bool flash_attention_ = false;   // TRAIN_GPT_ATTENTION=flash (read once, in the constructor)
+    bool wmma_attention_ = false;    // TRAIN_GPT_ATTENTION=wmma, bf16/fp16 backends (likewise)
 };
 
 }  // namespace
