@@ -64,24 +64,45 @@ public:
                                   int N, int V, int Vp, float dloss) = 0;
 
     // --- FP8 (see cpu/fp8_kernels.h) ---
+    // The scale state lives in backend memory (Fp8ScaleSlot, fp8_scaling.h): casts read a slot's
+    // scale, FP8 GEMMs its inv_scale, and fp8_end_step rolls every history and computes every next
+    // scale in one op, so no FP8 step waits for the host.
     virtual float amax(const void* x, size_t n) = 0;   // max |x|, NaN if any x is NaN (waits for the result)
-    // q = saturate(x · scale); the cast's statistics are ACCUMULATED into *counters (backend
+    // counters->amax_bits = max(counters->amax_bits, bits of |x|): an amax without a cast
+    virtual void amax_into(const void* x, size_t n, Fp8Counters* counters) = 0;
+    // just in time: slot.scale = fp8_scale_rule(amax of *counters, fp8_max, margin, slot.scale),
+    // slot.inv_scale = 1 / slot.scale
+    virtual void fp8_scale_from_counters(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max,
+                                         int margin) = 0;
+    // End of step for n slots: slot i's amax (amaxes[i] if amaxes is non-null, e.g. MAX-reduced
+    // across ranks, else counters[i]'s) enters history i (H floats per slot, newest first, the
+    // oldest falls out past H); under delayed scaling the next scale follows from the history
+    // (fp8_select_rule, fp8_scale_rule). Slots [0, n_e4m3) are E4M3 tensors, the rest E5M2.
+    virtual void fp8_end_step(Fp8ScaleSlot* slots, float* history, const Fp8Counters* counters, const float* amaxes,
+                              int n, int n_e4m3, int H, bool most_recent, int margin, bool delayed) = 0;
+    // amaxes (n) = the amax of each counters slot (any NaN as the canonical NaN)
+    virtual void fp8_amaxes(float* amaxes, const Fp8Counters* counters, int n) = 0;
+    // q = saturate(x · scale->scale); the cast's statistics are ACCUMULATED into *counters (backend
     // memory, zero bytes = empty): no cast waits for the host (fp8_scaling.h, Fp8Counters).
-    virtual void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale, Fp8Counters* counters) = 0;
-    virtual void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale, Fp8Counters* counters) = 0;
+    virtual void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, const Fp8ScaleSlot* scale,
+                               Fp8Counters* counters) = 0;
+    virtual void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, const Fp8ScaleSlot* scale,
+                               Fp8Counters* counters) = 0;
     // q (rows, cols) and/or qt (cols, rows) = qᵀ from one cast (cpu/fp8_kernels.h); statistics
     // accumulated into *counters as above.
-    virtual void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, float scale,
-                                         Fp8Counters* counters) = 0;
-    virtual void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, float scale,
-                                         Fp8Counters* counters) = 0;
-    virtual void matmul_forward_fp8(void* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                                    float weight_inv_scale, const void* bias, int N, int C, int OC) = 0;
+    virtual void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols,
+                                         const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    virtual void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols,
+                                         const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    // the GEMMs dequantise with each operand slot's inv_scale
+    virtual void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale,
+                                    const fp8e4m3* weight, const Fp8ScaleSlot* weight_scale, const void* bias, int N,
+                                    int C, int OC) = 0;
     // the backward reads the transposed copies: dout_qt (OC,N), inp_qt (C,N), weight_qt (C,OC)
     virtual void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q,
-                                     const fp8e5m2* dout_qt, float dout_inv_scale, const void* dout,
-                                     const fp8e4m3* inp_qt, float inp_inv_scale, const fp8e4m3* weight_qt,
-                                     float weight_inv_scale, int N, int C, int OC) = 0;
+                                     const fp8e5m2* dout_qt, const Fp8ScaleSlot* dout_scale, const void* dout,
+                                     const fp8e4m3* inp_qt, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight_qt,
+                                     const Fp8ScaleSlot* weight_scale, int N, int C, int OC) = 0;
 
     // --- optimizer ---
     // Σ g² (FP32 gradients), double accumulation; inf/NaN propagate.

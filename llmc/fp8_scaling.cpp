@@ -71,19 +71,11 @@ void Fp8ScalingConfig::validate() const {
 }
 
 float fp8_scale_from_amax(float amax, float fp8_max, int margin, float previous) {
-    if (!(amax > 0.0f) || !std::isfinite(amax)) return previous;   // 0, NaN, inf (and < 0, never an amax)
-    float s = std::ldexp(fp8_max / amax, -margin);                   // (fp8_max / a) · 2^-margin
-    if (std::isinf(s)) return FLT_MAX;
-    if (s < FLT_MIN) return FLT_MIN;
-    return s;
+    return fp8_scale_rule(amax, fp8_max, margin, previous);
 }
 
 float fp8_select_amax(const std::vector<float>& history, Fp8AmaxAlgo algo) {
-    if (history.empty()) return 0.0f;
-    if (algo == Fp8AmaxAlgo::MostRecent) return history.front();
-    float a = history.front();
-    for (float h : history) a = combine_amax(a, h);
-    return a;
+    return fp8_select_rule(history.data(), (int)history.size(), algo == Fp8AmaxAlgo::MostRecent);
 }
 
 Fp8TensorScale::Fp8TensorScale(Fp8Format format, const Fp8ScalingConfig& config) : format_(format), config_(config) {

@@ -78,6 +78,58 @@ TG_HD inline float combine_amax(float a, float b) {
     return a > b ? a : b;
 }
 
+// ---- the scaling rules, host and device ---------------------------------------------------------
+// One implementation of the rules above for the host (Fp8TensorScale) and for the state that
+// lives in the kernel set's memory (Fp8ScaleSlot, Backend::fp8_end_step): the same FP32
+// operations in the same order, so the CPU and CUDA kernel sets agree bit for bit.
+
+// s = (fp8_max / amax) · 2^-margin; amax 0 / inf / NaN → previous; s = inf → FLT_MAX;
+// s < FLT_MIN (normal) → FLT_MIN. 2^-margin is exact: margin ≤ 64 (validate()).
+TG_HD inline float fp8_scale_rule(float amax, float fp8_max, int margin, float previous) {
+    if (!(amax > 0.0f) || !is_finite_f32(amax)) return previous;   // 0, NaN, inf (and < 0, never an amax)
+    float s = fp8_max / amax;
+    for (int i = 0; i < margin; i++) s *= 0.5f;   // · 2^-margin, exact until s underflows
+    if (!is_finite_f32(s)) return bits_float(0x7f7fffffu);          // FLT_MAX
+    if (s < bits_float(0x00800000u)) return bits_float(0x00800000u);   // FLT_MIN
+    return s;
+}
+
+// a from a history of `len` amaxes, newest first: its NaN-propagating max, or the newest. Empty → 0.
+TG_HD inline float fp8_select_rule(const float* history, int len, bool most_recent) {
+    if (len <= 0) return 0.0f;
+    if (most_recent) return history[0];
+    float a = history[0];
+    for (int i = 1; i < len; i++) a = combine_amax(a, history[i]);
+    return a;
+}
+
+// The scale state of one scaled tensor in the kernel set's memory: what the casts read (scale)
+// and what the FP8 GEMMs read (inv_scale = 1/s, first: cuBLASLt takes its address as an operand's
+// scale pointer, which must be 16-byte aligned; the slots are 256 bytes apart). The amax history
+// (newest first, hist_len entries) lives beside, in an array of H floats per slot.
+struct Fp8ScaleSlot {
+    float inv_scale;
+    float scale;
+    int32_t hist_len;
+    int32_t pad[61];
+};
+static_assert(sizeof(Fp8ScaleSlot) == 256, "Fp8ScaleSlot: 256 bytes, so every inv_scale is 256-byte aligned");
+
+// End of step for one slot and its history (H floats, newest first): amax enters the history,
+// the oldest falls out past H; under delayed scaling the next scale follows from the history.
+// The same steps as Fp8TensorScale::end_step.
+TG_HD inline void fp8_end_step_rule(Fp8ScaleSlot& slot, float* history, float amax, float fp8_max, int H,
+                                    bool most_recent, int margin, bool delayed) {
+    const int len = slot.hist_len < H ? slot.hist_len + 1 : H;
+    for (int i = len - 1; i > 0; i--) history[i] = history[i - 1];
+    history[0] = amax;
+    slot.hist_len = len;
+    if (delayed) {
+        slot.scale = fp8_scale_rule(fp8_select_rule(history, len, most_recent), fp8_max, margin, slot.scale);
+        slot.inv_scale = 1.0f / slot.scale;
+    }
+}
+
 struct Fp8ScalingConfig {
     int amax_history = 16;               // H, --fp8-amax-history (≥ 1)
     Fp8AmaxAlgo algo = Fp8AmaxAlgo::Max; // --fp8-amax-algo

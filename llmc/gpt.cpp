@@ -118,13 +118,6 @@ struct GPT::Activations {
     void* base;         // the one allocation everything above points into
 };
 
-// FP8 state of one GEMM of one layer: the scales of its three operands (this step's amaxes and
-// cast statistics accumulate in backend memory: fp8_counters_).
-struct GPT::Fp8Gemm {
-    Fp8TensorScale x, w, dy;
-    explicit Fp8Gemm(const Fp8ScalingConfig& c)
-        : x(Fp8Format::E4M3, c), w(Fp8Format::E4M3, c), dy(Fp8Format::E5M2, c) {}
-};
 
 namespace {
 // parameter tensors, output and input widths (in units of C) of each FP8 GEMM of a block
@@ -204,7 +197,7 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
 
     if (fp8()) {
         prec_.fp8.validate();
-        fp8_ = new std::vector<Fp8Gemm>(L * kNumGemms, Fp8Gemm(prec_.fp8));
+        fp8_n_ = (int)L * kNumGemms;
         size_t weight_bytes = 0, input_bytes = 0;
         for (int g = 0; g < kNumGemms; g++) {
             if (!fp8_gemm(g)) continue;   // a 16-bit GEMM keeps no FP8 copies
@@ -219,10 +212,21 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
         // the forward's cast of X and the backward's cast of dY never overlap: one buffer
         fp8_x_ = reinterpret_cast<fp8e4m3*>(fp8_dout_);
         activation_bytes_ += input_bytes + 2 * BT * 4 * C;
-        const size_t slots = 3 * fp8_->size() + 1;
-        fp8_counters_ = static_cast<Fp8Counters*>(k_.alloc(slots * sizeof(Fp8Counters)));
-        fp8_last_ = new std::vector<Fp8Counters>(slots, Fp8Counters{});
-        fp8_amax_buffer_ = static_cast<float*>(k_.alloc(2 * fp8_->size() * sizeof(float)));
+        // the scaling state in backend memory: 3n scale slots and histories (X, W, dY blocks), the
+        // casts' counters for this step and the last one (+ one slot for evaluation passes), a
+        // slot for just-in-time amaxes, and the amaxes reduced across ranks
+        const size_t S = 3 * (size_t)fp8_n_, H = (size_t)prec_.fp8.amax_history;
+        fp8_scales_ = static_cast<Fp8ScaleSlot*>(k_.alloc(S * sizeof(Fp8ScaleSlot)));
+        fp8_history_ = static_cast<float*>(k_.alloc(S * H * sizeof(float)));
+        fp8_counters_ = static_cast<Fp8Counters*>(k_.alloc((S + 1) * sizeof(Fp8Counters)));
+        fp8_counters_last_ = static_cast<Fp8Counters*>(k_.alloc((S + 1) * sizeof(Fp8Counters)));
+        fp8_jit_ = static_cast<Fp8Counters*>(k_.alloc(sizeof(Fp8Counters)));
+        fp8_amax_buffer_ = static_cast<float*>(k_.alloc(S * sizeof(float)));
+        fp8_hist_len_ = new std::vector<int>(S, 0);
+        fp8_steps_ = new std::vector<int64_t>(S, 0);
+        std::vector<Fp8ScaleSlot> ones(S);
+        for (Fp8ScaleSlot& slot : ones) slot = Fp8ScaleSlot{1.0f, 1.0f, 0, {}};
+        k_.copy_to_device(fp8_scales_, ones.data(), S * sizeof(Fp8ScaleSlot));
     }
 }
 
@@ -236,16 +240,20 @@ GPT::~GPT() {
     k_.release(acts_->base);
     k_.release(inputs_);
     k_.release(targets_);
-    if (fp8_ != nullptr) {
+    if (fp8_n_ > 0) {
         k_.release(fp8_weights_);
         k_.release(fp8_weights_t_);
         k_.release(fp8_inputs_t_);
         k_.release(fp8_dout_);
         k_.release(fp8_dout_t_);
+        k_.release(fp8_scales_);
+        k_.release(fp8_history_);
         k_.release(fp8_counters_);
+        k_.release(fp8_counters_last_);
+        k_.release(fp8_jit_);
         k_.release(fp8_amax_buffer_);
-        delete fp8_last_;
-        delete fp8_;
+        delete fp8_hist_len_;
+        delete fp8_steps_;
     }
     delete acts_;
 }
@@ -346,17 +354,17 @@ void GPT::linear_forward(int l, Gemm g, void* out, const void* inp, int N, int C
     }
     // X → E4M3 with its scale (just in time on the first step / every step of the current recipe);
     // the E4M3 copy is kept for the weight gradient in backward
-    Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
-    if (s.x.needs_amax_now()) s.x.scale_from_amax(k_.amax(inp, (size_t)N * C));
+    Fp8ScaleSlot* sx = fp8_scale(kFp8X, l, g);
+    if (fp8_needs_amax_now(kFp8X, l, g)) fp8_scale_just_in_time(sx, inp, (size_t)N * C, fp8e4m3::max_finite);
     // one cast, two layouts: X (N,C) for this GEMM, Xᵀ (C,N) kept for dW in backward. Evaluation
     // and sampling passes keep no Xᵀ and leave the scaling state alone (their statistics go to a
     // slot nobody reads).
     if (training_pass_) {
-        k_.quantize_transpose_e4m3(fp8_x_, fp8_input_t(l, g, N), inp, N, C, s.x.scale(), fp8_slot(kFp8X, l, g));
+        k_.quantize_transpose_e4m3(fp8_x_, fp8_input_t(l, g, N), inp, N, C, sx, fp8_slot(kFp8X, l, g));
     } else {
-        k_.quantize_transpose_e4m3(fp8_x_, nullptr, inp, N, C, s.x.scale(), fp8_counters_ + 3 * fp8_->size());
+        k_.quantize_transpose_e4m3(fp8_x_, nullptr, inp, N, C, sx, fp8_counters_ + 3 * (size_t)fp8_n_);
     }
-    k_.matmul_forward_fp8(out, fp8_x_, s.x.inv_scale(), fp8_weight(l, g, false), s.w.inv_scale(), bias, N, C, OC);
+    k_.matmul_forward_fp8(out, fp8_x_, sx, fp8_weight(l, g, false), fp8_scale(kFp8W, l, g), bias, N, C, OC);
 }
 
 void GPT::linear_backward(int l, Gemm g, void* dinp, const void* dout, const void* inp, int N, int C, int OC) {
@@ -367,12 +375,12 @@ void GPT::linear_backward(int l, Gemm g, void* dinp, const void* dout, const voi
         k_.matmul_backward(dinp, dweight, dbias, dout, inp, param(kGemmWeight[g], l * wsize), N, C, OC);
         return;
     }
-    Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
-    if (s.dy.needs_amax_now()) s.dy.scale_from_amax(k_.amax(dout, (size_t)N * OC));
+    Fp8ScaleSlot* sdy = fp8_scale(kFp8DY, l, g);
+    if (fp8_needs_amax_now(kFp8DY, l, g)) fp8_scale_just_in_time(sdy, dout, (size_t)N * OC, fp8e5m2::max_finite);
     // dY (N,OC) for dX and dYᵀ (OC,N) for dW, from one cast
-    k_.quantize_transpose_e5m2(fp8_dout_, fp8_dout_t_, dout, N, OC, s.dy.scale(), fp8_slot(kFp8DY, l, g));
-    k_.matmul_backward_fp8(dinp, dweight, dbias, fp8_dout_, fp8_dout_t_, s.dy.inv_scale(), dout,
-                           fp8_input_t(l, g, N), s.x.inv_scale(), fp8_weight(l, g, true), s.w.inv_scale(), N, C, OC);
+    k_.quantize_transpose_e5m2(fp8_dout_, fp8_dout_t_, dout, N, OC, sdy, fp8_slot(kFp8DY, l, g));
+    k_.matmul_backward_fp8(dinp, dweight, dbias, fp8_dout_, fp8_dout_t_, sdy, dout, fp8_input_t(l, g, N),
+                           fp8_scale(kFp8X, l, g), fp8_weight(l, g, true), fp8_scale(kFp8W, l, g), N, C, OC);
 }
 
 // FP8 buffers are laid out GEMM by GEMM (qkv, attproj, fc, fcproj; those that run in FP8), each
@@ -397,23 +405,40 @@ fp8e4m3* GPT::fp8_weight(int l, int g, bool transposed) const {
 }
 
 Fp8Counters* GPT::fp8_slot(Fp8Operand operand, int l, int g) const {
-    return fp8_counters_ + (size_t)operand * fp8_->size() + (size_t)l * kNumGemms + g;
+    return fp8_counters_ + (size_t)operand * fp8_n_ + (size_t)l * kNumGemms + g;
+}
+
+Fp8ScaleSlot* GPT::fp8_scale(Fp8Operand operand, int l, int g) const {
+    return fp8_scales_ + (size_t)operand * fp8_n_ + (size_t)l * kNumGemms + g;
+}
+
+// Step 0 of delayed scaling (no history yet) and every step of the current recipe.
+bool GPT::fp8_needs_amax_now(Fp8Operand operand, int l, int g) const {
+    return prec_.fp8.recipe == Fp8Recipe::Current ||
+           (*fp8_hist_len_)[(size_t)operand * fp8_n_ + (size_t)l * kNumGemms + g] == 0;
+}
+
+// The scale from the tensor's own amax, all in backend memory (no wait for the host).
+void GPT::fp8_scale_just_in_time(Fp8ScaleSlot* slot, const void* x, size_t n, float fp8_max) {
+    k_.zero(fp8_jit_, sizeof(Fp8Counters));
+    k_.amax_into(x, n, fp8_jit_);
+    k_.fp8_scale_from_counters(slot, fp8_jit_, fp8_max, prec_.fp8.margin);
 }
 
 void GPT::cast_fp8_weights() {
     // The optimizer's half of delayed scaling: the weights' scale is known before the cast, so
     // the E4M3 copies (W and Wᵀ, one cast) are written right after the update. Each weight's slot holds the amax of
     // its latest cast only (the history takes it at the end of the step that uses the copy).
-    k_.zero(fp8_slot(kFp8W, 0, 0), fp8_->size() * sizeof(Fp8Counters));
+    k_.zero(fp8_slot(kFp8W, 0, 0), (size_t)fp8_n_ * sizeof(Fp8Counters));
     for (int g = 0; g < kNumGemms; g++) {
         if (!fp8_gemm(g)) continue;
         const size_t wsize = (size_t)kGemmOut[g] * kGemmIn[g] * cfg_.n_embd * cfg_.n_embd;
         for (int l = 0; l < cfg_.n_layer; l++) {
-            Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
             const void* w = param(kGemmWeight[g], l * wsize);
-            if (s.w.needs_amax_now()) s.w.scale_from_amax(k_.amax(w, wsize));
+            Fp8ScaleSlot* sw = fp8_scale(kFp8W, l, g);
+            if (fp8_needs_amax_now(kFp8W, l, g)) fp8_scale_just_in_time(sw, w, wsize, fp8e4m3::max_finite);
             k_.quantize_transpose_e4m3(fp8_weight(l, g, false), fp8_weight(l, g, true), w, kGemmOut[g] * cfg_.n_embd,
-                                       kGemmIn[g] * cfg_.n_embd, s.w.scale(), fp8_slot(kFp8W, l, g));
+                                       kGemmIn[g] * cfg_.n_embd, sw, fp8_slot(kFp8W, l, g));
         }
     }
 }
@@ -574,38 +599,33 @@ void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
         comm_->all_gather(params_, act_at(params_, state_begin_), padded_params_ / world_ * act_size_);
     }
     if (!fp8()) return;
-    // End of step for every scaled tensor. Its counters come back to the host in one copy (the
-    // only wait FP8 adds to a step); the X and dY amaxes are MAX-reduced across ranks in one
-    // all-reduce (NaN-propagating; the weights are the same on every rank); each amax enters its
-    // history and the delayed scales for the next step follow; then the weights are re-cast.
-    const size_t n = fp8_->size();
-    std::vector<Fp8Counters>& last = *fp8_last_;
-    k_.copy_to_host(last.data(), fp8_counters_, 3 * n * sizeof(Fp8Counters));
-    std::vector<float> amaxes(2 * n);
-    for (size_t j = 0; j < n; j++) {
-        amaxes[j] = to_cast_stats(last[kFp8X * n + j]).amax;
-        amaxes[n + j] = to_cast_stats(last[kFp8DY * n + j]).amax;
-    }
+    // End of step for every scaled tensor, without waiting for the host: the amaxes are MAX-reduced
+    // across ranks in one all-reduce (NaN-propagating; the weights' are the same on every rank),
+    // one op rolls every history and computes every next scale (fp8_end_step), the counters of
+    // this step become the last step's (telemetry), and the weights are re-cast.
+    const int S = 3 * fp8_n_;
+    const float* reduced = nullptr;
     if (world_ > 1) {
-        k_.copy_to_device(fp8_amax_buffer_, amaxes.data(), amaxes.size() * sizeof(float));
-        comm_->all_reduce_max(fp8_amax_buffer_, amaxes.size());
-        k_.copy_to_host(amaxes.data(), fp8_amax_buffer_, amaxes.size() * sizeof(float));
+        k_.fp8_amaxes(fp8_amax_buffer_, fp8_counters_, S);
+        comm_->all_reduce_max(fp8_amax_buffer_, (size_t)S);
+        reduced = fp8_amax_buffer_;
     }
-    for (size_t j = 0; j < n; j++) {
-        Fp8Gemm& s = (*fp8_)[j];
-        s.x.end_step(amaxes[j]);
-        s.dy.end_step(amaxes[n + j]);
-        s.w.end_step(to_cast_stats(last[kFp8W * n + j]).amax);
+    k_.fp8_end_step(fp8_scales_, fp8_history_, fp8_counters_, reduced, S, 2 * fp8_n_, prec_.fp8.amax_history,
+                    prec_.fp8.algo == Fp8AmaxAlgo::MostRecent, prec_.fp8.margin,
+                    prec_.fp8.recipe == Fp8Recipe::Delayed);
+    for (int i = 0; i < S; i++) {   // the host's mirror of the history lengths and step counts
+        (*fp8_hist_len_)[i] = std::min((*fp8_hist_len_)[i] + 1, prec_.fp8.amax_history);
+        (*fp8_steps_)[i]++;
     }
-    discard_step();   // the X and dY slots start the next step empty
+    std::swap(fp8_counters_, fp8_counters_last_);
+    k_.zero(fp8_counters_, (size_t)S * sizeof(Fp8Counters));   // the next step starts empty
     cast_fp8_weights();
 }
 
 void GPT::discard_step() {
     if (!fp8()) return;
-    const size_t n = fp8_->size();
-    k_.zero(fp8_slot(kFp8X, 0, 0), n * sizeof(Fp8Counters));
-    k_.zero(fp8_slot(kFp8DY, 0, 0), n * sizeof(Fp8Counters));
+    k_.zero(fp8_slot(kFp8X, 0, 0), (size_t)fp8_n_ * sizeof(Fp8Counters));
+    k_.zero(fp8_slot(kFp8DY, 0, 0), (size_t)fp8_n_ * sizeof(Fp8Counters));
 }
 
 void GPT::poison_gradient() {
@@ -616,19 +636,22 @@ void GPT::poison_gradient() {
 std::vector<Fp8TensorReport> GPT::fp8_report() const {
     std::vector<Fp8TensorReport> out;
     if (!fp8()) return out;
+    // the last step's counters and the scales for the next, read back only when asked
+    const size_t S = 3 * (size_t)fp8_n_;
+    std::vector<Fp8Counters> last(S);
+    std::vector<Fp8ScaleSlot> scales(S);
+    k_.copy_to_host(last.data(), fp8_counters_last_, S * sizeof(Fp8Counters));
+    k_.copy_to_host(scales.data(), fp8_scales_, S * sizeof(Fp8ScaleSlot));
     for (int l = 0; l < cfg_.n_layer; l++) {
         for (int g = 0; g < kNumGemms; g++) {
             if (!fp8_gemm(g)) continue;
-            const Fp8Gemm& s = (*fp8_)[l * kNumGemms + g];
-            const size_t n = fp8_->size(), j = (size_t)l * kNumGemms + g;
-            auto add = [&](const char* operand, const Fp8TensorScale& scale, const Fp8Counters& counters) {
-                const Fp8CastStats stats = to_cast_stats(counters);
-                out.push_back({format("h%d.%s.%s", l, kGemmName[g], operand), stats.amax, scale.scale(),
+            for (Fp8Operand op : {kFp8X, kFp8W, kFp8DY}) {
+                const size_t i = (size_t)op * fp8_n_ + (size_t)l * kNumGemms + g;
+                const Fp8CastStats stats = to_cast_stats(last[i]);
+                static const char* const kOperandName[] = {"x", "w", "dy"};
+                out.push_back({format("h%d.%s.%s", l, kGemmName[g], kOperandName[op]), stats.amax, scales[i].scale,
                                stats.saturated_frac(), stats.flushed_frac()});
-            };
-            add("x", s.x, (*fp8_last_)[kFp8X * n + j]);
-            add("w", s.w, (*fp8_last_)[kFp8W * n + j]);
-            add("dy", s.dy, (*fp8_last_)[kFp8DY * n + j]);
+            }
         }
     }
     return out;
@@ -671,12 +694,21 @@ void GPT::restore_optimizer_state(const std::vector<float>& master, const std::v
 }
 
 std::string GPT::fp8_state_json() const {
+    // per GEMM instance (layer-major), its three tensors' scale, history (newest first) and steps
     nlohmann::json j = nlohmann::json::array();
     if (fp8()) {
-        for (const Fp8Gemm& s : *fp8_) {
+        const size_t S = 3 * (size_t)fp8_n_, H = (size_t)prec_.fp8.amax_history;
+        std::vector<Fp8ScaleSlot> scales(S);
+        std::vector<float> history(S * H);
+        k_.copy_to_host(scales.data(), fp8_scales_, S * sizeof(Fp8ScaleSlot));
+        k_.copy_to_host(history.data(), fp8_history_, S * H * sizeof(float));
+        for (int j8 = 0; j8 < fp8_n_; j8++) {
             nlohmann::json g;
-            for (auto [name, scale] : {std::pair<const char*, const Fp8TensorScale*>{"x", &s.x}, {"w", &s.w}, {"dy", &s.dy}}) {
-                g[name] = {{"scale", scale->scale()}, {"history", scale->history()}, {"steps", scale->steps()}};
+            for (Fp8Operand op : {kFp8X, kFp8W, kFp8DY}) {
+                static const char* const kOperandName[] = {"x", "w", "dy"};
+                const size_t i = (size_t)op * fp8_n_ + j8;
+                const std::vector<float> h(history.begin() + i * H, history.begin() + i * H + scales[i].hist_len);
+                g[kOperandName[op]] = {{"scale", scales[i].scale}, {"history", h}, {"steps", (*fp8_steps_)[i]}};
             }
             j.push_back(g);
         }
@@ -687,16 +719,28 @@ std::string GPT::fp8_state_json() const {
 void GPT::restore_fp8_state(const std::string& text) {
     nlohmann::json j = nlohmann::json::parse(text);
     if (!fp8()) return;
-    if (!j.is_array() || j.size() != fp8_->size()) {
-        fail("FP8 scaling state for %zu GEMMs, the model has %zu", j.is_array() ? j.size() : 0, fp8_->size());
+    if (!j.is_array() || j.size() != (size_t)fp8_n_) {
+        fail("FP8 scaling state for %zu GEMMs, the model has %d", j.is_array() ? j.size() : 0, fp8_n_);
     }
-    for (size_t i = 0; i < fp8_->size(); i++) {
-        Fp8Gemm& s = (*fp8_)[i];
-        for (auto [name, scale] : {std::pair<const char*, Fp8TensorScale*>{"x", &s.x}, {"w", &s.w}, {"dy", &s.dy}}) {
-            const auto& t = j[i][name];
-            scale->restore(t["scale"].get<float>(), t["history"].get<std::vector<float>>(), t["steps"].get<int64_t>());
+    const size_t S = 3 * (size_t)fp8_n_, H = (size_t)prec_.fp8.amax_history;
+    std::vector<Fp8ScaleSlot> scales(S);
+    std::vector<float> history(S * H, 0.0f);
+    for (int j8 = 0; j8 < fp8_n_; j8++) {
+        for (Fp8Operand op : {kFp8X, kFp8W, kFp8DY}) {
+            static const char* const kOperandName[] = {"x", "w", "dy"};
+            const auto& t = j[j8][kOperandName[op]];
+            const size_t i = (size_t)op * fp8_n_ + j8;
+            const std::vector<float> h = t["history"].get<std::vector<float>>();
+            const size_t len = std::min(h.size(), H);   // a shorter --fp8-amax-history keeps the newest
+            std::copy(h.begin(), h.begin() + len, history.begin() + i * H);
+            const float scale = t["scale"].get<float>();
+            scales[i] = Fp8ScaleSlot{1.0f / scale, scale, (int32_t)len, {}};
+            (*fp8_hist_len_)[i] = (int)len;
+            (*fp8_steps_)[i] = t["steps"].get<int64_t>();
         }
     }
+    k_.copy_to_device(fp8_scales_, scales.data(), S * sizeof(Fp8ScaleSlot));
+    k_.copy_to_device(fp8_history_, history.data(), S * H * sizeof(float));
     cast_fp8_weights();
 }
 

@@ -144,7 +144,6 @@ public:
 
 private:
     struct Activations;
-    struct Fp8Gemm;
     enum Gemm { kQkv, kAttproj, kFc, kFcproj, kNumGemms };   // the FP8 GEMMs of a block
 
     GPTConfig cfg_;
@@ -170,19 +169,27 @@ private:
     // fp8: per (layer, GEMM) scaling state; the E4M3 weight copies in both layouts (W for the
     // forward, Wᵀ for dX); the transposed E4M3 inputs Xᵀ saved for dW; and, shared by all layers,
     // the E4M3 input being multiplied and the E5M2 output gradient in both layouts
-    std::vector<Fp8Gemm>* fp8_ = nullptr;
+    int fp8_n_ = 0;                  // FP8 GEMM instances: L × kNumGemms (0 unless fp8)
     fp8e4m3* fp8_weights_ = nullptr;
     fp8e4m3* fp8_weights_t_ = nullptr;
     fp8e4m3* fp8_inputs_t_ = nullptr;
     fp8e4m3* fp8_x_ = nullptr;       // aliases fp8_dout_ (forward and backward never overlap)
     fp8e5m2* fp8_dout_ = nullptr;
     fp8e5m2* fp8_dout_t_ = nullptr;
-    // the casts' statistics in backend memory, one Fp8Counters slot per scaled tensor: the X slots
-    // of every (layer, GEMM), then the W slots, then the dY slots, then one slot for evaluation
-    // passes (never read); read back once per step into fp8_last_ (telemetry, end of step)
+    // The scaling state in backend memory, one slot per scaled tensor: the X slots of every
+    // (layer, GEMM), then the W slots, then the dY slots (3·fp8_n_). Scales (Fp8ScaleSlot) and
+    // amax histories (amax_history floats per slot); the casts' statistics of this step and of the
+    // last one (Fp8Counters, + one slot for evaluation passes, never read), swapped at the end of
+    // a step; a slot for just-in-time amaxes; the amaxes MAX-reduced across ranks. The host keeps
+    // only the history lengths and step counts, which it can compute without reading anything.
+    Fp8ScaleSlot* fp8_scales_ = nullptr;
+    float* fp8_history_ = nullptr;
     Fp8Counters* fp8_counters_ = nullptr;
-    std::vector<Fp8Counters>* fp8_last_ = nullptr;
-    float* fp8_amax_buffer_ = nullptr;   // the amaxes MAX-reduced across ranks, one call per step
+    Fp8Counters* fp8_counters_last_ = nullptr;
+    Fp8Counters* fp8_jit_ = nullptr;
+    float* fp8_amax_buffer_ = nullptr;
+    std::vector<int>* fp8_hist_len_ = nullptr;
+    std::vector<int64_t>* fp8_steps_ = nullptr;
     Activations* acts_ = nullptr;
     size_t activation_bytes_ = 0;
     int32_t* inputs_ = nullptr;    // (max_B, max_T) device
@@ -207,7 +214,10 @@ private:
     fp8e4m3* fp8_input_t(int l, int g, int N) const;
     fp8e4m3* fp8_weight(int l, int g, bool transposed) const;
     enum Fp8Operand { kFp8X = 0, kFp8W = 1, kFp8DY = 2 };
-    Fp8Counters* fp8_slot(Fp8Operand operand, int l, int g) const;   // the counters of one scaled tensor
+    Fp8Counters* fp8_slot(Fp8Operand operand, int l, int g) const;    // the counters of one scaled tensor
+    Fp8ScaleSlot* fp8_scale(Fp8Operand operand, int l, int g) const;  // its scale
+    bool fp8_needs_amax_now(Fp8Operand operand, int l, int g) const;
+    void fp8_scale_just_in_time(Fp8ScaleSlot* slot, const void* x, size_t n, float fp8_max);
 };
 
 }  // namespace train_gpt

@@ -1,7 +1,9 @@
 // test_fp8_scaling.cpp — the FP8 scale state machine against hand-computed tables (amax 0, inf,
 // NaN, a tiny amax whose scale overflows, the history roll, the margin, max vs most_recent, the
 // current recipe), the NaN-keeping amax combine, and the scaled casts with their telemetry.
+#include "backend.h"
 #include "fp8_scaling.h"
+#include "rng.h"
 #include "test_util.h"
 
 #include <cfloat>
@@ -398,4 +400,48 @@ TEST(Fp8Counters, AccumulateCastsIntoOneSlotInAnyOrder) {
     const Fp8CastStats empty = to_cast_stats(Fp8Counters{});
     EXPECT_EQ(empty.amax, 0.0f);
     EXPECT_EQ(empty.count, 0u);
+}
+
+// The scale state in backend memory (Fp8ScaleSlot, Backend::fp8_end_step) follows Fp8TensorScale
+// step for step, bit for bit: the same rules (fp8_scale_rule, fp8_select_rule) on both.
+TEST(Fp8ScaleSlots, EndStepFollowsFp8TensorScale) {
+    auto backend = make_cpu_backend();
+    Rng rng(5);
+    for (Fp8Recipe recipe : {Fp8Recipe::Delayed, Fp8Recipe::Current}) {
+        for (Fp8AmaxAlgo algo : {Fp8AmaxAlgo::Max, Fp8AmaxAlgo::MostRecent}) {
+            Fp8ScalingConfig cfg;
+            cfg.amax_history = 3;
+            cfg.algo = algo;
+            cfg.margin = 1;
+            cfg.recipe = recipe;
+            const int n = 4, n_e4m3 = 2;   // two E4M3 tensors, two E5M2
+            std::vector<Fp8TensorScale> ref;
+            for (int i = 0; i < n; i++) ref.emplace_back(i < n_e4m3 ? Fp8Format::E4M3 : Fp8Format::E5M2, cfg);
+            std::vector<Fp8ScaleSlot> slots(n, Fp8ScaleSlot{1.0f, 1.0f, 0, {}});
+            std::vector<float> history((size_t)n * cfg.amax_history, 0.0f);
+            for (int step = 0; step < 8; step++) {
+                std::vector<Fp8Counters> counters(n, Fp8Counters{});
+                for (int i = 0; i < n; i++) {
+                    const float special[] = {0.0f, kInf, kNaN};
+                    Fp8CastStats st;
+                    st.amax = (step + i) % 5 < 3 && step > 2 ? special[(step + i) % 5]
+                                                             : (float)std::fabs(rng.normal() * 10.0);
+                    accumulate(counters[i], st);
+                    ref[i].end_step(to_cast_stats(counters[i]).amax);
+                }
+                backend->fp8_end_step(slots.data(), history.data(), counters.data(), nullptr, n, n_e4m3,
+                                      cfg.amax_history, algo == Fp8AmaxAlgo::MostRecent, cfg.margin,
+                                      recipe == Fp8Recipe::Delayed);
+                for (int i = 0; i < n; i++) {
+                    SCOPED_TRACE("step " + std::to_string(step) + " tensor " + std::to_string(i));
+                    EXPECT_EQ(float_bits(slots[i].scale), float_bits(ref[i].scale()));
+                    EXPECT_EQ(float_bits(slots[i].inv_scale), float_bits(ref[i].inv_scale()));
+                    ASSERT_EQ((size_t)slots[i].hist_len, ref[i].history().size());
+                    for (int h = 0; h < slots[i].hist_len; h++) {
+                        EXPECT_EQ(float_bits(history[(size_t)i * cfg.amax_history + h]), float_bits(ref[i].history()[h]));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -57,6 +57,7 @@ static int run(const Args& a) {
             DeviceBuffer<D> d_x(x);
             DeviceBuffer<uint8_t> d_q4(n), d_q5(n);
             const float scale = 448.0f / 64.0f;   // saturates above 64, flushes below ~2^-12
+            DeviceBuffer<float> d_scale(std::vector<float>{scale});   // the casts read it from device memory
             if (a.check) {
                 const float ref_amax = cpu::amax(x.data(), n), got_amax = gpu::amax(d_x.ptr, n, stream);
                 check_bytes((what + "amax").c_str(), dt, std::vector<float>{got_amax}, std::vector<float>{ref_amax});
@@ -69,8 +70,8 @@ static int run(const Args& a) {
                 DeviceBuffer<Fp8Counters> k4(1), k5(1);
                 cudaCheck(cudaMemset(k4.ptr, 0, sizeof(Fp8Counters)));
                 cudaCheck(cudaMemset(k5.ptr, 0, sizeof(Fp8Counters)));
-                gpu::quantize_fp8(d_q4.as<fp8e4m3>(), d_x.ptr, n, scale, k4.ptr, stream);
-                gpu::quantize_fp8(d_q5.as<fp8e5m2>(), d_x.ptr, n, scale, k5.ptr, stream);
+                gpu::quantize_fp8(d_q4.as<fp8e4m3>(), d_x.ptr, n, d_scale.ptr, k4.ptr, stream);
+                gpu::quantize_fp8(d_q5.as<fp8e5m2>(), d_x.ptr, n, d_scale.ptr, k5.ptr, stream);
                 cudaCheck(cudaStreamSynchronize(stream));
                 const Fp8CastStats g4 = to_cast_stats(k4.template download<Fp8Counters>()[0]);
                 const Fp8CastStats g5 = to_cast_stats(k5.template download<Fp8Counters>()[0]);
@@ -90,7 +91,7 @@ static int run(const Args& a) {
                 d_qt.poison();
                 DeviceBuffer<Fp8Counters> kt(1);
                 cudaCheck(cudaMemset(kt.ptr, 0, sizeof(Fp8Counters)));
-                gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, rows, cols, scale, kt.ptr,
+                gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, rows, cols, d_scale.ptr, kt.ptr,
                                             stream);
                 cudaCheck(cudaStreamSynchronize(stream));
                 check_bytes((what + "quantize_transpose q").c_str(), dt, d_q4.template download<fp8e4m3>(), q4);
@@ -105,13 +106,13 @@ static int run(const Args& a) {
             DeviceBuffer<Fp8Counters> counters(1);   // the timed casts accumulate into it
             cudaCheck(cudaMemset(counters.ptr, 0, sizeof(Fp8Counters)));
             report((what + "amax").c_str(), dt, ms, n * s, (double)n, peak_flops<H>());
-            ms = time_ms([&] { gpu::quantize_fp8(d_q4.as<fp8e4m3>(), d_x.ptr, n, scale, counters.ptr, stream); }, a.reps, stream);
+            ms = time_ms([&] { gpu::quantize_fp8(d_q4.as<fp8e4m3>(), d_x.ptr, n, d_scale.ptr, counters.ptr, stream); }, a.reps, stream);
             report((what + "quantize_e4m3").c_str(), dt, ms, n * (s + 1), 2.0 * n, peak_flops<H>());
-            ms = time_ms([&] { gpu::quantize_fp8(d_q5.as<fp8e5m2>(), d_x.ptr, n, scale, counters.ptr, stream); }, a.reps, stream);
+            ms = time_ms([&] { gpu::quantize_fp8(d_q5.as<fp8e5m2>(), d_x.ptr, n, d_scale.ptr, counters.ptr, stream); }, a.reps, stream);
             report((what + "quantize_e5m2").c_str(), dt, ms, n * (s + 1), 2.0 * n, peak_flops<H>());
             DeviceBuffer<uint8_t> d_qt(n);
             ms = time_ms([&] { gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, a.B * a.T,
-                                                           width * a.C, scale, counters.ptr, stream); }, a.reps, stream);
+                                                           width * a.C, d_scale.ptr, counters.ptr, stream); }, a.reps, stream);
             report((what + "quantize_transpose_e4m3").c_str(), dt, ms, n * (s + 2), 2.0 * n, peak_flops<H>());
         }
     });

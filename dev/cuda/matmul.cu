@@ -82,6 +82,9 @@ static int run(const Args& a) {
             if (!std::is_same_v<H, bf16> || lm) continue;
             // ---- FP8: operands cast on the host (the CPU twin's cast), power-of-two scales ----
             const float sx = 64.0f, sw = 4096.0f, sdy = 8192.0f;
+            // the GEMMs read 1/s from device memory (separate allocations: 16-byte aligned)
+            DeviceBuffer<float> d_isx(std::vector<float>{1 / sx}), d_isw(std::vector<float>{1 / sw}),
+                d_isdy(std::vector<float>{1 / sdy});
             std::vector<fp8e4m3> xq((size_t)N * g.C), wq((size_t)g.OC * g.C);
             std::vector<fp8e5m2> dyq((size_t)N * g.OC);
             for (size_t i = 0; i < xq.size(); i++) xq[i] = fp8e4m3::from_float(from_h(inp[i]) * sx);
@@ -120,10 +123,11 @@ static int run(const Args& a) {
                 d_xqt.upload(xqt_n);
                 d_dyqt.upload(dyqt_n);
                 d_out.poison();
-                gpu::matmul_forward_fp8(d_out.ptr, d_xq.as<fp8e4m3>(), 1 / sx, d_wq.as<fp8e4m3>(), 1 / sw, d_b.ptr, n,
+                gpu::matmul_forward_fp8(d_out.ptr, d_xq.as<fp8e4m3>(), d_isx.ptr, d_wq.as<fp8e4m3>(), d_isw.ptr, d_b.ptr, n,
                                         g.C, g.OC, stream);
                 gpu::matmul_backward_fp8(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dyq.as<fp8e5m2>(), d_dyqt.as<fp8e5m2>(),
-                                         1 / sdy, d_dout.ptr, d_xqt.as<fp8e4m3>(), 1 / sx, d_wqt.as<fp8e4m3>(), 1 / sw,
+                                         d_isdy.ptr, d_dout.ptr, d_xqt.as<fp8e4m3>(), d_isx.ptr, d_wqt.as<fp8e4m3>(),
+                                         d_isw.ptr,
                                          n, g.C, g.OC, stream);
                 cudaCheck(cudaStreamSynchronize(stream));
                 std::vector<H> got_out = d_out.template download<H>(), got_dinp = d_dinp.template download<H>();
@@ -135,7 +139,7 @@ static int run(const Args& a) {
                 check((what + "fp8 backward dweight").c_str(), dt, d_dw.template download<float>(), dw, 1e-3);
                 check((what + "fp8 backward dbias").c_str(), dt, d_db.template download<float>(), db, 1e-5);
             }
-            ms = time_ms([&] { gpu::matmul_forward_fp8(d_out.ptr, d_xq.as<fp8e4m3>(), 1 / sx, d_wq.as<fp8e4m3>(), 1 / sw,
+            ms = time_ms([&] { gpu::matmul_forward_fp8(d_out.ptr, d_xq.as<fp8e4m3>(), d_isx.ptr, d_wq.as<fp8e4m3>(), d_isw.ptr,
                                                        d_b.ptr, N, g.C, g.OC, stream); }, a.reps, stream);
             report((what + "fp8 forward").c_str(), "fp8", ms,
                    (double)N * g.C + (double)g.OC * g.C + (double)N * g.OC * s, flops, kFp8FlopsPerSec);
@@ -144,8 +148,9 @@ static int run(const Args& a) {
                 d_dyqt.upload(dyqt);
             }
             ms = time_ms([&] { gpu::matmul_backward_fp8(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dyq.as<fp8e5m2>(),
-                                                        d_dyqt.as<fp8e5m2>(), 1 / sdy, d_dout.ptr, d_xqt.as<fp8e4m3>(),
-                                                        1 / sx, d_wqt.as<fp8e4m3>(), 1 / sw, N, g.C, g.OC, stream); },
+                                                        d_dyqt.as<fp8e5m2>(), d_isdy.ptr, d_dout.ptr,
+                                                        d_xqt.as<fp8e4m3>(), d_isx.ptr, d_wqt.as<fp8e4m3>(), d_isw.ptr,
+                                                        N, g.C, g.OC, stream); },
                                a.reps, stream);
             report((what + "fp8 backward").c_str(), "fp8", ms,
                    (double)N * g.OC * (1 + s) + N * g.C * (1 + 2 * s) + (double)g.OC * g.C * 9, 2 * flops,

@@ -89,29 +89,52 @@ public:
     }
 
     float amax(const void* x, size_t n) override { return cpu::amax(act(x), n); }
-    void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale, Fp8Counters* counters) override {
-        accumulate(*counters, cpu::quantize_fp8(q, act(x), n, scale));
+    void amax_into(const void* x, size_t n, Fp8Counters* counters) override {
+        Fp8CastStats s;
+        s.amax = cpu::amax(act(x), n);
+        accumulate(*counters, s);
     }
-    void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale, Fp8Counters* counters) override {
-        accumulate(*counters, cpu::quantize_fp8(q, act(x), n, scale));
+    void fp8_scale_from_counters(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max,
+                                 int margin) override {
+        slot->scale = fp8_scale_rule(to_cast_stats(*counters).amax, fp8_max, margin, slot->scale);
+        slot->inv_scale = 1.0f / slot->scale;
     }
-    void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, float scale,
+    void fp8_end_step(Fp8ScaleSlot* slots, float* history, const Fp8Counters* counters, const float* amaxes, int n,
+                      int n_e4m3, int H, bool most_recent, int margin, bool delayed) override {
+        for (int i = 0; i < n; i++) {
+            fp8_end_step_rule(slots[i], history + (size_t)i * H,
+                              amaxes != nullptr ? amaxes[i] : to_cast_stats(counters[i]).amax,
+                              i < n_e4m3 ? fp8e4m3::max_finite : fp8e5m2::max_finite, H, most_recent, margin, delayed);
+        }
+    }
+    void fp8_amaxes(float* amaxes, const Fp8Counters* counters, int n) override {
+        for (int i = 0; i < n; i++) amaxes[i] = to_cast_stats(counters[i]).amax;
+    }
+    void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        accumulate(*counters, cpu::quantize_fp8(q, act(x), n, scale->scale));
+    }
+    void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        accumulate(*counters, cpu::quantize_fp8(q, act(x), n, scale->scale));
+    }
+    void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {
-        accumulate(*counters, cpu::quantize_transpose_fp8(q, qt, act(x), rows, cols, scale));
+        accumulate(*counters, cpu::quantize_transpose_fp8(q, qt, act(x), rows, cols, scale->scale));
     }
-    void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, float scale,
+    void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {
-        accumulate(*counters, cpu::quantize_transpose_fp8(q, qt, act(x), rows, cols, scale));
+        accumulate(*counters, cpu::quantize_transpose_fp8(q, qt, act(x), rows, cols, scale->scale));
     }
-    void matmul_forward_fp8(void* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                            float weight_inv_scale, const void* bias, int N, int C, int OC) override {
-        cpu::matmul_forward_fp8(act(out), inp, inp_inv_scale, weight, weight_inv_scale, act(bias), N, C, OC);
+    void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight,
+                            const Fp8ScaleSlot* weight_scale, const void* bias, int N, int C, int OC) override {
+        cpu::matmul_forward_fp8(act(out), inp, inp_scale->inv_scale, weight, weight_scale->inv_scale, act(bias), N, C,
+                                OC);
     }
     void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
-                             float dout_inv_scale, const void* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
-                             const fp8e4m3* weight_qt, float weight_inv_scale, int N, int C, int OC) override {
-        cpu::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_qt, dout_inv_scale, act(dout), inp_qt,
-                                 inp_inv_scale, weight_qt, weight_inv_scale, N, C, OC);
+                             const Fp8ScaleSlot* dout_scale, const void* dout, const fp8e4m3* inp_qt,
+                             const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight_qt, const Fp8ScaleSlot* weight_scale,
+                             int N, int C, int OC) override {
+        cpu::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_qt, dout_scale->inv_scale, act(dout), inp_qt,
+                                 inp_scale->inv_scale, weight_qt, weight_scale->inv_scale, N, C, OC);
     }
 
     double sum_squares(const float* g, size_t n) override { return cpu::sum_squares(g, n); }

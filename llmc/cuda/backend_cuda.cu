@@ -4,7 +4,7 @@
 // and fp16, bit for bit).
 //
 // Every op is queued on the backend's stream and returns at once, except those that hand back a
-// value or host memory (the copies, amax, quantize_*, sum_squares): they return when it is ready.
+// value or host memory (the copies, amax, sum_squares): they return when it is ready.
 // A host buffer passed to copy_to_device may be reused as soon as the call returns.
 #include "cuda_backend.h"
 
@@ -199,30 +199,45 @@ public:
 
     // --- FP8 ---
     float amax(const void* x, size_t n) override { return cuda::amax(act(x), n, stream_); }
-    void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, float scale, Fp8Counters* counters) override {
-        cuda::quantize_fp8<T, fp8e4m3>(q, act(x), n, scale, counters, stream_);
+    void amax_into(const void* x, size_t n, Fp8Counters* counters) override {
+        cuda::amax_into(act(x), n, counters, stream_);
     }
-    void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, float scale, Fp8Counters* counters) override {
-        cuda::quantize_fp8<T, fp8e5m2>(q, act(x), n, scale, counters, stream_);
+    void fp8_scale_from_counters(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max,
+                                 int margin) override {
+        cuda::fp8_scale_from_counters(slot, counters, fp8_max, margin, stream_);
     }
-    void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, float scale,
+    void fp8_end_step(Fp8ScaleSlot* slots, float* history, const Fp8Counters* counters, const float* amaxes, int n,
+                      int n_e4m3, int H, bool most_recent, int margin, bool delayed) override {
+        cuda::fp8_end_step(slots, history, counters, amaxes, n, n_e4m3, H, most_recent, margin, delayed, stream_);
+    }
+    void fp8_amaxes(float* amaxes, const Fp8Counters* counters, int n) override {
+        cuda::fp8_amaxes(amaxes, counters, n, stream_);
+    }
+    void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        cuda::quantize_fp8<T, fp8e4m3>(q, act(x), n, &scale->scale, counters, stream_);
+    }
+    void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        cuda::quantize_fp8<T, fp8e5m2>(q, act(x), n, &scale->scale, counters, stream_);
+    }
+    void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {
-        cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(x), rows, cols, scale, counters, stream_);
+        cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_);
     }
-    void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, float scale,
+    void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {
-        cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(x), rows, cols, scale, counters, stream_);
+        cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_);
     }
-    void matmul_forward_fp8(void* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                            float weight_inv_scale, const void* bias, int N, int C, int OC) override {
-        cuda::matmul_forward_fp8(act(out), inp, inp_inv_scale, weight, weight_inv_scale, act(bias), N, C, OC,
-                                 stream_);
+    void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight,
+                            const Fp8ScaleSlot* weight_scale, const void* bias, int N, int C, int OC) override {
+        cuda::matmul_forward_fp8(act(out), inp, &inp_scale->inv_scale, weight, &weight_scale->inv_scale, act(bias), N,
+                                 C, OC, stream_);
     }
     void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
-                             float dout_inv_scale, const void* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
-                             const fp8e4m3* weight_qt, float weight_inv_scale, int N, int C, int OC) override {
-        cuda::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_qt, dout_inv_scale, act(dout), inp_qt,
-                                 inp_inv_scale, weight_qt, weight_inv_scale, N, C, OC, stream_);
+                             const Fp8ScaleSlot* dout_scale, const void* dout, const fp8e4m3* inp_qt,
+                             const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight_qt, const Fp8ScaleSlot* weight_scale,
+                             int N, int C, int OC) override {
+        cuda::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_qt, &dout_scale->inv_scale, act(dout), inp_qt,
+                                  &inp_scale->inv_scale, weight_qt, &weight_scale->inv_scale, N, C, OC, stream_);
     }
 
     // --- optimizer ---

@@ -100,7 +100,8 @@ __global__ void __launch_bounds__(kFp8Threads) amax_kernel(unsigned int* amax_bi
 // q (n) = saturate(x · scale), with counts and the amax of x.
 template <int P, typename T, typename Q>
 __global__ void __launch_bounds__(kFp8Threads)
-    quantize_fp8_kernel(Q* q, Fp8Counters* counters, const T* x, size_t n, float scale) {
+    quantize_fp8_kernel(Q* q, Fp8Counters* counters, const T* x, size_t n, const float* scale_ptr) {
+    const float scale = *scale_ptr;   // the tensor's scale, in device memory (Fp8ScaleSlot::scale)
     using Traits = Fp8Traits<Q>;
     __nv_fp8_storage_t* qb = reinterpret_cast<__nv_fp8_storage_t*>(q);
     const size_t start = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
@@ -145,7 +146,9 @@ __global__ void __launch_bounds__(kFp8Threads)
 constexpr int kTile = 32;
 template <typename T, typename Q>
 __global__ void __launch_bounds__(kFp8Threads)
-    quantize_transpose_fp8_kernel(Q* q, Q* qt, Fp8Counters* counters, const T* x, int rows, int cols, float scale) {
+    quantize_transpose_fp8_kernel(Q* q, Q* qt, Fp8Counters* counters, const T* x, int rows, int cols,
+                                  const float* scale_ptr) {
+    const float scale = *scale_ptr;
     using Traits = Fp8Traits<Q>;
     __shared__ unsigned int tile[kTile][kTile + 1];
     __nv_fp8_storage_t* qb = reinterpret_cast<__nv_fp8_storage_t*>(q);
@@ -223,10 +226,11 @@ float amax(const T* x, size_t n, cudaStream_t stream) {
     return detail::amax_from_bits(host);
 }
 
-// q (n) = saturate(x · scale) in Q (fp8e4m3 / fp8e5m2, or CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2);
-// the cast's statistics are accumulated into *counters (device memory). Returns at once.
+// q (n) = saturate(x · *scale) in Q (fp8e4m3 / fp8e5m2, or CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2);
+// scale in device memory (&Fp8ScaleSlot::scale); the cast's statistics are accumulated into
+// *counters (device memory). Returns at once.
 template <typename T, typename Q>
-void quantize_fp8(Q* q, const T* x, size_t n, float scale, Fp8Counters* counters, cudaStream_t stream) {
+void quantize_fp8(Q* q, const T* x, size_t n, const float* scale, Fp8Counters* counters, cudaStream_t stream) {
     static_assert(sizeof(Q) == 1, "FP8 storage is one byte");
     if (n == 0) return;
     // a pack of P inputs (16 bytes) writes P bytes of q: both must be aligned to their pack
@@ -242,7 +246,7 @@ void quantize_fp8(Q* q, const T* x, size_t n, float scale, Fp8Counters* counters
 // q (rows, cols) and/or qt (cols, rows) = qᵀ, one cast (cpu::quantize_transpose_fp8); statistics
 // accumulated into *counters (device memory). Returns at once.
 template <typename T, typename Q>
-void quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, float scale, Fp8Counters* counters,
+void quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, const float* scale, Fp8Counters* counters,
                             cudaStream_t stream) {
     static_assert(sizeof(Q) == 1, "FP8 storage is one byte");
     if (rows <= 0 || cols <= 0) return;
@@ -256,6 +260,71 @@ void quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, float s
     const int row_blocks = std::max(1, std::min({row_tiles, kFp8MaxBlocks / col_tiles, 65535}));
     const dim3 grid(col_tiles, row_blocks);
     quantize_transpose_fp8_kernel<<<grid, kFp8Threads, 0, stream>>>(q, qt, counters, x, rows, cols, scale);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---- the scale state (fp8_scaling.h: Fp8ScaleSlot and the rules shared with the CPU) -----------
+
+// counters->amax_bits = max(…, bits of max|x|): an amax without a cast, in device memory. Returns at once.
+template <typename T>
+void amax_into(const T* x, size_t n, Fp8Counters* counters, cudaStream_t stream) {
+    if (n == 0) return;
+    unsigned int* bits = reinterpret_cast<unsigned int*>(&counters->amax_bits);
+    if (is_aligned(x, 16)) {
+        amax_kernel<kPack<T>><<<detail::fp8_blocks(n, kPack<T>), kFp8Threads, 0, stream>>>(bits, x, n);
+    } else {
+        amax_kernel<1><<<detail::fp8_blocks(n, 1), kFp8Threads, 0, stream>>>(bits, x, n);
+    }
+    cudaCheck(cudaGetLastError());
+}
+
+// The amax a counters slot holds, any NaN as the canonical NaN (as to_cast_stats).
+__device__ __forceinline__ float counters_amax(const Fp8Counters& c) {
+    const float a = __uint_as_float(c.amax_bits);
+    return is_nan_f32(a) ? __uint_as_float(0x7fc00000u) : a;
+}
+
+__global__ void fp8_scale_from_counters_kernel(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max,
+                                               int margin) {
+    slot->scale = fp8_scale_rule(counters_amax(*counters), fp8_max, margin, slot->scale);
+    slot->inv_scale = 1.0f / slot->scale;
+}
+
+// One thread per slot: fp8_end_step_rule, as the CPU kernel set runs it.
+__global__ void fp8_end_step_kernel(Fp8ScaleSlot* slots, float* history, const Fp8Counters* counters,
+                                    const float* amaxes, int n, int n_e4m3, int H, bool most_recent, int margin,
+                                    bool delayed) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float amax = amaxes != nullptr ? amaxes[i] : counters_amax(counters[i]);
+    fp8_end_step_rule(slots[i], history + (size_t)i * H, amax,
+                      i < n_e4m3 ? fp8e4m3::max_finite : fp8e5m2::max_finite, H, most_recent, margin, delayed);
+}
+
+__global__ void fp8_amaxes_kernel(float* amaxes, const Fp8Counters* counters, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) amaxes[i] = counters_amax(counters[i]);
+}
+
+// slot: the just-in-time scale from the amax in *counters. Returns at once.
+inline void fp8_scale_from_counters(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max, int margin,
+                                    cudaStream_t stream) {
+    fp8_scale_from_counters_kernel<<<1, 1, 0, stream>>>(slot, counters, fp8_max, margin);
+    cudaCheck(cudaGetLastError());
+}
+
+// Every slot's end of step in one launch (Backend::fp8_end_step). Returns at once.
+inline void fp8_end_step(Fp8ScaleSlot* slots, float* history, const Fp8Counters* counters, const float* amaxes, int n,
+                         int n_e4m3, int H, bool most_recent, int margin, bool delayed, cudaStream_t stream) {
+    if (n <= 0) return;
+    fp8_end_step_kernel<<<(n + 127) / 128, 128, 0, stream>>>(slots, history, counters, amaxes, n, n_e4m3, H,
+                                                            most_recent, margin, delayed);
+    cudaCheck(cudaGetLastError());
+}
+
+inline void fp8_amaxes(float* amaxes, const Fp8Counters* counters, int n, cudaStream_t stream) {
+    if (n <= 0) return;
+    fp8_amaxes_kernel<<<(n + 127) / 128, 128, 0, stream>>>(amaxes, counters, n);
     cudaCheck(cudaGetLastError());
 }
 

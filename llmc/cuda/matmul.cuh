@@ -35,8 +35,8 @@
 // The bias rides on the BIAS epilogue, except in the FP8 forward for T = float (cuBLASLt wants a
 // BF16 bias with an FP32 FP8 output): there a small kernel adds it.
 //
-// Each stream that runs GEMMs gets a GemmContext (cuBLASLt handle, 32 MiB workspace, the FP8
-// scale slots), made on first use; a backend releases its stream's context with
+// Each stream that runs GEMMs gets a GemmContext (cuBLASLt handle, 32 MiB workspace), made on
+// first use; a backend releases its stream's context with
 // release_gemm_context(). Temporaries (dbias partial sums, the fallback's widened operands) come
 // from common.cuh's scratch buffer.
 #pragma once
@@ -86,23 +86,13 @@ struct GemmContext {
     int device = -1;
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;      // (kCublasWorkspaceBytes)
-    // device copies of the FP8 dequantisation factors 1/s: slot i at scale_slot(i), 256 bytes apart.
-    // cuBLASLt (13.1 on an H200) refused every FP8 GEMM, CUBLAS_STATUS_NOT_SUPPORTED at launch
-    // although its heuristic offered algorithms, while the factors sat 4 bytes apart (one of each
-    // pair off 16-byte alignment); with separate 256-byte-aligned slots it runs them all
-    // (docs/gpu-results.md, runs 2 and 3).
-    float* scales = nullptr;
-    static constexpr int kScaleSlotFloats = 64;
-    const float* scale_slot(int i) const { return scales + i * kScaleSlotFloats; }
     std::map<std::array<int64_t, 22>, std::optional<GemmAlgo>> algos;   // per problem (gemm()); nullopt: unsupported
 
     explicit GemmContext(int dev) : device(dev) {
         cublasCheck(cublasLtCreate(&handle));
         cudaCheck(cudaMalloc(&workspace, kCublasWorkspaceBytes));
-        cudaCheck(cudaMalloc(&scales, 4 * kScaleSlotFloats * sizeof(float)));
     }
     ~GemmContext() {   // errors ignored: destructors do not throw
-        cudaFree(scales);
         cudaFree(workspace);
         cublasLtDestroy(handle);
     }
@@ -143,16 +133,6 @@ inline void release_gemm_context(cudaStream_t stream) {
 }
 
 // ---- small kernels ---------------------------------------------------------------------------------
-
-// The dequantisation factors a, b, c, d into slots 0..3 (`stride` floats apart), read by the GEMMs
-// queued after this kernel.
-template <typename F>
-__global__ void set_scales_kernel(F* dst, int stride, F a, F b, F c, F d) {
-    dst[0] = a;
-    dst[stride] = b;
-    dst[2 * stride] = c;
-    dst[3 * stride] = d;
-}
 
 // out (N,OC) = round(out + bias), when the bias cannot ride on the GEMM's epilogue.
 template <typename T>
@@ -458,6 +438,14 @@ void fp8_widen(W* out, const Q* q, size_t n, cudaStream_t stream) {
     cudaCheck(cudaGetLastError());
 }
 
+// The float at device address p, on the host (waits for the stream): the fallback's alpha.
+inline float host_value(const float* p, cudaStream_t stream) {
+    float v = 0.0f;
+    cudaCheck(cudaMemcpyAsync(&v, p, sizeof(v), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    return v;
+}
+
 // Prints once per process that FP8 GEMMs run through the BF16 fallback (and why).
 inline void note_fp8_fallback(const char* what) {
     static std::once_flag once;
@@ -467,25 +455,23 @@ inline void note_fp8_fallback(const char* what) {
     });
 }
 
-// FP8 forward: out (N,OC) = (q_inp · q_weightᵀ) · inp_inv_scale · weight_inv_scale + bias, both E4M3.
+// FP8 forward: out (N,OC) = (q_inp · q_weightᵀ) · *inp_inv_scale · *weight_inv_scale + bias, both
+// E4M3. The dequantisation factors are device pointers (&Fp8ScaleSlot::inv_scale, 16-byte aligned:
+// cuBLASLt refuses FP8 GEMMs whose scale pointers are not — docs/gpu-results.md, runs 2 and 3).
 template <typename T>
-void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                        float weight_inv_scale, const T* bias, int N, int C, int OC, cudaStream_t stream) {
+void matmul_forward_fp8(T* out, const fp8e4m3* inp, const float* inp_inv_scale, const fp8e4m3* weight,
+                        const float* weight_inv_scale, const T* bias, int N, int C, int OC, cudaStream_t stream) {
     // k (= C) and the output's leading dimension (OC) must be 16-element multiples for FP8 tensor cores
     if (C % 16 != 0 || OC % 16 != 0) {
         fail("matmul_forward_fp8: C = %d and OC = %d must be multiples of 16 (Hopper FP8 GEMM alignment)", C, OC);
     }
     if (N <= 0) return;
-    GemmContext& ctx = gemm_context(stream);
-    set_scales_kernel<<<1, 1, 0, stream>>>(ctx.scales, GemmContext::kScaleSlotFloats, weight_inv_scale, inp_inv_scale,
-                                           0.0f, 0.0f);
-    cudaCheck(cudaGetLastError());
     // cuBLASLt's FP8 bias for an FP32 output must be BF16: for T = float the bias is a separate add
     constexpr bool epilogue_bias = !std::is_same_v<T, float>;
     const cudaDataType_t t = cuda_data_type<T>();
     const bool ran = gemm("matmul_forward_fp8", stream, OC, N, C,
-                          GemmOperand{weight, CUDA_R_8F_E4M3, C, true, ctx.scale_slot(0)},
-                          GemmOperand{inp, CUDA_R_8F_E4M3, C, false, ctx.scale_slot(1)}, out, t, OC, 0.0f,
+                          GemmOperand{weight, CUDA_R_8F_E4M3, C, true, weight_inv_scale},
+                          GemmOperand{inp, CUDA_R_8F_E4M3, C, false, inp_inv_scale}, out, t, OC, 0.0f,
                           epilogue_bias ? bias : nullptr, t, /*fast_accum=*/true, {}, IfUnsupported::ReturnFalse);
     if (!ran) {   // 16 bits on the widened operands; the bias rides on the epilogue for every T
         note_fp8_fallback("forward");
@@ -500,7 +486,7 @@ void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const f
         fp8_widen(x16, inp, (size_t)N * C, stream);
         gemm("matmul_forward_fp8 (16-bit fallback)", stream, OC, N, C, GemmOperand{w16, w_type, C, true},
              GemmOperand{x16, w_type, C, false}, out, t, OC, 0.0f, bias, t, false, {}, IfUnsupported::Fail,
-             inp_inv_scale * weight_inv_scale);
+             host_value(inp_inv_scale, stream) * host_value(weight_inv_scale, stream));
         return;
     }
     if (!epilogue_bias && bias != nullptr) {
@@ -518,21 +504,18 @@ void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const f
 // dout_q (N,OC) and weight_qt = Wᵀ (C,OC) for dinp, dout_qt (OC,N) and inp_qt = Xᵀ (C,N) for dweight.
 template <typename T>
 void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
-                         float dout_inv_scale, const T* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
-                         const fp8e4m3* weight_qt, float weight_inv_scale, int N, int C, int OC, cudaStream_t stream) {
+                         const float* dout_inv_scale, const T* dout, const fp8e4m3* inp_qt,
+                         const float* inp_inv_scale, const fp8e4m3* weight_qt, const float* weight_inv_scale, int N,
+                         int C, int OC, cudaStream_t stream) {
     // every dimension is a reduction dimension (k) of one of the two GEMMs
     if (N % 16 != 0 || C % 16 != 0 || OC % 16 != 0) {
         fail("matmul_backward_fp8: N = %d, C = %d and OC = %d must be multiples of 16 (Hopper FP8 GEMM alignment)",
              N, C, OC);
     }
     if (N <= 0) return;
-    GemmContext& ctx = gemm_context(stream);
-    set_scales_kernel<<<1, 1, 0, stream>>>(ctx.scales, GemmContext::kScaleSlotFloats, dout_inv_scale, weight_inv_scale,
-                                           inp_inv_scale, 0.0f);
-    cudaCheck(cudaGetLastError());
-    const float* s_dout = ctx.scale_slot(0);
-    const float* s_weight = ctx.scale_slot(1);
-    const float* s_inp = ctx.scale_slot(2);
+    const float* s_dout = dout_inv_scale;
+    const float* s_weight = weight_inv_scale;
+    const float* s_inp = inp_inv_scale;
     const cudaDataType_t t = cuda_data_type<T>();
     bool fallback = false;
     if (dinp != nullptr) {
@@ -571,14 +554,14 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
             fp8_widen(dy16, dout_q, (size_t)N * OC, stream);
             gemm("matmul_backward_fp8 (dinp, 16-bit fallback)", stream, C, N, OC, GemmOperand{wt16, w_type, OC, true},
                  GemmOperand{dy16, w_type, OC, false}, dinp, t, C, 1.0f, nullptr, t, false, {}, IfUnsupported::Fail,
-                 dout_inv_scale * weight_inv_scale);
+                 host_value(dout_inv_scale, stream) * host_value(weight_inv_scale, stream));
         }
         if (dweight != nullptr) {   // alpha = 1/s_dy · 1/s_x
             fp8_widen(xt16, inp_qt, (size_t)C * N, stream);
             fp8_widen(dyt16, dout_qt, (size_t)OC * N, stream);
             gemm("matmul_backward_fp8 (dweight, 16-bit fallback)", stream, C, OC, N, GemmOperand{xt16, w_type, N, true},
                  GemmOperand{dyt16, w_type, N, false}, dweight, CUDA_R_32F, C, 1.0f, nullptr, CUDA_R_32F, false, {},
-                 IfUnsupported::Fail, dout_inv_scale * inp_inv_scale);
+                 IfUnsupported::Fail, host_value(dout_inv_scale, stream) * host_value(inp_inv_scale, stream));
         }
     }
     if (dbias != nullptr) bias_backward(dbias, at_offset<float>(base, partial_at), dout, N, OC, stream);

@@ -42,6 +42,12 @@ constexpr double kF32 = 1e-5;   // fp32 reordering, see the top of the file
 constexpr double kFp8Accum = 1e-3;       // Hopper FP8 GEMM, FP32 promotion at short k intervals (backward)
 constexpr double kFp8FastAccum = 4e-3;   // Hopper FP8 GEMM with fast accumulation (forward)
 
+// A scale slot (fp8_scaling.h) holding scale s, on both sides.
+Twin::Buf scale_slot(Twin& tw, float s) {
+    return tw.raw(std::vector<Fp8ScaleSlot>{Fp8ScaleSlot{1.0f / s, s, 0, {}}});
+}
+
+
 // Shapes: the model's (hs = 64, C a multiple of 64) with N = B·T not a multiple of any tile,
 // a single-token batch (sampling), and a longer sequence.
 struct Shape { int B, T, C, NH; };
@@ -398,11 +404,12 @@ TEST_P(CudaDTypeTest, Fp8CastsAreBitIdenticalWithTheirStatistics) {
             // the statistics accumulate in backend memory (zeroed by alloc); the second cast into
             // the same slot (a second micro-batch) must double the counts and keep the amax
             Twin::Buf k4 = tw.alloc(sizeof(Fp8Counters)), k5 = tw.alloc(sizeof(Fp8Counters));
+            Twin::Buf sc = scale_slot(tw, scale);   // the cast reads its scale from backend memory
             for (int cast = 0; cast < 2; cast++) {
-                tw.cpu().quantize_e4m3(q4.cp<fp8e4m3>(), xb.c, n, scale, k4.cp<Fp8Counters>());
-                tw.gpu().quantize_e4m3(q4.gp<fp8e4m3>(), xb.g, n, scale, k4.gp<Fp8Counters>());
-                tw.cpu().quantize_e5m2(q5.cp<fp8e5m2>(), xb.c, n, scale, k5.cp<Fp8Counters>());
-                tw.gpu().quantize_e5m2(q5.gp<fp8e5m2>(), xb.g, n, scale, k5.gp<Fp8Counters>());
+                tw.cpu().quantize_e4m3(q4.cp<fp8e4m3>(), xb.c, n, sc.cp<Fp8ScaleSlot>(), k4.cp<Fp8Counters>());
+                tw.gpu().quantize_e4m3(q4.gp<fp8e4m3>(), xb.g, n, sc.gp<Fp8ScaleSlot>(), k4.gp<Fp8Counters>());
+                tw.cpu().quantize_e5m2(q5.cp<fp8e5m2>(), xb.c, n, sc.cp<Fp8ScaleSlot>(), k5.cp<Fp8Counters>());
+                tw.gpu().quantize_e5m2(q5.gp<fp8e5m2>(), xb.g, n, sc.gp<Fp8ScaleSlot>(), k5.gp<Fp8Counters>());
             }
             auto read = [](Backend& be, const void* slot) {
                 Fp8Counters c;
@@ -473,14 +480,15 @@ TEST_P(CudaDTypeTest, Fp8CastWithTransposeIsBitIdentical) {
             SCOPED_TRACE(want_q && want_qt ? "both layouts" : want_q ? "q only" : "qt only");
             Twin::Buf q4 = tw.poisoned(n), qt4 = tw.poisoned(n), q5 = tw.poisoned(n), qt5 = tw.poisoned(n);
             Twin::Buf k4 = tw.alloc(sizeof(Fp8Counters)), k5 = tw.alloc(sizeof(Fp8Counters));
+            Twin::Buf sc = scale_slot(tw, scale);
             tw.cpu().quantize_transpose_e4m3(want_q ? q4.cp<fp8e4m3>() : nullptr, want_qt ? qt4.cp<fp8e4m3>() : nullptr,
-                                             xb.c, rows, cols, scale, k4.cp<Fp8Counters>());
+                                             xb.c, rows, cols, sc.cp<Fp8ScaleSlot>(), k4.cp<Fp8Counters>());
             tw.gpu().quantize_transpose_e4m3(want_q ? q4.gp<fp8e4m3>() : nullptr, want_qt ? qt4.gp<fp8e4m3>() : nullptr,
-                                             xb.g, rows, cols, scale, k4.gp<Fp8Counters>());
+                                             xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), k4.gp<Fp8Counters>());
             tw.cpu().quantize_transpose_e5m2(want_q ? q5.cp<fp8e5m2>() : nullptr, want_qt ? qt5.cp<fp8e5m2>() : nullptr,
-                                             xb.c, rows, cols, scale, k5.cp<Fp8Counters>());
+                                             xb.c, rows, cols, sc.cp<Fp8ScaleSlot>(), k5.cp<Fp8Counters>());
             tw.gpu().quantize_transpose_e5m2(want_q ? q5.gp<fp8e5m2>() : nullptr, want_qt ? qt5.gp<fp8e5m2>() : nullptr,
-                                             xb.g, rows, cols, scale, k5.gp<Fp8Counters>());
+                                             xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), k5.gp<Fp8Counters>());
             if (want_q) {
                 tw.check_bytes("quantize_transpose_e4m3 q", q4, 1);
                 tw.check_bytes("quantize_transpose_e5m2 q", q5, 1);
@@ -508,6 +516,57 @@ TEST_P(CudaDTypeTest, Fp8CastWithTransposeIsBitIdentical) {
     }
 }
 
+// The scaling state's ops: amax_into, the just-in-time scale, the end-of-step roll of every
+// history and scale, and fp8_amaxes, bit-identical on both sides (the same TG_HD rules), over
+// amaxes that reach every branch (0, subnormal, huge, inf, NaN) and more steps than the history.
+TEST_P(CudaDTypeTest, Fp8ScaleStateIsBitIdentical) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    const int n = 37, n_e4m3 = 25, H = 4;
+    std::vector<Fp8ScaleSlot> init(n);
+    for (int i = 0; i < n; i++) init[i] = Fp8ScaleSlot{1.0f, 1.0f, 0, {}};
+    for (bool delayed : {true, false}) {
+        for (bool most_recent : {false, true}) {
+            SCOPED_TRACE(std::string(delayed ? "delayed" : "current") + (most_recent ? " most_recent" : " max"));
+            Twin::Buf slots = tw.raw(init), hist = tw.alloc((size_t)n * H * sizeof(float));
+            Twin::Buf amaxes = tw.alloc((size_t)n * sizeof(float));
+            for (int step = 0; step < 7; step++) {
+                std::vector<Fp8Counters> counters(n, Fp8Counters{});
+                for (int i = 0; i < n; i++) {
+                    const float special[] = {0.0f, 1e-40f, 3e38f, INFINITY, NAN};
+                    const float a = (i + step) % 9 < 5 ? special[(i + step) % 9]
+                                                       : (float)std::fabs(r.rng.normal() * std::pow(10.0, i % 7 - 3));
+                    Fp8CastStats st;
+                    st.amax = a;
+                    accumulate(counters[i], st);
+                }
+                Twin::Buf k = tw.raw(counters);
+                const bool reduced = step % 2 == 1;   // odd steps: through fp8_amaxes, as under MPI
+                if (reduced) {
+                    tw.cpu().fp8_amaxes(amaxes.cp<float>(), k.cp<Fp8Counters>(), n);
+                    tw.gpu().fp8_amaxes(amaxes.gp<float>(), k.gp<Fp8Counters>(), n);
+                }
+                tw.cpu().fp8_end_step(slots.cp<Fp8ScaleSlot>(), hist.cp<float>(), k.cp<Fp8Counters>(),
+                                      reduced ? amaxes.cp<float>() : nullptr, n, n_e4m3, H, most_recent, 1, delayed);
+                tw.gpu().fp8_end_step(slots.gp<Fp8ScaleSlot>(), hist.gp<float>(), k.gp<Fp8Counters>(),
+                                      reduced ? amaxes.gp<float>() : nullptr, n, n_e4m3, H, most_recent, 1, delayed);
+                tw.check_bytes("fp8_end_step slots", slots, 1);
+                tw.check_bytes("fp8_end_step history", hist, 1);
+            }
+            // just in time: the amax of a tensor (amax_into), then its scale
+            std::vector<float> x = r.normal(100003, 3.0);
+            x[17] = -250.0f;
+            Twin::Buf xb = tw.act(x), jit = tw.alloc(sizeof(Fp8Counters));
+            tw.cpu().amax_into(xb.c, x.size(), jit.cp<Fp8Counters>());
+            tw.gpu().amax_into(xb.g, x.size(), jit.gp<Fp8Counters>());
+            tw.check_bytes("amax_into", jit, 1);
+            tw.cpu().fp8_scale_from_counters(slots.cp<Fp8ScaleSlot>() + 3, jit.cp<Fp8Counters>(), 448.0f, 2);
+            tw.gpu().fp8_scale_from_counters(slots.gp<Fp8ScaleSlot>() + 3, jit.gp<Fp8Counters>(), 448.0f, 2);
+            tw.check_bytes("fp8_scale_from_counters", slots, 1);
+        }
+    }
+}
+
 TEST_P(CudaDTypeTest, MatmulForwardFp8) {
     const DType d = GetParam();
     std::vector<Gemm> gemms(std::begin(kFp8Gemms), std::end(kFp8Gemms));
@@ -522,10 +581,11 @@ TEST_P(CudaDTypeTest, MatmulForwardFp8) {
             Twin::Buf wq = tw.raw(random_fp8<fp8e4m3>(r, (size_t)g.OC * g.C, 0.05, sw));
             Twin::Buf b = tw.act(r.normal(g.OC, 0.5));
             Twin::Buf out = tw.poisoned_act((size_t)g.N * g.OC);
-            tw.cpu().matmul_forward_fp8(out.c, xq.cp<fp8e4m3>(), 1 / sx, wq.cp<fp8e4m3>(), 1 / sw,
-                                        with_bias ? b.c : nullptr, g.N, g.C, g.OC);
-            tw.gpu().matmul_forward_fp8(out.g, xq.gp<fp8e4m3>(), 1 / sx, wq.gp<fp8e4m3>(), 1 / sw,
-                                        with_bias ? b.g : nullptr, g.N, g.C, g.OC);
+            Twin::Buf ssx = scale_slot(tw, sx), ssw = scale_slot(tw, sw);   // 1/s from the slots
+            tw.cpu().matmul_forward_fp8(out.c, xq.cp<fp8e4m3>(), ssx.cp<Fp8ScaleSlot>(), wq.cp<fp8e4m3>(),
+                                        ssw.cp<Fp8ScaleSlot>(), with_bias ? b.c : nullptr, g.N, g.C, g.OC);
+            tw.gpu().matmul_forward_fp8(out.g, xq.gp<fp8e4m3>(), ssx.gp<Fp8ScaleSlot>(), wq.gp<fp8e4m3>(),
+                                        ssw.gp<Fp8ScaleSlot>(), with_bias ? b.g : nullptr, g.N, g.C, g.OC);
             tw.check_act("matmul_forward_fp8 out", out, kFp8FastAccum + act_tol(d, 0.0, 2));
         }
     }
@@ -549,12 +609,15 @@ TEST_P(CudaDTypeTest, MatmulBackwardFp8Accumulates) {
             Twin::Buf xqt = tw.raw(transposed(x8, g.N, g.C)), wqt = tw.raw(transposed(w8, g.OC, g.C));
             Twin::Buf dinp = tw.act(r.normal((size_t)g.N * g.C, 0.01));
             Twin::Buf dw = tw.f32(r.normal((size_t)g.OC * g.C, 0.1)), db = tw.f32(r.normal(g.OC, 0.1));
+            Twin::Buf ssx = scale_slot(tw, sx), ssw = scale_slot(tw, sw), ssdy = scale_slot(tw, sdy);
             tw.cpu().matmul_backward_fp8(dinp.c, dw.cp<float>(), with_bias ? db.cp<float>() : nullptr,
-                                         dout_q.cp<fp8e5m2>(), dout_qt.cp<fp8e5m2>(), 1 / sdy, dout.c,
-                                         xqt.cp<fp8e4m3>(), 1 / sx, wqt.cp<fp8e4m3>(), 1 / sw, g.N, g.C, g.OC);
+                                         dout_q.cp<fp8e5m2>(), dout_qt.cp<fp8e5m2>(), ssdy.cp<Fp8ScaleSlot>(), dout.c,
+                                         xqt.cp<fp8e4m3>(), ssx.cp<Fp8ScaleSlot>(), wqt.cp<fp8e4m3>(),
+                                         ssw.cp<Fp8ScaleSlot>(), g.N, g.C, g.OC);
             tw.gpu().matmul_backward_fp8(dinp.g, dw.gp<float>(), with_bias ? db.gp<float>() : nullptr,
-                                         dout_q.gp<fp8e5m2>(), dout_qt.gp<fp8e5m2>(), 1 / sdy, dout.g,
-                                         xqt.gp<fp8e4m3>(), 1 / sx, wqt.gp<fp8e4m3>(), 1 / sw, g.N, g.C, g.OC);
+                                         dout_q.gp<fp8e5m2>(), dout_qt.gp<fp8e5m2>(), ssdy.gp<Fp8ScaleSlot>(), dout.g,
+                                         xqt.gp<fp8e4m3>(), ssx.gp<Fp8ScaleSlot>(), wqt.gp<fp8e4m3>(),
+                                         ssw.gp<Fp8ScaleSlot>(), g.N, g.C, g.OC);
             tw.check_act("matmul_backward_fp8 dinp", dinp, act_tol(d, kFp8Accum, 2));
             tw.check_f32("matmul_backward_fp8 dweight", dw, kFp8Accum);
             tw.check_f32("matmul_backward_fp8 dbias", db, kF32);
