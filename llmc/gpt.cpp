@@ -404,18 +404,22 @@ fp8e4m3* GPT::fp8_weight(int l, int g, bool transposed) const {
     return w;
 }
 
-Fp8Counters* GPT::fp8_slot(Fp8Operand operand, int l, int g) const {
-    return fp8_counters_ + (size_t)operand * fp8_n_ + (size_t)l * kNumGemms + g;
+// The names of a GEMM's three scaled tensors in telemetry and checkpoints, by Fp8Operand.
+static const char* const kFp8OperandName[] = {"x", "w", "dy"};
+
+// Slot of a scaled tensor in the FP8 state arrays: the X block, the W block, the dY block.
+size_t GPT::fp8_index(Fp8Operand operand, int l, int g) const {
+    return (size_t)operand * fp8_n_ + (size_t)l * kNumGemms + g;
 }
 
-Fp8ScaleSlot* GPT::fp8_scale(Fp8Operand operand, int l, int g) const {
-    return fp8_scales_ + (size_t)operand * fp8_n_ + (size_t)l * kNumGemms + g;
-}
+Fp8Counters* GPT::fp8_slot(Fp8Operand operand, int l, int g) const { return fp8_counters_ + fp8_index(operand, l, g); }
+
+Fp8ScaleSlot* GPT::fp8_scale(Fp8Operand operand, int l, int g) const { return fp8_scales_ + fp8_index(operand, l, g); }
 
 // Step 0 of delayed scaling (no history yet) and every step of the current recipe.
 bool GPT::fp8_needs_amax_now(Fp8Operand operand, int l, int g) const {
     return prec_.fp8.recipe == Fp8Recipe::Current ||
-           (*fp8_hist_len_)[(size_t)operand * fp8_n_ + (size_t)l * kNumGemms + g] == 0;
+           (*fp8_hist_len_)[fp8_index(operand, l, g)] == 0;
 }
 
 // The scale from the tensor's own amax, all in backend memory (no wait for the host).
@@ -646,10 +650,9 @@ std::vector<Fp8TensorReport> GPT::fp8_report() const {
         for (int g = 0; g < kNumGemms; g++) {
             if (!fp8_gemm(g)) continue;
             for (Fp8Operand op : {kFp8X, kFp8W, kFp8DY}) {
-                const size_t i = (size_t)op * fp8_n_ + (size_t)l * kNumGemms + g;
+                const size_t i = fp8_index(op, l, g);
                 const Fp8CastStats stats = to_cast_stats(last[i]);
-                static const char* const kOperandName[] = {"x", "w", "dy"};
-                out.push_back({format("h%d.%s.%s", l, kGemmName[g], kOperandName[op]), stats.amax, scales[i].scale,
+                out.push_back({format("h%d.%s.%s", l, kGemmName[g], kFp8OperandName[op]), stats.amax, scales[i].scale,
                                stats.saturated_frac(), stats.flushed_frac()});
             }
         }
@@ -705,10 +708,9 @@ std::string GPT::fp8_state_json() const {
         for (int j8 = 0; j8 < fp8_n_; j8++) {
             nlohmann::json g;
             for (Fp8Operand op : {kFp8X, kFp8W, kFp8DY}) {
-                static const char* const kOperandName[] = {"x", "w", "dy"};
-                const size_t i = (size_t)op * fp8_n_ + j8;
+                const size_t i = fp8_index(op, 0, j8);   // GEMM instance j8 = l·kNumGemms + g
                 const std::vector<float> h(history.begin() + i * H, history.begin() + i * H + scales[i].hist_len);
-                g[kOperandName[op]] = {{"scale", scales[i].scale}, {"history", h}, {"steps", (*fp8_steps_)[i]}};
+                g[kFp8OperandName[op]] = {{"scale", scales[i].scale}, {"history", h}, {"steps", (*fp8_steps_)[i]}};
             }
             j.push_back(g);
         }
@@ -727,9 +729,8 @@ void GPT::restore_fp8_state(const std::string& text) {
     std::vector<float> history(S * H, 0.0f);
     for (int j8 = 0; j8 < fp8_n_; j8++) {
         for (Fp8Operand op : {kFp8X, kFp8W, kFp8DY}) {
-            static const char* const kOperandName[] = {"x", "w", "dy"};
-            const auto& t = j[j8][kOperandName[op]];
-            const size_t i = (size_t)op * fp8_n_ + j8;
+            const auto& t = j[j8][kFp8OperandName[op]];
+            const size_t i = fp8_index(op, 0, j8);
             const std::vector<float> h = t["history"].get<std::vector<float>>();
             const size_t len = std::min(h.size(), H);   // a shorter --fp8-amax-history keeps the newest
             std::copy(h.begin(), h.begin() + len, history.begin() + i * H);

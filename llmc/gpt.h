@@ -214,6 +214,7 @@ private:
     fp8e4m3* fp8_input_t(int l, int g, int N) const;
     fp8e4m3* fp8_weight(int l, int g, bool transposed) const;
     enum Fp8Operand { kFp8X = 0, kFp8W = 1, kFp8DY = 2 };
+    size_t fp8_index(Fp8Operand operand, int l, int g) const;          // its slot in the state arrays
     Fp8Counters* fp8_slot(Fp8Operand operand, int l, int g) const;    // the counters of one scaled tensor
     Fp8ScaleSlot* fp8_scale(Fp8Operand operand, int l, int g) const;  // its scale
     bool fp8_needs_amax_now(Fp8Operand operand, int l, int g) const;

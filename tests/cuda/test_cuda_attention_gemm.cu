@@ -13,6 +13,7 @@
 //     2, 2 and 1), forward and backward;
 //   * determinism: two backward runs give bit-identical dqkv.
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/test_stream.h"
 
 #include "cpu/kernels.h"
 #include "cuda/attention_gemm.cuh"
@@ -40,22 +41,6 @@ std::string shape_str(const Shape& s) {
     return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
            " NH=" + std::to_string(s.NH);
 }
-
-// A stream of the test's own, with its cuBLASLt context released before it is destroyed.
-struct TestStream {
-    cudaStream_t s = nullptr;
-    TestStream() { cudaCheck(cudaStreamCreate(&s)); }
-    ~TestStream() {
-        try {
-            gpu::release_gemm_context(s);
-            gpu::release_scratch(s);
-        } catch (...) {
-        }
-        cudaStreamDestroy(s);
-    }
-    TestStream(const TestStream&) = delete;
-    TestStream& operator=(const TestStream&) = delete;
-};
 
 // f(E{}) with E the device storage type of d.
 template <typename F>

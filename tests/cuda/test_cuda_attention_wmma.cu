@@ -10,6 +10,7 @@
 // hs = 96 (padded to the HSP = 128 kernels; scale 1/√96 not a power of two), hs = 128 with
 // T = 150, hs = 32 with several heads. Determinism: two backward runs give bit-identical dqkv.
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/test_stream.h"
 
 #include "cpu/kernels.h"
 #include "cuda/attention_wmma.cuh"
@@ -34,20 +35,6 @@ std::string shape_str(const Shape& s) {
     return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
            " NH=" + std::to_string(s.NH) + " hs=" + std::to_string(s.C / s.NH);
 }
-
-struct TestStream {
-    cudaStream_t s = nullptr;
-    TestStream() { cudaCheck(cudaStreamCreate(&s)); }
-    ~TestStream() {
-        try {
-            gpu::release_scratch(s);
-        } catch (...) {
-        }
-        cudaStreamDestroy(s);
-    }
-    TestStream(const TestStream&) = delete;
-    TestStream& operator=(const TestStream&) = delete;
-};
 
 // f(E{}) with E the device storage type of d (16-bit types only).
 template <typename F>
