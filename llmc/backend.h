@@ -94,6 +94,17 @@ public:
                                          const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     virtual void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols,
                                          const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    // Casts fused into the producer of the operand (cpu/fp8_kernels.h): the producer's output,
+    // rounded to the activation dtype, cast as quantize_transpose_* casts it, without being written
+    // in the activation dtype (gelu_backward_e5m2 does write its dinp: the bias gradient reads it).
+    // q and qt may both be null: statistics only, for a just-in-time scale.
+    virtual void gelu_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* inp, int rows, int cols,
+                                   const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    virtual void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp,
+                                        const void* weight, const void* bias, int N, int C,
+                                        const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    virtual void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout,
+                                    int rows, int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     // the GEMMs dequantise with each operand slot's inv_scale
     virtual void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale,
                                     const fp8e4m3* weight, const Fp8ScaleSlot* weight_scale, const void* bias, int N,

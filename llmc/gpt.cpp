@@ -83,12 +83,13 @@ std::array<size_t, kNumParamTensors> param_tensor_sizes(const GPTConfig& cfg) {
 // with the B, T of the current call, so layer l of tensor x starts at x + l·B·T·width.
 // `void*` buffers hold the activation dtype, `float*` ones FP32.
 // Kept for one layer only (every layer writes the same buffer) where backward never reads them:
-// the projections' outputs attproj and fcproj (consumed by the residual adds at once), and the
-// inputs ln1, ln2, fch_gelu of a GEMM that runs in FP8 (qkv, fc, fcproj), whose weight gradient
-// reads the transposed E4M3 copy the forward's cast keeps: Lk = 1 then, else L.
+// the projections' outputs attproj and fcproj (consumed by the residual adds at once). The inputs
+// ln1, ln2, fch_gelu of a GEMM that runs in FP8 (qkv, fc, fcproj) are never written at all: the
+// FP8 cast is fused into their producer (layernorm, GELU), which writes E4M3 only: Lk = 0 then,
+// else L.
 struct GPT::Activations {
     void* encoded;      // (B, T, C)
-    void* ln1;          // (Lk, B, T, C)
+    void* ln1;          // (Lk, B, T, C)   Lk: see above
     float* ln1_mean;    // (L, B, T)
     float* ln1_rstd;    // (L, B, T)
     void* qkv;          // (L, B, T, 3C)
@@ -126,7 +127,72 @@ constexpr int kGemmBias[] = {kQkvb, kAttprojb, kFcb, kFcprojb};
 constexpr int kGemmOut[] = {3, 1, 4, 1};
 constexpr int kGemmIn[] = {1, 1, 1, 4};
 constexpr const char* kGemmName[] = {"qkv", "attproj", "fc", "fcproj"};
+
+// GEMM g of every block runs in FP8 under prec (fp8 mode, selected by --fp8-gemms)
+bool runs_in_fp8(const PrecisionConfig& prec, int g) {
+    return prec.precision == Precision::FP8 && (prec.fp8.gemms >> g & 1u);
+}
+
+// Where the backward of FP8 GEMM g finds the E4M3 Xᵀ its weight gradient reads. qkv and fc (X =
+// a layernorm output): the forward's cast writes it and it is kept, one per layer. attproj (X =
+// the attention output) and fcproj (X = gelu(fch)): the backward casts it again from atty / fch,
+// which it keeps anyway for attention and GELU backward. The cast is deterministic and the scale
+// has not changed since the forward, so it is the same Xᵀ, bit for bit, at the price of one
+// elementwise pass instead of 1 + 4 bytes per token and channel of every layer.
+bool fp8_keeps_input_t(int g) { return g == 0 /* qkv */ || g == 2 /* fc */; }
+
+size_t aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Bytes of every Activations tensor for BT tokens, in the order of its members (64-byte aligned).
+std::vector<size_t> activation_tensor_bytes(const GPTConfig& cfg, size_t BT, const PrecisionConfig& prec) {
+    const size_t L = cfg.n_layer, C = cfg.n_embd, NH = cfg.n_head, Vp = cfg.padded_vocab_size;
+    const size_t A = dtype_size(activation_dtype(prec.precision)), F = sizeof(float);
+    // layers of the GEMM inputs ln1, ln2, fch_gelu (see Activations)
+    const size_t Lk1 = runs_in_fp8(prec, 0) ? 0 : L, Lk2 = runs_in_fp8(prec, 2) ? 0 : L;
+    const size_t Lkg = runs_in_fp8(prec, 3) ? 0 : L;
+    const std::array<size_t, 2> elements_and_size[] = {
+        {BT * C, A},      {Lk1 * BT * C, A},  {L * BT, F},      {L * BT, F},       {L * BT * 3 * C, A},
+        {L * BT * C, A},  {L * BT * NH, F},   {BT * C, A},      {L * BT * C, A},   {Lk2 * BT * C, A},
+        {L * BT, F},      {L * BT, F},        {L * BT * 4 * C, A}, {Lkg * BT * 4 * C, A}, {BT * C, A},
+        {L * BT * C, A},  {BT * C, A},        {BT, F},          {BT, F},           {BT * Vp, A},
+        {BT, F},          {BT * C, A},        {BT * C, A},      {BT * 3 * C, A},   {BT * C, A},
+        {BT * 4 * C, A},  {BT * 4 * C, A},
+    };
+    std::vector<size_t> bytes;
+    for (const auto& t : elements_and_size) bytes.push_back(aligned64(t[0] * t[1]));
+    return bytes;
+}
+
+// Bytes of the FP8 activation copies: the kept Xᵀ (E4M3) of qkv and fc (all layers), one layer's
+// Xᵀ cast again in backward (attproj, fcproj), and one GEMM's E5M2 dY in both layouts, whose
+// first buffer also holds the forward's E4M3 X (fp8_x_).
+struct Fp8ActivationSizes { size_t kept_t = 0, recast_t = 0, dout = 0; };
+Fp8ActivationSizes fp8_activation_sizes(const GPTConfig& cfg, size_t BT, const PrecisionConfig& prec) {
+    const size_t L = cfg.n_layer, C = cfg.n_embd;
+    Fp8ActivationSizes sizes;
+    for (int g = 0; g < 4; g++) {
+        if (!runs_in_fp8(prec, g)) continue;
+        if (fp8_keeps_input_t(g)) {
+            sizes.kept_t += L * BT * kGemmIn[g] * C;
+        } else {
+            sizes.recast_t = std::max(sizes.recast_t, BT * kGemmIn[g] * C);
+        }
+        sizes.dout = std::max(sizes.dout, BT * std::max(kGemmIn[g], kGemmOut[g]) * C);
+    }
+    return sizes;
+}
+
+size_t fp8_activation_bytes(const GPTConfig& cfg, size_t BT, const PrecisionConfig& prec) {
+    const Fp8ActivationSizes s = fp8_activation_sizes(cfg, BT, prec);
+    return s.kept_t + s.recast_t + 2 * s.dout;
+}
 }  // namespace
+
+size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision) {
+    size_t total = 0;
+    for (size_t b : activation_tensor_bytes(cfg, (size_t)B * T, precision)) total += b;
+    return total + fp8_activation_bytes(cfg, (size_t)B * T, precision);
+}
 
 GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision,
          Comm* comm, int zero)
@@ -162,35 +228,27 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
     adam_m_ = static_cast<float*>(k_.alloc(state_alloc * sizeof(float)));
     adam_v_ = static_cast<float*>(k_.alloc(state_alloc * sizeof(float)));
 
-    const size_t L = cfg.n_layer, C = cfg.n_embd, NH = cfg.n_head, Vp = cfg.padded_vocab_size;
+    const size_t L = cfg.n_layer, C = cfg.n_embd;
     const size_t BT = (size_t)max_B * max_T;
-    // layers of ln1, ln2, fch_gelu kept (see Activations)
-    const size_t Lk1 = gemm_input_layers(kQkv), Lk2 = gemm_input_layers(kFc), Lkg = gemm_input_layers(kFcproj);
     acts_ = new Activations();
-    // (pointer, element count, element size); every tensor starts 64-byte aligned
-    struct Slot { void** ptr; size_t n; size_t elem; };
-    const size_t A = act_size_, F = sizeof(float);
-    Slot slots[] = {
-        {&acts_->encoded, BT * C, A}, {&acts_->ln1, Lk1 * BT * C, A}, {(void**)&acts_->ln1_mean, L * BT, F},
-        {(void**)&acts_->ln1_rstd, L * BT, F}, {&acts_->qkv, L * BT * 3 * C, A}, {&acts_->atty, L * BT * C, A},
-        {(void**)&acts_->att_lse, L * BT * NH, F}, {&acts_->attproj, BT * C, A},
-        {&acts_->residual2, L * BT * C, A}, {&acts_->ln2, Lk2 * BT * C, A}, {(void**)&acts_->ln2_mean, L * BT, F},
-        {(void**)&acts_->ln2_rstd, L * BT, F}, {&acts_->fch, L * BT * 4 * C, A},
-        {&acts_->fch_gelu, Lkg * BT * 4 * C, A}, {&acts_->fcproj, BT * C, A}, {&acts_->residual3, L * BT * C, A},
-        {&acts_->lnf, BT * C, A}, {(void**)&acts_->lnf_mean, BT, F}, {(void**)&acts_->lnf_rstd, BT, F},
-        {&acts_->logits, BT * Vp, A}, {(void**)&acts_->losses, BT, F}, {&acts_->dresidual, BT * C, A},
-        {&acts_->dln, BT * C, A}, {&acts_->dqkv, BT * 3 * C, A}, {&acts_->datty, BT * C, A},
-        {&acts_->dfch, BT * 4 * C, A}, {&acts_->dfch_gelu, BT * 4 * C, A},
+    // every tensor of Activations, in the order of activation_tensor_bytes
+    void** tensors[] = {
+        &acts_->encoded,   &acts_->ln1,       (void**)&acts_->ln1_mean, (void**)&acts_->ln1_rstd, &acts_->qkv,
+        &acts_->atty,      (void**)&acts_->att_lse, &acts_->attproj, &acts_->residual2, &acts_->ln2,
+        (void**)&acts_->ln2_mean, (void**)&acts_->ln2_rstd, &acts_->fch, &acts_->fch_gelu, &acts_->fcproj,
+        &acts_->residual3, &acts_->lnf,       (void**)&acts_->lnf_mean, (void**)&acts_->lnf_rstd, &acts_->logits,
+        (void**)&acts_->losses, &acts_->dresidual, &acts_->dln, &acts_->dqkv, &acts_->datty,
+        &acts_->dfch,      &acts_->dfch_gelu,
     };
-    auto aligned = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+    const std::vector<size_t> bytes = activation_tensor_bytes(cfg, BT, precision);
     size_t total = 0;
-    for (const Slot& s : slots) total += aligned(s.n * s.elem);
+    for (size_t b : bytes) total += b;
     acts_->base = k_.alloc(total);
     activation_bytes_ = total;
     char* p = static_cast<char*>(acts_->base);
-    for (const Slot& s : slots) {
-        *s.ptr = p;
-        p += aligned(s.n * s.elem);
+    for (size_t i = 0; i < bytes.size(); i++) {
+        *tensors[i] = p;
+        p += bytes[i];
     }
     inputs_ = static_cast<int32_t*>(k_.alloc(BT * sizeof(int32_t)));
     targets_ = static_cast<int32_t*>(k_.alloc(BT * sizeof(int32_t)));
@@ -198,20 +256,20 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
     if (fp8()) {
         prec_.fp8.validate();
         fp8_n_ = (int)L * kNumGemms;
-        size_t weight_bytes = 0, input_bytes = 0;
+        size_t weight_bytes = 0;
         for (int g = 0; g < kNumGemms; g++) {
-            if (!fp8_gemm(g)) continue;   // a 16-bit GEMM keeps no FP8 copies
-            weight_bytes += L * kGemmOut[g] * C * kGemmIn[g] * C;
-            input_bytes += L * BT * kGemmIn[g] * C;
+            if (fp8_gemm(g)) weight_bytes += L * kGemmOut[g] * C * kGemmIn[g] * C;   // 16-bit GEMMs keep none
         }
+        const Fp8ActivationSizes sizes = fp8_activation_sizes(cfg, BT, precision);
         fp8_weights_ = static_cast<fp8e4m3*>(k_.alloc(weight_bytes));
         fp8_weights_t_ = static_cast<fp8e4m3*>(k_.alloc(weight_bytes));
-        fp8_inputs_t_ = static_cast<fp8e4m3*>(k_.alloc(input_bytes));
-        fp8_dout_ = static_cast<fp8e5m2*>(k_.alloc(BT * 4 * C));
-        fp8_dout_t_ = static_cast<fp8e5m2*>(k_.alloc(BT * 4 * C));
+        fp8_inputs_t_ = static_cast<fp8e4m3*>(k_.alloc(sizes.kept_t));
+        fp8_recast_t_ = static_cast<fp8e4m3*>(k_.alloc(sizes.recast_t));
+        fp8_dout_ = static_cast<fp8e5m2*>(k_.alloc(sizes.dout));
+        fp8_dout_t_ = static_cast<fp8e5m2*>(k_.alloc(sizes.dout));
         // the forward's cast of X and the backward's cast of dY never overlap: one buffer
         fp8_x_ = reinterpret_cast<fp8e4m3*>(fp8_dout_);
-        activation_bytes_ += input_bytes + 2 * BT * 4 * C;
+        activation_bytes_ += fp8_activation_bytes(cfg, BT, precision);
         // the scaling state in backend memory: 3n scale slots and histories (X, W, dY blocks), the
         // casts' counters for this step and the last one (+ one slot for evaluation passes), a
         // slot for just-in-time amaxes, and the amaxes reduced across ranks
@@ -244,6 +302,7 @@ GPT::~GPT() {
         k_.release(fp8_weights_);
         k_.release(fp8_weights_t_);
         k_.release(fp8_inputs_t_);
+        k_.release(fp8_recast_t_);
         k_.release(fp8_dout_);
         k_.release(fp8_dout_t_);
         k_.release(fp8_scales_);
@@ -345,50 +404,90 @@ std::vector<float> GPT::gradients() const {
     return host;
 }
 
-void GPT::linear_forward(int l, Gemm g, void* out, const void* inp, int N, int C, int OC) {
+GPT::GemmInput GPT::layernorm_input(Gemm g, void* out, float* mean, float* rstd, const void* inp, const void* weight,
+                                     const void* bias, int N, int C) {
+    if (fp8_gemm(g)) return GemmInput{GemmInput::kLayerNorm, inp, weight, bias, mean, rstd};   // fused into the cast
+    k_.layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+    return GemmInput{GemmInput::kTensor, out};
+}
+
+GPT::GemmInput GPT::gelu_input(Gemm g, void* out, const void* inp, size_t n) {
+    if (fp8_gemm(g)) return GemmInput{GemmInput::kGelu, inp};   // fused into the cast
+    k_.gelu_forward(out, inp, n);
+    return GemmInput{GemmInput::kTensor, out};
+}
+
+void GPT::cast_input(const GemmInput& in, fp8e4m3* q, fp8e4m3* qt, int N, int C, const Fp8ScaleSlot* scale,
+                     Fp8Counters* counters) {
+    switch (in.kind) {
+        case GemmInput::kTensor: k_.quantize_transpose_e4m3(q, qt, in.x, N, C, scale, counters); break;
+        case GemmInput::kGelu: k_.gelu_forward_e4m3(q, qt, in.x, N, C, scale, counters); break;
+        case GemmInput::kLayerNorm:
+            k_.layernorm_forward_e4m3(q, qt, in.mean, in.rstd, in.x, in.ln_weight, in.ln_bias, N, C, scale, counters);
+            break;
+    }
+}
+
+void GPT::linear_forward(int l, Gemm g, void* out, const GemmInput& inp, int N, int C, int OC) {
     const size_t wsize = (size_t)OC * C;
     const void* bias = param(kGemmBias[g], (size_t)l * OC);
     if (!fp8_gemm(g)) {
-        k_.matmul_forward(out, inp, param(kGemmWeight[g], l * wsize), bias, N, C, OC);
+        k_.matmul_forward(out, inp.x, param(kGemmWeight[g], l * wsize), bias, N, C, OC);
         return;
     }
-    // X → E4M3 with its scale (just in time on the first step / every step of the current recipe);
-    // the E4M3 copy is kept for the weight gradient in backward
+    // X → E4M3 with its scale (just in time on the first step / every step of the current recipe:
+    // the statistics of a cast that writes nothing give the amax first)
     Fp8ScaleSlot* sx = fp8_scale(kFp8X, l, g);
-    if (fp8_needs_amax_now(kFp8X, l, g)) fp8_scale_just_in_time(sx, inp, (size_t)N * C, fp8e4m3::max_finite);
-    // one cast, two layouts: X (N,C) for this GEMM, Xᵀ (C,N) kept for dW in backward. Evaluation
-    // and sampling passes keep no Xᵀ and leave the scaling state alone (their statistics go to a
-    // slot nobody reads).
+    if (fp8_needs_amax_now(kFp8X, l, g)) {
+        k_.zero(fp8_jit_, sizeof(Fp8Counters));
+        if (inp.kind == GemmInput::kTensor) {
+            k_.amax_into(inp.x, (size_t)N * C, fp8_jit_);
+        } else {
+            cast_input(inp, nullptr, nullptr, N, C, sx, fp8_jit_);
+        }
+        k_.fp8_scale_from_counters(sx, fp8_jit_, fp8e4m3::max_finite, prec_.fp8.margin);
+    }
+    // one cast, two layouts where backward keeps Xᵀ (fp8_keeps_input_t): X (N,C) for this GEMM,
+    // Xᵀ (C,N) for dW. Evaluation and sampling passes keep no Xᵀ and leave the scaling state alone
+    // (their statistics go to a slot nobody reads).
     if (training_pass_) {
-        k_.quantize_transpose_e4m3(fp8_x_, fp8_input_t(l, g, N), inp, N, C, sx, fp8_slot(kFp8X, l, g));
+        fp8e4m3* qt = fp8_keeps_input_t(g) ? fp8_input_t(l, g, N) : nullptr;
+        cast_input(inp, fp8_x_, qt, N, C, sx, fp8_slot(kFp8X, l, g));
     } else {
-        k_.quantize_transpose_e4m3(fp8_x_, nullptr, inp, N, C, sx, fp8_counters_ + 3 * (size_t)fp8_n_);
+        cast_input(inp, fp8_x_, nullptr, N, C, sx, fp8_spare_slot());
     }
     k_.matmul_forward_fp8(out, fp8_x_, sx, fp8_weight(l, g, false), fp8_scale(kFp8W, l, g), bias, N, C, OC);
 }
 
-void GPT::linear_backward(int l, Gemm g, void* dinp, const void* dout, const void* inp, int N, int C, int OC) {
+void GPT::linear_backward(int l, Gemm g, void* dinp, const void* dout, const GemmInput& inp, int N, int C, int OC,
+                          bool dout_cast) {
     const size_t wsize = (size_t)OC * C;
     float* dweight = grad(kGemmWeight[g]) + l * wsize;
     float* dbias = grad(kGemmBias[g]) + (size_t)l * OC;
     if (!fp8_gemm(g)) {
-        k_.matmul_backward(dinp, dweight, dbias, dout, inp, param(kGemmWeight[g], l * wsize), N, C, OC);
+        k_.matmul_backward(dinp, dweight, dbias, dout, inp.x, param(kGemmWeight[g], l * wsize), N, C, OC);
         return;
     }
     Fp8ScaleSlot* sdy = fp8_scale(kFp8DY, l, g);
-    if (fp8_needs_amax_now(kFp8DY, l, g)) fp8_scale_just_in_time(sdy, dout, (size_t)N * OC, fp8e5m2::max_finite);
-    // dY (N,OC) for dX and dYᵀ (OC,N) for dW, from one cast
-    k_.quantize_transpose_e5m2(fp8_dout_, fp8_dout_t_, dout, N, OC, sdy, fp8_slot(kFp8DY, l, g));
+    if (!dout_cast) {   // else the producer of dY has cast it already (gelu_backward_e5m2)
+        if (fp8_needs_amax_now(kFp8DY, l, g)) fp8_scale_just_in_time(sdy, dout, (size_t)N * OC, fp8e5m2::max_finite);
+        // dY (N,OC) for dX and dYᵀ (OC,N) for dW, from one cast
+        k_.quantize_transpose_e5m2(fp8_dout_, fp8_dout_t_, dout, N, OC, sdy, fp8_slot(kFp8DY, l, g));
+    }
+    // Xᵀ: kept by the forward, or cast again from what backward keeps (its statistics, counted by
+    // the forward's cast already, go to the spare slot)
+    if (!fp8_keeps_input_t(g)) cast_input(inp, nullptr, fp8_input_t(l, g, N), N, C, fp8_scale(kFp8X, l, g), fp8_spare_slot());
     k_.matmul_backward_fp8(dinp, dweight, dbias, fp8_dout_, fp8_dout_t_, sdy, dout, fp8_input_t(l, g, N),
                            fp8_scale(kFp8X, l, g), fp8_weight(l, g, true), fp8_scale(kFp8W, l, g), N, C, OC);
 }
 
 // FP8 buffers are laid out GEMM by GEMM (qkv, attproj, fc, fcproj; those that run in FP8), each
 // holding its L layers.
-fp8e4m3* GPT::fp8_input_t(int l, int g, int N) const {   // the saved E4M3 Xᵀ of GEMM g, (C_in, N)
+fp8e4m3* GPT::fp8_input_t(int l, int g, int N) const {   // the E4M3 Xᵀ of GEMM g, (C_in, N)
+    if (!fp8_keeps_input_t(g)) return fp8_recast_t_;        // one layer's, cast in backward
     fp8e4m3* x = fp8_inputs_t_;
     for (int h = 0; h < g; h++) {
-        if (fp8_gemm(h)) x += (size_t)cfg_.n_layer * max_B_ * max_T_ * kGemmIn[h] * cfg_.n_embd;
+        if (fp8_gemm(h) && fp8_keeps_input_t(h)) x += (size_t)cfg_.n_layer * max_B_ * max_T_ * kGemmIn[h] * cfg_.n_embd;
     }
     return x + (size_t)l * N * kGemmIn[g] * cfg_.n_embd;
 }
@@ -413,6 +512,8 @@ size_t GPT::fp8_index(Fp8Operand operand, int l, int g) const {
 }
 
 Fp8Counters* GPT::fp8_slot(Fp8Operand operand, int l, int g) const { return fp8_counters_ + fp8_index(operand, l, g); }
+
+Fp8Counters* GPT::fp8_spare_slot() const { return fp8_counters_ + 3 * (size_t)fp8_n_; }
 
 Fp8ScaleSlot* GPT::fp8_scale(Fp8Operand operand, int l, int g) const { return fp8_scales_ + fp8_index(operand, l, g); }
 
@@ -462,11 +563,8 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     k_.encoder_forward(a.encoded, inputs_, param(kWte), param(kWpe), B, T, C);
     for (int l = 0; l < L; l++) {
         const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);   // (B,T,C)
-        // the slots of ln1, ln2, fch_gelu: layer l's, or the shared one (see Activations)
-        const size_t l1 = std::min<size_t>(l, gemm_input_layers(kQkv) - 1);
-        const size_t l2 = std::min<size_t>(l, gemm_input_layers(kFc) - 1);
-        const size_t lg = std::min<size_t>(l, gemm_input_layers(kFcproj) - 1);
-        void* ln1 = act_at(a.ln1, l1 * NC);
+        // ln1, ln2, fch_gelu: none when their GEMM runs in FP8 (see Activations)
+        void* ln1 = fp8_gemm(kQkv) ? nullptr : act_at(a.ln1, l * NC);
         float* ln1_mean = a.ln1_mean + (size_t)l * N;
         float* ln1_rstd = a.ln1_rstd + (size_t)l * N;
         void* qkv = act_at(a.qkv, l * NC * 3);
@@ -474,23 +572,25 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
         float* lse = a.att_lse + (size_t)l * N * NH;
         void* attproj = a.attproj;   // one layer's worth: the residual add consumes it
         void* residual2 = act_at(a.residual2, l * NC);
-        void* ln2 = act_at(a.ln2, l2 * NC);
+        void* ln2 = fp8_gemm(kFc) ? nullptr : act_at(a.ln2, l * NC);
         float* ln2_mean = a.ln2_mean + (size_t)l * N;
         float* ln2_rstd = a.ln2_rstd + (size_t)l * N;
         void* fch = act_at(a.fch, l * NC * 4);
-        void* fch_gelu = act_at(a.fch_gelu, lg * NC * 4);
+        void* fch_gelu = fp8_gemm(kFcproj) ? nullptr : act_at(a.fch_gelu, l * NC * 4);
         void* fcproj = a.fcproj;     // one layer's worth: the residual add consumes it
         void* residual3 = act_at(a.residual3, l * NC);
 
-        k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C), param(kLn1b, l * C), N, C);
-        linear_forward(l, kQkv, qkv, ln1, N, C, 3 * C);
+        // a GEMM input's producer runs here, or (FP8) inside the GEMM's cast (layernorm_input, gelu_input)
+        const GemmInput x_qkv = layernorm_input(kQkv, ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C),
+                                                param(kLn1b, l * C), N, C);
+        linear_forward(l, kQkv, qkv, x_qkv, N, C, 3 * C);
         k_.attention_forward(atty, lse, qkv, B, T, C, NH);
-        linear_forward(l, kAttproj, attproj, atty, N, C, C);
+        linear_forward(l, kAttproj, attproj, GemmInput{GemmInput::kTensor, atty}, N, C, C);
         k_.residual_forward(residual2, residual, attproj, NC);
-        k_.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C), param(kLn2b, l * C), N, C);
-        linear_forward(l, kFc, fch, ln2, N, C, 4 * C);
-        k_.gelu_forward(fch_gelu, fch, NC * 4);
-        linear_forward(l, kFcproj, fcproj, fch_gelu, N, 4 * C, C);
+        const GemmInput x_fc = layernorm_input(kFc, ln2, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C),
+                                               param(kLn2b, l * C), N, C);
+        linear_forward(l, kFc, fch, x_fc, N, C, 4 * C);
+        linear_forward(l, kFcproj, fcproj, gelu_input(kFcproj, fch_gelu, fch, NC * 4), N, 4 * C, C);
         k_.residual_forward(residual3, residual2, fcproj, NC);
     }
     const void* final_residual = act_at(a.residual3, (L - 1) * NC);
@@ -530,36 +630,43 @@ void GPT::backward() {
 
     for (int l = L - 1; l >= 0; l--) {
         const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);
-        // ln1, ln2, fch_gelu: read by the 16-bit GEMMs' weight gradients only (fp8 reads the E4M3 Xᵀ)
-        const size_t l1 = std::min<size_t>(l, gemm_input_layers(kQkv) - 1);
-        const size_t l2 = std::min<size_t>(l, gemm_input_layers(kFc) - 1);
-        const size_t lg = std::min<size_t>(l, gemm_input_layers(kFcproj) - 1);
-        const void* ln1 = act_at(a.ln1, l1 * NC);
+        // the GEMM inputs, for the 16-bit GEMMs' weight gradients; FP8 ones read an E4M3 Xᵀ, kept by
+        // the forward (qkv, fc) or cast again here from atty and gelu(fch) (fp8_keeps_input_t)
+        const GemmInput x_qkv{GemmInput::kTensor, fp8_gemm(kQkv) ? nullptr : act_at(a.ln1, l * NC)};
         const void* qkv = act_at(a.qkv, l * NC * 3);
         const void* atty = act_at(a.atty, l * NC);
         const float* lse = a.att_lse + (size_t)l * N * NH;
         const void* residual2 = act_at(a.residual2, l * NC);
-        const void* ln2 = act_at(a.ln2, l2 * NC);
+        const GemmInput x_fc{GemmInput::kTensor, fp8_gemm(kFc) ? nullptr : act_at(a.ln2, l * NC)};
         const void* fch = act_at(a.fch, l * NC * 4);
-        const void* fch_gelu = act_at(a.fch_gelu, lg * NC * 4);
+        const GemmInput x_fcproj = fp8_gemm(kFcproj) ? GemmInput{GemmInput::kGelu, fch}
+                                                     : GemmInput{GemmInput::kTensor, act_at(a.fch_gelu, l * NC * 4)};
 
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         k_.zero(a.dfch_gelu, NC * 4 * act_size_);
-        linear_backward(l, kFcproj, a.dfch_gelu, a.dresidual, fch_gelu, N, 4 * C, C);
+        linear_backward(l, kFcproj, a.dfch_gelu, a.dresidual, x_fcproj, N, 4 * C, C);
         k_.zero(a.dfch, NC * 4 * act_size_);
-        k_.gelu_backward(a.dfch, fch, a.dfch_gelu, NC * 4);
+        // dY of fc = GELU's input gradient: with its scale known (delayed scaling after step 0),
+        // the E5M2 cast is fused into GELU backward
+        const bool fuse_dy = fp8_gemm(kFc) && !fp8_needs_amax_now(kFp8DY, l, kFc);
+        if (fuse_dy) {
+            k_.gelu_backward_e5m2(a.dfch, fp8_dout_, fp8_dout_t_, fch, a.dfch_gelu, N, 4 * C, fp8_scale(kFp8DY, l, kFc),
+                                  fp8_slot(kFp8DY, l, kFc));
+        } else {
+            k_.gelu_backward(a.dfch, fch, a.dfch_gelu, NC * 4);
+        }
         k_.zero(a.dln, NC * act_size_);
-        linear_backward(l, kFc, a.dln, a.dfch, ln2, N, C, 4 * C);
+        linear_backward(l, kFc, a.dln, a.dfch, x_fc, N, C, 4 * C, fuse_dy);
         k_.layernorm_backward(a.dresidual, grad(kLn2w) + l * C, grad(kLn2b) + l * C, a.dln, residual2,
                               param(kLn2w, l * C), a.ln2_mean + (size_t)l * N, a.ln2_rstd + (size_t)l * N, N, C);
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
         k_.zero(a.datty, NC * act_size_);
-        linear_backward(l, kAttproj, a.datty, a.dresidual, atty, N, C, C);
+        linear_backward(l, kAttproj, a.datty, a.dresidual, GemmInput{GemmInput::kTensor, atty}, N, C, C);
         k_.zero(a.dqkv, NC * 3 * act_size_);
         k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
         k_.zero(a.dln, NC * act_size_);
-        linear_backward(l, kQkv, a.dln, a.dqkv, ln1, N, C, 3 * C);
+        linear_backward(l, kQkv, a.dln, a.dqkv, x_qkv, N, C, 3 * C);
         k_.layernorm_backward(a.dresidual, grad(kLn1w) + l * C, grad(kLn1b) + l * C, a.dln, residual,
                               param(kLn1w, l * C), a.ln1_mean + (size_t)l * N, a.ln1_rstd + (size_t)l * N, N, C);
     }

@@ -125,6 +125,8 @@ public:
     // Bytes of the activation buffers allocated for (max_B, max_T): every layer's saved
     // activations, the backward scratch, the logits, and in fp8 mode the E4M3/E5M2 copies.
     size_t activation_bytes() const { return activation_bytes_; }
+    // What activation_bytes() would be for a model of cfg at (B, T), without building it.
+    static size_t activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision);
 
     // Optimizer state of this rank, for checkpoints: the flat FP32 range [state_begin, +state_size)
     // of the parameter vector (all of it without ZeRO-1). which: "master" (the FP32 master weights,
@@ -173,6 +175,7 @@ private:
     fp8e4m3* fp8_weights_ = nullptr;
     fp8e4m3* fp8_weights_t_ = nullptr;
     fp8e4m3* fp8_inputs_t_ = nullptr;
+    fp8e4m3* fp8_recast_t_ = nullptr;  // one layer's Xᵀ, cast again in backward (attproj, fcproj)
     fp8e4m3* fp8_x_ = nullptr;       // aliases fp8_dout_ (forward and backward never overlap)
     fp8e5m2* fp8_dout_ = nullptr;
     fp8e5m2* fp8_dout_t_ = nullptr;
@@ -204,18 +207,36 @@ private:
     bool fp8() const { return prec_.precision == Precision::FP8; }
     // GEMM g of each block runs in FP8 (fp8 mode, selected by --fp8-gemms)
     bool fp8_gemm(int g) const { return fp8() && (prec_.fp8.gemms >> g & 1u); }
-    // layers kept for backward of GEMM g's 16-bit input (ln1 for qkv, ln2 for fc, fch_gelu for
-    // fcproj): all of them, or 1 when g runs in FP8 (its weight gradient reads the E4M3 Xᵀ)
-    size_t gemm_input_layers(int g) const { return fp8_gemm(g) ? 1 : (size_t)cfg_.n_layer; }
+    // The input X (N,C) of a block GEMM: a tensor in the activation dtype, or, where the GEMM runs
+    // in FP8 and the cast is fused into the producer, what the producer reads: the layernorm of x
+    // (qkv, fc) or gelu(x) (fcproj), never written in the activation dtype.
+    struct GemmInput {
+        enum Kind { kTensor, kLayerNorm, kGelu } kind;
+        const void* x;                       // the tensor, or the producer's input
+        const void* ln_weight = nullptr;     // kLayerNorm: its parameters and the row statistics
+        const void* ln_bias = nullptr;       //   (mean, rstd (N)) the cast writes for backward
+        float* mean = nullptr;
+        float* rstd = nullptr;
+    };
+    // The producers of GEMM g's input: run now into out (16-bit GEMM), or left to the cast (FP8)
+    GemmInput layernorm_input(Gemm g, void* out, float* mean, float* rstd, const void* inp, const void* weight,
+                              const void* bias, int N, int C);
+    GemmInput gelu_input(Gemm g, void* out, const void* inp, size_t n);
+    // q (N,C) and/or qt (C,N): the E4M3 cast of an input, with its producer fused
+    void cast_input(const GemmInput& in, fp8e4m3* q, fp8e4m3* qt, int N, int C, const Fp8ScaleSlot* scale,
+                    Fp8Counters* counters);
     // y (N,OC) = x (N,C) · W[l]ᵀ + b[l] for GEMM g of layer l, FP8 or not
-    void linear_forward(int l, Gemm g, void* out, const void* inp, int N, int C, int OC);
-    void linear_backward(int l, Gemm g, void* dinp, const void* dout, const void* inp, int N, int C, int OC);
+    void linear_forward(int l, Gemm g, void* out, const GemmInput& inp, int N, int C, int OC);
+    // dout_cast: the E5M2 dY is in fp8_dout_ / fp8_dout_t_ already (cast by its producer)
+    void linear_backward(int l, Gemm g, void* dinp, const void* dout, const GemmInput& inp, int N, int C, int OC,
+                         bool dout_cast = false);
     void cast_fp8_weights();
     fp8e4m3* fp8_input_t(int l, int g, int N) const;
     fp8e4m3* fp8_weight(int l, int g, bool transposed) const;
     enum Fp8Operand { kFp8X = 0, kFp8W = 1, kFp8DY = 2 };
     size_t fp8_index(Fp8Operand operand, int l, int g) const;          // its slot in the state arrays
     Fp8Counters* fp8_slot(Fp8Operand operand, int l, int g) const;    // the counters of one scaled tensor
+    Fp8Counters* fp8_spare_slot() const;   // counters nobody reads (evaluation passes, casts done twice)
     Fp8ScaleSlot* fp8_scale(Fp8Operand operand, int l, int g) const;  // its scale
     bool fp8_needs_amax_now(Fp8Operand operand, int l, int g) const;
     void fp8_scale_just_in_time(Fp8ScaleSlot* slot, const void* x, size_t n, float fp8_max);

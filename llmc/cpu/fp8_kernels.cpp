@@ -96,6 +96,27 @@ Fp8CastStats quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols,
     return stats;
 }
 
+template <typename T, typename Q>
+Fp8CastStats gelu_forward_fp8(Q* q, Q* qt, const T* inp, int rows, int cols, float scale) {
+    std::vector<T> y((size_t)rows * cols);   // what the unfused forward would write
+    gelu_forward(y.data(), inp, y.size());
+    return quantize_transpose_fp8(q, qt, y.data(), rows, cols, scale);
+}
+
+template <typename T, typename Q>
+Fp8CastStats layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, const T* weight,
+                                   const T* bias, int N, int C, float scale) {
+    std::vector<T> y((size_t)N * C);
+    layernorm_forward(y.data(), mean, rstd, inp, weight, bias, N, C);
+    return quantize_transpose_fp8(q, qt, y.data(), N, C, scale);
+}
+
+template <typename T, typename Q>
+Fp8CastStats gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, float scale) {
+    gelu_backward(dinp, inp, dout, (size_t)rows * cols);
+    return quantize_transpose_fp8(q, qt, dinp, rows, cols, scale);
+}
+
 template <typename T>
 void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
                          float dout_inv_scale, const T* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
@@ -137,8 +158,19 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
     template void matmul_backward_fp8<T>(T*, float*, float*, const fp8e5m2*, const fp8e5m2*, float, const T*,  \
                                          const fp8e4m3*, float, const fp8e4m3*, float, int, int, int);
 
+// the fused casts where the model uses them: E4M3 forward operands, E5M2 gradients (float: tests)
+#define TRAIN_GPT_INSTANTIATE_FP8_FUSED(T)                                                                  \
+    template Fp8CastStats gelu_forward_fp8<T, fp8e4m3>(fp8e4m3*, fp8e4m3*, const T*, int, int, float);         \
+    template Fp8CastStats layernorm_forward_fp8<T, fp8e4m3>(fp8e4m3*, fp8e4m3*, float*, float*, const T*,     \
+                                                            const T*, const T*, int, int, float);          \
+    template Fp8CastStats gelu_backward_fp8<T, fp8e5m2>(T*, fp8e5m2*, fp8e5m2*, const T*, const T*, int, int, \
+                                                        float);
+
 TRAIN_GPT_INSTANTIATE_FP8(float)
 TRAIN_GPT_INSTANTIATE_FP8(bf16)
 TRAIN_GPT_INSTANTIATE_FP8(fp16)
+TRAIN_GPT_INSTANTIATE_FP8_FUSED(float)
+TRAIN_GPT_INSTANTIATE_FP8_FUSED(bf16)
+TRAIN_GPT_INSTANTIATE_FP8_FUSED(fp16)
 
 }  // namespace train_gpt::cpu

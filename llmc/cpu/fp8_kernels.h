@@ -37,6 +37,24 @@ Fp8CastStats quantize_fp8(Q* q, const T* x, size_t n, float scale);
 template <typename T, typename Q>
 Fp8CastStats quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, float scale);
 
+// ---- casts fused into the producer of the operand (DESIGN §4) ----------------------------------
+// Each is its producer (cpu/kernels.h) writing the activation dtype T, followed by
+// quantize_transpose_fp8 of that output, bit for bit, statistics included: the producer's value
+// is rounded to T before it is cast, exactly as if it had gone through memory. On the GPU it
+// never does (cuda/fp8_fused.cuh); here it passes through a temporary. q and qt may both be
+// null: the statistics only (the just-in-time amax of a tensor that is never materialised).
+
+// gelu(inp) (rows, cols) → q (rows, cols), qt (cols, rows)
+template <typename T, typename Q>
+Fp8CastStats gelu_forward_fp8(Q* q, Q* qt, const T* inp, int rows, int cols, float scale);
+// layernorm(inp) (N, C) → q (N, C), qt (C, N); mean, rstd (N) as layernorm_forward saves them
+template <typename T, typename Q>
+Fp8CastStats layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, const T* weight,
+                                   const T* bias, int N, int C, float scale);
+// dinp (rows, cols) += gelu'(inp) · dout as gelu_backward, then q, qt = the cast of the new dinp
+template <typename T, typename Q>
+Fp8CastStats gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, float scale);
+
 template <typename T>
 void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
                         float weight_inv_scale, const T* bias, int N, int C, int OC);

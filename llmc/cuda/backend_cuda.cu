@@ -227,6 +227,21 @@ public:
                                  Fp8Counters* counters) override {
         cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_);
     }
+    void gelu_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* inp, int rows, int cols, const Fp8ScaleSlot* scale,
+                           Fp8Counters* counters) override {
+        cuda::gelu_forward_fp8<T, fp8e4m3>(q, qt, act(inp), rows, cols, &scale->scale, counters, stream_);
+    }
+    void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp, const void* weight,
+                                const void* bias, int N, int C, const Fp8ScaleSlot* scale,
+                                Fp8Counters* counters) override {
+        cuda::layernorm_forward_fp8<T, fp8e4m3>(q, qt, mean, rstd, act(inp), act(weight), act(bias), N, C,
+                                                &scale->scale, counters, stream_);
+    }
+    void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
+                            int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        cuda::gelu_backward_fp8<T, fp8e5m2>(act(dinp), q, qt, act(inp), act(dout), rows, cols, &scale->scale, counters,
+                                            stream_);
+    }
     void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight,
                             const Fp8ScaleSlot* weight_scale, const void* bias, int N, int C, int OC) override {
         cuda::matmul_forward_fp8(act(out), inp, &inp_scale->inv_scale, weight, &weight_scale->inv_scale, act(bias), N,

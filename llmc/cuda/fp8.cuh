@@ -78,6 +78,36 @@ __device__ __forceinline__ void block_commit_stats(Fp8Counters* counters, unsign
     }
 }
 
+// One thread's statistics of the values it cast.
+struct ThreadCastStats {
+    unsigned int m = 0u, saturated = 0u, flushed = 0u, nan = 0u;   // m: max of the |x| bits
+
+    // the cast of one value, with the CPU twin's classification (cpu::quantize_fp8)
+    template <typename Q>
+    __device__ __forceinline__ __nv_fp8_storage_t cast(float v, float scale) {
+        const float scaled = v * scale;
+        const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(scaled, __NV_SATFINITE, Fp8Traits<Q>::kind);
+        m = max(m, abs_bits(v));
+        if (abs_bits(v) > 0x7f800000u) {
+            nan++;
+        } else if (fabsf(scaled) > Fp8Traits<Q>::max_finite) {
+            saturated++;
+        } else if (v != 0.0f && (b & 0x7fu) == 0u) {   // q reads back as ±0 (both formats: low 7 bits zero)
+            flushed++;
+        }
+        return b;
+    }
+    __device__ __forceinline__ void commit(Fp8Counters* counters) const {
+        block_commit_stats(counters, m, saturated, flushed, nan);
+    }
+};
+
+// What a cast quantises, per value: the value itself (a plain cast), or a producer's function of
+// it rounded to the activation dtype (cuda/fp8_fused.cuh: the cast fused into GELU).
+struct Unchanged {
+    __device__ __forceinline__ float operator()(float v) const { return v; }
+};
+
 // ---- amax ------------------------------------------------------------------------------------
 
 template <int P, typename T>
@@ -97,82 +127,71 @@ __global__ void __launch_bounds__(kFp8Threads) amax_kernel(unsigned int* amax_bi
 
 // ---- quantize ----------------------------------------------------------------------------------
 
-// q (n) = saturate(x · scale), with counts and the amax of x.
-template <int P, typename T, typename Q>
+// q (n) = saturate(map(x) · scale), with counts and the amax of map(x); q null: statistics only.
+template <int P, typename T, typename Q, typename Map>
 __global__ void __launch_bounds__(kFp8Threads)
-    quantize_fp8_kernel(Q* q, Fp8Counters* counters, const T* x, size_t n, const float* scale_ptr) {
+    quantize_fp8_kernel(Q* q, Fp8Counters* counters, const T* x, size_t n, const float* scale_ptr, Map map) {
     const float scale = *scale_ptr;   // the tensor's scale, in device memory (Fp8ScaleSlot::scale)
-    using Traits = Fp8Traits<Q>;
     __nv_fp8_storage_t* qb = reinterpret_cast<__nv_fp8_storage_t*>(q);
     const size_t start = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
     const size_t stride = size_t(gridDim.x) * blockDim.x;
-    unsigned int m = 0u, saturated = 0u, flushed = 0u, nan = 0u;
-    // the cast of one value, with the CPU twin's classification (cpu::quantize_fp8)
-    auto cast = [&](float v) {
-        const float scaled = v * scale;
-        const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(scaled, __NV_SATFINITE, Traits::kind);
-        m = max(m, abs_bits(v));
-        if (abs_bits(v) > 0x7f800000u) {
-            nan++;
-        } else if (fabsf(scaled) > Traits::max_finite) {
-            saturated++;
-        } else if (v != 0.0f && (b & 0x7fu) == 0u) {   // q reads back as ±0 (both formats: low 7 bits zero)
-            flushed++;
-        }
-        return b;
-    };
+    ThreadCastStats stats;
     const size_t packs = n / P;
     for (size_t p = start; p < packs; p += stride) {
         const Packed<T, P> xv = load_packed_cs<P>(x + p * P);
         Packed<__nv_fp8_storage_t, P> out;
 #pragma unroll
-        for (int k = 0; k < P; k++) out[k] = cast(to_float(xv[k]));
-        store_packed(qb + p * P, out);
+        for (int k = 0; k < P; k++) out[k] = stats.cast<Q>(map(to_float(xv[k])), scale);
+        if (qb != nullptr) store_packed(qb + p * P, out);
     }
-    for (size_t i = packs * P + start; i < n; i += stride) qb[i] = cast(to_float(x[i]));   // tail
+    for (size_t i = packs * P + start; i < n; i += stride) {   // tail
+        const __nv_fp8_storage_t b = stats.cast<Q>(map(to_float(x[i])), scale);
+        if (qb != nullptr) qb[i] = b;
+    }
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters->count, (unsigned long long)n);
-    block_commit_stats(counters, m, saturated, flushed, nan);
+    stats.commit(counters);
 }
 
 // ---- quantize with transpose -------------------------------------------------------------------
-// q (rows, cols) = saturate(x · scale) and qt (cols, rows) = qᵀ from ONE cast of each value (either
-// output may be null), with the statistics of quantize_fp8_kernel: the TN-only FP8 GEMMs of the
-// backward read transposed operands, and writing them here saves a transpose pass per operand.
-// Naive equivalent: for r, c: b = cast(x[r·cols + c]); q[r·cols + c] = b; qt[c·rows + r] = b.
+// q (rows, cols) = saturate(v · scale) and qt (cols, rows) = qᵀ from ONE cast of each value v =
+// src(r, c) (either output may be null), with the statistics of quantize_fp8_kernel: the TN-only
+// FP8 GEMMs of the backward read transposed operands, and writing them here saves a transpose
+// pass per operand. src(r, c) is called exactly once per element, by one thread: a plain tensor
+// (TensorSource) or a producer whose cast is fused in (cuda/fp8_fused.cuh).
+// Naive equivalent: for r, c: b = cast(src(r, c)); q[r·cols + c] = b; qt[c·rows + r] = b.
 // Tiles of 32×32 through shared memory (block of 256 threads = 32 columns × 8 row lanes): the
 // reads of x and the writes of q run along a row, the writes of qt along a column of x, each
 // coalesced. Bytes are staged as 32-bit words (row stride 33) so the transposed reads of the tile
 // hit 32 different banks. Tile rows beyond gridDim.y are walked in a loop (any number of rows).
 constexpr int kTile = 32;
-template <typename T, typename Q>
+
+// x (rows, cols) in T, each value through map
+template <typename T, typename Map = Unchanged>
+struct TensorSource {
+    const T* x;
+    int cols;
+    Map map;
+    __device__ __forceinline__ float operator()(int r, int c) const { return map(to_float(x[(size_t)r * cols + c])); }
+};
+
+template <typename Q, typename Source>
 __global__ void __launch_bounds__(kFp8Threads)
-    quantize_transpose_fp8_kernel(Q* q, Q* qt, Fp8Counters* counters, const T* x, int rows, int cols,
+    quantize_transpose_fp8_kernel(Q* q, Q* qt, Fp8Counters* counters, Source src, int rows, int cols,
                                   const float* scale_ptr) {
     const float scale = *scale_ptr;
-    using Traits = Fp8Traits<Q>;
     __shared__ unsigned int tile[kTile][kTile + 1];
     __nv_fp8_storage_t* qb = reinterpret_cast<__nv_fp8_storage_t*>(q);
     __nv_fp8_storage_t* qtb = reinterpret_cast<__nv_fp8_storage_t*>(qt);
     const int tx = threadIdx.x % kTile, ty = threadIdx.x / kTile;   // ty < 8
     const int c = blockIdx.x * kTile + tx;                           // column of x this thread reads
-    unsigned int m = 0u, saturated = 0u, flushed = 0u, nan = 0u;
+    ThreadCastStats stats;
     const int row_tiles = (rows + kTile - 1) / kTile;
     for (int tr = blockIdx.y; tr < row_tiles; tr += gridDim.y) {
         const int r0 = tr * kTile;
         for (int j = ty; j < kTile; j += kFp8Threads / kTile) {
             const int r = r0 + j;
             if (r < rows && c < cols) {
-                const float v = to_float(x[(size_t)r * cols + c]);
-                const float scaled = v * scale;
-                const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(scaled, __NV_SATFINITE, Traits::kind);
-                m = max(m, abs_bits(v));
-                if (abs_bits(v) > 0x7f800000u) {
-                    nan++;
-                } else if (fabsf(scaled) > Traits::max_finite) {
-                    saturated++;
-                } else if (v != 0.0f && (b & 0x7fu) == 0u) {
-                    flushed++;
-                }
+                const __nv_fp8_storage_t b = stats.cast<Q>(src(r, c), scale);
                 if (qb != nullptr) qb[(size_t)r * cols + c] = b;
                 tile[j][tx] = b;
             }
@@ -190,7 +209,7 @@ __global__ void __launch_bounds__(kFp8Threads)
     if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
         atomicAdd(&counters->count, (unsigned long long)rows * (unsigned long long)cols);
     }
-    block_commit_stats(counters, m, saturated, flushed, nan);
+    stats.commit(counters);
 }
 
 // ---- launchers -------------------------------------------------------------------------------
@@ -226,41 +245,51 @@ float amax(const T* x, size_t n, cudaStream_t stream) {
     return detail::amax_from_bits(host);
 }
 
-// q (n) = saturate(x · *scale) in Q (fp8e4m3 / fp8e5m2, or CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2);
-// scale in device memory (&Fp8ScaleSlot::scale); the cast's statistics are accumulated into
-// *counters (device memory). Returns at once.
-template <typename T, typename Q>
-void quantize_fp8(Q* q, const T* x, size_t n, const float* scale, Fp8Counters* counters, cudaStream_t stream) {
+// q (n) = saturate(map(x) · *scale) in Q (fp8e4m3 / fp8e5m2, or CUDA's __nv_fp8_e4m3 /
+// __nv_fp8_e5m2); scale in device memory (&Fp8ScaleSlot::scale); the cast's statistics are
+// accumulated into *counters (device memory); q null: statistics only. Returns at once.
+template <typename T, typename Q, typename Map = Unchanged>
+void quantize_fp8(Q* q, const T* x, size_t n, const float* scale, Fp8Counters* counters, cudaStream_t stream,
+                  Map map = {}) {
     static_assert(sizeof(Q) == 1, "FP8 storage is one byte");
     if (n == 0) return;
     // a pack of P inputs (16 bytes) writes P bytes of q: both must be aligned to their pack
     const bool vec = is_aligned(x, 16) && is_aligned(q, kPack<T>);
     if (vec) {
-        quantize_fp8_kernel<kPack<T>><<<detail::fp8_blocks(n, kPack<T>), kFp8Threads, 0, stream>>>(q, counters, x, n, scale);
+        quantize_fp8_kernel<kPack<T>>
+            <<<detail::fp8_blocks(n, kPack<T>), kFp8Threads, 0, stream>>>(q, counters, x, n, scale, map);
     } else {
-        quantize_fp8_kernel<1><<<detail::fp8_blocks(n, 1), kFp8Threads, 0, stream>>>(q, counters, x, n, scale);
+        quantize_fp8_kernel<1><<<detail::fp8_blocks(n, 1), kFp8Threads, 0, stream>>>(q, counters, x, n, scale, map);
     }
     cudaCheck(cudaGetLastError());
 }
 
-// q (rows, cols) and/or qt (cols, rows) = qᵀ, one cast (cpu::quantize_transpose_fp8); statistics
-// accumulated into *counters (device memory). Returns at once.
-template <typename T, typename Q>
-void quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, const float* scale, Fp8Counters* counters,
-                            cudaStream_t stream) {
+// q (rows, cols) and/or qt (cols, rows) = qᵀ of the cast of src(r, c) (quantize_transpose_fp8_kernel).
+template <typename Q, typename Source>
+void quantize_transpose_source(Q* q, Q* qt, Source src, int rows, int cols, const float* scale, Fp8Counters* counters,
+                               cudaStream_t stream) {
     static_assert(sizeof(Q) == 1, "FP8 storage is one byte");
     if (rows <= 0 || cols <= 0) return;
-    if (qt == nullptr) {   // one layout: the vectorised flat cast
-        quantize_fp8(q, x, (size_t)rows * cols, scale, counters, stream);
-        return;
-    }
     // every column tile gets a block column; the row tiles are shared out so that the grid stays
     // near kFp8MaxBlocks blocks (each block walks its row tiles; see block_commit_stats)
     const int col_tiles = (cols + kTile - 1) / kTile, row_tiles = (rows + kTile - 1) / kTile;
     const int row_blocks = std::max(1, std::min({row_tiles, kFp8MaxBlocks / col_tiles, 65535}));
     const dim3 grid(col_tiles, row_blocks);
-    quantize_transpose_fp8_kernel<<<grid, kFp8Threads, 0, stream>>>(q, qt, counters, x, rows, cols, scale);
+    quantize_transpose_fp8_kernel<<<grid, kFp8Threads, 0, stream>>>(q, qt, counters, src, rows, cols, scale);
     cudaCheck(cudaGetLastError());
+}
+
+// q (rows, cols) and/or qt (cols, rows) = qᵀ of the cast of map(x) (cpu::quantize_transpose_fp8);
+// statistics accumulated into *counters (device memory); both null: statistics only. Returns at once.
+template <typename T, typename Q, typename Map = Unchanged>
+void quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, const float* scale, Fp8Counters* counters,
+                            cudaStream_t stream, Map map = {}) {
+    if (rows <= 0 || cols <= 0) return;
+    if (qt == nullptr) {   // one layout (or none): the vectorised flat cast
+        quantize_fp8(q, x, (size_t)rows * cols, scale, counters, stream, map);
+        return;
+    }
+    quantize_transpose_source(q, qt, TensorSource<T, Map>{x, cols, map}, rows, cols, scale, counters, stream);
 }
 
 // ---- the scale state (fp8_scaling.h: Fp8ScaleSlot and the rules shared with the CPU) -----------

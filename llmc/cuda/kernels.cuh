@@ -23,6 +23,7 @@
 #include "cuda/classifier.cuh"
 #include "cuda/encoder.cuh"
 #include "cuda/fp8.cuh"
+#include "cuda/fp8_fused.cuh"
 #include "cuda/gelu.cuh"
 #include "cuda/global_norm.cuh"
 #include "cuda/layernorm.cuh"

@@ -20,9 +20,16 @@ namespace train_gpt::cuda {
 
 constexpr float kLayerNormEps = 1e-5f;
 
+// One output value, (x − mean) · rstd · w + b, with its roundings spelled out (the multiply-add
+// nvcc would contract anyway): the forward kernel and the FP8 cast fused into it
+// (cuda/fp8_fused.cuh) compute the same bits whatever the compiler does with either.
+__device__ __forceinline__ float layernorm_value(float x, float mean, float rstd, float w, float b) {
+    return __fmaf_rn(__fmul_rn(__fsub_rn(x, mean), rstd), w, b);
+}
+
 // ---- forward: one warp per row -------------------------------------------------------------
 // Lane l handles packs l, l+32, … of the row; x is re-read (from L1/L2) for each of the three
-// passes instead of being held in registers, so any C works.
+// passes instead of being held in registers, so any C works. out null: the statistics only.
 template <int P, typename T>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
                                          const T* bias, int N, int C) {
@@ -50,6 +57,11 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
     }
     const float var = warp_reduce_sum(sq) / float(C);
     const float s = 1.0f / sqrtf(var + kLayerNormEps);   // IEEE sqrt and divide, as the CPU (not rsqrtf)
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+    if (out == nullptr) return;
 
     T* y = out + size_t(row) * C;   // (C)
     for (int c = lane * P; c < C; c += 32 * P) {
@@ -58,12 +70,10 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
         const Packed<T, P> bv = load_packed<P>(bias + c);
         Packed<T, P> yv;
 #pragma unroll
-        for (int k = 0; k < P; k++) yv[k] = from_float<T>((to_float(xv[k]) - m) * s * to_float(wv[k]) + to_float(bv[k]));
+        for (int k = 0; k < P; k++) {
+            yv[k] = from_float<T>(layernorm_value(to_float(xv[k]), m, s, to_float(wv[k]), to_float(bv[k])));
+        }
         store_packed(y + c, yv);
-    }
-    if (lane == 0) {
-        mean[row] = m;
-        rstd[row] = s;
     }
 }
 
@@ -187,6 +197,7 @@ __global__ void __launch_bounds__(32 * kRowsY)
 
 // ---- launchers -----------------------------------------------------------------------------
 
+// out null: mean and rstd only
 template <typename T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
                        cudaStream_t stream) {

@@ -1,0 +1,86 @@
+// cuda/fp8_fused.cuh — FP8 casts fused into the kernels that produce their operands (DESIGN §4;
+// twins: cpu::gelu_forward_fp8, cpu::layernorm_forward_fp8, cpu::gelu_backward_fp8).
+//
+// An unfused FP8 GEMM input costs its producer's write in bf16 and the cast's read of it. Fused,
+// the cast (cuda/fp8.cuh) computes each value from the producer's own inputs and quantises it in
+// registers; the bf16 tensor never reaches memory:
+//   gelu_forward_fp8       q, qt = cast(gelu(inp))                       X of fcproj, E4M3
+//   layernorm_forward_fp8  q, qt = cast(layernorm(inp)); mean, rstd      X of qkv and fc, E4M3
+//   gelu_backward_fp8      dinp += gelu'(inp)·dout;  q, qt = cast(dinp)  dY of fc, E5M2
+// Each value is rounded to the activation dtype T before it is cast, exactly as the unfused
+// producer's store would round it, and computed by the same device function as that producer
+// (gelu, layernorm_value, gelu_grad): fused and unfused give the same bits, statistics included.
+// Only the forward casts are needed with a scale not yet known (a just-in-time amax): called with
+// q = qt = null they produce the statistics alone.
+#pragma once
+
+#include "cuda/fp8.cuh"
+#include "cuda/gelu.cuh"
+#include "cuda/layernorm.cuh"
+
+namespace train_gpt::cuda {
+
+// v → gelu(v) as gelu_forward stores it in T
+template <typename T>
+struct GeluRounded {
+    __device__ __forceinline__ float operator()(float v) const { return to_float(from_float<T>(gelu(v))); }
+};
+
+// (r, c) → layernorm(inp)[r, c] as layernorm_forward stores it in T, from the row statistics
+template <typename T>
+struct LayerNormSource {
+    const T* inp;   // (N, C)
+    const float* mean;
+    const float* rstd;
+    const T* weight;
+    const T* bias;
+    int C;
+    __device__ __forceinline__ float operator()(int r, int c) const {
+        const float y = layernorm_value(to_float(inp[(size_t)r * C + c]), mean[r], rstd[r], to_float(weight[c]),
+                                        to_float(bias[c]));
+        return to_float(from_float<T>(y));
+    }
+};
+
+// (r, c) → dinp[r, c] += gelu'(inp)·dout, stored in T and returned (gelu_backward's value): the
+// cast's single visit of each element does the accumulation too
+template <typename T>
+struct GeluBackwardSource {
+    T* dinp;   // (rows, cols)
+    const T* inp;
+    const T* dout;
+    int cols;
+    __device__ __forceinline__ float operator()(int r, int c) const {
+        const size_t i = (size_t)r * cols + c;
+        const T v = from_float<T>(to_float(dinp[i]) + gelu_grad(to_float(inp[i])) * to_float(dout[i]));
+        dinp[i] = v;
+        return to_float(v);
+    }
+};
+
+// q (rows, cols) and/or qt (cols, rows) from gelu(inp (rows, cols)). Returns at once.
+template <typename T, typename Q>
+void gelu_forward_fp8(Q* q, Q* qt, const T* inp, int rows, int cols, const float* scale, Fp8Counters* counters,
+                      cudaStream_t stream) {
+    quantize_transpose_fp8(q, qt, inp, rows, cols, scale, counters, stream, GeluRounded<T>{});
+}
+
+// mean, rstd (N) of inp (N, C), then q (N, C) and/or qt (C, N) from layernorm(inp). Returns at once.
+template <typename T, typename Q>
+void layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
+                           int C, const float* scale, Fp8Counters* counters, cudaStream_t stream) {
+    layernorm_forward<T>(nullptr, mean, rstd, inp, weight, bias, N, C, stream);   // the statistics only
+    quantize_transpose_source(q, qt, LayerNormSource<T>{inp, mean, rstd, weight, bias, C}, N, C, scale, counters,
+                              stream);
+}
+
+// dinp (rows, cols) += gelu'(inp) · dout, then q (rows, cols) and qt (cols, rows) from the new
+// dinp, in one pass. Returns at once.
+template <typename T, typename Q>
+void gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, const float* scale,
+                       Fp8Counters* counters, cudaStream_t stream) {
+    quantize_transpose_source(q, qt, GeluBackwardSource<T>{dinp, inp, dout, cols}, rows, cols, scale, counters,
+                              stream);
+}
+
+}  // namespace train_gpt::cuda

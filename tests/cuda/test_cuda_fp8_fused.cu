@@ -1,0 +1,187 @@
+// test_cuda_fp8_fused.cu — the FP8 casts fused into their producers (cuda/fp8_fused.cuh), through
+// the CUDA backend, in fp32, bf16 and fp16:
+//   gelu_forward_e4m3, layernorm_forward_e4m3, gelu_backward_e5m2.
+//
+// Two properties each:
+//   1. fused = unfused on the GPU, bit for bit: the producer op writing its output in the
+//      activation dtype, then quantize_transpose_* of it. q, qt, the statistics (every counter),
+//      and the producer's other outputs (layernorm's mean and rstd, GELU backward's dinp) are
+//      identical bytes. This is the whole claim of the fusion: the same value, rounded the same
+//      way, cast by the same instruction; it is exact, so the check is exact.
+//   2. fused GPU = fused CPU twin, as far as the producers agree: the unfused producers match
+//      their twins to 2 ulps of the activation dtype (test_cuda_kernels.cu), so a value near an
+//      FP8 rounding boundary may cast one code apart. Bound: every byte within one FP8 code of
+//      the CPU's, and at most 1% of them different (measured: none on the CPU's simulation of
+//      the GPU code, which the GPU's tanhf and summation order can move; expected ≪ 1%).
+// Layouts: q only, qt only, both; and none (the statistics alone, for a just-in-time scale),
+// whose amax must equal the full cast's.
+#include "tests/cuda/cuda_test_util.h"
+
+#include "cpu/fp8_kernels.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+
+namespace {
+
+// rows × cols: ragged 32×32 tiles on both sides, a GPT-2 (B·T, 4C) slice, more row tiles than
+// one grid column holds
+const std::pair<int, int> kShapes[] = {{33, 47}, {256, 3072}, {4100, 96}};
+
+Twin::Buf scale_slot(Twin& tw, float s) { return tw.raw(std::vector<Fp8ScaleSlot>{Fp8ScaleSlot{1.0f / s, s, 0, {}}}); }
+
+Fp8Counters counters_g(Twin& tw, const Twin::Buf& k) {
+    Fp8Counters c;
+    tw.gpu().copy_to_host(&c, k.g, sizeof(c));
+    return c;
+}
+
+// The GPU counters of the fused and the unfused cast: identical bytes.
+void expect_same_counters(Twin& tw, const Twin::Buf& fused, const Twin::Buf& unfused) {
+    const Fp8Counters f = counters_g(tw, fused), u = counters_g(tw, unfused);
+    EXPECT_EQ(std::memcmp(&f, &u, sizeof(f)), 0)
+        << "statistics: fused amax bits " << f.amax_bits << " count " << f.count << " saturated " << f.saturated
+        << " flushed " << f.flushed << " nan " << f.nan << "; unfused " << u.amax_bits << " " << u.count << " "
+        << u.saturated << " " << u.flushed << " " << u.nan;
+}
+
+// FP8 bytes of the GPU vs the CPU twin: each within one code (same sign, adjacent magnitudes), at
+// most 1% different (see the top of the file).
+void expect_fp8_close(const std::string& what, const std::vector<uint8_t>& g, const std::vector<uint8_t>& c) {
+    ASSERT_EQ(g.size(), c.size()) << what;
+    size_t differ = 0, far = 0;
+    for (size_t i = 0; i < c.size(); i++) {
+        if (g[i] == c[i]) continue;
+        differ++;
+        const bool same_sign = (g[i] & 0x80) == (c[i] & 0x80);
+        if (!same_sign || std::abs((int)(g[i] & 0x7f) - (int)(c[i] & 0x7f)) > 1) far++;
+    }
+    EXPECT_EQ(far, 0u) << what << ": bytes more than one FP8 code from the CPU twin's";
+    EXPECT_LE(differ, c.size() / 100) << what << ": " << differ << " of " << c.size() << " bytes differ";
+}
+
+class CudaFp8FusedTest : public CudaDTypeTest {};
+
+struct Layouts { bool q, qt; const char* name; };
+const Layouts kLayouts[] = {{true, false, "q only"}, {false, true, "qt only"}, {true, true, "both layouts"}};
+
+}  // namespace
+
+TEST_P(CudaFp8FusedTest, GeluForwardCastIsTheUnfusedCast) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    for (auto [rows, cols] : kShapes) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+        const size_t n = (size_t)rows * cols;
+        std::vector<float> x = r.normal(n, 3.0);
+        x[n / 3] = NAN;
+        Twin::Buf xb = tw.act(x), y = tw.poisoned_act(n);
+        Twin::Buf sc = scale_slot(tw, 448.0f / 16.0f);   // gelu of N(0, 3²) stays below 16: few saturate
+        tw.gpu().gelu_forward(y.g, xb.g, n);
+        for (const Layouts& lay : kLayouts) {
+            SCOPED_TRACE(lay.name);
+            Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
+            Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
+            auto q = [&](const Twin::Buf& buf, bool want, bool gpu) {
+                return want ? (gpu ? buf.gp<fp8e4m3>() : buf.cp<fp8e4m3>()) : nullptr;
+            };
+            tw.gpu().gelu_forward_e4m3(q(qf, lay.q, true), q(qtf, lay.qt, true), xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
+                                       kf.gp<Fp8Counters>());
+            tw.gpu().quantize_transpose_e4m3(q(qu, lay.q, true), q(qtu, lay.qt, true), y.g, rows, cols,
+                                             sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+            tw.cpu().gelu_forward_e4m3(q(qf, lay.q, false), q(qtf, lay.qt, false), xb.c, rows, cols,
+                                       sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+            if (lay.q) expect_bytes_equal("gelu q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
+            if (lay.qt) expect_bytes_equal("gelu qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
+            expect_same_counters(tw, kf, ku);
+            if (lay.q) expect_fp8_close("gelu q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
+            if (lay.qt) expect_fp8_close("gelu qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf));
+        }
+        // the statistics alone: the same amax and counts as a cast that writes
+        Twin::Buf ks = tw.alloc(sizeof(Fp8Counters)), kw = tw.alloc(sizeof(Fp8Counters)), qw = tw.poisoned(n);
+        tw.gpu().gelu_forward_e4m3(nullptr, nullptr, xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>());
+        tw.gpu().gelu_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>());
+        expect_same_counters(tw, ks, kw);
+    }
+}
+
+TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    for (auto [N, C] : kShapes) {
+        SCOPED_TRACE(std::to_string(N) + "x" + std::to_string(C));
+        const size_t n = (size_t)N * C;
+        Twin::Buf xb = tw.act(r.normal(n, 2.0, 0.5)), w = tw.act(r.normal(C, 0.3, 1.0)), b = tw.act(r.normal(C, 0.2));
+        Twin::Buf y = tw.poisoned_act(n), mean_u = tw.poisoned_f32(N), rstd_u = tw.poisoned_f32(N);
+        Twin::Buf sc = scale_slot(tw, 448.0f / 8.0f);
+        tw.gpu().layernorm_forward(y.g, mean_u.gp<float>(), rstd_u.gp<float>(), xb.g, w.g, b.g, N, C);
+        for (const Layouts& lay : kLayouts) {
+            SCOPED_TRACE(lay.name);
+            Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
+            Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
+            Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
+            auto q = [&](const Twin::Buf& buf, bool want, bool gpu) {
+                return want ? (gpu ? buf.gp<fp8e4m3>() : buf.cp<fp8e4m3>()) : nullptr;
+            };
+            tw.gpu().layernorm_forward_e4m3(q(qf, lay.q, true), q(qtf, lay.qt, true), mean.gp<float>(), rstd.gp<float>(),
+                                            xb.g, w.g, b.g, N, C, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+            tw.gpu().quantize_transpose_e4m3(q(qu, lay.q, true), q(qtu, lay.qt, true), y.g, N, C, sc.gp<Fp8ScaleSlot>(),
+                                             ku.gp<Fp8Counters>());
+            tw.cpu().layernorm_forward_e4m3(q(qf, lay.q, false), q(qtf, lay.qt, false), mean.cp<float>(),
+                                            rstd.cp<float>(), xb.c, w.c, b.c, N, C, sc.cp<Fp8ScaleSlot>(),
+                                            kf.cp<Fp8Counters>());
+            expect_bytes_equal("layernorm mean: fused vs unfused", tw.bytes_g(mean), tw.bytes_g(mean_u), 4);
+            expect_bytes_equal("layernorm rstd: fused vs unfused", tw.bytes_g(rstd), tw.bytes_g(rstd_u), 4);
+            if (lay.q) expect_bytes_equal("layernorm q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
+            if (lay.qt) expect_bytes_equal("layernorm qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
+            expect_same_counters(tw, kf, ku);
+            tw.check_f32("layernorm mean vs the CPU twin", mean, 1e-5);
+            tw.check_f32("layernorm rstd vs the CPU twin", rstd, 1e-5);
+            if (lay.q) expect_fp8_close("layernorm q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
+            if (lay.qt) expect_fp8_close("layernorm qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf));
+        }
+        Twin::Buf ks = tw.alloc(sizeof(Fp8Counters)), kw = tw.alloc(sizeof(Fp8Counters)), qw = tw.poisoned(n);
+        Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
+        tw.gpu().layernorm_forward_e4m3(nullptr, nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g, N, C,
+                                        sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>());
+        tw.gpu().layernorm_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
+                                        N, C, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>());
+        expect_same_counters(tw, ks, kw);
+    }
+}
+
+TEST_P(CudaFp8FusedTest, GeluBackwardCastIsTheUnfusedCast) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    for (auto [rows, cols] : kShapes) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+        const size_t n = (size_t)rows * cols;
+        Twin::Buf xb = tw.act(r.normal(n, 2.0)), dout = tw.act(r.normal(n, 1e-3));
+        const std::vector<float> start = r.normal(n, 1e-3);   // dinp +=: a random starting value
+        Twin::Buf dinp_f = tw.act(start), dinp_u = tw.act(start);
+        Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
+        Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
+        Twin::Buf sc = scale_slot(tw, 57344.0f / 0.02f);
+        tw.gpu().gelu_backward_e5m2(dinp_f.g, qf.gp<fp8e5m2>(), qtf.gp<fp8e5m2>(), xb.g, dout.g, rows, cols,
+                                    sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+        tw.gpu().gelu_backward(dinp_u.g, xb.g, dout.g, n);
+        tw.gpu().quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
+                                         ku.gp<Fp8Counters>());
+        tw.cpu().gelu_backward_e5m2(dinp_f.c, qf.cp<fp8e5m2>(), qtf.cp<fp8e5m2>(), xb.c, dout.c, rows, cols,
+                                    sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+        expect_bytes_equal("gelu backward dinp: fused vs unfused", tw.bytes_g(dinp_f), tw.bytes_g(dinp_u),
+                           tw.act_size());
+        expect_bytes_equal("gelu backward q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
+        expect_bytes_equal("gelu backward qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
+        expect_same_counters(tw, kf, ku);
+        tw.check_act("gelu backward dinp vs the CPU twin", dinp_f, act_tol(tw.dtype(), 1e-5, 2));   // as unfused
+        expect_fp8_close("gelu backward q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
+        expect_fp8_close("gelu backward qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypes, CudaFp8FusedTest, ::testing::Values(DType::F32, DType::BF16, DType::F16),
+                         dtype_param_name);
