@@ -105,6 +105,12 @@ public:
                                         const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     virtual void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout,
                                     int rows, int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    // adamw_update of one weight matrix (rows, cols), then its E4M3 copies q (rows, cols) and qt
+    // (cols, rows) cast from the new working weights (the optimizer's half of delayed scaling)
+    virtual void adamw_update_e4m3(float* master, void* working, float* m, float* v, const float* grads, int rows,
+                                   int cols, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                   float grad_scale, int t, fp8e4m3* q, fp8e4m3* qt, const Fp8ScaleSlot* scale,
+                                   Fp8Counters* counters) = 0;
     // the GEMMs dequantise with each operand slot's inv_scale
     virtual void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale,
                                     const fp8e4m3* weight, const Fp8ScaleSlot* weight_scale, const void* bias, int N,

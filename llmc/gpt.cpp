@@ -530,22 +530,31 @@ void GPT::fp8_scale_just_in_time(Fp8ScaleSlot* slot, const void* x, size_t n, fl
     k_.fp8_scale_from_counters(slot, fp8_jit_, fp8_max, prec_.fp8.margin);
 }
 
-void GPT::cast_fp8_weights() {
+void GPT::cast_fp8_weights(const std::array<bool, kNumGemms>& already_cast) {
     // The optimizer's half of delayed scaling: the weights' scale is known before the cast, so
-    // the E4M3 copies (W and Wᵀ, one cast) are written right after the update. Each weight's slot holds the amax of
-    // its latest cast only (the history takes it at the end of the step that uses the copy).
-    k_.zero(fp8_slot(kFp8W, 0, 0), (size_t)fp8_n_ * sizeof(Fp8Counters));
+    // the E4M3 copies (W and Wᵀ, one cast) are written right after the update (by the update
+    // itself where it can: already_cast). Each weight's slot holds the amax of its latest cast
+    // only (the history takes it at the end of the step that uses the copy).
     for (int g = 0; g < kNumGemms; g++) {
-        if (!fp8_gemm(g)) continue;
+        if (!fp8_gemm(g) || already_cast[g]) continue;
         const size_t wsize = (size_t)kGemmOut[g] * kGemmIn[g] * cfg_.n_embd * cfg_.n_embd;
         for (int l = 0; l < cfg_.n_layer; l++) {
             const void* w = param(kGemmWeight[g], l * wsize);
             Fp8ScaleSlot* sw = fp8_scale(kFp8W, l, g);
+            k_.zero(fp8_slot(kFp8W, l, g), sizeof(Fp8Counters));
             if (fp8_needs_amax_now(kFp8W, l, g)) fp8_scale_just_in_time(sw, w, wsize, fp8e4m3::max_finite);
             k_.quantize_transpose_e4m3(fp8_weight(l, g, false), fp8_weight(l, g, true), w, kGemmOut[g] * cfg_.n_embd,
                                        kGemmIn[g] * cfg_.n_embd, sw, fp8_slot(kFp8W, l, g));
         }
     }
+}
+
+// The FP8 GEMM whose weight parameter tensor i is, or -1.
+int GPT::fp8_gemm_of_weight(int i) const {
+    for (int g = 0; g < kNumGemms; g++) {
+        if (kGemmWeight[g] == i) return fp8_gemm(g) ? g : -1;
+    }
+    return -1;
 }
 
 float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, float dloss) {
@@ -693,9 +702,13 @@ double GPT::gradient_norm() {
 
 void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
     grad_scale /= world_;   // the gradients are sums over ranks: apply their mean
+    // fp8: the step ends first for every scaled tensor, so that the weights' next scales are known
+    // when the update writes them (fused casts below)
+    if (fp8()) end_fp8_step();
     const float* g = sharded_ ? grad_shard_ : grads_;
     auto sizes = param_tensor_sizes(cfg_);
     const size_t state_end = state_begin_ + state_len_;
+    std::array<bool, kNumGemms> weights_cast{};   // FP8 copies written by the update itself
     for (int i = 0; i < kNumParamTensors; i++) {
         // the part of tensor i in this rank's slice (all of it without ZeRO-1)
         const size_t begin = std::max(param_offsets_[i], state_begin_);
@@ -703,17 +716,36 @@ void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
         if (begin >= end) continue;
         const size_t local = begin - state_begin_;
         float wd = param_tensor_decays(i) ? opt.weight_decay : 0.0f;
+        const int gemm = fp8_gemm_of_weight(i);
+        if (gemm >= 0 && !sharded_ && !fp8_needs_amax_now(kFp8W, 0, gemm)) {
+            // the whole tensor is this rank's and its scale is known: AdamW and the E4M3 cast of
+            // each layer's matrix in one pass
+            const int rows = kGemmOut[gemm] * cfg_.n_embd, cols = kGemmIn[gemm] * cfg_.n_embd;
+            const size_t wsize = (size_t)rows * cols;
+            for (int l = 0; l < cfg_.n_layer; l++) {
+                const size_t off = local + l * wsize;
+                k_.adamw_update_e4m3(master_ != nullptr ? master_ + off : nullptr, act_at(params_, begin + l * wsize),
+                                     adam_m_ + off, adam_v_ + off, g + off, rows, cols, lr, opt.beta1, opt.beta2, opt.eps,
+                                     wd, grad_scale, t, fp8_weight(l, gemm, false), fp8_weight(l, gemm, true),
+                                     fp8_scale(kFp8W, l, gemm), fp8_slot(kFp8W, l, gemm));
+            }
+            weights_cast[gemm] = true;
+            continue;
+        }
         k_.adamw_update(master_ != nullptr ? master_ + local : nullptr, act_at(params_, begin), adam_m_ + local,
                         adam_v_ + local, g + local, end - begin, lr, opt.beta1, opt.beta2, opt.eps, wd, grad_scale, t);
     }
     if (sharded_) {   // every rank's updated slice of the working weights to every rank
         comm_->all_gather(params_, act_at(params_, state_begin_), padded_params_ / world_ * act_size_);
     }
-    if (!fp8()) return;
-    // End of step for every scaled tensor, without waiting for the host: the amaxes are MAX-reduced
-    // across ranks in one all-reduce (NaN-propagating; the weights' are the same on every rank),
-    // one op rolls every history and computes every next scale (fp8_end_step), the counters of
-    // this step become the last step's (telemetry), and the weights are re-cast.
+    if (fp8()) cast_fp8_weights(weights_cast);
+}
+
+// End of step for every scaled tensor, without waiting for the host: the amaxes are MAX-reduced
+// across ranks in one all-reduce (NaN-propagating; the weights' are the same on every rank), one
+// op rolls every history and computes every next scale (fp8_end_step), the counters of this step
+// become the last step's (telemetry), and the weights' counters are emptied for their next cast.
+void GPT::end_fp8_step() {
     const int S = 3 * fp8_n_;
     const float* reduced = nullptr;
     if (world_ > 1) {
@@ -730,7 +762,6 @@ void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
     }
     std::swap(fp8_counters_, fp8_counters_last_);
     k_.zero(fp8_counters_, (size_t)S * sizeof(Fp8Counters));   // the next step starts empty
-    cast_fp8_weights();
 }
 
 void GPT::discard_step() {

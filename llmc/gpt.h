@@ -230,7 +230,10 @@ private:
     // dout_cast: the E5M2 dY is in fp8_dout_ / fp8_dout_t_ already (cast by its producer)
     void linear_backward(int l, Gemm g, void* dinp, const void* dout, const GemmInput& inp, int N, int C, int OC,
                          bool dout_cast = false);
-    void cast_fp8_weights();
+    // the E4M3 copies of every FP8 GEMM's weights, but those the update wrote itself
+    void cast_fp8_weights(const std::array<bool, kNumGemms>& already_cast = {});
+    int fp8_gemm_of_weight(int param_tensor) const;
+    void end_fp8_step();
     fp8e4m3* fp8_input_t(int l, int g, int N) const;
     fp8e4m3* fp8_weight(int l, int g, bool transposed) const;
     enum Fp8Operand { kFp8X = 0, kFp8W = 1, kFp8DY = 2 };

@@ -253,6 +253,30 @@ TEST(Fp8Kernels, FusedCastsCastTheProducersRoundedOutput) {
             }
         }
     }
+    {   // AdamW: the update as adamw_update, then the E4M3 cast of the new bf16 working weights
+        std::vector<float> master(n), m(n, 1e-4f), v(n, 1e-6f), grads(n);
+        for (float& p : master) p = (float)(0.02 * rng.normal());
+        for (float& gr : grads) gr = (float)(1e-2 * rng.normal());
+        std::vector<bf16> working(n);
+        for (size_t i = 0; i < n; i++) working[i] = bf16::from_float(master[i]);
+        std::vector<float> master_ref = master, m_ref = m, v_ref = v;
+        std::vector<bf16> working_ref = working;
+        k::adamw_update(master_ref.data(), working_ref.data(), m_ref.data(), v_ref.data(), grads.data(), n, 1e-3f, 0.9f,
+                        0.95f, 1e-8f, 0.1f, 1.0f, 3);
+        std::vector<fp8e4m3> q(n), qt(n);
+        const float sw = 448.0f / 0.1f;
+        k::adamw_update_fp8(master.data(), working.data(), m.data(), v.data(), grads.data(), rows, cols, 1e-3f, 0.9f,
+                            0.95f, 1e-8f, 0.1f, 1.0f, 3, q.data(), qt.data(), sw);
+        EXPECT_EQ(master, master_ref);
+        EXPECT_EQ(m, m_ref);
+        EXPECT_EQ(v, v_ref);
+        std::vector<float> w_ref(n);
+        for (size_t i = 0; i < n; i++) {
+            ASSERT_EQ(working[i].bits, working_ref[i].bits);
+            w_ref[i] = working_ref[i].to_float();
+        }
+        expect_cast(q, qt, cast_of(w_ref, sw), "adamw");
+    }
 }
 
 TEST(Fp8Kernels, GemmsAreScaledFp8ProductsAccumulatedInFp32) {

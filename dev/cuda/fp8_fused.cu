@@ -5,6 +5,7 @@
 //   layernorm → E4M3 (B·T, C), q and qᵀ, mean, rstd   X of qkv and fc
 //   gelu → E4M3 (B·T, 4C), q only (forward) and qᵀ only (the backward's recast)   X of fcproj
 //   gelu backward → dinp, E5M2 q and qᵀ (B·T, 4C)       dY of fc
+//   AdamW → E4M3 W and Wᵀ (4C, C), master weights         W of fc
 //
 // Check: fused = unfused on the GPU, every byte (q, qᵀ, mean, rstd, dinp) and every statistic
 // (bound: bit-identical; fp8_fused.cuh says why they must be). The CPU twins are checked by
@@ -16,6 +17,8 @@
 //        unfused       x read, y written and read back, one layout:                 3sn + n
 //   gelu bwd fused     x, dout, dinp read, dinp written, q and qᵀ:                  4sn + 2n
 //            unfused   the same, then dinp read back by the cast:                   5sn + 2n
+//   adamw fused        master, m, v, grad read, master, m, v, W written, W, Wᵀ:     28n + sn + 2n
+//         unfused      the same, then W read back by the cast:                      28n + 2sn + 2n
 // The fusion can buy at most the ratio of those bytes; the timing says what it buys.
 #include "harness.cuh"
 
@@ -149,6 +152,48 @@ static int run(const Args& a) {
                                             k.buf.ptr, stream);
             }, a.reps, stream);
             report("gelu bwd, then cast (unfused)", dt, ms, 5 * s * n + 2.0 * n, 0, peak_flops<H>());
+        }
+
+        // ---- AdamW → E4M3, on fc's weight (4C, C) --------------------------------------------
+        {
+            const int rows = 4 * C, cols = C;
+            const size_t n = (size_t)rows * cols;
+            const std::vector<float> w0 = r.template normal<float>(n, 0.02), g0 = r.template normal<float>(n, 1e-2);
+            std::vector<H> wh(n);
+            for (size_t i = 0; i < n; i++) wh[i] = to_h<H>(w0[i]);
+            DeviceBuffer<float> mf(w0), mu(w0), m_f(n), m_u(n), v_f(n), v_u(n), g(g0);
+            DeviceBuffer<D> wf(wh), wu(wh);
+            DeviceBuffer<float> scale(std::vector<float>{448.0f / 0.1f});
+            DeviceBuffer<uint8_t> qf(n), qtf(n), qu(n), qtu(n);
+            for (auto* p : {&m_f, &m_u, &v_f, &v_u}) cudaCheck(cudaMemset(p->ptr, 0, p->bytes()));
+            if (a.check) {
+                Counters kf, ku;
+                gpu::adamw_update_fp8(mf.ptr, wf.ptr, m_f.ptr, v_f.ptr, g.ptr, rows, cols, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                                      0.1f, 1.0f, 1, qf.as<fp8e4m3>(), qtf.as<fp8e4m3>(), scale.ptr, kf.buf.ptr, stream);
+                gpu::adamw_update(mu.ptr, wu.ptr, m_u.ptr, v_u.ptr, g.ptr, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1,
+                                  stream);
+                gpu::quantize_transpose_fp8(qu.as<fp8e4m3>(), qtu.as<fp8e4m3>(), wu.ptr, rows, cols, scale.ptr,
+                                            ku.buf.ptr, stream);
+                cudaCheck(cudaStreamSynchronize(stream));
+                check_bytes("adamw master", dt, mf.template download<float>(), mu.template download<float>());
+                check_bytes("adamw working", dt, wf.template download<H>(), wu.template download<H>());
+                check_bytes("adamw e4m3 q", dt, qf.template download<uint8_t>(), qu.template download<uint8_t>());
+                check_bytes("adamw e4m3 qt", dt, qtf.template download<uint8_t>(), qtu.template download<uint8_t>());
+                check_bytes("adamw e4m3 statistics", dt, kf.bytes(), ku.bytes());
+            }
+            Counters k;
+            float ms = time_ms([&] {
+                gpu::adamw_update_fp8(mf.ptr, wf.ptr, m_f.ptr, v_f.ptr, g.ptr, rows, cols, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                                      1.0f, 1, qf.as<fp8e4m3>(), qtf.as<fp8e4m3>(), scale.ptr, k.buf.ptr, stream);
+            }, a.reps, stream);
+            report("adamw→e4m3 W+Wt fused (4C,C)", dt, ms, 28.0 * n + s * n + 2.0 * n, 0, peak_flops<H>());
+            ms = time_ms([&] {
+                gpu::adamw_update(mu.ptr, wu.ptr, m_u.ptr, v_u.ptr, g.ptr, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1,
+                                  stream);
+                gpu::quantize_transpose_fp8(qu.as<fp8e4m3>(), qtu.as<fp8e4m3>(), wu.ptr, rows, cols, scale.ptr,
+                                            k.buf.ptr, stream);
+            }, a.reps, stream);
+            report("adamw, then cast (unfused)", dt, ms, 28.0 * n + 2 * s * n + 2.0 * n, 0, peak_flops<H>());
         }
     });
 }

@@ -138,6 +138,12 @@ public:
                             int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         accumulate(*counters, cpu::gelu_backward_fp8(act(dinp), q, qt, act(inp), act(dout), rows, cols, scale->scale));
     }
+    void adamw_update_e4m3(float* master, void* working, float* m, float* v, const float* grads, int rows, int cols,
+                           float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
+                           fp8e4m3* q, fp8e4m3* qt, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        accumulate(*counters, cpu::adamw_update_fp8(master, act(working), m, v, grads, rows, cols, lr, beta1, beta2, eps,
+                                                    weight_decay, grad_scale, t, q, qt, scale->scale));
+    }
     void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight,
                             const Fp8ScaleSlot* weight_scale, const void* bias, int N, int C, int OC) override {
         cpu::matmul_forward_fp8(act(out), inp, inp_scale->inv_scale, weight, weight_scale->inv_scale, act(bias), N, C,

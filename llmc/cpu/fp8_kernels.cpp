@@ -117,6 +117,14 @@ Fp8CastStats gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout
     return quantize_transpose_fp8(q, qt, dinp, rows, cols, scale);
 }
 
+template <typename T, typename Q>
+Fp8CastStats adamw_update_fp8(float* master, T* working, float* m, float* v, const float* grads, int rows, int cols,
+                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
+                              Q* q, Q* qt, float scale) {
+    adamw_update(master, working, m, v, grads, (size_t)rows * cols, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    return quantize_transpose_fp8(q, qt, working, rows, cols, scale);
+}
+
 template <typename T>
 void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
                          float dout_inv_scale, const T* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
@@ -164,7 +172,10 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
     template Fp8CastStats layernorm_forward_fp8<T, fp8e4m3>(fp8e4m3*, fp8e4m3*, float*, float*, const T*,     \
                                                             const T*, const T*, int, int, float);          \
     template Fp8CastStats gelu_backward_fp8<T, fp8e5m2>(T*, fp8e5m2*, fp8e5m2*, const T*, const T*, int, int, \
-                                                        float);
+                                                        float);                                            \
+    template Fp8CastStats adamw_update_fp8<T, fp8e4m3>(float*, T*, float*, float*, const float*, int, int, float,  \
+                                                       float, float, float, float, float, int, fp8e4m3*, fp8e4m3*, \
+                                                       float);
 
 TRAIN_GPT_INSTANTIATE_FP8(float)
 TRAIN_GPT_INSTANTIATE_FP8(bf16)

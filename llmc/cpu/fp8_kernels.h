@@ -55,6 +55,13 @@ Fp8CastStats layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const 
 template <typename T, typename Q>
 Fp8CastStats gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, float scale);
 
+// adamw_update (cpu/kernels.h) of one weight matrix (rows, cols), then q (rows, cols), qt
+// (cols, rows) = the cast of the new working weights
+template <typename T, typename Q>
+Fp8CastStats adamw_update_fp8(float* master, T* working, float* m, float* v, const float* grads, int rows, int cols,
+                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
+                              Q* q, Q* qt, float scale);
+
 template <typename T>
 void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
                         float weight_inv_scale, const T* bias, int N, int C, int OC);

@@ -17,37 +17,53 @@
 
 namespace train_gpt::cuda {
 
+// The step's scalars, formed on the host as PyTorch forms them: in double, then FP32 (the same
+// expressions as the CPU twin).
+struct AdamWScalars {
+    float step_size, decay, beta1, beta2, eps, bc2_sqrt, grad_scale;
+};
+inline AdamWScalars adamw_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                                  int t) {
+    TG_CUDA_REQUIRE(t >= 1, "the step count t starts at 1 (bias corrections divide by 1 − β^t)");
+    const double bias_correction1 = 1.0 - std::pow((double)beta1, t);
+    const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow((double)beta2, t));
+    return AdamWScalars{float(lr / bias_correction1), float(1.0 - (double)lr * weight_decay), beta1, beta2, eps,
+                        float(bias_correction2_sqrt), grad_scale};
+}
+
+// The update of element i; returns the new working weight. One function for the plain kernel
+// and for the one fused with the FP8 weight cast (cuda/fp8_fused.cuh): the same bits.
 template <typename T>
-__global__ void adamw_kernel(float* master, T* working, float* m, float* v, const float* grads, size_t n,
-                             float step_size, float decay, float beta1, float beta2, float eps, float bc2_sqrt,
-                             float grad_scale) {
-    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-    if (i >= n) return;
-    const float g = grads[i] * grad_scale;
-    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+__device__ __forceinline__ T adamw_element(size_t i, float* master, T* working, float* m, float* v, const float* grads,
+                                           const AdamWScalars& s) {
+    const float g = grads[i] * s.grad_scale;
+    const float mi = s.beta1 * m[i] + (1.0f - s.beta1) * g;
+    const float vi = s.beta2 * v[i] + (1.0f - s.beta2) * g * g;
     m[i] = mi;
     v[i] = vi;
-    float p = (master != nullptr ? master[i] : to_float(working[i])) * decay;
-    p = p - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+    float p = (master != nullptr ? master[i] : to_float(working[i])) * s.decay;
+    p = p - s.step_size * (mi / (sqrtf(vi) / s.bc2_sqrt + s.eps));
     if (master != nullptr) master[i] = p;
-    working[i] = from_float<T>(p);
+    const T w = from_float<T>(p);
+    working[i] = w;
+    return w;
+}
+
+template <typename T>
+__global__ void adamw_kernel(float* master, T* working, float* m, float* v, const float* grads, size_t n,
+                             AdamWScalars s) {
+    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    if (i < n) adamw_element(i, master, working, m, v, grads, s);
 }
 
 template <typename T>
 void adamw_update(float* master, T* working, float* m, float* v, const float* grads, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, float grad_scale, int t, cudaStream_t stream) {
-    TG_CUDA_REQUIRE(t >= 1, "the step count t starts at 1 (bias corrections divide by 1 − β^t)");
+    const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, grad_scale, t);
     if (n == 0) return;
-    // Scalars as PyTorch forms them: in double, then used in FP32 (same expressions as the CPU twin)
-    const double bias_correction1 = 1.0 - std::pow((double)beta1, t);
-    const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow((double)beta2, t));
-    const float step_size = float(lr / bias_correction1);
-    const float decay = float(1.0 - (double)lr * weight_decay);
     constexpr int kThreads = 256;
     const unsigned blocks = grid_1d(n, kThreads);
-    adamw_kernel<<<blocks, kThreads, 0, stream>>>(master, working, m, v, grads, n, step_size, decay, beta1, beta2, eps,
-                                                  float(bias_correction2_sqrt), grad_scale);
+    adamw_kernel<<<blocks, kThreads, 0, stream>>>(master, working, m, v, grads, n, s);
     cudaCheck(cudaGetLastError());
 }
 

@@ -7,13 +7,16 @@
 //   gelu_forward_fp8       q, qt = cast(gelu(inp))                       X of fcproj, E4M3
 //   layernorm_forward_fp8  q, qt = cast(layernorm(inp)); mean, rstd      X of qkv and fc, E4M3
 //   gelu_backward_fp8      dinp += gelu'(inp)·dout;  q, qt = cast(dinp)  dY of fc, E5M2
+//   adamw_update_fp8       AdamW on a weight matrix; q, qt = cast(W)     W of every FP8 GEMM, E4M3
 // Each value is rounded to the activation dtype T before it is cast, exactly as the unfused
 // producer's store would round it, and computed by the same device function as that producer
-// (gelu, layernorm_value, gelu_grad): fused and unfused give the same bits, statistics included.
+// (gelu, layernorm_value, gelu_grad, adamw_element): fused and unfused give the same bits,
+// statistics included.
 // Only the forward casts are needed with a scale not yet known (a just-in-time amax): called with
 // q = qt = null they produce the statistics alone.
 #pragma once
 
+#include "cuda/adamw.cuh"
 #include "cuda/fp8.cuh"
 #include "cuda/gelu.cuh"
 #include "cuda/layernorm.cuh"
@@ -58,6 +61,22 @@ struct GeluBackwardSource {
     }
 };
 
+// (r, c) → the AdamW update of W[r, c], returning the new working weight (the optimizer's half of
+// delayed scaling: the weight's next scale is known before the update, so the cast rides along)
+template <typename T>
+struct AdamWSource {
+    float* master;   // (rows, cols) each, master may be null
+    T* working;
+    float* m;
+    float* v;
+    const float* grads;
+    int cols;
+    AdamWScalars s;
+    __device__ __forceinline__ float operator()(int r, int c) const {
+        return to_float(adamw_element((size_t)r * cols + c, master, working, m, v, grads, s));
+    }
+};
+
 // q (rows, cols) and/or qt (cols, rows) from gelu(inp (rows, cols)). Returns at once.
 template <typename T, typename Q>
 void gelu_forward_fp8(Q* q, Q* qt, const T* inp, int rows, int cols, const float* scale, Fp8Counters* counters,
@@ -80,6 +99,17 @@ template <typename T, typename Q>
 void gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, const float* scale,
                        Fp8Counters* counters, cudaStream_t stream) {
     quantize_transpose_source(q, qt, GeluBackwardSource<T>{dinp, inp, dout, cols}, rows, cols, scale, counters,
+                              stream);
+}
+
+// adamw_update of one weight matrix (rows, cols), then q (rows, cols) and qt (cols, rows) of the
+// new working weights, in one pass. Returns at once.
+template <typename T, typename Q>
+void adamw_update_fp8(float* master, T* working, float* m, float* v, const float* grads, int rows, int cols, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t, Q* q, Q* qt,
+                      const float* scale, Fp8Counters* counters, cudaStream_t stream) {
+    const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    quantize_transpose_source(q, qt, AdamWSource<T>{master, working, m, v, grads, cols, s}, rows, cols, scale, counters,
                               stream);
 }
 

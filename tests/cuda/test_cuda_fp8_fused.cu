@@ -1,11 +1,12 @@
 // test_cuda_fp8_fused.cu — the FP8 casts fused into their producers (cuda/fp8_fused.cuh), through
 // the CUDA backend, in fp32, bf16 and fp16:
-//   gelu_forward_e4m3, layernorm_forward_e4m3, gelu_backward_e5m2.
+//   gelu_forward_e4m3, layernorm_forward_e4m3, gelu_backward_e5m2, adamw_update_e4m3.
 //
 // Two properties each:
 //   1. fused = unfused on the GPU, bit for bit: the producer op writing its output in the
 //      activation dtype, then quantize_transpose_* of it. q, qt, the statistics (every counter),
-//      and the producer's other outputs (layernorm's mean and rstd, GELU backward's dinp) are
+//      and the producer's other outputs (layernorm's mean and rstd, GELU backward's dinp, AdamW's
+//      master, working weights, m and v) are
 //      identical bytes. This is the whole claim of the fusion: the same value, rounded the same
 //      way, cast by the same instruction; it is exact, so the check is exact.
 //   2. fused GPU = fused CPU twin, as far as the producers agree: the unfused producers match
@@ -180,6 +181,50 @@ TEST_P(CudaFp8FusedTest, GeluBackwardCastIsTheUnfusedCast) {
         tw.check_act("gelu backward dinp vs the CPU twin", dinp_f, act_tol(tw.dtype(), 1e-5, 2));   // as unfused
         expect_fp8_close("gelu backward q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
         expect_fp8_close("gelu backward qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf));
+    }
+}
+
+TEST_P(CudaFp8FusedTest, AdamWCastIsTheUnfusedCast) {
+    Twin tw(GetParam());
+    Random r(seed_);
+    const std::pair<int, int> shapes[] = {{33, 47}, {3072, 768}};   // ragged tiles; GPT-2's fc weight
+    for (auto [rows, cols] : shapes) {
+        for (bool with_master : {true, false}) {
+            SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + (with_master ? ", master" : ", no master"));
+            const size_t n = (size_t)rows * cols;
+            const std::vector<float> w0 = r.normal(n, 0.02), m0 = r.normal(n, 1e-3), g0 = r.normal(n, 1e-2);
+            std::vector<float> v0 = r.normal(n, 1e-5);
+            for (float& x : v0) x = std::fabs(x);
+            // two copies of the whole state: one for the fused op, one for the unfused pair
+            Twin::Buf mf = tw.f32(w0), wf = tw.act(w0), m_f = tw.f32(m0), v_f = tw.f32(v0);
+            Twin::Buf mu = tw.f32(w0), wu = tw.act(w0), m_u = tw.f32(m0), v_u = tw.f32(v0), g = tw.f32(g0);
+            Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
+            Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
+            Twin::Buf sc = scale_slot(tw, 448.0f / 0.1f);
+            const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
+            const int t = 7;
+            tw.gpu().adamw_update_e4m3(with_master ? mf.gp<float>() : nullptr, wf.g, m_f.gp<float>(), v_f.gp<float>(),
+                                       g.gp<float>(), rows, cols, lr, b1, b2, eps, wd, gs, t, qf.gp<fp8e4m3>(),
+                                       qtf.gp<fp8e4m3>(), sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+            tw.gpu().adamw_update(with_master ? mu.gp<float>() : nullptr, wu.g, m_u.gp<float>(), v_u.gp<float>(),
+                                  g.gp<float>(), n, lr, b1, b2, eps, wd, gs, t);
+            tw.gpu().quantize_transpose_e4m3(qu.gp<fp8e4m3>(), qtu.gp<fp8e4m3>(), wu.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
+                                             ku.gp<Fp8Counters>());
+            tw.cpu().adamw_update_e4m3(with_master ? mf.cp<float>() : nullptr, wf.c, m_f.cp<float>(), v_f.cp<float>(),
+                                       g.cp<float>(), rows, cols, lr, b1, b2, eps, wd, gs, t, qf.cp<fp8e4m3>(),
+                                       qtf.cp<fp8e4m3>(), sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+            expect_bytes_equal("adamw master: fused vs unfused", tw.bytes_g(mf), tw.bytes_g(mu), 4);
+            expect_bytes_equal("adamw working: fused vs unfused", tw.bytes_g(wf), tw.bytes_g(wu), tw.act_size());
+            expect_bytes_equal("adamw m: fused vs unfused", tw.bytes_g(m_f), tw.bytes_g(m_u), 4);
+            expect_bytes_equal("adamw v: fused vs unfused", tw.bytes_g(v_f), tw.bytes_g(v_u), 4);
+            expect_bytes_equal("adamw q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
+            expect_bytes_equal("adamw qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
+            expect_same_counters(tw, kf, ku);
+            // the CPU twin: as adamw_update (FP32 up to FMA contraction, one ulp of the working dtype)
+            tw.check_act("adamw working vs the CPU twin", wf, act_tol(tw.dtype(), 1e-5, 1));
+            expect_fp8_close("adamw q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
+            expect_fp8_close("adamw qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf));
+        }
     }
 }
 
