@@ -255,6 +255,12 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
 
     if (fp8()) {
         prec_.fp8.validate();
+        // Hopper's FP8 GEMMs reduce over C (and 4C) and take leading dimensions of 16-element
+        // multiples; the CPU twin emulates any shape
+        if (backend.name() != "cpu" && cfg.n_embd % 16 != 0) {
+            fail("fp8 on %s: n_embd %d must be a multiple of 16 (FP8 tensor-core GEMMs); use bf16 for this width",
+                 backend.name().c_str(), cfg.n_embd);
+        }
         fp8_n_ = (int)L * kNumGemms;
         size_t weight_bytes = 0;
         for (int g = 0; g < kNumGemms; g++) {
@@ -568,6 +574,10 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     Activations& a = *acts_;
     k_.copy_to_device(inputs_, inputs, (size_t)N * sizeof(int32_t));
     training_pass_ = targets != nullptr && dloss != 0.0f;
+    if (training_pass_ && fp8() && k_.name() != "cpu" && N % 16 != 0) {   // the weight gradients reduce over B·T
+        fail("fp8 training on %s: B·T = %d·%d = %d must be a multiple of 16 (FP8 tensor-core GEMMs reduce over it)",
+             k_.name().c_str(), B, T, N);
+    }
 
     k_.encoder_forward(a.encoded, inputs_, param(kWte), param(kWpe), B, T, C);
     for (int l = 0; l < L; l++) {

@@ -157,3 +157,30 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{Precision::FP16, std::ldexp(1.0, -12), 8 * std::ldexp(1.0, -12)},
                       Case{Precision::FP8, std::ldexp(1.0, -4), 2.4 * std::ldexp(1.0, -3)}),
     case_name);
+
+// Shapes Hopper's FP8 GEMMs cannot take are refused up front, with the reason, not by cuBLASLt
+// mid-step: a width that is not a multiple of 16, and (training only: the weight gradients reduce
+// over it) B·T not a multiple of 16. Sampling at any length still runs.
+TEST_F(CudaTest, Fp8RefusesShapesItsGemmsCannotTake) {
+    auto backend = make_cuda_backend(DType::BF16, 0);
+    PrecisionConfig pc;
+    pc.precision = Precision::FP8;
+    auto message = [](auto&& f) {
+        try {
+            f();
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    const std::string narrow = message([&] { GPT model(gpt_config_from_spec("d2", 1000, 64, 72, 2), *backend, 2, 16, pc); });
+    EXPECT_NE(narrow.find("n_embd 72 must be a multiple of 16"), std::string::npos) << narrow;
+
+    GPT model(gpt_config_from_spec("d2", 1000, 64, 128, 2), *backend, 1, 64, pc);
+    model.init_weights(1);
+    std::vector<int32_t> tokens(64 + 1, 7);
+    const std::string odd = message([&] { model.forward(tokens.data(), tokens.data() + 1, 1, 7, 1.0f / 7); });
+    EXPECT_NE(odd.find("B·T = 1·7 = 7 must be a multiple of 16"), std::string::npos) << odd;
+    EXPECT_EQ(message([&] { model.forward(tokens.data(), nullptr, 1, 7); }), "no error");   // sampling
+    EXPECT_EQ(message([&] { model.forward(tokens.data(), tokens.data() + 1, 1, 16, 1.0f / 16); }), "no error");
+}
