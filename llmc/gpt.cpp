@@ -727,7 +727,9 @@ void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
         const size_t local = begin - state_begin_;
         float wd = param_tensor_decays(i) ? opt.weight_decay : 0.0f;
         const int gemm = fp8_gemm_of_weight(i);
-        if (gemm >= 0 && !sharded_ && !fp8_needs_amax_now(kFp8W, 0, gemm)) {
+        bool scales_known = gemm >= 0;
+        for (int l = 0; scales_known && l < cfg_.n_layer; l++) scales_known = !fp8_needs_amax_now(kFp8W, l, gemm);
+        if (scales_known && !sharded_) {
             // the whole tensor is this rank's and its scale is known: AdamW and the E4M3 cast of
             // each layer's matrix in one pass
             const int rows = kGemmOut[gemm] * cfg_.n_embd, cols = kGemmIn[gemm] * cfg_.n_embd;

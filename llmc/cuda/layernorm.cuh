@@ -7,7 +7,7 @@
 // dweight += and dbias += (FP32).
 //
 // Determinism of dweight / dbias (sums over all N rows): no atomics. Block k of the backward
-// kernel owns rows [64k, 64k + 64) and writes its per-channel partial sums (rows in order) to a
+// kernel owns rows [16k, 16k + 16) and writes its per-channel partial sums (rows in order) to a
 // scratch buffer (nchunks, 2, C); a second kernel adds the partials of each channel in a fixed
 // tree and adds the total into dweight / dbias once. The partition depends only on N, so the
 // result is identical from run to run and from GPU to GPU. (The CPU adds row by row into
@@ -86,7 +86,11 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 //   2. one thread per channel pack, looping over the block's rows in order: dinp for (row, c)
 //      from the phase-1 means, and the pack's dweight / dbias partial sums in registers,
 //      written to partials[k] at the end. Accesses are coalesced along the row in both phases.
-constexpr int kLnBwdRows = 64;
+// R = 16: 512 blocks at B·T = 8192. With R = 64 a GPT-2 batch gave 128 blocks of 96 threads
+// (C = 768), one per SM, too few loads in flight: 450 GB/s in run 1 (docs/gpu-results.md). The
+// cost of a smaller R is the partials, 8·C bytes per block, written once and read once (~12% of
+// the kernel's traffic at R = 16). Not yet measured on a GPU.
+constexpr int kLnBwdRows = 16;
 constexpr int kLnBwdMaxThreads = 256;
 
 template <int P, typename T>
@@ -225,7 +229,7 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
                      is_aligned(weight, 16);
     const int P = vec ? kPack<T> : 1;
     // Phase 2 has one thread per channel pack: a block no wider than the row's packs (whole
-    // warps), at most kLnBwdMaxThreads; phase 1 then has blockDim/32 warps for 64 rows.
+    // warps), at most kLnBwdMaxThreads; phase 1 then has blockDim/32 warps for kLnBwdRows rows.
     const int threads = std::min(kLnBwdMaxThreads, round_up(ceil_div(C, P), 32));
     const int nchunks = ceil_div(N, kLnBwdRows);
     float* partials = static_cast<float*>(scratch(sizeof(float) * 2 * size_t(nchunks) * C, stream));   // (nchunks, 2, C)
