@@ -13,6 +13,7 @@
 //   llmc/gpt.h        the model: parameter layout, forward, backward, AdamW update
 //   llmc/precision.h  fp32 | bf16 | fp16 | fp8: the dtype of every buffer
 //   llmc/fp8_scaling.h  FP8 delayed scaling (amax history → scale); llmc/loss_scaler.h  fp16 loss scaling
+//   llmc/fp8_autotune.h  --fp8-gemms auto: the block GEMMs that run in FP8, chosen by timing them
 //   llmc/backend.h    the kernel-set interface the model calls; llmc/cpu/ is the CPU kernel set,
 //                     llmc/cpu/kernels.h documents every op (shapes, maths, += rules)
 //   llmc/cuda_backend.h  the CUDA kernel set (llmc/cuda/: cuBLASLt GEMMs, flash attention, …)
@@ -30,6 +31,7 @@
 #include "config.h"
 #include "cuda_backend.h"
 #include "dataloader.h"
+#include "fp8_autotune.h"
 #include "gpt.h"
 #include "logger.h"
 #include "loss_scaler.h"
@@ -230,7 +232,7 @@ int run(int argc, char** argv) {
     precision.fp8.algo = parse_fp8_amax_algo(cfg.fp8_amax_algo);
     precision.fp8.margin = cfg.fp8_margin;
     precision.fp8.recipe = parse_fp8_recipe(cfg.fp8_recipe);
-    precision.fp8.gemms = parse_fp8_gemms(cfg.fp8_gemms);
+    if (cfg.fp8_gemms != "auto") precision.fp8.gemms = parse_fp8_gemms(cfg.fp8_gemms);
     // the kernel set: one GPU per rank (local rank mod the GPUs of the node), or the CPU; under
     // MPI the GPUs exchange gradients and weights over NCCL, bootstrapped through the MPI Comm
     const DType act_dtype = activation_dtype(precision.precision);
@@ -244,6 +246,14 @@ int run(int argc, char** argv) {
         backend = make_cpu_backend(act_dtype);
     }
     Comm& model_comm = nccl ? *nccl : *comm;   // device buffers go over NCCL; host scalars stay on `comm`
+    const std::string checkpoints = cfg.checkpoint_dir.empty() ? cfg.output_dir + "/checkpoints" : cfg.checkpoint_dir;
+    std::optional<std::string> resume_from = cfg.resume ? latest_checkpoint(checkpoints) : std::nullopt;
+    if (precision.precision == Precision::FP8 && cfg.fp8_gemms == "auto") {   // fp8_autotune.h
+        const Fp8AutoChoice choice = choose_fp8_gemms_auto(*backend, plan.model, B, T, resume_from, *comm);
+        precision.fp8.gemms = choice.gemms;
+        cfg.fp8_gemms = fp8_gemms_name(choice.gemms);   // config.json and checkpoints record the choice
+        print0("%s\n", choice.how.c_str());
+    }
     GPT model(plan.model, *backend, B, T, precision, &model_comm, cfg.zero);
     model.init_weights(cfg.seed);
     plan.num_parameters = model.num_parameters();
@@ -259,9 +269,7 @@ int run(int argc, char** argv) {
     }
 
     // ---- where to start: fresh, from a checkpoint's weights, or resuming a run ----
-    const std::string checkpoints = cfg.checkpoint_dir.empty() ? cfg.output_dir + "/checkpoints" : cfg.checkpoint_dir;
     ResumeState start;
-    std::optional<std::string> resume_from = cfg.resume ? latest_checkpoint(checkpoints) : std::nullopt;
     if (resume_from) {
         start = load_checkpoint(*resume_from, model, plan, train_loader, scaler, *comm);
         print0("resuming from %s (step %lld)\n", resume_from->c_str(), (long long)start.step);

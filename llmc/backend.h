@@ -36,6 +36,8 @@ public:
     virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
     virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
     virtual void zero(void* dst, size_t bytes) = 0;
+    // returns when every op issued so far has finished (the CPU kernel set: at once)
+    virtual void synchronize() {}
     // dst (n, act dtype) = round(src (n, FP32)), and back (exact)
     virtual void float_to_act(void* dst, const float* src, size_t n) = 0;
     virtual void act_to_float(float* dst, const void* src, size_t n) = 0;

@@ -104,12 +104,12 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
     app.add_option("--fp8-recipe", c.fp8_recipe, "fp8: delayed (amax history) | current (this step's amax)")
         ->check(CLI::IsMember({"delayed", "current"}))->group("Precision");
     app.add_option("--fp8-gemms", c.fp8_gemms,
-                   "fp8: the block GEMMs that run in FP8 (all, or a comma list of qkv, attproj, fc, fcproj); the "
-                   "others run in bf16")
+                   "fp8: the block GEMMs that run in FP8 (all, none, a comma list of qkv, attproj, fc, fcproj, or "
+                   "auto: those faster in FP8 on this GPU at this B·T, timed at start); the others run in bf16")
         ->check(CLI::Validator(
             [](std::string& text) -> std::string {
                 try {
-                    parse_fp8_gemms(text);
+                    if (text != "auto") parse_fp8_gemms(text);
                 } catch (const Error& e) {
                     return e.what();
                 }

@@ -54,7 +54,7 @@ struct TrainConfig {
     std::string fp8_amax_algo = "max";       // max | most_recent
     int fp8_margin = 0;
     std::string fp8_recipe = "delayed";      // delayed | current
-    std::string fp8_gemms = "all";           // all | comma list of qkv, attproj, fc, fcproj
+    std::string fp8_gemms = "all";           // all | comma list of qkv, attproj, fc, fcproj | auto
     int fp8_telemetry_every = 50;            // steps between FP8 telemetry records in the log; 0: never
     int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
     int inject_nonfinite_step = -1;          // testing: poison a gradient at this step (0-based)

@@ -35,6 +35,7 @@ constexpr const char* kFp8GemmNames[] = {"qkv", "attproj", "fc", "fcproj"};
 
 unsigned parse_fp8_gemms(const std::string& list) {
     if (list == "all") return 0xFu;
+    if (list == "none") return 0u;   // what auto records when no GEMM is faster in FP8
     unsigned mask = 0;
     size_t begin = 0;
     while (begin <= list.size()) {
@@ -67,7 +68,7 @@ void Fp8ScalingConfig::validate() const {
     if (amax_history < 1) fail("--fp8-amax-history must be at least 1 (got %d)", amax_history);
     // 2^-margin must stay a normal float factor; real margins are 0..4
     if (margin < 0 || margin > 64) fail("--fp8-margin must be in [0, 64] (got %d)", margin);
-    if ((gemms & 0xFu) == 0) fail("--fp8-gemms selects no GEMM");
+    // gemms may be 0: --fp8-gemms auto found no GEMM faster in FP8 (fp8 mode then runs bf16 GEMMs)
 }
 
 float fp8_scale_from_amax(float amax, float fp8_max, int margin, float previous) {

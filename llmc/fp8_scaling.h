@@ -60,8 +60,9 @@ const char* fp8_amax_algo_name(Fp8AmaxAlgo algo);
 Fp8Recipe parse_fp8_recipe(const std::string& name);        // delayed|current, else fails
 const char* fp8_recipe_name(Fp8Recipe recipe);
 const char* fp8_format_name(Fp8Format format);              // e4m3|e5m2
-// "all" or a comma list of qkv, attproj, fc, fcproj → the bit mask of Fp8ScalingConfig::gemms;
-// anything else (or nothing) fails naming the flag. fp8_gemms_name is the inverse ("all" for 0xF).
+// "all", "none" or a comma list of qkv, attproj, fc, fcproj → the bit mask of
+// Fp8ScalingConfig::gemms; anything else (or nothing) fails naming the flag. fp8_gemms_name is the
+// inverse ("all" for 0xF, "none" for 0).
 unsigned parse_fp8_gemms(const std::string& list);
 std::string fp8_gemms_name(unsigned gemms);
 

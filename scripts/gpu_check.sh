@@ -32,8 +32,8 @@
 #      over steps ≥ 4, MFU with FLOPs/token = 6N + 6·L·C·T against 989 TFLOP/s, the engine's own
 #      activation bytes, and the process's peak GPU memory from nvidia-smi every 200 ms); the
 #      PyTorch reference (dev/reference/gpt2.py --dtype bf16 --compile) at d12 as the peer; d12
-#      also in fp8 with FP8 in the MLP GEMMs only, and in bf16 with the opt-in tensor-core flash
-#      attention (TRAIN_GPT_ATTENTION=wmma);
+#      also in fp8 with FP8 in the MLP GEMMs only and with --fp8-gemms auto (FP8 where it times
+#      faster), and in bf16 with the opt-in tensor-core flash attention (TRAIN_GPT_ATTENTION=wmma);
 #   6a. fp8 against bf16 over LOSS_STEPS (200) steps of d12 on the same data: the mean loss of
 #      the last 10% of steps within 1%;
 #   6b. with LAB=1, the dev/cuda harnesses named in LAB_HARNESSES (output in lab.log);
@@ -407,6 +407,7 @@ bench() {
         jsonl=$WORK/bench_$tag/log.jsonl
         local pflags=(-p "$prec") attention=${TRAIN_GPT_ATTENTION:-}
         [[ $prec == fp8-mlp ]] && pflags=(-p fp8 --fp8-gemms fc,fcproj)   # FP8 in the MLP's GEMMs only
+        [[ $prec == fp8-auto ]] && pflags=(-p fp8 --fp8-gemms auto)       # FP8 where it times faster
         [[ $prec == bf16-wmma ]] && pflags=(-p bf16) attention=wmma        # the opt-in tensor-core flash attention
         run_logged "bench_$tag" "$secs" env TRAIN_GPT_ATTENTION="$attention" "$TRAIN" "${common[@]}" -e "$name" \
             -b "$B" -t 1024 -x "$steps" -l 6e-4 -u 0 "${pflags[@]}" --device cuda -o "$WORK/bench_$tag" || rc=$?
@@ -442,6 +443,7 @@ want_model() { [[ " $BENCH_MODELS " == *" $1 "* ]]; }
 want_model d12 && bench d12 engine bf16 12 768  12 "$D12_B" "$BENCH_STEPS_D12" 45
 want_model d12 && bench d12 engine fp8  12 768  12 "$D12_B" "$BENCH_STEPS_D12" 45
 want_model d12 && bench d12 engine fp8-mlp 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
+want_model d12 && bench d12 engine fp8-auto 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
 want_model d12 && bench d12 engine bf16-wmma 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
 want_model d24 && bench d24 engine bf16 24 1024 16 "$D24_B" "$BENCH_STEPS_D48" 50
 want_model d24 && bench d24 engine fp8  24 1024 16 "$D24_B" "$BENCH_STEPS_D48" 50
@@ -450,6 +452,8 @@ want_model d36 && bench d36 engine fp8  36 1280 20 "$D36_B" "$BENCH_STEPS_D48" 6
 want_model d48 && bench d48 engine bf16 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 70
 want_model d48 && bench d48 engine fp8  48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 70
 want_model d48 && bench d48 engine fp8-mlp 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 70
+# what --fp8-gemms auto chose at d12, and the timings it chose by
+AUTO_NOTE=$(grep -m1 'fp8 GEMMs: auto' "$WORK/bench_d12_engine_fp8-auto.out" 2>/dev/null)
 engine_ok=1
 while IFS=$'\t' read -r name side prec st _; do
     [[ $side == engine && $st != ok && $st != "out of time budget" ]] && engine_ok=0
@@ -539,22 +543,24 @@ for name, (L, C) in shapes.items():
     print(f"| {name} ({N / 1e6:.0f}M) | " + " | ".join(bcells + fcells) + f" | {speed} | {mem} |")
     out[name] = {"params": N, "flops_per_token": fpt, "T": T,
                  "bf16": rows.get((name, "engine", "bf16")), "fp8": rows.get((name, "engine", "fp8"))}
-mlp = [(name, rows.get((name, "engine", "fp8-mlp")), rows.get((name, "engine", "bf16"))) for name in shapes]
-mlp = [(n, m, b) for n, m, b in mlp if m is not None]
-if mlp:
+variants = [(name, v, rows.get((name, "engine", v)), rows.get((name, "engine", "bf16")))
+            for v in ("fp8-mlp", "fp8-auto") for name in shapes]
+variants = [(n, v, m, b) for n, v, m, b in variants if m is not None]
+if variants:
     print()
-    print("FP8 in the MLP's GEMMs only (--fp8-gemms fc,fcproj; qkv and attproj in bf16):")
+    print("FP8 in some GEMMs only: fp8-mlp = --fp8-gemms fc,fcproj (qkv and attproj in bf16); fp8-auto = "
+          "--fp8-gemms auto (the GEMMs that time faster in FP8 at start, listed in the log):")
     print()
-    print("| model | tok/s | ms/step | act GiB | peak GiB | vs bf16 speed | vs bf16 act mem |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, m, b in mlp:
+    print("| model | variant | tok/s | ms/step | act GiB | peak GiB | vs bf16 speed | vs bf16 act mem |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for name, v, m, b in variants:
         if m[0] != "ok":
-            print(f"| {name} | {m[0]} | | | | | |")
+            print(f"| {name} | {v} | {m[0]} | | | | | |")
             continue
         sp = f"{float(m[2]) / float(b[2]):.2f}×" if b and b[0] == "ok" else "—"
         am = f"{float(m[4]) / float(b[4]):.2f}×" if b and b[0] == "ok" and m[4] != "n/a" and b[4] != "n/a" else "—"
-        print(f"| {name} | {float(m[2]):,.0f} | {float(m[1]):.1f} | {m[4]} | {m[3]} | {sp} | {am} |")
-        out[name]["fp8-mlp"] = m
+        print(f"| {name} | {v} | {float(m[2]):,.0f} | {float(m[1]):.1f} | {m[4]} | {m[3]} | {sp} | {am} |")
+        out[name][v] = m
 w = rows.get(("d12", "engine", "bf16-wmma"))
 b12 = rows.get(("d12", "engine", "bf16"))
 if w is not None:
@@ -599,6 +605,7 @@ verdict=$([[ $failed == 0 ]] && echo "PASS" || echo "FAIL ($failed check(s))")
     echo "(nvidia-smi, sampled every 200 ms). PyTorch: dev/reference/gpt2.py --device cuda --dtype bf16 --compile."
     echo
     cat "$WORK/bench_table.md"
+    [[ -n $AUTO_NOTE ]] && { echo; echo "d12, $AUTO_NOTE"; }
     echo
     echo "Verdict: $verdict"
 } > "$MD"

@@ -7,6 +7,7 @@
 //     from the formats (see ModesMatchFp32WithinFormatTolerances).
 #include "cpu/fp8_kernels.h"
 #include "cpu/kernels.h"
+#include "fp8_autotune.h"
 #include "gpt.h"
 #include "rng.h"
 #include "shard.h"
@@ -438,6 +439,8 @@ TEST(Precision, Fp8GemmsSelectsTheGemmsThatRunInFp8) {
     EXPECT_EQ(parse_fp8_gemms("fcproj,attproj"), 0xAu);
     EXPECT_EQ(fp8_gemms_name(0xFu), "all");
     EXPECT_EQ(fp8_gemms_name(0xCu), "fc,fcproj");
+    EXPECT_EQ(parse_fp8_gemms("none"), 0u);
+    EXPECT_EQ(fp8_gemms_name(0u), "none");
     for (const char* bad : {"", "qkv,", "mlp", "qkv,,fc"}) EXPECT_THROW(parse_fp8_gemms(bad), Error) << bad;
 
     TinyRun run;
@@ -456,6 +459,46 @@ TEST(Precision, Fp8GemmsSelectsTheGemmsThatRunInFp8) {
     EXPECT_NE(run_command(run.command("-p fp8 -x 1 --fp8-gemms mlp"), &output), 0);
     EXPECT_NE(output.find("--fp8-gemms"), std::string::npos) << output;
     EXPECT_NE(output.find("'mlp'"), std::string::npos) << output;
+}
+
+// --fp8-gemms auto: the timing runs every op of both paths on a kernel set (here the CPU's, where
+// the trainer itself would not time: it emulates FP8), and the choice follows the timings. The
+// trainer resolves auto before the model is built and records the list it chose; a resumed run
+// takes the list its checkpoint recorded instead of timing again.
+TEST(Precision, Fp8GemmsAutoTimesEveryGemmAndRecordsItsChoice) {
+    auto backend = make_cpu_backend(DType::BF16);
+    const GPTConfig cfg = gpt_config_from_spec("d2", 256, 16, 32, 2);
+    const std::vector<Fp8GemmTiming> t = time_fp8_gemms(*backend, cfg, 2, 16, 2);
+    ASSERT_EQ(t.size(), 4u);
+    const char* names[] = {"qkv", "attproj", "fc", "fcproj"};
+    const int c_in[] = {32, 32, 32, 128}, c_out[] = {96, 32, 128, 32};
+    unsigned expected = 0;
+    for (int g = 0; g < 4; g++) {
+        EXPECT_EQ(t[g].name, names[g]);
+        EXPECT_EQ(t[g].n, 32);
+        EXPECT_EQ(t[g].c_in, c_in[g]);
+        EXPECT_EQ(t[g].c_out, c_out[g]);
+        EXPECT_GT(t[g].ms_16bit, 0.0);
+        EXPECT_GT(t[g].ms_fp8, 0.0);
+        EXPECT_EQ(t[g].fp8, t[g].ms_fp8 < t[g].ms_16bit);
+        if (t[g].fp8) expected |= 1u << g;
+    }
+    EXPECT_EQ(fp8_gemms_from_timings(t), expected);
+
+    TinyRun run;
+    std::string output;
+    ASSERT_EQ(run_command(run.command("-p fp8 -x 2 --checkpoint-every 2 --fp8-gemms auto"), &output), 0) << output;
+    EXPECT_NE(output.find("fp8 GEMMs: auto → all (the CPU kernel set emulates FP8"), std::string::npos) << output;
+    EXPECT_EQ(nlohmann::json::parse(read_text(run.dir.file("out/config.json")))["fp8_gemms"], "all");
+    // a run trained with fc,fcproj, resumed with auto, keeps fc,fcproj
+    TinyRun mlp;
+    ASSERT_EQ(run_command(mlp.command("-p fp8 -x 2 --checkpoint-every 2 --fp8-gemms fc,fcproj"), &output), 0) << output;
+    ASSERT_EQ(run_command(mlp.command("-p fp8 -x 4 --checkpoint-every 2 --fp8-gemms auto --resume"), &output), 0)
+        << output;
+    EXPECT_NE(output.find("fp8 GEMMs: auto → fc,fcproj (as the checkpoint trained)"), std::string::npos) << output;
+    EXPECT_EQ(nlohmann::json::parse(read_text(mlp.dir.file("out/config.json")))["fp8_gemms"], "fc,fcproj");
+    EXPECT_NE(run_command(run.command("-p fp8 -x 1 --fp8-gemms automatic"), &output), 0);
+    EXPECT_NE(output.find("'automatic'"), std::string::npos) << output;
 }
 
 // In fp8 mode the 16-bit inputs of the FP8 GEMMs (ln1, ln2, fch_gelu) are never written: their

@@ -131,6 +131,7 @@ public:
         if (bytes == 0) return;
         cudaCheck(cudaMemsetAsync(dst, 0, bytes, stream_));
     }
+    void synchronize() override { cudaCheck(cudaStreamSynchronize(stream_)); }
     void float_to_act(void* dst, const float* src, size_t n) override {
         if (n == 0) return;
         float_to_act_kernel<<<elementwise_blocks(n, 256), 256, 0, stream_>>>(act(dst), src, n);
