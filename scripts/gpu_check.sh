@@ -30,12 +30,14 @@
 #      reason, where the tool is missing or refuses the device);
 #   6. benchmark: d12, d24, d36, d48 at T=1024 in bf16 and fp8 (tokens/s, ms/step as the median
 #      over steps ≥ 4, MFU with FLOPs/token = 6N + 6·L·C·T against 989 TFLOP/s, the engine's own
-#      activation bytes, and the process's peak GPU memory from nvidia-smi every 200 ms); the
-#      PyTorch reference (dev/reference/gpt2.py --dtype bf16 --compile) at d12 as the peer; d12
+#      activation bytes, and the process's peak GPU memory from nvidia-smi every 200 ms); d12
 #      also in fp8 with FP8 in the MLP GEMMs only and with --fp8-gemms auto (FP8 where it times
-#      faster), and in bf16 with the opt-in tensor-core flash attention (TRAIN_GPT_ATTENTION=wmma);
+#      faster); d48 also with FP8 in the MLP GEMMs only;
 #   6a. fp8 against bf16 over LOSS_STEPS (200) steps of d12 on the same data: the mean loss of
 #      the last 10% of steps within 1%;
+#   6c. the peer: the PyTorch reference (dev/reference/gpt2.py --dtype bf16 --compile) at d12;
+#   6d. where the wmma attention's tests passed: d12 and d48 in bf16 and fp8 with
+#      TRAIN_GPT_ATTENTION=wmma (the opt-in tensor-core flash attention);
 #   6b. with LAB=1, the dev/cuda harnesses named in LAB_HARNESSES (output in lab.log);
 #   7. summary: the results as a markdown block ready for docs/gpu-results.md, and a verdict.
 # Results go to $OUT (the device tool collects it) or out/gpu_check/: gpu_results.md,
@@ -409,6 +411,7 @@ bench() {
         [[ $prec == fp8-mlp ]] && pflags=(-p fp8 --fp8-gemms fc,fcproj)   # FP8 in the MLP's GEMMs only
         [[ $prec == fp8-auto ]] && pflags=(-p fp8 --fp8-gemms auto)       # FP8 where it times faster
         [[ $prec == bf16-wmma ]] && pflags=(-p bf16) attention=wmma        # the opt-in tensor-core flash attention
+        [[ $prec == fp8-wmma ]] && pflags=(-p fp8) attention=wmma
         run_logged "bench_$tag" "$secs" env TRAIN_GPT_ATTENTION="$attention" "$TRAIN" "${common[@]}" -e "$name" \
             -b "$B" -t 1024 -x "$steps" -l 6e-4 -u 0 "${pflags[@]}" --device cuda -o "$WORK/bench_$tag" || rc=$?
     else
@@ -444,7 +447,6 @@ want_model d12 && bench d12 engine bf16 12 768  12 "$D12_B" "$BENCH_STEPS_D12" 4
 want_model d12 && bench d12 engine fp8  12 768  12 "$D12_B" "$BENCH_STEPS_D12" 45
 want_model d12 && bench d12 engine fp8-mlp 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
 want_model d12 && bench d12 engine fp8-auto 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
-want_model d12 && bench d12 engine bf16-wmma 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
 want_model d24 && bench d24 engine bf16 24 1024 16 "$D24_B" "$BENCH_STEPS_D48" 50
 want_model d24 && bench d24 engine fp8  24 1024 16 "$D24_B" "$BENCH_STEPS_D48" 50
 want_model d36 && bench d36 engine bf16 36 1280 20 "$D36_B" "$BENCH_STEPS_D48" 60
@@ -495,6 +497,15 @@ fi
 
 # ---- 6c. the peer: the PyTorch reference at d12, bf16, torch.compile (after the checks above) --
 want_model d12 && bench d12 torch  bf16 12 768  12 "$D12_B" "$BENCH_STEPS_D12" 100
+
+# ---- 6d. the opt-in wmma attention, where its tests passed: bf16 and fp8 at d12 and d48 ----------
+# FP8 speeds up the GEMMs only: fp8/bf16 with a flash attention is the ratio the targets are about
+if (( GPU_OK )) && [[ ${RESULT[test_cuda_wmma]:-} == PASS ]]; then
+    want_model d12 && bench d12 engine bf16-wmma 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
+    want_model d12 && bench d12 engine fp8-wmma 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
+    want_model d48 && bench d48 engine bf16-wmma 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 70
+    want_model d48 && bench d48 engine fp8-wmma 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 70
+fi
 
 # ---- 6b. the kernel lab (dev/cuda harnesses), when asked for ------------------------------------
 if (( GPU_OK && LAB )) && [[ -d $WORK/bundle/lab ]]; then
@@ -561,16 +572,23 @@ if variants:
         am = f"{float(m[4]) / float(b[4]):.2f}×" if b and b[0] == "ok" and m[4] != "n/a" and b[4] != "n/a" else "—"
         print(f"| {name} | {v} | {float(m[2]):,.0f} | {float(m[1]):.1f} | {m[4]} | {m[3]} | {sp} | {am} |")
         out[name][v] = m
-w = rows.get(("d12", "engine", "bf16-wmma"))
-b12 = rows.get(("d12", "engine", "bf16"))
-if w is not None:
+wm = [(name, rows.get((name, "engine", "bf16-wmma")), rows.get((name, "engine", "fp8-wmma")),
+       rows.get((name, "engine", "bf16"))) for name in shapes]
+wm = [r for r in wm if r[1] is not None or r[2] is not None]
+if wm:
     print()
-    if w[0] == "ok" and b12 is not None and b12[0] == "ok":
-        print(f"d12 bf16 with TRAIN_GPT_ATTENTION=wmma (tensor-core flash attention): {float(w[2]):,.0f} tok/s, "
-              f"{float(w[1]):.1f} ms/step, {float(w[2]) / float(b12[2]):.2f}× the default (GEMM) attention")
-    else:
-        print(f"d12 bf16 with TRAIN_GPT_ATTENTION=wmma: {w[0]}")
-    out["d12"]["bf16-wmma"] = w
+    print("With TRAIN_GPT_ATTENTION=wmma (the opt-in tensor-core flash attention; run where its tests passed):")
+    print()
+    print("| model | bf16 tok/s | vs default attention | fp8 tok/s | fp8/bf16 speed |")
+    print("|---|---:|---:|---:|---:|")
+    ok = lambda r: r is not None and r[0] == "ok"
+    for name, bw, fw, b in wm:
+        cells = [f"{float(bw[2]):,.0f}" if ok(bw) else (bw[0] if bw else "—"),
+                 f"{float(bw[2]) / float(b[2]):.2f}×" if ok(bw) and ok(b) else "—",
+                 f"{float(fw[2]):,.0f}" if ok(fw) else (fw[0] if fw else "—"),
+                 f"{float(fw[2]) / float(bw[2]):.2f}×" if ok(fw) and ok(bw) else "—"]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+        out[name]["bf16-wmma"], out[name]["fp8-wmma"] = bw, fw
 t = rows.get(("d12", "torch", "bf16"))
 e = rows.get(("d12", "engine", "bf16"))
 if t is not None:
