@@ -452,19 +452,21 @@ attention_backward_dkdv_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ 
         __syncwarp();
         probs_and_dscores<T, true>(Pw, dSw, Sw, dPw, lse_s, D_s, k0 + 16 * warp, q0, 0, Tlen, scale, lane);
         __syncwarp();
+        // j outer: each A fragment is loaded once and used for every n (each accumulator still
+        // sums its j in ascending order)
 #pragma unroll
-        for (int n = 0; n < NF; n++) {
+        for (int j = 0; j < 4; j++) {
+            if (j < jmin) continue;
+            FragA<T> ap, as;
+            wmma::load_matrix_sync(ap, Pw + 16 * j, kLDP);
+            wmma::load_matrix_sync(as, dSw + 16 * j, kLDP);
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                if (j < jmin) continue;
-                FragA<T> a;
+            for (int n = 0; n < NF; n++) {
                 FragBRow<T> bm;
-                wmma::load_matrix_sync(a, Pw + 16 * j, kLDP);              // dV_w += Pᵀ_w · dO
-                wmma::load_matrix_sync(bm, dOs + 16 * j * LDT + 16 * n, LDT);
-                wmma::mma_sync(dv[n], a, bm, dv[n]);
-                wmma::load_matrix_sync(a, dSw + 16 * j, kLDP);             // dK_w += dSᵀ_w · Q
-                wmma::load_matrix_sync(bm, Qs + 16 * j * LDT + 16 * n, LDT);
-                wmma::mma_sync(dk[n], a, bm, dk[n]);
+                wmma::load_matrix_sync(bm, dOs + 16 * j * LDT + 16 * n, LDT);   // dV_w += Pᵀ_w · dO
+                wmma::mma_sync(dv[n], ap, bm, dv[n]);
+                wmma::load_matrix_sync(bm, Qs + 16 * j * LDT + 16 * n, LDT);    // dK_w += dSᵀ_w · Q
+                wmma::mma_sync(dk[n], as, bm, dk[n]);
             }
         }
     }
@@ -555,13 +557,13 @@ attention_backward_dq_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ do
                                     lane);
         __syncwarp();
 #pragma unroll
-        for (int n = 0; n < NF; n++) {
+        for (int j = 0; j < 4; j++) {   // j outer: one load of each A fragment, as in dK/dV
+            if (j > jmax) continue;
+            FragA<T> a;
+            wmma::load_matrix_sync(a, dSw + 16 * j, kLDP);   // dQ_w += dS_w · K
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                if (j > jmax) continue;
-                FragA<T> a;
+            for (int n = 0; n < NF; n++) {
                 FragBRow<T> bm;
-                wmma::load_matrix_sync(a, dSw + 16 * j, kLDP);   // dQ_w += dS_w · K
                 wmma::load_matrix_sync(bm, Ks + 16 * j * LDT + 16 * n, LDT);
                 wmma::mma_sync(dq[n], a, bm, dq[n]);
             }
