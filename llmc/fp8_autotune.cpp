@@ -133,19 +133,26 @@ Fp8AutoChoice choose_fp8_gemms_auto(Backend& backend, const GPTConfig& cfg, int 
                                     const std::optional<std::string>& resume_checkpoint, Comm& comm) {
     Fp8AutoChoice choice;
     if (resume_checkpoint) {
+        // the list the checkpoint's run resolved; a run in another precision recorded none ("-")
         const CheckpointManifest manifest = read_manifest(*resume_checkpoint);
         const auto config = nlohmann::json::parse(manifest.train_config_json, nullptr, false);
-        if (config.is_discarded() || !config.contains("fp8_gemms") || !config["fp8_gemms"].is_string()) {
-            fail("%s: its training config records no fp8_gemms to resume --fp8-gemms auto with; give the GEMMs "
-                 "explicitly", resume_checkpoint->c_str());
+        const std::string list = !config.is_discarded() && config.contains("fp8_gemms") && config["fp8_gemms"].is_string()
+                                     ? config["fp8_gemms"].get<std::string>()
+                                     : "";
+        if (list != "" && list != "-" && list != "auto") {
+            choice.gemms = parse_fp8_gemms(list);
+            choice.how = "fp8 GEMMs: auto → " + list + " (as the checkpoint trained)";
+            return choice;
         }
-        const std::string list = config["fp8_gemms"].get<std::string>();
-        choice.gemms = parse_fp8_gemms(list);
-        choice.how = "fp8 GEMMs: auto → " + list + " (as the checkpoint trained)";
-        return choice;
     }
     if (backend.name() == "cpu") {
         choice.how = "fp8 GEMMs: auto → all (the CPU kernel set emulates FP8: nothing to time)";
+        return choice;
+    }
+    if (cfg.n_embd % 16 != 0 || (B * T) % 16 != 0) {   // what Hopper's FP8 GEMMs cannot take (gpt.cpp)
+        choice.gemms = 0;
+        choice.how = format("fp8 GEMMs: auto → none (n_embd %d and B·T %d must be multiples of 16 for FP8 GEMMs)",
+                            cfg.n_embd, B * T);
         return choice;
     }
     const std::vector<Fp8GemmTiming> timings = time_fp8_gemms(backend, cfg, B, T);

@@ -211,6 +211,12 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
         num_params_ += sizes[i];
     }
     if (zero != 0 && zero != 1) fail("--zero %d: expected 0 or 1", zero);
+    // Hopper's FP8 GEMMs reduce over C (and 4C) and take leading dimensions of 16-element
+    // multiples; the CPU twin emulates any shape. (Checked before anything is allocated.)
+    if (fp8() && prec_.fp8.gemms != 0 && backend.name() != "cpu" && cfg.n_embd % 16 != 0) {
+        fail("fp8 on %s: n_embd %d must be a multiple of 16 (FP8 tensor-core GEMMs); use bf16 for this width",
+             backend.name().c_str(), cfg.n_embd);
+    }
     world_ = comm != nullptr ? comm->world_size() : 1;
     rank_ = comm != nullptr ? comm->rank() : 0;
     sharded_ = zero == 1 && world_ > 1;
@@ -255,12 +261,6 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
 
     if (fp8()) {
         prec_.fp8.validate();
-        // Hopper's FP8 GEMMs reduce over C (and 4C) and take leading dimensions of 16-element
-        // multiples; the CPU twin emulates any shape
-        if (backend.name() != "cpu" && cfg.n_embd % 16 != 0) {
-            fail("fp8 on %s: n_embd %d must be a multiple of 16 (FP8 tensor-core GEMMs); use bf16 for this width",
-                 backend.name().c_str(), cfg.n_embd);
-        }
         fp8_n_ = (int)L * kNumGemms;
         size_t weight_bytes = 0;
         for (int g = 0; g < kNumGemms; g++) {
@@ -574,7 +574,7 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     Activations& a = *acts_;
     k_.copy_to_device(inputs_, inputs, (size_t)N * sizeof(int32_t));
     training_pass_ = targets != nullptr && dloss != 0.0f;
-    if (training_pass_ && fp8() && k_.name() != "cpu" && N % 16 != 0) {   // the weight gradients reduce over B·T
+    if (training_pass_ && fp8() && prec_.fp8.gemms != 0 && k_.name() != "cpu" && N % 16 != 0) {   // dW reduces over B·T
         fail("fp8 training on %s: B·T = %d·%d = %d must be a multiple of 16 (FP8 tensor-core GEMMs reduce over it)",
              k_.name().c_str(), B, T, N);
     }
@@ -871,6 +871,10 @@ std::string GPT::fp8_state_json() const {
 void GPT::restore_fp8_state(const std::string& text) {
     nlohmann::json j = nlohmann::json::parse(text);
     if (!fp8()) return;
+    if (j.is_array() && j.empty()) {
+        fail("the checkpoint holds no FP8 scaling state (it was not trained in fp8): resume it in its own "
+             "--precision, or start fp8 from its weights with --init-from");
+    }
     if (!j.is_array() || j.size() != (size_t)fp8_n_) {
         fail("FP8 scaling state for %zu GEMMs, the model has %d", j.is_array() ? j.size() : 0, fp8_n_);
     }

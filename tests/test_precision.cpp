@@ -497,6 +497,13 @@ TEST(Precision, Fp8GemmsAutoTimesEveryGemmAndRecordsItsChoice) {
         << output;
     EXPECT_NE(output.find("fp8 GEMMs: auto → fc,fcproj (as the checkpoint trained)"), std::string::npos) << output;
     EXPECT_EQ(nlohmann::json::parse(read_text(mlp.dir.file("out/config.json")))["fp8_gemms"], "fc,fcproj");
+    // a checkpoint from another precision records no list: auto chooses afresh, and the resume
+    // itself is refused with the reason (no FP8 state to continue)
+    TinyRun bf16;
+    ASSERT_EQ(run_command(bf16.command("-p bf16 -x 2 --checkpoint-every 2"), &output), 0) << output;
+    EXPECT_NE(run_command(bf16.command("-p fp8 -x 4 --checkpoint-every 2 --fp8-gemms auto --resume"), &output), 0);
+    EXPECT_NE(output.find("fp8 GEMMs: auto → all (the CPU kernel set"), std::string::npos) << output;
+    EXPECT_NE(output.find("holds no FP8 scaling state"), std::string::npos) << output;
     EXPECT_NE(run_command(run.command("-p fp8 -x 1 --fp8-gemms automatic"), &output), 0);
     EXPECT_NE(output.find("'automatic'"), std::string::npos) << output;
 }

@@ -8,7 +8,9 @@
 // divide. p is the FP32 master copy when `master` is non-null, and the working copy is written
 // as round(p); with master == nullptr p is read from and rounded back into the working weights.
 // For T = float, master and working may be the same buffer (no __restrict__ on purpose).
-// Agreement with the CPU: FP32 rounding (FMA contraction may differ), one ulp of T on working.
+// Agreement with the CPU: the same FP32 operations in the same order, each rounding spelled out
+// (__fmul_rn, …: no contraction on the device); the host compiler may contract, so allow FP32
+// rounding, and one ulp of T on working.
 #pragma once
 
 #include "cuda/common.cuh"
@@ -36,13 +38,15 @@ inline AdamWScalars adamw_scalars(float lr, float beta1, float beta2, float eps,
 template <typename T>
 __device__ __forceinline__ T adamw_element(size_t i, float* master, T* working, float* m, float* v, const float* grads,
                                            const AdamWScalars& s) {
-    const float g = grads[i] * s.grad_scale;
-    const float mi = s.beta1 * m[i] + (1.0f - s.beta1) * g;
-    const float vi = s.beta2 * v[i] + (1.0f - s.beta2) * g * g;
+    // the CPU twin's expressions, every rounding spelled out (no multiply-add contraction)
+    const float g = __fmul_rn(grads[i], s.grad_scale);
+    const float mi = __fadd_rn(__fmul_rn(s.beta1, m[i]), __fmul_rn(__fsub_rn(1.0f, s.beta1), g));
+    const float vi = __fadd_rn(__fmul_rn(s.beta2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, s.beta2), g), g));
     m[i] = mi;
     v[i] = vi;
-    float p = (master != nullptr ? master[i] : to_float(working[i])) * s.decay;
-    p = p - s.step_size * (mi / (sqrtf(vi) / s.bc2_sqrt + s.eps));
+    float p = __fmul_rn(master != nullptr ? master[i] : to_float(working[i]), s.decay);
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
+    p = __fsub_rn(p, __fmul_rn(s.step_size, __fdiv_rn(mi, denom)));
     if (master != nullptr) master[i] = p;
     const T w = from_float<T>(p);
     working[i] = w;

@@ -10,7 +10,8 @@
 //   adamw_update_fp8       AdamW on a weight matrix; q, qt = cast(W)     W of every FP8 GEMM, E4M3
 // Each value is rounded to the activation dtype T before it is cast, exactly as the unfused
 // producer's store would round it, and computed by the same device function as that producer
-// (gelu, layernorm_value, gelu_grad, adamw_element): fused and unfused give the same bits,
+// (gelu, layernorm_value, gelu_backward_value, adamw_element), whose roundings are spelled out
+// (no multiply-add contraction left to the compiler): fused and unfused give the same bits,
 // statistics included.
 // Only the forward casts are needed with a scale not yet known (a just-in-time amax): called with
 // q = qt = null they produce the statistics alone.
@@ -55,7 +56,7 @@ struct GeluBackwardSource {
     int cols;
     __device__ __forceinline__ float operator()(int r, int c) const {
         const size_t i = (size_t)r * cols + c;
-        const T v = from_float<T>(to_float(dinp[i]) + gelu_grad(to_float(inp[i])) * to_float(dout[i]));
+        const T v = from_float<T>(gelu_backward_value(to_float(dinp[i]), to_float(inp[i]), to_float(dout[i])));
         dinp[i] = v;
         return to_float(v);
     }

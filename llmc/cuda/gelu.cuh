@@ -1,8 +1,11 @@
 // cuda/gelu.cuh — GELU, tanh approximation, forward and backward (twin: cpu::gelu_*).
 //
 // Forward overwrites out; backward ACCUMULATES: dinp += gelu'(inp) · dout, one rounding per
-// element. Same formula and evaluation order as the CPU, FP32; tanhf (CUDA's, ≤ 2 ulp, no
-// fast-math) vs the host's tanhf is the only difference, far below one ulp of bf16/fp16.
+// element. Same formula and evaluation order as the CPU, FP32, every rounding spelled out
+// (__fmul_rn, __fadd_rn: no multiply-add contraction), so the FP8 casts fused into these
+// producers (cuda/fp8_fused.cuh) compute the same bits whatever the compiler does in either
+// context; tanhf (CUDA's, ≤ 2 ulp, no fast-math) vs the host's tanhf is the only difference from
+// the CPU, far below one ulp of bf16/fp16.
 // One thread per 16-byte pack; the last pack of an n not divisible by the pack runs scalar.
 #pragma once
 
@@ -12,15 +15,23 @@ namespace train_gpt::cuda {
 
 constexpr float kGeluScale = 0.7978845608028654f;   // √(2/π)
 
-// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
-__device__ __forceinline__ float gelu(float x) {
-    return 0.5f * x * (1.0f + tanhf(kGeluScale * (x + 0.044715f * x * x * x)));
+// tanh(√(2/π)·(x + 0.044715·x³)), as the CPU evaluates it: ((0.044715·x)·x)·x, then + x
+__device__ __forceinline__ float gelu_tanh(float x) {
+    const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, x), x), x);
+    return tanhf(__fmul_rn(kGeluScale, __fadd_rn(x, cube)));
 }
+// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+__device__ __forceinline__ float gelu(float x) { return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, gelu_tanh(x))); }
 // d/dx = 0.5(1 + tanh u) + 0.5 x (1 − tanh² u) · √(2/π)(1 + 3·0.044715 x²), u = √(2/π)(x + 0.044715 x³)
 __device__ __forceinline__ float gelu_grad(float x) {
-    const float th = tanhf(kGeluScale * (x + 0.044715f * x * x * x));
-    const float du = kGeluScale * (1.0f + float(3 * 0.044715) * x * x);
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+    const float th = gelu_tanh(x);
+    const float du = __fmul_rn(kGeluScale, __fadd_rn(1.0f, __fmul_rn(__fmul_rn(float(3 * 0.044715), x), x)));
+    return __fadd_rn(__fmul_rn(0.5f, __fadd_rn(1.0f, th)),
+                     __fmul_rn(__fmul_rn(__fmul_rn(0.5f, x), __fsub_rn(1.0f, __fmul_rn(th, th))), du));
+}
+// dinp + gelu'(x)·dout: the value gelu_backward stores (before rounding to T)
+__device__ __forceinline__ float gelu_backward_value(float dinp, float x, float dout) {
+    return __fadd_rn(dinp, __fmul_rn(gelu_grad(x), dout));
 }
 
 // out (n) = gelu(inp)
@@ -47,11 +58,11 @@ __global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, size_
         const Packed<T, P> dy = load_packed_cs<P>(dout + i);
         Packed<T, P> dx = load_packed<P>(dinp + i);
 #pragma unroll
-        for (int k = 0; k < P; k++) dx[k] = from_float<T>(to_float(dx[k]) + gelu_grad(to_float(x[k])) * to_float(dy[k]));
+        for (int k = 0; k < P; k++) dx[k] = from_float<T>(gelu_backward_value(to_float(dx[k]), to_float(x[k]), to_float(dy[k])));
         store_packed(dinp + i, dx);
     } else {
         for (size_t j = i; j < n; j++) {
-            dinp[j] = from_float<T>(to_float(dinp[j]) + gelu_grad(to_float(inp[j])) * to_float(dout[j]));   // tail
+            dinp[j] = from_float<T>(gelu_backward_value(to_float(dinp[j]), to_float(inp[j]), to_float(dout[j])));   // tail
         }
     }
 }

@@ -175,6 +175,10 @@ TEST_F(CudaTest, Fp8RefusesShapesItsGemmsCannotTake) {
     };
     const std::string narrow = message([&] { GPT model(gpt_config_from_spec("d2", 1000, 64, 72, 2), *backend, 2, 16, pc); });
     EXPECT_NE(narrow.find("n_embd 72 must be a multiple of 16"), std::string::npos) << narrow;
+    PrecisionConfig none = pc;   // no GEMM in FP8: nothing to refuse
+    none.fp8.gemms = 0;
+    EXPECT_EQ(message([&] { GPT model(gpt_config_from_spec("d2", 1000, 64, 72, 2), *backend, 2, 16, none); }),
+              "no error");
 
     GPT model(gpt_config_from_spec("d2", 1000, 64, 128, 2), *backend, 1, 64, pc);
     model.init_weights(1);
