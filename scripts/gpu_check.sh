@@ -412,7 +412,8 @@ bench() {
         [[ $prec == fp8-auto ]] && pflags=(-p fp8 --fp8-gemms auto)       # FP8 where it times faster
         [[ $prec == bf16-wmma ]] && pflags=(-p bf16) attention=wmma        # the opt-in tensor-core flash attention
         [[ $prec == fp8-wmma ]] && pflags=(-p fp8) attention=wmma
-        run_logged "bench_$tag" "$secs" env TRAIN_GPT_ATTENTION="$attention" "$TRAIN" "${common[@]}" -e "$name" \
+        # TRAIN_GPT_PROFILE=1: the GPU time per op, printed at exit (events only: no synchronisation)
+        run_logged "bench_$tag" "$secs" env TRAIN_GPT_ATTENTION="$attention" TRAIN_GPT_PROFILE=1 "$TRAIN" "${common[@]}" -e "$name" \
             -b "$B" -t 1024 -x "$steps" -l 6e-4 -u 0 "${pflags[@]}" --device cuda -o "$WORK/bench_$tag" || rc=$?
     else
         jsonl=$WORK/bench_$tag.jsonl
@@ -624,6 +625,14 @@ verdict=$([[ $failed == 0 ]] && echo "PASS" || echo "FAIL ($failed check(s))")
     echo
     cat "$WORK/bench_table.md"
     [[ -n $AUTO_NOTE ]] && { echo; echo "d12, $AUTO_NOTE"; }
+    echo
+    echo "Where the GPU time goes (TRAIN_GPT_PROFILE=1: per-op CUDA events over all steps of each run;"
+    echo "the per-op tables are in gpu_check.log):"
+    echo
+    for f in "$WORK"/bench_*_engine_*.out; do
+        cats=$(grep -m1 'profile: categories:' "$f" 2>/dev/null)
+        [[ -n $cats ]] && echo "- $(basename "$f" .out | sed 's/^bench_//; s/_engine_/ /'):${cats#profile: categories:}"
+    done
     echo
     echo "Verdict: $verdict"
 } > "$MD"

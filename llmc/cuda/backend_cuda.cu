@@ -11,6 +11,7 @@
 #include "cuda/attention_gemm.cuh"
 #include "cuda/attention_wmma.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/op_profiler.cuh"
 #include "utils.h"
 
 #include <cuda_runtime.h>
@@ -85,7 +86,10 @@ public:
     ~CudaBackend() override {
         // No throwing from a destructor: errors here are ignored.
         cudaSetDevice(device_);
-        cudaStreamSynchronize(stream_);
+        if (cudaStreamSynchronize(stream_) == cudaSuccess && profiler_.enabled()) {
+            profiler_.drain();
+            profiler_.print(stdout);
+        }
         try {
             cuda::release_gemm_context(stream_);
             cuda::release_scratch(stream_);
@@ -118,26 +122,31 @@ public:
         cudaCheck(cudaFree(ptr));
     }
     void copy_to_device(void* dst, const void* src, size_t bytes) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "copy_to_device", stream_);
         if (bytes == 0) return;
         cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
         cudaCheck(cudaStreamSynchronize(stream_));
     }
     void copy_to_host(void* dst, const void* src, size_t bytes) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "copy_to_host", stream_);
         if (bytes == 0) return;
         cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
         cudaCheck(cudaStreamSynchronize(stream_));
     }
     void zero(void* dst, size_t bytes) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "zero", stream_);
         if (bytes == 0) return;
         cudaCheck(cudaMemsetAsync(dst, 0, bytes, stream_));
     }
     void synchronize() override { cudaCheck(cudaStreamSynchronize(stream_)); }
     void float_to_act(void* dst, const float* src, size_t n) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "float_to_act", stream_);
         if (n == 0) return;
         float_to_act_kernel<<<elementwise_blocks(n, 256), 256, 0, stream_>>>(act(dst), src, n);
         cudaCheck(cudaGetLastError());
     }
     void act_to_float(float* dst, const void* src, size_t n) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "act_to_float", stream_);
         if (n == 0) return;
         act_to_float_kernel<<<elementwise_blocks(n, 256), 256, 0, stream_>>>(dst, act(src), n);
         cudaCheck(cudaGetLastError());
@@ -146,36 +155,44 @@ public:
     // --- forward / backward ops ---
     void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T_,
                          int C) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "encoder_forward", stream_);
         cuda::encoder_forward(act(out), tokens, act(wte), act(wpe), B, T_, C, stream_);
     }
     void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T_,
                           int C) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "encoder_backward", stream_);
         cuda::encoder_backward(dwte, dwpe, act(dout), tokens, B, T_, C, stream_);
     }
     void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
                            const void* bias, int N, int C) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "layernorm_forward", stream_);
         cuda::layernorm_forward(act(out), mean, rstd, act(inp), act(weight), act(bias), N, C, stream_);
     }
     void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                             const void* weight, const float* mean, const float* rstd, int N, int C) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "layernorm_backward", stream_);
         cuda::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
                                  stream_);
     }
     void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                         int OC) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "matmul_forward", stream_);
         cuda::matmul_forward(act(out), act(inp), act(weight), act(bias), N, C, OC, stream_);
     }
     void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                          const void* weight, int N, int C, int OC) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "matmul_backward", stream_);
         cuda::matmul_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC, stream_);
     }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int T_, int C, int NH) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "attention_forward", stream_);
         if (flash_attention_) cuda::attention_forward(act(out), lse, act(qkv), B, T_, C, NH, stream_);
         else if (wmma_attention_) cuda::attention_forward_wmma(act(out), lse, act(qkv), B, T_, C, NH, stream_);
         else cuda::attention_forward_gemm(act(out), lse, act(qkv), B, T_, C, NH, stream_);
     }
     void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                             int B, int T_, int C, int NH) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
         if (flash_attention_)
             cuda::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
         else if (wmma_attention_)
@@ -184,73 +201,93 @@ public:
             cuda::attention_backward_gemm(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
     }
     void gelu_forward(void* out, const void* inp, size_t n) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "gelu_forward", stream_);
         cuda::gelu_forward(act(out), act(inp), n, stream_);
     }
     void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward", stream_);
         cuda::gelu_backward(act(dinp), act(inp), act(dout), n, stream_);
     }
     void residual_forward(void* out, const void* a, const void* b, size_t n) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "residual_forward", stream_);
         cuda::residual_forward(act(out), act(a), act(b), n, stream_);
     }
     void fused_classifier(void* dlogits, float* losses, const void* logits, const int32_t* targets, int N, int V,
                           int Vp, float dloss) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "fused_classifier", stream_);
         cuda::fused_classifier(dlogits != nullptr ? act(dlogits) : nullptr, losses, act(logits), targets, N, V, Vp,
                                dloss, stream_);
     }
 
     // --- FP8 ---
-    float amax(const void* x, size_t n) override { return cuda::amax(act(x), n, stream_); }
+    float amax(const void* x, size_t n) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "amax", stream_);
+        return cuda::amax(act(x), n, stream_);
+    }
     void amax_into(const void* x, size_t n, Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "amax_into", stream_);
         cuda::amax_into(act(x), n, counters, stream_);
     }
     void fp8_scale_from_counters(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max,
                                  int margin) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "fp8_scale_from_counters", stream_);
         cuda::fp8_scale_from_counters(slot, counters, fp8_max, margin, stream_);
     }
     void fp8_end_step(Fp8ScaleSlot* slots, float* history, const Fp8Counters* counters, const float* amaxes, int n,
                       int n_e4m3, int H, bool most_recent, int margin, bool delayed) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "fp8_end_step", stream_);
         cuda::fp8_end_step(slots, history, counters, amaxes, n, n_e4m3, H, most_recent, margin, delayed, stream_);
     }
     void fp8_amaxes(float* amaxes, const Fp8Counters* counters, int n) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "fp8_amaxes", stream_);
         cuda::fp8_amaxes(amaxes, counters, n, stream_);
     }
     void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "quantize_e4m3", stream_);
         cuda::quantize_fp8<T, fp8e4m3>(q, act(x), n, &scale->scale, counters, stream_);
     }
     void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "quantize_e5m2", stream_);
         cuda::quantize_fp8<T, fp8e5m2>(q, act(x), n, &scale->scale, counters, stream_);
     }
     void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "quantize_transpose_e4m3", stream_);
         cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_);
     }
     void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "quantize_transpose_e5m2", stream_);
         cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_);
     }
     void gelu_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* inp, int rows, int cols, const Fp8ScaleSlot* scale,
                            Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "gelu_forward_e4m3", stream_);
         cuda::gelu_forward_fp8<T, fp8e4m3>(q, qt, act(inp), rows, cols, &scale->scale, counters, stream_);
     }
     void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp, const void* weight,
                                 const void* bias, int N, int C, const Fp8ScaleSlot* scale,
                                 Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "layernorm_forward_e4m3", stream_);
         cuda::layernorm_forward_fp8<T, fp8e4m3>(q, qt, mean, rstd, act(inp), act(weight), act(bias), N, C,
                                                 &scale->scale, counters, stream_);
     }
     void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
                             int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward_e5m2", stream_);
         cuda::gelu_backward_fp8<T, fp8e5m2>(act(dinp), q, qt, act(inp), act(dout), rows, cols, &scale->scale, counters,
                                             stream_);
     }
     void adamw_update_e4m3(float* master, void* working, float* m, float* v, const float* grads, int rows, int cols,
                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                            fp8e4m3* q, fp8e4m3* qt, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "adamw_update_e4m3", stream_);
         cuda::adamw_update_fp8(master, act(working), m, v, grads, rows, cols, lr, beta1, beta2, eps, weight_decay, grad_scale,
                                t, q, qt, &scale->scale, counters, stream_);
     }
     void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight,
                             const Fp8ScaleSlot* weight_scale, const void* bias, int N, int C, int OC) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "matmul_forward_fp8", stream_);
         cuda::matmul_forward_fp8(act(out), inp, &inp_scale->inv_scale, weight, &weight_scale->inv_scale, act(bias), N,
                                  C, OC, stream_);
     }
@@ -258,14 +295,19 @@ public:
                              const Fp8ScaleSlot* dout_scale, const void* dout, const fp8e4m3* inp_qt,
                              const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight_qt, const Fp8ScaleSlot* weight_scale,
                              int N, int C, int OC) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "matmul_backward_fp8", stream_);
         cuda::matmul_backward_fp8(act(dinp), dweight, dbias, dout_q, dout_qt, &dout_scale->inv_scale, act(dout), inp_qt,
                                   &inp_scale->inv_scale, weight_qt, &weight_scale->inv_scale, N, C, OC, stream_);
     }
 
     // --- optimizer ---
-    double sum_squares(const float* g, size_t n) override { return cuda::sum_squares(g, n, stream_); }
+    double sum_squares(const float* g, size_t n) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "sum_squares", stream_);
+        return cuda::sum_squares(g, n, stream_);
+    }
     void adamw_update(float* master, void* working, float* m, float* v, const float* grads, size_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "adamw_update", stream_);
         cuda::adamw_update(master, act(working), m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t,
                            stream_);
     }
@@ -276,6 +318,10 @@ private:
     cudaStream_t stream_ = nullptr;
     bool flash_attention_ = false;   // TRAIN_GPT_ATTENTION=flash (read once, in the constructor)
     bool wmma_attention_ = false;    // TRAIN_GPT_ATTENTION=wmma, bf16/fp16 backends (likewise)
+    // TRAIN_GPT_PROFILE=1: GPU time per op (cuda/op_profiler.cuh), printed when the backend goes
+    cuda::OpProfiler profiler_{std::getenv("TRAIN_GPT_PROFILE") != nullptr &&
+                               std::string(std::getenv("TRAIN_GPT_PROFILE")) == "1"};
+    cuda::OpProfiler* profiler() { return profiler_.enabled() ? &profiler_ : nullptr; }
 };
 
 }  // namespace
