@@ -263,18 +263,35 @@ public:
     void gelu_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* inp, int rows, int cols, const Fp8ScaleSlot* scale,
                            Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_forward_e4m3", stream_);
+        if (!fp8_fusion_) {   // the producer into scratch, then the cast (the same bits, more traffic)
+            T* y = unfused_scratch((size_t)rows * cols);
+            cuda::gelu_forward(y, act(inp), (size_t)rows * cols, stream_);
+            cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, y, rows, cols, &scale->scale, counters, stream_);
+            return;
+        }
         cuda::gelu_forward_fp8<T, fp8e4m3>(q, qt, act(inp), rows, cols, &scale->scale, counters, stream_);
     }
     void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp, const void* weight,
                                 const void* bias, int N, int C, const Fp8ScaleSlot* scale,
                                 Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "layernorm_forward_e4m3", stream_);
+        if (!fp8_fusion_) {
+            T* y = unfused_scratch((size_t)N * C);
+            cuda::layernorm_forward(y, mean, rstd, act(inp), act(weight), act(bias), N, C, stream_);
+            cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, y, N, C, &scale->scale, counters, stream_);
+            return;
+        }
         cuda::layernorm_forward_fp8<T, fp8e4m3>(q, qt, mean, rstd, act(inp), act(weight), act(bias), N, C,
                                                 &scale->scale, counters, stream_);
     }
     void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
                             int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward_e5m2", stream_);
+        if (!fp8_fusion_) {
+            cuda::gelu_backward(act(dinp), act(inp), act(dout), (size_t)rows * cols, stream_);
+            cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(dinp), rows, cols, &scale->scale, counters, stream_);
+            return;
+        }
         cuda::gelu_backward_fp8<T, fp8e5m2>(act(dinp), q, qt, act(inp), act(dout), rows, cols, &scale->scale, counters,
                                             stream_);
     }
@@ -282,6 +299,12 @@ public:
                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                            fp8e4m3* q, fp8e4m3* qt, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "adamw_update_e4m3", stream_);
+        if (!fp8_fusion_) {
+            cuda::adamw_update(master, act(working), m, v, grads, (size_t)rows * cols, lr, beta1, beta2, eps,
+                               weight_decay, grad_scale, t, stream_);
+            cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(working), rows, cols, &scale->scale, counters, stream_);
+            return;
+        }
         cuda::adamw_update_fp8(master, act(working), m, v, grads, rows, cols, lr, beta1, beta2, eps, weight_decay, grad_scale,
                                t, q, qt, &scale->scale, counters, stream_);
     }
@@ -318,6 +341,12 @@ private:
     cudaStream_t stream_ = nullptr;
     bool flash_attention_ = false;   // TRAIN_GPT_ATTENTION=flash (read once, in the constructor)
     bool wmma_attention_ = false;    // TRAIN_GPT_ATTENTION=wmma, bf16/fp16 backends (likewise)
+    // TRAIN_GPT_FP8_FUSION=0: the FP8 casts fused into their producers (cuda/fp8_fused.cuh) run as
+    // the producer into a scratch buffer followed by the cast, for an A/B of the fusion (the same
+    // bits either way, tests/cuda/test_cuda_fp8_fused.cu) or to rule it out when hunting a bug
+    bool fp8_fusion_ = std::getenv("TRAIN_GPT_FP8_FUSION") == nullptr ||
+                       std::string(std::getenv("TRAIN_GPT_FP8_FUSION")) != "0";
+    T* unfused_scratch(size_t n) { return static_cast<T*>(cuda::scratch(n * sizeof(T), stream_)); }
     // TRAIN_GPT_PROFILE=1: GPU time per op (cuda/op_profiler.cuh), printed when the backend goes
     cuda::OpProfiler profiler_{std::getenv("TRAIN_GPT_PROFILE") != nullptr &&
                                std::string(std::getenv("TRAIN_GPT_PROFILE")) == "1"};

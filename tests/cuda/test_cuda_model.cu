@@ -188,3 +188,43 @@ TEST_F(CudaTest, Fp8RefusesShapesItsGemmsCannotTake) {
     EXPECT_EQ(message([&] { model.forward(tokens.data(), nullptr, 1, 7); }), "no error");   // sampling
     EXPECT_EQ(message([&] { model.forward(tokens.data(), tokens.data() + 1, 1, 16, 1.0f / 16); }), "no error");
 }
+
+// The FP8 casts fused into their producers (cuda/fp8_fused.cuh) change no bit of training: three
+// fp8 steps (the first with just-in-time scales; from the second on every fused path runs:
+// layernorm and GELU casts, the GELU-backward dY cast, the AdamW weight cast) give the same
+// losses and weights as the same steps with TRAIN_GPT_FP8_FUSION=0 (producer, then cast).
+TEST_F(CudaTest, Fp8FusedCastsChangeNoBitOfTraining) {
+    const int B = 4, T = 64, steps = 3;
+    const GPTConfig cfg = gpt_config_from_spec("d2", 1000, T, 128, 2);
+    Random r(seed_);
+    const std::vector<int32_t> tokens = r.ints((size_t)(steps + 1) * B * T, cfg.vocab_size);
+    PrecisionConfig pc;
+    pc.precision = Precision::FP8;
+    auto run = [&](bool fused) {
+        if (fused) unsetenv("TRAIN_GPT_FP8_FUSION"); else setenv("TRAIN_GPT_FP8_FUSION", "0", 1);
+        auto backend = make_cuda_backend(DType::BF16, 0);   // reads the switch when it is made
+        unsetenv("TRAIN_GPT_FP8_FUSION");
+        GPT model(cfg, *backend, B, T, pc);
+        model.init_weights(seed_);
+        std::vector<float> losses;
+        for (int s = 0; s < steps; s++) {
+            const int32_t* x = tokens.data() + (size_t)s * B * T;
+            model.zero_grad();
+            losses.push_back(model.forward(x, x + B * T, B, T, 1.0f / (B * T)));
+            model.backward();
+            model.update(kLr, AdamWConfig{}, 1.0f, s + 1);
+        }
+        const int32_t* x = tokens.data() + (size_t)steps * B * T;
+        losses.push_back(model.forward(x, x + B * T, B, T));
+        return std::make_pair(losses, model.weights());
+    };
+    const auto fused = run(true), unfused = run(false);
+    ASSERT_EQ(fused.first.size(), unfused.first.size());
+    for (size_t i = 0; i < fused.first.size(); i++) {
+        EXPECT_EQ(float_bits(fused.first[i]), float_bits(unfused.first[i])) << "loss " << i << ": " << fused.first[i]
+                                                                             << " vs " << unfused.first[i];
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < fused.second.size(); i++) differ += float_bits(fused.second[i]) != float_bits(unfused.second[i]);
+    EXPECT_EQ(differ, 0u) << "weights after " << steps << " steps";
+}
