@@ -128,10 +128,6 @@ constexpr int kGemmOut[] = {3, 1, 4, 1};
 constexpr int kGemmIn[] = {1, 1, 1, 4};
 constexpr const char* kGemmName[] = {"qkv", "attproj", "fc", "fcproj"};
 
-// GEMM g of every block runs in FP8 under prec (fp8 mode, selected by --fp8-gemms)
-bool runs_in_fp8(const PrecisionConfig& prec, int g) {
-    return prec.precision == Precision::FP8 && (prec.fp8.gemms >> g & 1u);
-}
 
 // Where the backward of FP8 GEMM g finds the E4M3 Xᵀ its weight gradient reads. qkv and fc (X =
 // a layernorm output): the forward's cast writes it and it is kept, one per layer. attproj (X =
@@ -148,8 +144,8 @@ std::vector<size_t> activation_tensor_bytes(const GPTConfig& cfg, size_t BT, con
     const size_t L = cfg.n_layer, C = cfg.n_embd, NH = cfg.n_head, Vp = cfg.padded_vocab_size;
     const size_t A = dtype_size(activation_dtype(prec.precision)), F = sizeof(float);
     // layers of the GEMM inputs ln1, ln2, fch_gelu (see Activations)
-    const size_t Lk1 = runs_in_fp8(prec, 0) ? 0 : L, Lk2 = runs_in_fp8(prec, 2) ? 0 : L;
-    const size_t Lkg = runs_in_fp8(prec, 3) ? 0 : L;
+    const size_t Lk1 = GPT::runs_in_fp8(prec, 0) ? 0 : L, Lk2 = GPT::runs_in_fp8(prec, 2) ? 0 : L;
+    const size_t Lkg = GPT::runs_in_fp8(prec, 3) ? 0 : L;
     const std::array<size_t, 2> elements_and_size[] = {
         {BT * C, A},      {Lk1 * BT * C, A},  {L * BT, F},      {L * BT, F},       {L * BT * 3 * C, A},
         {L * BT * C, A},  {L * BT * NH, F},   {BT * C, A},      {L * BT * C, A},   {Lk2 * BT * C, A},
@@ -171,7 +167,7 @@ Fp8ActivationSizes fp8_activation_sizes(const GPTConfig& cfg, size_t BT, const P
     const size_t L = cfg.n_layer, C = cfg.n_embd;
     Fp8ActivationSizes sizes;
     for (int g = 0; g < 4; g++) {
-        if (!runs_in_fp8(prec, g)) continue;
+        if (!GPT::runs_in_fp8(prec, g)) continue;
         if (fp8_keeps_input_t(g)) {
             sizes.kept_t += L * BT * kGemmIn[g] * C;
         } else {
@@ -445,13 +441,13 @@ void GPT::linear_forward(int l, Gemm g, void* out, const GemmInput& inp, int N, 
     // the statistics of a cast that writes nothing give the amax first)
     Fp8ScaleSlot* sx = fp8_scale(kFp8X, l, g);
     if (fp8_needs_amax_now(kFp8X, l, g)) {
-        k_.zero(fp8_jit_, sizeof(Fp8Counters));
-        if (inp.kind == GemmInput::kTensor) {
-            k_.amax_into(inp.x, (size_t)N * C, fp8_jit_);
-        } else {
-            cast_input(inp, nullptr, nullptr, N, C, sx, fp8_jit_);
-        }
-        k_.fp8_scale_from_counters(sx, fp8_jit_, fp8e4m3::max_finite, prec_.fp8.margin);
+        fp8_scale_just_in_time(sx, fp8e4m3::max_finite, [&](Fp8Counters* counters) {
+            if (inp.kind == GemmInput::kTensor) {
+                k_.amax_into(inp.x, (size_t)N * C, counters);
+            } else {
+                cast_input(inp, nullptr, nullptr, N, C, sx, counters);
+            }
+        });
     }
     // one cast, two layouts where backward keeps Xᵀ (fp8_keeps_input_t): X (N,C) for this GEMM,
     // Xᵀ (C,N) for dW. Evaluation and sampling passes keep no Xᵀ and leave the scaling state alone
@@ -476,7 +472,10 @@ void GPT::linear_backward(int l, Gemm g, void* dinp, const void* dout, const Gem
     }
     Fp8ScaleSlot* sdy = fp8_scale(kFp8DY, l, g);
     if (!dout_cast) {   // else the producer of dY has cast it already (gelu_backward_e5m2)
-        if (fp8_needs_amax_now(kFp8DY, l, g)) fp8_scale_just_in_time(sdy, dout, (size_t)N * OC, fp8e5m2::max_finite);
+        if (fp8_needs_amax_now(kFp8DY, l, g)) {
+            fp8_scale_just_in_time(sdy, fp8e5m2::max_finite,
+                                   [&](Fp8Counters* counters) { k_.amax_into(dout, (size_t)N * OC, counters); });
+        }
         // dY (N,OC) for dX and dYᵀ (OC,N) for dW, from one cast
         k_.quantize_transpose_e5m2(fp8_dout_, fp8_dout_t_, dout, N, OC, sdy, fp8_slot(kFp8DY, l, g));
     }
@@ -529,10 +528,12 @@ bool GPT::fp8_needs_amax_now(Fp8Operand operand, int l, int g) const {
            (*fp8_hist_len_)[fp8_index(operand, l, g)] == 0;
 }
 
-// The scale from the tensor's own amax, all in backend memory (no wait for the host).
-void GPT::fp8_scale_just_in_time(Fp8ScaleSlot* slot, const void* x, size_t n, float fp8_max) {
+// The scale from the tensor's own amax, all in backend memory (no wait for the host): record_amax
+// puts the amax into an empty counters slot (an amax op, or a cast that writes nothing).
+void GPT::fp8_scale_just_in_time(Fp8ScaleSlot* slot, float fp8_max,
+                                 const std::function<void(Fp8Counters*)>& record_amax) {
     k_.zero(fp8_jit_, sizeof(Fp8Counters));
-    k_.amax_into(x, n, fp8_jit_);
+    record_amax(fp8_jit_);
     k_.fp8_scale_from_counters(slot, fp8_jit_, fp8_max, prec_.fp8.margin);
 }
 
@@ -548,7 +549,10 @@ void GPT::cast_fp8_weights(const std::array<bool, kNumGemms>& already_cast) {
             const void* w = param(kGemmWeight[g], l * wsize);
             Fp8ScaleSlot* sw = fp8_scale(kFp8W, l, g);
             k_.zero(fp8_slot(kFp8W, l, g), sizeof(Fp8Counters));
-            if (fp8_needs_amax_now(kFp8W, l, g)) fp8_scale_just_in_time(sw, w, wsize, fp8e4m3::max_finite);
+            if (fp8_needs_amax_now(kFp8W, l, g)) {
+                fp8_scale_just_in_time(sw, fp8e4m3::max_finite,
+                                       [&](Fp8Counters* counters) { k_.amax_into(w, wsize, counters); });
+            }
             k_.quantize_transpose_e4m3(fp8_weight(l, g, false), fp8_weight(l, g, true), w, kGemmOut[g] * cfg_.n_embd,
                                        kGemmIn[g] * cfg_.n_embd, sw, fp8_slot(kFp8W, l, g));
         }

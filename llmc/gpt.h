@@ -32,6 +32,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,10 @@ public:
     // Bytes of the activation buffers allocated for (max_B, max_T): every layer's saved
     // activations, the backward scratch, the logits, and in fp8 mode the E4M3/E5M2 copies.
     size_t activation_bytes() const { return activation_bytes_; }
+    // GEMM g of every block runs in FP8 under `precision` (fp8 mode, selected by --fp8-gemms).
+    static bool runs_in_fp8(const PrecisionConfig& precision, int g) {
+        return precision.precision == Precision::FP8 && (precision.fp8.gemms >> g & 1u);
+    }
     // What activation_bytes() would be for a model of cfg at (B, T), without building it.
     static size_t activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision);
 
@@ -206,7 +211,7 @@ private:
     float* grad(int tensor) const { return grads_ + param_offsets_[tensor]; }
     bool fp8() const { return prec_.precision == Precision::FP8; }
     // GEMM g of each block runs in FP8 (fp8 mode, selected by --fp8-gemms)
-    bool fp8_gemm(int g) const { return fp8() && (prec_.fp8.gemms >> g & 1u); }
+    bool fp8_gemm(int g) const { return runs_in_fp8(prec_, g); }
     // The input X (N,C) of a block GEMM: a tensor in the activation dtype, or, where the GEMM runs
     // in FP8 and the cast is fused into the producer, what the producer reads: the layernorm of x
     // (qkv, fc) or gelu(x) (fcproj), never written in the activation dtype.
@@ -242,7 +247,7 @@ private:
     Fp8Counters* fp8_spare_slot() const;   // counters nobody reads (evaluation passes, casts done twice)
     Fp8ScaleSlot* fp8_scale(Fp8Operand operand, int l, int g) const;  // its scale
     bool fp8_needs_amax_now(Fp8Operand operand, int l, int g) const;
-    void fp8_scale_just_in_time(Fp8ScaleSlot* slot, const void* x, size_t n, float fp8_max);
+    void fp8_scale_just_in_time(Fp8ScaleSlot* slot, float fp8_max, const std::function<void(Fp8Counters*)>& record_amax);
 };
 
 }  // namespace train_gpt

@@ -67,6 +67,10 @@ void expect_fp8_close(const std::string& what, const std::vector<uint8_t>& g, co
 class CudaFp8FusedTest : public CudaDTypeTest {};
 
 struct Layouts { bool q, qt; const char* name; };
+// an E4M3 output on one side of a Twin buffer, or none when that layout is not asked for
+fp8e4m3* e4m3_or_null(const Twin::Buf& buf, bool want, bool gpu) {
+    return want ? (gpu ? buf.gp<fp8e4m3>() : buf.cp<fp8e4m3>()) : nullptr;
+}
 const Layouts kLayouts[] = {{true, false, "q only"}, {false, true, "qt only"}, {true, true, "both layouts"}};
 
 }  // namespace
@@ -86,14 +90,11 @@ TEST_P(CudaFp8FusedTest, GeluForwardCastIsTheUnfusedCast) {
             SCOPED_TRACE(lay.name);
             Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
             Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
-            auto q = [&](const Twin::Buf& buf, bool want, bool gpu) {
-                return want ? (gpu ? buf.gp<fp8e4m3>() : buf.cp<fp8e4m3>()) : nullptr;
-            };
-            tw.gpu().gelu_forward_e4m3(q(qf, lay.q, true), q(qtf, lay.qt, true), xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
+            tw.gpu().gelu_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
                                        kf.gp<Fp8Counters>());
-            tw.gpu().quantize_transpose_e4m3(q(qu, lay.q, true), q(qtu, lay.qt, true), y.g, rows, cols,
+            tw.gpu().quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g, rows, cols,
                                              sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
-            tw.cpu().gelu_forward_e4m3(q(qf, lay.q, false), q(qtf, lay.qt, false), xb.c, rows, cols,
+            tw.cpu().gelu_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), xb.c, rows, cols,
                                        sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
             if (lay.q) expect_bytes_equal("gelu q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
             if (lay.qt) expect_bytes_equal("gelu qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
@@ -124,14 +125,11 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
             Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
             Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
             Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
-            auto q = [&](const Twin::Buf& buf, bool want, bool gpu) {
-                return want ? (gpu ? buf.gp<fp8e4m3>() : buf.cp<fp8e4m3>()) : nullptr;
-            };
-            tw.gpu().layernorm_forward_e4m3(q(qf, lay.q, true), q(qtf, lay.qt, true), mean.gp<float>(), rstd.gp<float>(),
+            tw.gpu().layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), mean.gp<float>(), rstd.gp<float>(),
                                             xb.g, w.g, b.g, N, C, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
-            tw.gpu().quantize_transpose_e4m3(q(qu, lay.q, true), q(qtu, lay.qt, true), y.g, N, C, sc.gp<Fp8ScaleSlot>(),
+            tw.gpu().quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g, N, C, sc.gp<Fp8ScaleSlot>(),
                                              ku.gp<Fp8Counters>());
-            tw.cpu().layernorm_forward_e4m3(q(qf, lay.q, false), q(qtf, lay.qt, false), mean.cp<float>(),
+            tw.cpu().layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), mean.cp<float>(),
                                             rstd.cp<float>(), xb.c, w.c, b.c, N, C, sc.cp<Fp8ScaleSlot>(),
                                             kf.cp<Fp8Counters>());
             expect_bytes_equal("layernorm mean: fused vs unfused", tw.bytes_g(mean), tw.bytes_g(mean_u), 4);
