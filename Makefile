@@ -5,8 +5,8 @@
 #   make clean
 #
 # Host-only code (CLI11, JSON, BLAS, the CPU kernel set) is compiled by the host compiler;
-# nvcc compiles only .cu files. Every llmc/*.cpp and llmc/cpu/*.cpp, and every llmc/*.cu and
-# llmc/cuda/*.cu (the CUDA kernel set, the NCCL Comm), goes into one static library, every
+# nvcc compiles only .cu files. Every llmc/**/*.cpp, and every llmc/**/*.cu (the CUDA kernel
+# set, the NCCL Comm), goes into one static library, every
 # tests/*.cpp into one test binary, every dev/data/*.cpp into a tool of its name. The CUDA code
 # builds without a GPU; it needs one only to run.
 
@@ -24,19 +24,22 @@ NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++17 $(GENCODE) -Xcompiler -fopenmp,-Wall -MMD -MP
 # cuBLASLt and NCCL (the CUDA kernel set's GEMMs and collectives) are in $(CUDA_HOME)/lib64 here.
 LDLIBS   := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lnccl -lcudart -lopenblas -lgomp -lpthread -ldl -lpcre2-8 -lxxhash
-# Open MPI (llmc/comm_mpi.cpp, build/test_mpi): flags from its wrapper compiler. Only the files
+# Open MPI (llmc/distributed/comm_mpi.cpp, build/test_mpi): flags from its wrapper compiler. Only the files
 # that include <mpi.h> get its include path; everything links libmpi (it is in the library).
 MPI_CPPFLAGS := $(shell mpicxx --showme:compile 2>/dev/null)
 MPI_LDLIBS   := $(shell mpicxx --showme:link 2>/dev/null)
 LDLIBS   += $(MPI_LDLIBS)
 
-LIB_SRCS := $(sort $(wildcard llmc/*.cpp llmc/cpu/*.cpp))
-LIB_CU_SRCS := $(sort $(wildcard llmc/*.cu llmc/cuda/*.cu))
+LIB_SRCS := $(sort $(wildcard llmc/*.cpp llmc/*/*.cpp))
+LIB_CU_SRCS := $(sort $(wildcard llmc/*.cu llmc/*/*.cu))
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(LIB_CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB      := $(BUILD)/libtrain_gpt.a
 
-TOOL_SRCS := $(sort $(wildcard dev/data/*.cpp))
-TOOLS     := $(patsubst dev/data/%.cpp,$(BUILD)/%,$(TOOL_SRCS))
+# dev/data: the data tools (a main each) and what only they use (BPE training), which the tests
+# link too.
+TOOL_NAMES := prepare_text bench_tokenizer
+TOOLS      := $(TOOL_NAMES:%=$(BUILD)/%)
+DATA_OBJS  := $(BUILD)/dev/data/bpe_train.o
 
 TEST_SRCS := $(sort $(wildcard tests/*.cpp))
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
@@ -73,13 +76,13 @@ $(LIB): $(LIB_OBJS)
 train_gpt: $(BUILD)/train_gpt.o $(LIB)
 	$(CXX) -fopenmp $^ -o $@ $(LDLIBS)
 
-$(BUILD)/%: $(BUILD)/dev/data/%.o $(LIB)
+$(BUILD)/%: $(BUILD)/dev/data/%.o $(DATA_OBJS) $(LIB)
 	$(CXX) -fopenmp $^ -o $@ $(LDLIBS)
 
-$(TEST_BIN): $(TEST_OBJS) $(LIB) $(TOOLS) train_gpt
-	$(CXX) -fopenmp $(TEST_OBJS) $(LIB) -o $@ $(LDLIBS) -lgtest -lgtest_main
+$(TEST_BIN): $(TEST_OBJS) $(DATA_OBJS) $(LIB) $(TOOLS) train_gpt
+	$(CXX) -fopenmp $(TEST_OBJS) $(DATA_OBJS) $(LIB) -o $@ $(LDLIBS) -lgtest -lgtest_main
 
-$(BUILD)/llmc/comm_mpi.o $(MPI_TEST_OBJS): CPPFLAGS += $(MPI_CPPFLAGS)
+$(BUILD)/llmc/distributed/comm_mpi.o $(MPI_TEST_OBJS): CPPFLAGS += $(MPI_CPPFLAGS)
 
 $(MPI_TEST_BIN): $(MPI_TEST_OBJS) $(LIB)
 	$(CXX) -fopenmp $^ -o $@ $(LDLIBS) -lgtest

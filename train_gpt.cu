@@ -9,36 +9,36 @@
 //   ./train_gpt --help                                    every flag with its default
 //
 // Where things are (include map):
-//   llmc/config.h     TrainConfig (every flag), RunPlan, the start-up table and config.json
-//   llmc/gpt.h        the model: parameter layout, forward, backward, AdamW update
-//   llmc/precision.h  fp32 | bf16 | fp16 | fp8: the dtype of every buffer
-//   llmc/fp8_scaling.h  FP8 delayed scaling (amax history → scale); llmc/loss_scaler.h  fp16 loss scaling
-//   llmc/fp8_autotune.h  --fp8-gemms auto: the block GEMMs that run in FP8, chosen by timing them
+//   llmc/train/config.h     TrainConfig (every flag), RunPlan, the start-up table and config.json
+//   llmc/model/gpt.h        the model: parameter layout, forward, backward, AdamW update
+//   llmc/precision/precision.h  fp32 | bf16 | fp16 | fp8: the dtype of every buffer
+//   llmc/precision/fp8_scaling.h  FP8 delayed scaling (amax history → scale); llmc/precision/loss_scaler.h  fp16 loss scaling
+//   llmc/precision/fp8_autotune.h  --fp8-gemms auto: the block GEMMs that run in FP8, chosen by timing them
 //   llmc/backend.h    the kernel-set interface the model calls; llmc/cpu/ is the CPU kernel set,
 //                     llmc/cpu/kernels.h documents every op (shapes, maths, += rules)
-//   llmc/cuda_backend.h  the CUDA kernel set (llmc/cuda/: cuBLASLt GEMMs, flash attention, …)
-//   llmc/comm.h       all-reduce / reduce-scatter / all-gather over ranks (single process or MPI)
-//   llmc/comm_nccl.h  the same collectives between GPUs, over NCCL
-//   llmc/checkpoint.h step_XXXXXXXX/ directories: HF safetensors weights, sharded optimizer state
-//   llmc/dataloader.h batches of (B, T) tokens from a glob of llm.c token shards
-//   llmc/tokenizer.h  decoding samples, encoding a prompt (llmc/bpe.h: the byte-level BPE)
-//   llmc/schedule.h   learning-rate schedules
-//   llmc/logger.h     the JSONL run log
+//   llmc/cuda/cuda_backend.h  the CUDA kernel set (llmc/cuda/: cuBLASLt GEMMs, flash attention, …)
+//   llmc/distributed/comm.h       all-reduce / reduce-scatter / all-gather over ranks (single process or MPI)
+//   llmc/distributed/comm_nccl.h  the same collectives between GPUs, over NCCL
+//   llmc/checkpoint/checkpoint.h step_XXXXXXXX/ directories: HF safetensors weights, sharded optimizer state
+//   llmc/data/dataloader.h batches of (B, T) tokens from a glob of llm.c token shards
+//   llmc/data/tokenizer.h  decoding samples, encoding a prompt (llmc/data/bpe.h: the byte-level BPE)
+//   llmc/train/schedule.h   learning-rate schedules
+//   llmc/train/logger.h     the JSONL run log
 //   llmc/rng.h        deterministic random numbers
-#include "checkpoint.h"
-#include "comm.h"
-#include "comm_nccl.h"
-#include "config.h"
-#include "cuda_backend.h"
-#include "dataloader.h"
-#include "fp8_autotune.h"
-#include "gpt.h"
-#include "logger.h"
-#include "loss_scaler.h"
+#include "checkpoint/checkpoint.h"
+#include "distributed/comm.h"
+#include "distributed/comm_nccl.h"
+#include "train/config.h"
+#include "cuda/cuda_backend.h"
+#include "data/dataloader.h"
+#include "precision/fp8_autotune.h"
+#include "model/gpt.h"
+#include "train/logger.h"
+#include "precision/loss_scaler.h"
 #include "rng.h"
-#include "schedule.h"
-#include "tokenizer.h"
-#include "train_state.h"
+#include "train/schedule.h"
+#include "data/tokenizer.h"
+#include "checkpoint/train_state.h"
 #include "utils.h"
 
 #include <chrono>

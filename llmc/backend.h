@@ -14,8 +14,8 @@
 // cpu/fp8_kernels.h.
 #pragma once
 
-#include "fp8_scaling.h"
-#include "precision.h"
+#include "precision/fp8_scaling.h"
+#include "precision/precision.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,10 +1,11 @@
-// test_bpe.cpp — byte-level BPE (llmc/bpe.h) against tiktoken (PyPI) as the oracle: identical
+// test_bpe.cpp — byte-level BPE (llmc/data/bpe.h) against tiktoken (PyPI) as the oracle: identical
 // ids on every document of the KJV (Debian's bible-kjv) plus non-ASCII and random Unicode text,
 // with GPT-2's own vocabulary (../shared/data/gpt2) and with one trained here; round trips,
 // invalid UTF-8, training by hand on a tiny corpus, determinism, and the vocabulary files.
-#include "bpe.h"
+#include "data/bpe.h"
+#include "dev/data/bpe_train.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 #include "utils.h"
 
 #include <gtest/gtest.h>
@@ -211,7 +212,7 @@ TEST(Bpe, TrainedVocabularyMatchesTiktokenOnEveryDocument) {
     ScratchDir dir;
     std::vector<std::string_view> kjv;
     for (size_t i = 0; i < test_corpus().kjv_docs; i++) kjv.push_back(corpus()[i]);
-    const Bpe trained = Bpe::train(kjv, 1024, 2);
+    const Bpe trained = train_bpe(kjv, 1024, 2);
     ASSERT_EQ(trained.vocab_size(), 1024);
     trained.save_gpt2(dir.path);  // tiktoken reads these with its own data-gym loader
     expect_same_ids_as_tiktoken(trained, dir.path);
@@ -249,7 +250,7 @@ TEST(Bpe, InvalidUtf8IsEncodedByteByByteAndRoundTrips) {
     // Random bytes: always a round trip, with the GPT-2 vocabulary and a trained one.
     std::mt19937 rng(7);
     const std::string first = corpus().empty() ? std::string() : corpus()[0];
-    const Bpe trained = Bpe::train({first}, 400);
+    const Bpe trained = train_bpe({first}, 400);
     for (int k = 0; k < 200; k++) {
         std::string s(rng() % 200, '\0');
         for (char& c : s) c = static_cast<char>(rng() % 256);
@@ -265,7 +266,7 @@ TEST(Bpe, TrainingATinyCorpusGivesTheHandComputedMerges) {
     // then p un 12, p ug 5, hug s 5, b un 4                             -> "pun"
     // then a tie at 5: (p, ug) has the smaller left id (79 < 258)       -> "pug", then "hugs"
     // then b un 4                                                       -> "bun"; no pair left.
-    const Bpe bpe = Bpe::train_from_counts({{"hug", 10}, {"pug", 5}, {"pun", 12}, {"bun", 4}, {"hugs", 5}}, 300);
+    const Bpe bpe = train_bpe_from_counts({{"hug", 10}, {"pug", 5}, {"pun", 12}, {"bun", 4}, {"hugs", 5}}, 300);
     ASSERT_EQ(bpe.vocab_size(), 256 + 7 + 1);  // the corpus ran out of pairs before 300
     std::vector<std::string> learned;
     for (int id = 256; id < bpe.eot_token(); id++) learned.push_back(bpe.token_bytes(id));
@@ -279,26 +280,26 @@ TEST(Bpe, TrainingATinyCorpusGivesTheHandComputedMerges) {
     EXPECT_EQ(bpe.encode("bugs"), (std::vector<int>{gpt2_byte_rank('b'), 256, gpt2_byte_rank('s')}));
 
     // vocab_size caps the merges: 258 = 256 bytes + "ug" + <|endoftext|>.
-    EXPECT_EQ(Bpe::train_from_counts({{"hug", 10}, {"pug", 5}}, 258).vocab_size(), 258);
+    EXPECT_EQ(train_bpe_from_counts({{"hug", 10}, {"pug", 5}}, 258).vocab_size(), 258);
 
     // Merges don't overlap: "aaaa" has three (a, a) pairs but becomes "aa" "aa", then "aaaa".
-    const Bpe aaaa = Bpe::train({"aaaa"}, 1000);
+    const Bpe aaaa = train_bpe({"aaaa"}, 1000);
     ASSERT_EQ(aaaa.vocab_size(), 259);
     EXPECT_EQ(aaaa.token_bytes(256), "aa");
     EXPECT_EQ(aaaa.token_bytes(257), "aaaa");
     // From text, pre-tokens are counted first: " hug" and "hug" are different words.
-    const Bpe text = Bpe::train({"hug hug hug"}, 1000);
+    const Bpe text = train_bpe({"hug hug hug"}, 1000);
     EXPECT_EQ(text.token_bytes(256), "hu");  // (h,u) 3 beats (u,g) 3 on the smaller left id; (' ',h) has 2
-    EXPECT_CONTAINS(error_of([] { Bpe::train({"x"}, 256); }), "at least 257");
+    EXPECT_CONTAINS(error_of([] { train_bpe({"x"}, 256); }), "at least 257");
 }
 
 TEST(Bpe, TrainingIsDeterministicAndThreadCountFree) {
     std::vector<std::string_view> docs;
     for (size_t i = 0; i < 300 && i < corpus().size(); i++) docs.push_back(corpus()[i]);
     ASSERT_EQ(docs.size(), 300u);
-    const Bpe a = Bpe::train(docs, 700, 1);
-    const Bpe b = Bpe::train(docs, 700, 2);
-    const Bpe c = Bpe::train(docs, 700, 2);
+    const Bpe a = train_bpe(docs, 700, 1);
+    const Bpe b = train_bpe(docs, 700, 2);
+    const Bpe c = train_bpe(docs, 700, 2);
     EXPECT_EQ(a.vocab_size(), 700);
     EXPECT_EQ(a.tokens(), b.tokens());
     EXPECT_EQ(a.merges(), b.merges());
@@ -307,7 +308,7 @@ TEST(Bpe, TrainingIsDeterministicAndThreadCountFree) {
     // A document cut where pre-tokens can't change trains the same as the whole.
     std::string whole;
     for (std::string_view d : docs) whole += d;
-    const Bpe w = Bpe::train({whole}, 700, 2);
+    const Bpe w = train_bpe({whole}, 700, 2);
     std::vector<std::string_view> pieces;
     size_t start = 0;
     for (size_t cut : pretokenizer_cuts(whole, 5000)) {
@@ -316,7 +317,7 @@ TEST(Bpe, TrainingIsDeterministicAndThreadCountFree) {
     }
     pieces.push_back(std::string_view(whole).substr(start));
     EXPECT_GT(pieces.size(), 10u);
-    EXPECT_EQ(Bpe::train(pieces, 700, 2).tokens(), w.tokens());
+    EXPECT_EQ(train_bpe(pieces, 700, 2).tokens(), w.tokens());
 }
 
 TEST(Bpe, PretokenizerCutsKeepTheTokens) {
@@ -362,7 +363,7 @@ TEST(Bpe, TiktokenFileLoadsTheSameVocabulary) {
 
 TEST(Bpe, SavedFilesAreGpt2sFormat) {
     ScratchDir dir;
-    const Bpe bpe = Bpe::train_from_counts({{"hug", 10}, {" hug", 3}}, 300);
+    const Bpe bpe = train_bpe_from_counts({{"hug", 10}, {" hug", 3}}, 300);
     bpe.save_gpt2(dir.path);
     const std::string vocab = read_text(dir.file("vocab.bpe"));
     EXPECT_EQ(vocab.substr(0, 14), "#version: 0.2\n");
@@ -377,7 +378,7 @@ TEST(Bpe, SavedFilesAreGpt2sFormat) {
 
 TEST(Bpe, BadVocabularyFilesNameTheFileAndLine) {
     ScratchDir dir;
-    const Bpe bpe = Bpe::train_from_counts({{"hug", 10}, {"pug", 5}}, 300);  // merges "ug", "hug", "pug"
+    const Bpe bpe = train_bpe_from_counts({{"hug", 10}, {"pug", 5}}, 300);  // merges "ug", "hug", "pug"
     bpe.save_gpt2(dir.path);
     const std::string encoder = dir.file("encoder.json"), vocab = dir.file("vocab.bpe");
     const std::string good_vocab = read_text(vocab), good_encoder = read_text(encoder);

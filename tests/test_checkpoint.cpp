@@ -7,11 +7,11 @@
 //
 // Python (Debian's python3-torch plus pip's transformers / safetensors, scripts/setup.sh --test)
 // is required: those tests fail, never skip, when it cannot run.
-#include "checkpoint.h"
-#include "dtypes.h"
-#include "gpt.h"
+#include "checkpoint/checkpoint.h"
+#include "precision/dtypes.h"
+#include "model/gpt.h"
 #include "rng.h"
-#include "safetensors.h"
+#include "checkpoint/safetensors.h"
 #include "test_util.h"
 
 #include <nlohmann/json.hpp>

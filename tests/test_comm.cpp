@@ -1,6 +1,6 @@
 // test_comm.cpp — the single-process Comm (a world of one) and how make_comm() chooses.
 // The MPI Comm has its own binary, run under mpirun: tests/mpi/test_comm_mpi.cpp.
-#include "comm.h"
+#include "distributed/comm.h"
 #include "test_util.h"
 
 #include <cstdint>

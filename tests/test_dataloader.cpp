@@ -4,11 +4,11 @@
 //
 // Shards here hold consecutive integers (token i of the concatenated stream is i, or a known
 // function of i), so a sample's identity can be read off its first input token.
-#include "bpe.h"
-#include "dataloader.h"
-#include "shard.h"
+#include "data/bpe.h"
+#include "data/dataloader.h"
+#include "data/shard.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 #include "utils.h"
 
 #include <gtest/gtest.h>

@@ -3,11 +3,11 @@
 //   * resume on the same world size is bit-exact; a checkpoint saved on 4 ranks resumes on 2 and 1;
 //   * crash safety: SIGKILL at random moments, many while a checkpoint is being written;
 //   * bad checkpoints are refused with the file named, and nothing is deleted.
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "rng.h"
-#include "shard.h"
+#include "data/shard.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 
 #include <nlohmann/json.hpp>
 

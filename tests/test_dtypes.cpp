@@ -1,4 +1,4 @@
-// test_dtypes.cpp — llmc/dtypes.h against an independent oracle: the host-callable conversion
+// test_dtypes.cpp — llmc/precision/dtypes.h against an independent oracle: the host-callable conversion
 // functions in CUDA's own headers (cuda_bf16.hpp, cuda_fp16.hpp, cuda_fp8.hpp; plain C++ on
 // the host, no GPU and no libcudart needed). Every comparison is of exact bits, NaN included
 // (dtypes.h produces CUDA's NaN encodings), so "zero mismatches" is bit-for-bit agreement.
@@ -10,7 +10,7 @@
 //                the next value up (and past the largest finite) and the midpoint's neighbours
 //   random       10^8 floats per format: half uniformly random bit patterns, half with the
 //                exponent drawn from the format's range (where the rounding happens)
-#include "dtypes.h"
+#include "precision/dtypes.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

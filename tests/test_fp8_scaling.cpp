@@ -2,7 +2,7 @@
 // NaN, a tiny amax whose scale overflows, the history roll, the margin, max vs most_recent, the
 // current recipe), the NaN-keeping amax combine, and the scaled casts with their telemetry.
 #include "backend.h"
-#include "fp8_scaling.h"
+#include "precision/fp8_scaling.h"
 #include "rng.h"
 #include "test_util.h"
 

@@ -1,10 +1,10 @@
 // test_host_utils.cpp — the small host helpers: learning-rate schedules, the RNG, the JSONL
 // log, command-line parsing and the resolved config, model shapes, and the file utilities.
-#include "config.h"
-#include "gpt.h"
-#include "logger.h"
+#include "train/config.h"
+#include "model/gpt.h"
+#include "train/logger.h"
 #include "rng.h"
-#include "schedule.h"
+#include "train/schedule.h"
 #include "test_util.h"
 
 #include <nlohmann/json.hpp>

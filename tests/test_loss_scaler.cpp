@@ -1,7 +1,7 @@
 // test_loss_scaler.cpp — the fp16 dynamic loss scaler against hand-computed tables: halving on
 // overflow (and the skip), doubling after the growth interval, the floor and the ceiling, the
 // collapse warning, and the FP32 unscale-and-check pass.
-#include "loss_scaler.h"
+#include "precision/loss_scaler.h"
 #include "test_util.h"
 
 #include <cmath>

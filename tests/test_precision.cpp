@@ -7,12 +7,12 @@
 //     from the formats (see ModesMatchFp32WithinFormatTolerances).
 #include "cpu/fp8_kernels.h"
 #include "cpu/kernels.h"
-#include "fp8_autotune.h"
-#include "gpt.h"
+#include "precision/fp8_autotune.h"
+#include "model/gpt.h"
 #include "rng.h"
-#include "shard.h"
+#include "data/shard.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 
 #include <nlohmann/json.hpp>
 

@@ -11,9 +11,9 @@
 //     (measured worst tensor: 6.6e-7);
 //   losses over 10 steps 1e-5 relative, the bound (measured: 2.2e-7).
 // PyTorch is required: the test fails (never skips) when it cannot run the reference.
-#include "gpt.h"
+#include "model/gpt.h"
 #include "rng.h"
-#include "schedule.h"
+#include "train/schedule.h"
 #include "test_util.h"
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 // test_shard.cpp — llm.c shard format: exact bytes on disk, round trips, and one test per way a
 // shard file can be wrong (each error must name the path and the problem).
-#include "shard.h"
+#include "data/shard.h"
 #include "test_util.h"
 #include "utils.h"
 

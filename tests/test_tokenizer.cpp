@@ -1,8 +1,9 @@
 // test_tokenizer.cpp — tokenizer.bin format (llm.c), byte-level encode/decode, printable(), and
 // the BPE merges picked up from encoder.json + vocab.bpe beside tokenizer.bin.
-#include "bpe.h"
+#include "data/bpe.h"
+#include "dev/data/bpe_train.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 #include "utils.h"
 
 #include <gtest/gtest.h>
@@ -183,7 +184,7 @@ TEST(Tokenizer, EncodeIsByteLevelForTheByteLevelTable) {
 
 TEST(Tokenizer, LoadPicksUpBpeMergesBesideIt) {
     ScratchDir dir;
-    auto bpe = std::make_shared<const Bpe>(Bpe::train({"the cat and the hat and the bat sat on the mat"}, 280));
+    auto bpe = std::make_shared<const Bpe>(train_bpe({"the cat and the hat and the bat sat on the mat"}, 280));
     const Tokenizer made = Tokenizer::from_bpe(bpe);
     EXPECT_EQ(made.vocab_size(), bpe->vocab_size());
     EXPECT_EQ(made.eot_token(), bpe->vocab_size() - 1);
@@ -212,7 +213,7 @@ TEST(Tokenizer, LoadPicksUpBpeMergesBesideIt) {
     EXPECT_CONTAINS(msg, "no BPE merges");
 
     // Merges that describe another table are an error, naming both files.
-    Bpe::train({"something else entirely, else entirely"}, 270).save_gpt2(dir.path);
+    train_bpe({"something else entirely, else entirely"}, 270).save_gpt2(dir.path);
     const std::string stale = error_of([&] { Tokenizer::load(dir.file("tokenizer.bin")); });
     EXPECT_CONTAINS(stale, dir.file("tokenizer.bin"));
     EXPECT_CONTAINS(stale, dir.file("encoder.json"));

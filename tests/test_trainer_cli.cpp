@@ -1,9 +1,9 @@
 // test_trainer_cli.cpp — the ./train_gpt binary end to end: a short run succeeds and writes its
 // log and config; every kind of bad input exits non-zero with a message naming the file or flag,
 // and leaves an existing output directory untouched.
-#include "shard.h"
+#include "data/shard.h"
 #include "test_util.h"
-#include "tokenizer.h"
+#include "data/tokenizer.h"
 
 #include <nlohmann/json.hpp>
 

@@ -17,7 +17,7 @@
 #pragma once
 
 #include "cuda/common.cuh"
-#include "dtypes.h"
+#include "precision/dtypes.h"
 #include "rng.h"
 
 #include <cuda_bf16.h>

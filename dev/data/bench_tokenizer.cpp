@@ -1,4 +1,4 @@
-// bench_tokenizer — speed of llmc/bpe.cpp: encoding throughput and training time, one JSON line.
+// bench_tokenizer — speed of llmc/data/bpe.cpp: encoding throughput and training time, one JSON line.
 //
 //   build/bench_tokenizer --input data/kjv/kjv.txt --bpe-dir ../shared/data/gpt2 --repeat 3
 //   build/bench_tokenizer --input data/kjv/kjv.txt --train-vocab 8192 --threads 2
@@ -6,7 +6,8 @@
 // Encoding: the whole file as one text, on one thread, with a fresh BpeEncoder (cold cache)
 // each repeat; the best repeat counts. dev/data/bench_tokenizer.sh runs this and tiktoken
 // (dev/data/tiktoken_oracle.py bench) on the same text and prints the ratio.
-#include "bpe.h"
+#include "data/bpe.h"
+#include "dev/data/bpe_train.h"
 #include "utils.h"
 
 #include <CLI/CLI.hpp>
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
         const std::string text = read_all(input);
         if (train_vocab > 0) {
             const auto t0 = std::chrono::steady_clock::now();
-            const Bpe bpe = Bpe::train({text}, train_vocab, threads);
+            const Bpe bpe = train_bpe({text}, train_vocab, threads);
             std::printf("{\"bytes\": %zu, \"vocab\": %d, \"threads\": %d, \"train_seconds\": %.3f}\n", text.size(),
                         bpe.vocab_size(), threads, seconds_since(t0));
             return 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_tokenizer.sh — BPE encoding throughput of llmc/bpe.cpp vs tiktoken, and training time.
+# bench_tokenizer.sh — BPE encoding throughput of llmc/data/bpe.cpp vs tiktoken, and training time.
 #
 #   make && scripts/prepare_kjv.sh && dev/data/bench_tokenizer.sh
 #

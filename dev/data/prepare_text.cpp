@@ -26,9 +26,10 @@
 // Invariant: decoding train shards then val shards, in order, gives back exactly
 // "<|endoftext|>" + doc1 + "<|endoftext|>" + doc2 + ...; the tokens don't depend on --threads
 // or --chunk-bytes.
-#include "bpe.h"
-#include "shard.h"
-#include "tokenizer.h"
+#include "data/bpe.h"
+#include "dev/data/bpe_train.h"
+#include "data/shard.h"
+#include "data/tokenizer.h"
 #include "utils.h"
 
 #include <CLI/CLI.hpp>
@@ -509,7 +510,7 @@ void run(const Options& opt) {
             for (const std::string& d : docs) bytes += static_cast<int64_t>(d.size());
             std::fprintf(stderr, "prepare_text: training BPE to vocab %d on %s (%d threads)...\n", opt.vocab_size,
                          human_bytes(static_cast<double>(bytes)).c_str(), threads);
-            bpe = std::make_shared<const Bpe>(Bpe::train(views, opt.vocab_size, threads));
+            bpe = std::make_shared<const Bpe>(train_bpe(views, opt.vocab_size, threads));
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::fprintf(stderr, "prepare_text: trained BPE: vocab %d (%d merges) in %.2fs%s\n", bpe->vocab_size(),
                          bpe->num_merges(), s, bpe->vocab_size() < opt.vocab_size ? " (the corpus ran out of pairs)" : "");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tiktoken_oracle.py — tiktoken (PyPI) as the oracle for llmc/bpe.cpp: encodings and speed.
+"""tiktoken_oracle.py — tiktoken (PyPI) as the oracle for llmc/data/bpe.cpp: encodings and speed.
 
 tiktoken is built from the vocabulary files with GPT-2's pre-tokenisation pattern and no
 download (tiktoken.Encoding with custom mergeable ranks):

@@ -3,7 +3,7 @@
 
     python3 dev/reference/hf_eval.py CKPT_DIR TOKENS.bin B T
 
-CKPT_DIR is a checkpoint directory (step_XXXXXXXX/) as llmc/checkpoint.h writes it; it is loaded
+CKPT_DIR is a checkpoint directory (step_XXXXXXXX/) as llmc/checkpoint/checkpoint.h writes it; it is loaded
 unchanged with GPT2LMHeadModel.from_pretrained (float32, CPU). TOKENS.bin is int32 tokens of shape
 (n_batches, B, T+1): each window's first T tokens are the inputs, its last T the targets.
 

@@ -19,7 +19,7 @@
 #pragma once
 
 #include "cpu/kernels.h"
-#include "fp8_scaling.h"
+#include "precision/fp8_scaling.h"
 
 namespace train_gpt::cpu {
 

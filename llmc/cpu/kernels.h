@@ -19,7 +19,7 @@
 //     Vp padded vocabulary (V rounded up to a multiple of 128), N = B*T rows.
 #pragma once
 
-#include "dtypes.h"
+#include "precision/dtypes.h"
 
 #include <cstddef>
 #include <cstdint>

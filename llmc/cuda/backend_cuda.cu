@@ -6,7 +6,7 @@
 // Every op is queued on the backend's stream and returns at once, except those that hand back a
 // value or host memory (the copies, amax, sum_squares): they return when it is ready.
 // A host buffer passed to copy_to_device may be reused as soon as the call returns.
-#include "cuda_backend.h"
+#include "cuda/cuda_backend.h"
 
 #include "cuda/attention_gemm.cuh"
 #include "cuda/attention_wmma.cuh"

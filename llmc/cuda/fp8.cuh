@@ -19,7 +19,7 @@
 #pragma once
 
 #include "cuda/common.cuh"
-#include "fp8_scaling.h"
+#include "precision/fp8_scaling.h"
 
 #include <cuda_fp8.h>
 

@@ -42,7 +42,7 @@
 #pragma once
 
 #include "cuda/common.cuh"
-#include "dtypes.h"
+#include "precision/dtypes.h"
 #include "utils.h"
 
 #include <cublasLt.h>

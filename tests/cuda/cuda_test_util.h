@@ -16,9 +16,9 @@
 #pragma once
 
 #include "backend.h"
-#include "cuda_backend.h"
-#include "dtypes.h"
-#include "precision.h"
+#include "cuda/cuda_backend.h"
+#include "precision/dtypes.h"
+#include "precision/precision.h"
 #include "rng.h"
 #include "tests/test_util.h"
 

@@ -18,7 +18,7 @@
 // comparison's noise level may move a weight the other way), and by the loss after it.
 #include "tests/cuda/cuda_test_util.h"
 
-#include "gpt.h"
+#include "model/gpt.h"
 
 #include <cstdio>
 

@@ -6,7 +6,7 @@
 // Each rank can compute every other rank's input (it is a function of the rank), hence the
 // expected result. A test fails on all ranks when it fails on any (MpiTest::TearDown), so rank
 // 0's GoogleTest summary speaks for the world; the other ranks print only their failures.
-#include "comm.h"
+#include "distributed/comm.h"
 #include "utils.h"
 
 #include <gtest/gtest.h>

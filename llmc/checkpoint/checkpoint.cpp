@@ -1,0 +1,615 @@
+// checkpoint.cpp — see checkpoint.h.
+#include "checkpoint/checkpoint.h"
+
+#include "precision/dtypes.h"
+#include "checkpoint/safetensors.h"
+#include "utils.h"
+
+#include <nlohmann/json.hpp>
+
+#include <xxhash.h>   // Debian's libxxhash-dev; link -lxxhash
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <memory>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace train_gpt {
+
+namespace {
+
+constexpr const char* kManifestName = "manifest.json";
+constexpr const char* kIndexName = "model.safetensors.index.json";
+constexpr const char* kManifestFormat = "train_gpt checkpoint";
+constexpr int kManifestVersion = 1;
+
+// Offset of each engine tensor in the flat parameter vector (as GPT::offset_of).
+std::array<size_t, kNumParamTensors + 1> param_offsets(const GPTConfig& cfg) {
+    auto sizes = param_tensor_sizes(cfg);
+    std::array<size_t, kNumParamTensors + 1> off{};
+    for (int i = 0; i < kNumParamTensors; i++) off[i + 1] = off[i] + sizes[i];
+    return off;
+}
+
+int param_index(const std::string& name) {
+    for (int i = 0; i < kNumParamTensors; i++) if (name == param_tensor_name(i)) return i;
+    return -1;
+}
+
+// Where HF tensor t's values live in the flat engine vector, and their engine (rows, cols): the
+// (out, in) matrix for transposed tensors, else (numel, 1).
+struct EngineView {
+    size_t offset, rows, cols;
+};
+EngineView engine_view(const GPTConfig& cfg, const HfTensor& t) {
+    const auto off = param_offsets(cfg);
+    const auto sizes = param_tensor_sizes(cfg);
+    size_t numel = 1;
+    for (int64_t d : t.shape) numel *= (size_t)d;
+    size_t base = off[t.param];
+    if (t.layer >= 0) base += (size_t)t.layer * (sizes[t.param] / (size_t)cfg.n_layer);
+    if (t.transpose) return {base, (size_t)t.shape[1], (size_t)t.shape[0]};
+    return {base, numel, 1};
+}
+
+void fsync_path(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) fail("cannot open %s to fsync: %s", path.c_str(), std::strerror(errno));
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) fail("fsync %s failed: %s", path.c_str(), std::strerror(err));
+}
+
+std::string read_whole(const std::string& path) {
+    std::string out;
+    FILE* f = open_file(path, "rb");
+    char buf[1 << 16];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, got);
+    const bool err = std::ferror(f);
+    std::fclose(f);
+    if (err) fail("%s: read error", path.c_str());
+    return out;
+}
+
+uint64_t hash_file(const std::string& path, uint64_t* bytes) {
+    FILE* f = open_file(path, "rb");
+    std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(), XXH3_freeState);
+    if (!state) {
+        std::fclose(f);
+        fail("out of memory hashing %s", path.c_str());
+    }
+    XXH3_64bits_reset(state.get());
+    std::vector<char> buf(1 << 20);
+    size_t got;
+    *bytes = 0;
+    while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+        XXH3_64bits_update(state.get(), buf.data(), got);
+        *bytes += got;
+    }
+    const bool err = std::ferror(f);
+    std::fclose(f);
+    if (err) fail("%s: read error while computing its checksum", path.c_str());
+    return XXH3_64bits_digest(state.get());
+}
+
+std::string hex64(uint64_t x) { return format("%016llx", (unsigned long long)x); }
+
+// "step_00001000" → 1000; -1 if `name` is not step_<digits>.
+int64_t parse_step_name(const std::string& name) {
+    if (name.size() <= 5 || name.compare(0, 5, "step_") != 0 || name.size() > 5 + 18) return -1;
+    if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
+    return std::stoll(name.substr(5));
+}
+
+nlohmann::json json_or_null(const std::string& text, const char* what) {
+    if (text.empty()) return nullptr;
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        fail("checkpoint manifest: %s is not valid JSON (%s)", what, e.what());
+    }
+}
+
+std::string text_of(const nlohmann::json& j) { return j.is_null() ? "" : j.dump(); }
+
+// The state slices of one file: key "<which>/<tensor>@<offset>".
+struct Slice {
+    const SafetensorsFile* file;
+    const StTensorInfo* info;
+    size_t global_begin, global_end;
+};
+
+}  // namespace
+
+// ---- directories ------------------------------------------------------------------------------
+
+std::string checkpoint_dir(const std::string& out_dir, int64_t step) {
+    return out_dir + format("/step_%08lld", (long long)step);
+}
+
+std::string checkpoint_tmp_dir(const std::string& out_dir, int64_t step) { return checkpoint_dir(out_dir, step) + ".tmp"; }
+
+std::string begin_checkpoint(const std::string& out_dir, int64_t step) {
+    const std::string final_dir = checkpoint_dir(out_dir, step), tmp = checkpoint_tmp_dir(out_dir, step);
+    if (file_exists(final_dir)) fail("checkpoint %s already exists; checkpoints are never overwritten", final_dir.c_str());
+    make_dirs(out_dir);
+    std::error_code ec;
+    fs::remove_all(tmp, ec);   // a stale tmp directory of this step: a save that crashed
+    if (ec) fail("cannot remove stale %s: %s", tmp.c_str(), ec.message().c_str());
+    if (::mkdir(tmp.c_str(), 0755) != 0) fail("cannot create directory %s: %s", tmp.c_str(), std::strerror(errno));
+    return tmp;
+}
+
+namespace {
+// The complete checkpoints under out_dir as (step, path), ascending by step.
+std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& out_dir) {
+    std::vector<std::pair<int64_t, std::string>> found;
+    std::error_code ec;
+    if (!fs::is_directory(out_dir, ec)) return found;
+    for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+        const int64_t step = parse_step_name(entry.path().filename().string());
+        if (step < 0 || !entry.is_directory(ec)) continue;
+        try {
+            read_manifest(entry.path().string());
+        } catch (const Error&) {
+            continue;   // not complete (or not ours): not a checkpoint
+        }
+        found.emplace_back(step, entry.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+}
+}  // namespace
+
+std::vector<int64_t> list_checkpoints(const std::string& out_dir) {
+    std::vector<int64_t> steps;
+    for (const auto& c : complete_checkpoints(out_dir)) steps.push_back(c.first);
+    return steps;
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& out_dir) {
+    const auto found = complete_checkpoints(out_dir);
+    if (found.empty()) return std::nullopt;
+    return found.back().second;
+}
+
+void prune_checkpoints(const std::string& out_dir, int keep_last) {
+    if (keep_last < 1) fail("prune_checkpoints: keep_last must be at least 1, got %d", keep_last);
+    const auto found = complete_checkpoints(out_dir);
+    if (found.empty()) return;
+    std::error_code ec;
+    for (size_t i = 0; i + (size_t)keep_last < found.size(); i++) {
+        // Renamed out of the way first (atomic), then deleted: a crash mid-delete leaves a *.tmp
+        // directory, never a complete-looking checkpoint with files missing.
+        const std::string& dir = found[i].second;
+        const std::string doomed = dir + ".tmp";
+        fs::remove_all(doomed, ec);
+        if (std::rename(dir.c_str(), doomed.c_str()) != 0) {
+            fail("cannot rename old checkpoint %s for deletion: %s", dir.c_str(), std::strerror(errno));
+        }
+        fs::remove_all(doomed, ec);
+        if (ec) fail("cannot remove old checkpoint %s: %s", doomed.c_str(), ec.message().c_str());
+    }
+    std::vector<fs::path> stale;   // collected first: no removal while the directory is being read
+    for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.size() < 4 || name.compare(name.size() - 4, 4, ".tmp") != 0) continue;
+        const int64_t step = parse_step_name(name.substr(0, name.size() - 4));
+        if (step >= 0 && step < found.back().first && entry.is_directory(ec)) stale.push_back(entry.path());
+    }
+    for (const fs::path& path : stale) {
+        fs::remove_all(path, ec);
+        if (ec) fail("cannot remove stale %s: %s", path.c_str(), ec.message().c_str());
+    }
+}
+
+// ---- Hugging Face layout ----------------------------------------------------------------------
+
+int hf_num_shards(const GPTConfig& cfg, int world) {
+    const int n_tensors = 4 + 12 * cfg.n_layer;
+    return std::max(1, std::min(world, n_tensors));
+}
+
+std::string hf_shard_name(int shard, int n_shards) {
+    return format("model-%05d-of-%05d.safetensors", shard + 1, n_shards);
+}
+
+std::vector<HfTensor> hf_tensors(const GPTConfig& cfg, int world) {
+    const int64_t V = cfg.vocab_size, C = cfg.n_embd;
+    std::vector<HfTensor> t;
+    t.push_back({"transformer.wte.weight", kWte, -1, false, {V, C}});
+    t.push_back({"transformer.wpe.weight", kWpe, -1, false, {cfg.max_seq_len, C}});
+    for (int l = 0; l < cfg.n_layer; l++) {
+        const std::string h = format("transformer.h.%d.", l);
+        t.push_back({h + "ln_1.weight", kLn1w, l, false, {C}});
+        t.push_back({h + "ln_1.bias", kLn1b, l, false, {C}});
+        t.push_back({h + "attn.c_attn.weight", kQkvw, l, true, {C, 3 * C}});
+        t.push_back({h + "attn.c_attn.bias", kQkvb, l, false, {3 * C}});
+        t.push_back({h + "attn.c_proj.weight", kAttprojw, l, true, {C, C}});
+        t.push_back({h + "attn.c_proj.bias", kAttprojb, l, false, {C}});
+        t.push_back({h + "ln_2.weight", kLn2w, l, false, {C}});
+        t.push_back({h + "ln_2.bias", kLn2b, l, false, {C}});
+        t.push_back({h + "mlp.c_fc.weight", kFcw, l, true, {C, 4 * C}});
+        t.push_back({h + "mlp.c_fc.bias", kFcb, l, false, {4 * C}});
+        t.push_back({h + "mlp.c_proj.weight", kFcprojw, l, true, {4 * C, C}});
+        t.push_back({h + "mlp.c_proj.bias", kFcprojb, l, false, {C}});
+    }
+    t.push_back({"transformer.ln_f.weight", kLnfw, -1, false, {C}});
+    t.push_back({"transformer.ln_f.bias", kLnfb, -1, false, {C}});
+
+    // Largest tensor first onto the lightest shard (ties: lower index) — deterministic everywhere.
+    const int n_shards = hf_num_shards(cfg, world);
+    std::vector<size_t> order(t.size()), numel(t.size());
+    for (size_t i = 0; i < t.size(); i++) {
+        order[i] = i;
+        numel[i] = 1;
+        for (int64_t d : t[i].shape) numel[i] *= (size_t)d;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return numel[a] > numel[b]; });
+    std::vector<size_t> load(n_shards, 0);
+    for (size_t i : order) {
+        const int s = (int)(std::min_element(load.begin(), load.end()) - load.begin());
+        t[i].shard = s;
+        load[s] += numel[i];
+    }
+    return t;
+}
+
+std::string hf_config_json(const GPTConfig& cfg) {
+    nlohmann::ordered_json j;
+    j["architectures"] = {"GPT2LMHeadModel"};
+    j["model_type"] = "gpt2";
+    j["vocab_size"] = cfg.vocab_size;
+    j["n_positions"] = cfg.max_seq_len;
+    j["n_embd"] = cfg.n_embd;
+    j["n_layer"] = cfg.n_layer;
+    j["n_head"] = cfg.n_head;
+    j["n_inner"] = nullptr;   // 4·n_embd
+    j["activation_function"] = "gelu_new";   // the tanh approximation, as the engine
+    j["layer_norm_epsilon"] = 1e-5;
+    j["resid_pdrop"] = 0.0;
+    j["embd_pdrop"] = 0.0;
+    j["attn_pdrop"] = 0.0;
+    j["initializer_range"] = 0.02;
+    j["bos_token_id"] = cfg.vocab_size - 1;   // <|endoftext|> is the last id
+    j["eos_token_id"] = cfg.vocab_size - 1;
+    j["tie_word_embeddings"] = true;
+    j["torch_dtype"] = "bfloat16";
+    return j.dump(2) + "\n";
+}
+
+// ---- writing ----------------------------------------------------------------------------------
+
+void write_weight_shards(const std::string& tmp_dir, const GPTConfig& cfg, const float* weights, int rank, int world) {
+    if (world < 1 || rank < 0 || rank >= world) fail("write_weight_shards: rank %d of world %d", rank, world);
+    const auto tensors = hf_tensors(cfg, world);
+    const int n_shards = hf_num_shards(cfg, world);
+
+    if (rank < n_shards) {
+        std::vector<std::vector<bf16>> buffers;
+        std::vector<StTensorView> views;
+        for (const HfTensor& t : tensors) {
+            if (t.shard != rank) continue;
+            const EngineView e = engine_view(cfg, t);
+            const float* src = weights + e.offset;   // (rows, cols) = (out, in) when transposed
+            std::vector<bf16> dst(e.rows * e.cols);
+            if (t.transpose) {
+                for (size_t o = 0; o < e.rows; o++)   // hf[i][o] = ours[o][i]
+                    for (size_t i = 0; i < e.cols; i++) dst[i * e.rows + o] = bf16::from_float(src[o * e.cols + i]);
+            } else {
+                for (size_t k = 0; k < dst.size(); k++) dst[k] = bf16::from_float(src[k]);
+            }
+            buffers.push_back(std::move(dst));
+            views.push_back({t.name, StDType::BF16, t.shape, buffers.back().data()});
+        }
+        write_safetensors(tmp_dir + "/" + hf_shard_name(rank, n_shards), views, {{"format", "pt"}});
+    }
+    if (rank == 0) {
+        nlohmann::ordered_json index;
+        uint64_t total = 0;
+        for (const HfTensor& t : tensors) {
+            uint64_t n = 2;
+            for (int64_t d : t.shape) n *= (uint64_t)d;
+            total += n;
+            index["weight_map"][t.name] = hf_shard_name(t.shard, n_shards);
+        }
+        index["metadata"]["total_size"] = total;
+        const std::string text = index.dump(2) + "\n";
+        write_file_atomic(tmp_dir + "/" + kIndexName, text.data(), text.size());
+        const std::string config = hf_config_json(cfg);
+        write_file_atomic(tmp_dir + "/config.json", config.data(), config.size());
+    }
+}
+
+const char* state_tensor_name(StateTensor s) {
+    switch (s) {
+        case StateTensor::Master: return "master";
+        case StateTensor::M: return "m";
+        case StateTensor::V: return "v";
+    }
+    return "?";
+}
+
+void write_state_shard(const std::string& tmp_dir, const GPTConfig& cfg, int writer, size_t global_begin, size_t n,
+                       const float* master, const float* m, const float* v) {
+    const auto off = param_offsets(cfg);
+    const size_t total = off[kNumParamTensors];
+    if (n > 0 && (global_begin > total || n > total - global_begin)) {   // an empty range may start anywhere
+        fail("write_state_shard: range [%zu, %zu) is outside the model's %zu parameters", global_begin,
+             global_begin + n, total);
+    }
+    const StateTensor kinds[3] = {StateTensor::Master, StateTensor::M, StateTensor::V};
+    const float* data[3] = {master, m, v};
+    std::vector<StTensorView> views;
+    for (int k = 0; k < 3; k++) {
+        for (int p = 0; p < kNumParamTensors; p++) {   // the range cut at tensor boundaries
+            const size_t b = std::max(global_begin, off[p]), e = std::min(global_begin + n, off[p + 1]);
+            if (b >= e) continue;
+            views.push_back({format("%s/%s@%zu", state_tensor_name(kinds[k]), param_tensor_name(p), b - off[p]),
+                             StDType::F32, {(int64_t)(e - b)}, data[k] + (b - global_begin)});
+        }
+    }
+    write_safetensors(tmp_dir + format("/state-%05d.safetensors", writer), views,
+                      {{"format", "train_gpt state"},
+                       {"global_begin", std::to_string(global_begin)},
+                       {"global_end", std::to_string(global_begin + n)}});
+}
+
+void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_dir, CheckpointManifest manifest) {
+    if (file_exists(final_dir)) fail("checkpoint %s already exists; checkpoints are never overwritten", final_dir.c_str());
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(tmp_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name == kManifestName || !entry.is_regular_file(ec)) continue;
+        names.push_back(name);
+    }
+    if (ec) fail("cannot list %s: %s", tmp_dir.c_str(), ec.message().c_str());
+    manifest.files.clear();
+    for (const std::string& name : names) {
+        const std::string path = tmp_dir + "/" + name;
+        CheckpointManifest::FileRecord r;
+        r.xxh3 = hash_file(path, &r.bytes);
+        fsync_path(path);   // written by this or another process: make sure it is on disk
+        manifest.files[name] = r;
+    }
+
+    nlohmann::ordered_json j;
+    j["format"] = kManifestFormat;
+    j["version"] = kManifestVersion;
+    j["step"] = manifest.step;
+    j["world_size"] = manifest.world_size;
+    j["model"] = {{"n_layer", manifest.model.n_layer}, {"n_head", manifest.model.n_head},
+                  {"n_embd", manifest.model.n_embd}, {"vocab_size", manifest.model.vocab_size},
+                  {"padded_vocab_size", manifest.model.padded_vocab_size},
+                  {"max_seq_len", manifest.model.max_seq_len}};
+    j["train_config"] = json_or_null(manifest.train_config_json, "train_config_json");
+    j["data_position"] = manifest.data_position;
+    j["rng_state"] = manifest.rng_state;
+    j["loss_scaler"] = json_or_null(manifest.loss_scaler_json, "loss_scaler_json");
+    j["fp8"] = json_or_null(manifest.fp8_json, "fp8_json");
+    j["extra"] = json_or_null(manifest.extra_json, "extra_json");
+    j["files"] = nlohmann::ordered_json::object();
+    for (const auto& [name, r] : manifest.files) j["files"][name] = {{"bytes", r.bytes}, {"xxh3_64", hex64(r.xxh3)}};
+    const std::string text = j.dump(2) + "\n";
+    write_file_atomic(tmp_dir + "/" + kManifestName, text.data(), text.size());
+    fsync_path(tmp_dir);
+    if (std::rename(tmp_dir.c_str(), final_dir.c_str()) != 0) {
+        fail("cannot rename %s to %s: %s", tmp_dir.c_str(), final_dir.c_str(), std::strerror(errno));
+    }
+    const std::string parent = fs::path(final_dir).parent_path().string();
+    fsync_path(parent.empty() ? "." : parent);
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+
+CheckpointManifest read_manifest(const std::string& dir) {
+    const char* d = dir.c_str();
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) fail("checkpoint %s does not exist", d);
+    if (!fs::is_directory(dir, ec)) fail("%s is not a checkpoint: not a directory", d);
+    const std::string path = dir + "/" + kManifestName;
+    if (!file_exists(path)) {
+        fail("%s is not a checkpoint: it has no %s (an unfinished save is a *.tmp directory)", d, kManifestName);
+    }
+    const char* p = path.c_str();
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(read_whole(path));
+    } catch (const nlohmann::json::exception& e) {
+        fail("%s: not valid JSON (%s)", p, e.what());
+    }
+    if (!j.is_object() || j.value("format", "") != kManifestFormat) {
+        fail("%s: not a train_gpt checkpoint manifest (no \"format\": \"%s\")", p, kManifestFormat);
+    }
+    CheckpointManifest m;
+    try {
+        const int version = j.at("version").get<int>();
+        if (version != kManifestVersion) fail("%s: manifest version %d, this build reads %d", p, version, kManifestVersion);
+        m.step = j.at("step").get<int64_t>();
+        m.world_size = j.at("world_size").get<int>();
+        const auto& model = j.at("model");
+        m.model.n_layer = model.at("n_layer").get<int>();
+        m.model.n_head = model.at("n_head").get<int>();
+        m.model.n_embd = model.at("n_embd").get<int>();
+        m.model.vocab_size = model.at("vocab_size").get<int>();
+        m.model.padded_vocab_size = model.at("padded_vocab_size").get<int>();
+        m.model.max_seq_len = model.at("max_seq_len").get<int>();
+        m.train_config_json = text_of(j.at("train_config"));
+        m.data_position = j.at("data_position").get<int64_t>();
+        m.rng_state = j.at("rng_state").get<std::string>();
+        m.loss_scaler_json = text_of(j.at("loss_scaler"));
+        m.fp8_json = text_of(j.at("fp8"));
+        m.extra_json = text_of(j.at("extra"));
+        for (const auto& [name, rec] : j.at("files").items()) {
+            if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+                fail("%s: invalid file name '%s'", p, name.c_str());
+            }
+            CheckpointManifest::FileRecord r;
+            r.bytes = rec.at("bytes").get<uint64_t>();
+            const std::string h = rec.at("xxh3_64").get<std::string>();
+            char* end = nullptr;
+            r.xxh3 = std::strtoull(h.c_str(), &end, 16);
+            if (h.size() != 16 || *end != '\0') fail("%s: file %s has a malformed checksum '%s'", p, name.c_str(), h.c_str());
+            m.files[name] = r;
+        }
+    } catch (const nlohmann::json::exception& e) {
+        fail("%s: malformed manifest (%s)", p, e.what());
+    }
+    return m;
+}
+
+void check_model_config(const CheckpointManifest& manifest, const GPTConfig& expected, const std::string& dir) {
+    const std::pair<const char*, std::pair<int, int>> fields[] = {
+        {"n_layer", {manifest.model.n_layer, expected.n_layer}},
+        {"n_head", {manifest.model.n_head, expected.n_head}},
+        {"n_embd", {manifest.model.n_embd, expected.n_embd}},
+        {"vocab_size", {manifest.model.vocab_size, expected.vocab_size}},
+        {"padded_vocab_size", {manifest.model.padded_vocab_size, expected.padded_vocab_size}},
+        {"max_seq_len", {manifest.model.max_seq_len, expected.max_seq_len}},
+    };
+    for (const auto& [name, v] : fields) {
+        if (v.first != v.second) {
+            fail("checkpoint %s is for another model: %s is %d there, %d in this run", dir.c_str(), name, v.first,
+                 v.second);
+        }
+    }
+}
+
+void verify_checkpoint(const std::string& dir, const CheckpointManifest& manifest) {
+    for (const auto& [name, r] : manifest.files) {
+        const std::string path = dir + "/" + name;
+        const char* p = path.c_str();
+        struct stat st;
+        if (::stat(p, &st) != 0 || !S_ISREG(st.st_mode)) fail("%s: missing (listed in %s)", p, kManifestName);
+        if ((uint64_t)st.st_size != r.bytes) {
+            fail("%s: checksum mismatch: the file has %llu bytes, %s records %llu (truncated or altered)", p,
+                 (unsigned long long)st.st_size, kManifestName, (unsigned long long)r.bytes);
+        }
+        uint64_t bytes = 0;
+        const uint64_t h = hash_file(path, &bytes);
+        if (h != r.xxh3) {
+            fail("%s: checksum mismatch: XXH3 %s, %s records %s (the file was altered or corrupted)", p,
+                 hex64(h).c_str(), kManifestName, hex64(r.xxh3).c_str());
+        }
+    }
+}
+
+CheckpointManifest open_checkpoint(const std::string& dir, const GPTConfig& expected) {
+    CheckpointManifest m = read_manifest(dir);
+    check_model_config(m, expected, dir);
+    verify_checkpoint(dir, m);
+    return m;
+}
+
+std::vector<float> read_weights(const std::string& dir, const GPTConfig& cfg) {
+    const std::string index_path = dir + "/" + kIndexName;
+    nlohmann::json index;
+    try {
+        index = nlohmann::json::parse(read_whole(index_path));
+        if (!index.at("weight_map").is_object()) fail("%s: weight_map is not an object", index_path.c_str());
+    } catch (const nlohmann::json::exception& e) {
+        fail("%s: malformed index (%s)", index_path.c_str(), e.what());
+    }
+    const auto& weight_map = index["weight_map"];
+    std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
+    std::vector<float> out(param_offsets(cfg)[kNumParamTensors], 0.0f);   // wte padding rows stay 0
+
+    for (const HfTensor& t : hf_tensors(cfg, 1)) {
+        if (!weight_map.contains(t.name) || !weight_map[t.name].is_string()) {
+            fail("%s: no file for tensor %s", index_path.c_str(), t.name.c_str());
+        }
+        const std::string file = weight_map[t.name].get<std::string>();
+        if (file.find('/') != std::string::npos) fail("%s: invalid file name '%s'", index_path.c_str(), file.c_str());
+        auto& st = files[file];
+        if (!st) st = std::make_unique<SafetensorsFile>(dir + "/" + file);
+        const StTensorInfo& info = st->at(t.name);
+        if (info.shape != t.shape) {
+            std::string got, want;
+            for (int64_t d : info.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+            for (int64_t d : t.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+            fail("%s: tensor %s has shape [%s], this model needs [%s]", st->path().c_str(), t.name.c_str(),
+                 got.c_str(), want.c_str());
+        }
+        const std::vector<float> src = st->read_floats(t.name);
+        const EngineView e = engine_view(cfg, t);
+        float* dst = out.data() + e.offset;   // (rows, cols) = (out, in) when transposed
+        if (t.transpose) {
+            for (size_t o = 0; o < e.rows; o++)
+                for (size_t i = 0; i < e.cols; i++) dst[o * e.cols + i] = src[i * e.rows + o];
+        } else {
+            std::copy(src.begin(), src.end(), dst);
+        }
+    }
+    return out;
+}
+
+std::vector<float> read_state_range(const std::string& dir, const GPTConfig& cfg, StateTensor which,
+                                    size_t global_begin, size_t global_end) {
+    const auto off = param_offsets(cfg);
+    const size_t total = off[kNumParamTensors];
+    if (global_begin > global_end || global_end > total) {
+        fail("read_state_range: range [%zu, %zu) is outside the model's %zu parameters", global_begin, global_end, total);
+    }
+    const CheckpointManifest manifest = read_manifest(dir);
+    const std::string prefix = std::string(state_tensor_name(which)) + "/";
+
+    std::vector<std::unique_ptr<SafetensorsFile>> files;
+    std::vector<Slice> slices;
+    for (const auto& entry : manifest.files) {
+        const std::string& name = entry.first;
+        if (name.compare(0, 6, "state-") != 0 || name.size() < 18 ||
+            name.compare(name.size() - 12, 12, ".safetensors") != 0) continue;
+        files.push_back(std::make_unique<SafetensorsFile>(dir + "/" + name));
+        const SafetensorsFile& f = *files.back();
+        for (const StTensorInfo& t : f.tensors()) {
+            if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
+            const size_t at = t.name.rfind('@');
+            const int p = at == std::string::npos ? -1 : param_index(t.name.substr(prefix.size(), at - prefix.size()));
+            const std::string digits = at == std::string::npos ? "" : t.name.substr(at + 1);
+            if (p < 0 || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+                fail("%s: tensor '%s' is not a state slice <which>/<tensor>@<offset>", f.path().c_str(), t.name.c_str());
+            }
+            const size_t offset = std::stoull(digits), len = t.numel();
+            if (t.dtype != StDType::F32 || t.shape.size() != 1 || offset > off[p + 1] - off[p] ||
+                len > off[p + 1] - off[p] - offset) {
+                fail("%s: slice '%s' (%s, %zu values) does not fit tensor %s of this model (%zu values)",
+                     f.path().c_str(), t.name.c_str(), st_dtype_name(t.dtype), len, param_tensor_name(p),
+                     off[p + 1] - off[p]);
+            }
+            slices.push_back({&f, &t, off[p] + offset, off[p] + offset + len});
+        }
+    }
+    std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) { return a.global_begin < b.global_begin; });
+
+    std::vector<float> out(global_end - global_begin);
+    size_t covered = global_begin;   // [global_begin, covered) is filled
+    for (size_t i = 0; i < slices.size(); i++) {
+        const Slice& s = slices[i];
+        if (i > 0 && s.global_begin < slices[i - 1].global_end) {
+            fail("checkpoint %s: state slices %s (%s) and %s (%s) overlap", dir.c_str(), slices[i - 1].info->name.c_str(),
+                 slices[i - 1].file->path().c_str(), s.info->name.c_str(), s.file->path().c_str());
+        }
+        const size_t b = std::max(s.global_begin, global_begin), e = std::min(s.global_end, global_end);
+        if (b >= e) continue;
+        if (b > covered) break;   // a hole
+        s.file->read_bytes(out.data() + (b - global_begin), *s.info, (b - s.global_begin) * sizeof(float),
+                           (e - b) * sizeof(float));
+        covered = e;
+    }
+    if (covered < global_end) {
+        fail("checkpoint %s: no %s state for parameters [%zu, %zu) (the state files cover only part of the model)",
+             dir.c_str(), state_tensor_name(which), covered, global_end);
+    }
+    return out;
+}
+
+}  // namespace train_gpt

@@ -1,0 +1,107 @@
+// config.h — the training configuration: every command-line flag, its default, and the
+// resolved run (model shape, gradient accumulation) derived from it at start-up.
+//
+// Parsing lives in config.cpp (CLI11, host compiler only); the trainer sees plain structs.
+#pragma once
+
+#include "model/gpt.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace train_gpt {
+
+struct TrainConfig {
+    // data
+    std::string train_data = "data/kjv/kjv_train_*.bin";   // glob of token shards
+    std::string val_data = "data/kjv/kjv_val_*.bin";       // glob of token shards ("" = none)
+    std::string tokenizer = "data/kjv/tokenizer.bin";      // "" = none (give --vocab-size)
+    bool shuffle = false;
+    std::string output_dir = "out";
+    // model
+    std::string model = "d2";   // depth dial: d12 = GPT-2 124M (the default is sized for a CPU run)
+    int n_embd = 0;             // 0: from the depth dial
+    int n_head = 0;             // 0: from the depth dial
+    int vocab_size = 0;         // 0: from the tokenizer
+    int max_seq_len = 0;        // position table rows; 0: = seq_len
+    // batch
+    int batch_size = 8;              // B, sequences per micro-batch per rank
+    int seq_len = 128;               // T
+    int64_t total_batch_tokens = 0;  // tokens per optimizer step; 0: B·T·world (no accumulation)
+    // optimisation
+    int steps = 120;
+    float lr = 2e-3f;
+    int warmup_steps = 20;
+    std::string lr_schedule = "cosine";
+    float final_lr_frac = 0.1f;
+    float wsd_decay_frac = 0.2f;
+    float weight_decay = 0.1f;
+    float beta1 = 0.9f;
+    float beta2 = 0.95f;
+    float adam_eps = 1e-8f;
+    float grad_clip = 1.0f;   // 0: no clipping
+    // precision (DESIGN §3, §4)
+    std::string precision = "fp32";    // fp32 | bf16 | fp16 | fp8
+    bool master_weights = true;        // FP32 master weights (off: the ablation that shows why they matter)
+    bool loss_scaling = true;          // fp16 dynamic loss scaling (off: the ablation)
+    float loss_scale_init = 65536.0f;
+    int loss_scale_growth_interval = 2000;
+    float loss_scale_min = 1.0f;
+    int fp8_amax_history = 16;
+    std::string fp8_amax_algo = "max";       // max | most_recent
+    int fp8_margin = 0;
+    std::string fp8_recipe = "delayed";      // delayed | current
+    std::string fp8_gemms = "all";           // all | comma list of qkv, attproj, fc, fcproj | auto
+    int fp8_telemetry_every = 50;            // steps between FP8 telemetry records in the log; 0: never
+    int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
+    int inject_nonfinite_step = -1;          // testing: poison a gradient at this step (0-based)
+    // evaluation and sampling
+    int val_every = 40;      // steps between val-loss evaluations (and at the end); 0: never
+    int val_batches = 20;    // micro-batches per val-loss evaluation
+    int sample_tokens = 256; // tokens sampled at the end; 0: no sample
+    std::string sample_prompt = "";
+    float temperature = 1.0f;
+    // data parallel and checkpoints
+    int zero = 0;                  // 0: replicated optimizer state; 1: master weights and Adam m, v sharded (ZeRO-1)
+    int checkpoint_every = 0;      // steps between checkpoints, plus one at the end; 0: no checkpoints
+    std::string checkpoint_dir = "";   // "" = <output_dir>/checkpoints
+    int keep_checkpoints = 3;      // complete checkpoints kept (older ones are deleted)
+    bool resume = false;           // continue from the newest complete checkpoint in checkpoint_dir
+    std::string init_from = "";    // start from this checkpoint's weights with a fresh optimizer
+    // runtime
+    std::string device = "auto";   // auto | cpu | cuda
+    int threads = 0;               // CPU threads; 0: OpenMP's default
+    uint64_t seed = 1337;
+    int log_every = 1;             // print a step line every N steps (the JSONL log gets every step)
+};
+
+// Parses argv into cfg. Returns an exit code when the program should stop right away
+// (--help: 0; an unknown flag or a bad value: non-zero, after printing the reason).
+std::optional<int> parse_command_line(int argc, const char* const* argv, TrainConfig& cfg);
+
+// Cross-flag checks the parser cannot do; fails naming the flag.
+void validate(const TrainConfig& cfg);
+
+// What the configuration resolves to on this machine.
+struct RunPlan {
+    GPTConfig model;
+    size_t num_parameters = 0;
+    int world_size = 1;
+    int grad_accum_steps = 1;
+    int64_t tokens_per_step = 0;
+    std::string device;   // the kernel set actually used
+};
+
+// Resolves total_batch_tokens into gradient-accumulation steps; fails if it does not divide.
+int grad_accum_steps_for(const TrainConfig& cfg, int world_size);
+
+// The resolved configuration as ordered (key, value) rows: the start-up table and config.json.
+std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& cfg, const RunPlan& plan);
+void print_config_table(const TrainConfig& cfg, const RunPlan& plan);
+void save_config_json(const std::string& path, const TrainConfig& cfg, const RunPlan& plan);
+std::string config_json(const TrainConfig& cfg, const RunPlan& plan);   // the same, as text
+
+}  // namespace train_gpt
