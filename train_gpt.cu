@@ -375,8 +375,8 @@ int run(int argc, char** argv) {
             .num("tok_per_s", tok_per_s).num("skipped", finite ? 0 : 1);
         if (scaler) record.num("loss_scale", loss_scale);
         write_log(record);
-        if (cfg.fp8_telemetry_every > 0 && (step % cfg.fp8_telemetry_every == 0 || step == cfg.steps - 1)) {
-            for (const Fp8TensorReport& r : model.fp8_report()) {
+        if (model.fp8() && cfg.fp8_telemetry_every > 0 && (step % cfg.fp8_telemetry_every == 0 || step == cfg.steps - 1)) {
+            for (const Fp8TensorReport& r : model.fp8()->report()) {
                 write_log(LogRecord("fp8").num("step", step + 1).str("tensor", r.name).num("amax", r.amax)
                               .num("scale", r.scale).num("saturated", r.saturated_frac).num("flushed", r.flushed_frac));
             }

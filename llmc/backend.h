@@ -27,8 +27,16 @@ namespace train_gpt {
 class Backend {
 public:
     virtual ~Backend() = default;
-    virtual std::string name() const = 0;
+    virtual std::string name() const = 0;   // for messages ("cpu", "cuda")
     virtual DType act_dtype() const = 0;
+
+    // --- what the kernel set can do (the model asks these, never the name) ---
+    // FP8 GEMMs need their reduced dimensions (C, 4C, and the B·T of a training pass's weight
+    // gradients) to be multiples of this: 16 for Hopper's FP8 tensor cores, 1 for the CPU twin.
+    virtual int fp8_gemm_multiple() const = 0;
+    // FP8 is emulated (the CPU twin, the specification): timing FP8 against 16-bit GEMMs says
+    // nothing about a GPU (--fp8-gemms auto takes every GEMM then).
+    virtual bool emulates_fp8() const = 0;
 
     // --- memory (device buffers, zero-initialised) ---
     virtual void* alloc(size_t bytes) = 0;

@@ -22,6 +22,8 @@ class CpuBackend final : public Backend {
 public:
     explicit CpuBackend(DType dtype) : dtype_(dtype) {}
     std::string name() const override { return "cpu"; }
+    int fp8_gemm_multiple() const override { return 1; }   // the emulation takes any shape
+    bool emulates_fp8() const override { return true; }
     DType act_dtype() const override { return dtype_; }
 
     void* alloc(size_t bytes) override {

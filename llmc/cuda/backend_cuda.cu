@@ -99,6 +99,9 @@ public:
     }
 
     std::string name() const override { return "cuda"; }
+    // cuBLASLt's FP8 GEMMs: leading dimensions and the reduced dimension multiples of 16
+    int fp8_gemm_multiple() const override { return 16; }
+    bool emulates_fp8() const override { return false; }
     DType act_dtype() const override { return dtype_; }
 
     // --- memory ---

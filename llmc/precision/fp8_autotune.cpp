@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 
 namespace train_gpt {
@@ -69,12 +70,12 @@ double median_ms(Backend& k, int reps, F&& f) {
 std::vector<Fp8GemmTiming> time_fp8_gemms(Backend& k, const GPTConfig& cfg, int B, int T, int reps) {
     if (reps < 1) fail("time_fp8_gemms: reps must be positive (got %d)", reps);
     const int C = cfg.n_embd, N = B * T;
-    struct Shape { const char* name; int c_in, c_out; };
-    const Shape shapes[] = {{"qkv", C, 3 * C}, {"attproj", C, C}, {"fc", C, 4 * C}, {"fcproj", 4 * C, C}};
     const size_t A = dtype_size(k.act_dtype());
     Rng rng(20261130);
     std::vector<Fp8GemmTiming> out;
-    for (const Shape& s : shapes) {
+    for (const BlockGemmInfo& gemm : kBlockGemms) {
+        struct Shape { const char* name; int c_in, c_out; };
+        const Shape s{gemm.name, gemm.in * C, gemm.out * C};
         Buffers buf(k);
         const size_t nx = (size_t)N * s.c_in, ny = (size_t)N * s.c_out, nw = (size_t)s.c_out * s.c_in;
         void* x = buf.random_act(nx, 1.0, rng);            // (N, c_in)
@@ -123,7 +124,7 @@ std::vector<Fp8GemmTiming> time_fp8_gemms(Backend& k, const GPTConfig& cfg, int 
 
 unsigned fp8_gemms_from_timings(const std::vector<Fp8GemmTiming>& timings) {
     unsigned mask = 0;
-    for (size_t g = 0; g < timings.size() && g < 4; g++) {
+    for (size_t g = 0; g < timings.size() && g < (size_t)kNumBlockGemms; g++) {
         if (timings[g].fp8) mask |= 1u << g;
     }
     return mask;
@@ -145,14 +146,17 @@ Fp8AutoChoice choose_fp8_gemms_auto(Backend& backend, const GPTConfig& cfg, int 
             return choice;
         }
     }
-    if (backend.name() == "cpu") {
-        choice.how = "fp8 GEMMs: auto → all (the CPU kernel set emulates FP8: nothing to time)";
+    if (backend.emulates_fp8()) {
+        std::string name = backend.name();
+        for (char& c : name) c = (char)std::toupper((unsigned char)c);
+        choice.how = format("fp8 GEMMs: auto → all (the %s kernel set emulates FP8: nothing to time)", name.c_str());
         return choice;
     }
-    if (cfg.n_embd % 16 != 0 || (B * T) % 16 != 0) {   // what Hopper's FP8 GEMMs cannot take (gpt.cpp)
+    const int multiple = backend.fp8_gemm_multiple();
+    if (cfg.n_embd % multiple != 0 || (B * T) % multiple != 0) {   // shapes its FP8 GEMMs cannot take
         choice.gemms = 0;
-        choice.how = format("fp8 GEMMs: auto → none (n_embd %d and B·T %d must be multiples of 16 for FP8 GEMMs)",
-                            cfg.n_embd, B * T);
+        choice.how = format("fp8 GEMMs: auto → none (n_embd %d and B·T %d must be multiples of %d for FP8 GEMMs)",
+                            cfg.n_embd, B * T, multiple);
         return choice;
     }
     const std::vector<Fp8GemmTiming> timings = time_fp8_gemms(backend, cfg, B, T);

@@ -13,7 +13,7 @@
 
 #include "backend.h"
 #include "distributed/comm.h"
-#include "model/gpt.h"
+#include "model/layout.h"
 
 #include <optional>
 #include <string>
@@ -38,7 +38,7 @@ unsigned fp8_gemms_from_timings(const std::vector<Fp8GemmTiming>& timings);
 // them on every rank's kernel set and takes rank 0's choice; the CPU kernel set, which emulates
 // FP8 as the specification, takes all. `how` is one line for the log.
 struct Fp8AutoChoice {
-    unsigned gemms = 0xFu;
+    unsigned gemms = kAllBlockGemms;
     std::string how;
 };
 Fp8AutoChoice choose_fp8_gemms_auto(Backend& backend, const GPTConfig& cfg, int B, int T,

@@ -29,12 +29,8 @@ const char* fp8_recipe_name(Fp8Recipe recipe) { return recipe == Fp8Recipe::Dela
 
 const char* fp8_format_name(Fp8Format format) { return format == Fp8Format::E4M3 ? "e4m3" : "e5m2"; }
 
-namespace {
-constexpr const char* kFp8GemmNames[] = {"qkv", "attproj", "fc", "fcproj"};
-}
-
 unsigned parse_fp8_gemms(const std::string& list) {
-    if (list == "all") return 0xFu;
+    if (list == "all") return kAllBlockGemms;
     if (list == "none") return 0u;   // what auto records when no GEMM is faster in FP8
     unsigned mask = 0;
     size_t begin = 0;
@@ -42,8 +38,8 @@ unsigned parse_fp8_gemms(const std::string& list) {
         const size_t end = std::min(list.find(',', begin), list.size());
         const std::string name = list.substr(begin, end - begin);
         unsigned bit = 0;
-        for (unsigned g = 0; g < 4; g++) {
-            if (name == kFp8GemmNames[g]) bit = 1u << g;
+        for (unsigned g = 0; g < kNumBlockGemms; g++) {
+            if (name == kBlockGemms[g].name) bit = 1u << g;
         }
         if (bit == 0) {
             fail("--fp8-gemms: '%s' is not a GEMM of the block (all, or a comma list of qkv, attproj, fc, fcproj)",
@@ -56,10 +52,10 @@ unsigned parse_fp8_gemms(const std::string& list) {
 }
 
 std::string fp8_gemms_name(unsigned gemms) {
-    if ((gemms & 0xFu) == 0xFu) return "all";
+    if ((gemms & kAllBlockGemms) == kAllBlockGemms) return "all";
     std::string out;
-    for (unsigned g = 0; g < 4; g++) {
-        if (gemms >> g & 1u) out += (out.empty() ? "" : ",") + std::string(kFp8GemmNames[g]);
+    for (unsigned g = 0; g < kNumBlockGemms; g++) {
+        if (gemms >> g & 1u) out += (out.empty() ? "" : ",") + std::string(kBlockGemms[g].name);
     }
     return out.empty() ? "none" : out;
 }

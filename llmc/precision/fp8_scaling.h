@@ -42,6 +42,7 @@
 // is clamped to FLT_MIN so that 1/s stays finite.
 #pragma once
 
+#include "model/layout.h"
 #include "precision/dtypes.h"
 
 #include <cstddef>
@@ -60,9 +61,9 @@ const char* fp8_amax_algo_name(Fp8AmaxAlgo algo);
 Fp8Recipe parse_fp8_recipe(const std::string& name);        // delayed|current, else fails
 const char* fp8_recipe_name(Fp8Recipe recipe);
 const char* fp8_format_name(Fp8Format format);              // e4m3|e5m2
-// "all", "none" or a comma list of qkv, attproj, fc, fcproj → the bit mask of
-// Fp8ScalingConfig::gemms; anything else (or nothing) fails naming the flag. fp8_gemms_name is the
-// inverse ("all" for 0xF, "none" for 0).
+// "all", "none" or a comma list of qkv, attproj, fc, fcproj (model/layout.h: kBlockGemms) → the
+// bit mask of Fp8ScalingConfig::gemms; anything else (or nothing) fails naming the flag.
+// fp8_gemms_name is the inverse ("all" for every GEMM, "none" for 0).
 unsigned parse_fp8_gemms(const std::string& list);
 std::string fp8_gemms_name(unsigned gemms);
 
@@ -136,8 +137,8 @@ struct Fp8ScalingConfig {
     Fp8AmaxAlgo algo = Fp8AmaxAlgo::Max; // --fp8-amax-algo
     int margin = 0;                      // --fp8-margin (≥ 0): s is backed off by 2^-margin
     Fp8Recipe recipe = Fp8Recipe::Delayed;   // --fp8-recipe
-    unsigned gemms = 0xFu;               // --fp8-gemms: bit g set = GEMM g of each block (qkv,
-                                         // attproj, fc, fcproj) runs in FP8; the others in 16 bits
+    unsigned gemms = kAllBlockGemms;     // --fp8-gemms: bit g set = block GEMM g (model/layout.h:
+                                         // kBlockGemms) runs in FP8; the others in 16 bits
 
     void validate() const;   // fails naming the flag
 };
