@@ -19,9 +19,8 @@
 #      GPT-2's 50257 tokens: learnable, no download), and the CPU twin's short training runs,
 #      started in the background while the GPU works;
 #   3. build/test_cuda: every CUDA kernel and a whole training step per precision against the
-#      CPU twin (a skipped test fails the check here: there is a GPU); then the attention tests
-#      with TRAIN_GPT_ATTENTION=flash, and the opt-in wmma attention's tests in a process of
-#      their own;
+#      CPU twin (a skipped test fails the check here: there is a GPU); then the tests of the lab's
+#      wmma attention (dev/cuda/attention_wmma.cuh) in a process of their own;
 #   4. tracking: 20 steps of d2 (C=128, B=8, T=256, lr 3e-3) in bf16 and fp8 on the CUDA kernel
 #      set must track the CPU twin's losses (same seed, config, data): every step within
 #      TRACK_TOL (1e-2 relative; fp8 2e-2), the first within 2^-9 (fp8 2^-7), and the loss
@@ -36,8 +35,6 @@
 #   6a. fp8 against bf16 over LOSS_STEPS (200) steps of d12 on the same data: the mean loss of
 #      the last 10% of steps within 1%;
 #   6c. the peer: the PyTorch reference (dev/reference/gpt2.py --dtype bf16 --compile) at d12;
-#   6d. where the wmma attention's tests passed: d12 and d48 in bf16 and fp8 with
-#      TRAIN_GPT_ATTENTION=wmma (the opt-in tensor-core flash attention);
 #   6b. with LAB=1, the dev/cuda harnesses named in LAB_HARNESSES (output in lab.log);
 #   7. summary: the results as a markdown block ready for docs/gpu-results.md, and a verdict.
 # Results go to $OUT (the device tool collects it) or out/gpu_check/: gpu_results.md,
@@ -272,7 +269,7 @@ fi
 if (( BUILD_OK )); then
     rc=0
     # CUBLASLT_LOG_LEVEL=2: cuBLASLt prints why it refuses a problem (into the log)
-    # the opt-in wmma attention runs in its own process below: a kernel fault there (a sticky
+    # the lab's wmma attention runs in its own process below: a kernel fault there (a sticky
     # CUDA error) must not take the rest of the tests with it
     run_logged test_cuda "$(limit 180)" env CUBLASLT_LOG_LEVEL="${CUBLASLT_LOG_LEVEL:-1}" "$TEST" --gtest_color=no \
         --gtest_filter='-*Wmma*' --gtest_output="xml:$RESULTS/test_cuda.xml" || rc=$?
@@ -301,13 +298,8 @@ else
     record test_cuda SKIPPED "no binaries"
 fi
 GPU_OK=$(( BUILD_OK && ${#NO_GPU} == 0 ))
-# the flash attention (TRAIN_GPT_ATTENTION=flash) against the CPU twin too: the default is the GEMM one
+# the lab's wmma attention, in a process of its own
 if (( GPU_OK )); then
-    rc=0
-    run_logged test_cuda_flash "$(limit 60)" env TRAIN_GPT_ATTENTION=flash "$TEST" --gtest_color=no \
-        --gtest_filter='*Attention*:-*Wmma*' || rc=$?
-    counts=$(grep -E '^\[  (PASSED|FAILED) ' "$WORK/test_cuda_flash.out" | head -2 | tr '\n' ' ')
-    if (( rc == 0 )); then record test_cuda_flash PASS "${counts:-no summary}"; else record test_cuda_flash FAIL "${counts:-no summary} (exit $rc)"; fi
     rc=0
     run_logged test_cuda_wmma "$(limit 60)" "$TEST" --gtest_color=no --gtest_filter='*Wmma*' || rc=$?
     counts=$(grep -E '^\[  (PASSED|FAILED) ' "$WORK/test_cuda_wmma.out" | head -2 | tr '\n' ' ')
@@ -407,13 +399,11 @@ bench() {
     mem_poll_start "$WORK/mem_$tag.txt"
     if [[ $side == engine ]]; then
         jsonl=$WORK/bench_$tag/log.jsonl
-        local pflags=(-p "$prec") attention=${TRAIN_GPT_ATTENTION:-}
+        local pflags=(-p "$prec")
         [[ $prec == fp8-mlp ]] && pflags=(-p fp8 --fp8-gemms fc,fcproj)   # FP8 in the MLP's GEMMs only
         [[ $prec == fp8-auto ]] && pflags=(-p fp8 --fp8-gemms auto)       # FP8 where it times faster
-        [[ $prec == bf16-wmma ]] && pflags=(-p bf16) attention=wmma        # the opt-in tensor-core flash attention
-        [[ $prec == fp8-wmma ]] && pflags=(-p fp8) attention=wmma
-        # TRAIN_GPT_PROFILE=1: the GPU time per op, printed at exit (events only: no synchronisation)
-        run_logged "bench_$tag" "$secs" env TRAIN_GPT_ATTENTION="$attention" TRAIN_GPT_PROFILE=1 "$TRAIN" "${common[@]}" -e "$name" \
+        # --profile: the GPU time per op, printed at exit (events only: no synchronisation)
+        run_logged "bench_$tag" "$secs" "$TRAIN" "${common[@]}" -e "$name" --profile \
             -b "$B" -t 1024 -x "$steps" -l 6e-4 -u 0 "${pflags[@]}" --device cuda -o "$WORK/bench_$tag" || rc=$?
     else
         jsonl=$WORK/bench_$tag.jsonl
@@ -499,14 +489,6 @@ fi
 # ---- 6c. the peer: the PyTorch reference at d12, bf16, torch.compile (after the checks above) --
 want_model d12 && bench d12 torch  bf16 12 768  12 "$D12_B" "$BENCH_STEPS_D12" 100
 
-# ---- 6d. the opt-in wmma attention, where its tests passed: bf16 and fp8 at d12 and d48 ----------
-# FP8 speeds up the GEMMs only: fp8/bf16 with a flash attention is the ratio the targets are about
-if (( GPU_OK )) && [[ ${RESULT[test_cuda_wmma]:-} == PASS ]]; then
-    want_model d12 && bench d12 engine bf16-wmma 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
-    want_model d12 && bench d12 engine fp8-wmma 12 768 12 "$D12_B" "$BENCH_STEPS_D12" 45
-    want_model d48 && bench d48 engine bf16-wmma 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 70
-    want_model d48 && bench d48 engine fp8-wmma 48 1600 25 "$D48_B" "$BENCH_STEPS_D48" 70
-fi
 
 # ---- 6b. the kernel lab (dev/cuda harnesses), when asked for ------------------------------------
 if (( GPU_OK && LAB )) && [[ -d $WORK/bundle/lab ]]; then
@@ -573,23 +555,6 @@ if variants:
         am = f"{float(m[4]) / float(b[4]):.2f}×" if b and b[0] == "ok" and m[4] != "n/a" and b[4] != "n/a" else "—"
         print(f"| {name} | {v} | {float(m[2]):,.0f} | {float(m[1]):.1f} | {m[4]} | {m[3]} | {sp} | {am} |")
         out[name][v] = m
-wm = [(name, rows.get((name, "engine", "bf16-wmma")), rows.get((name, "engine", "fp8-wmma")),
-       rows.get((name, "engine", "bf16"))) for name in shapes]
-wm = [r for r in wm if r[1] is not None or r[2] is not None]
-if wm:
-    print()
-    print("With TRAIN_GPT_ATTENTION=wmma (the opt-in tensor-core flash attention; run where its tests passed):")
-    print()
-    print("| model | bf16 tok/s | vs default attention | fp8 tok/s | fp8/bf16 speed |")
-    print("|---|---:|---:|---:|---:|")
-    ok = lambda r: r is not None and r[0] == "ok"
-    for name, bw, fw, b in wm:
-        cells = [f"{float(bw[2]):,.0f}" if ok(bw) else (bw[0] if bw else "—"),
-                 f"{float(bw[2]) / float(b[2]):.2f}×" if ok(bw) and ok(b) else "—",
-                 f"{float(fw[2]):,.0f}" if ok(fw) else (fw[0] if fw else "—"),
-                 f"{float(fw[2]) / float(bw[2]):.2f}×" if ok(fw) and ok(bw) else "—"]
-        print(f"| {name} | " + " | ".join(cells) + " |")
-        out[name]["bf16-wmma"], out[name]["fp8-wmma"] = bw, fw
 t = rows.get(("d12", "torch", "bf16"))
 e = rows.get(("d12", "engine", "bf16"))
 if t is not None:
@@ -626,7 +591,7 @@ verdict=$([[ $failed == 0 ]] && echo "PASS" || echo "FAIL ($failed check(s))")
     cat "$WORK/bench_table.md"
     [[ -n $AUTO_NOTE ]] && { echo; echo "d12, $AUTO_NOTE"; }
     echo
-    echo "Where the GPU time goes (TRAIN_GPT_PROFILE=1: per-op CUDA events over all steps of each run;"
+    echo "Where the GPU time goes (--profile: per-op CUDA events over all steps of each run;"
     echo "the per-op tables are in gpu_check.log):"
     echo
     for f in "$WORK"/bench_*_engine_*.out; do

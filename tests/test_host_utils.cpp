@@ -159,6 +159,33 @@ TEST(Config, ResolvedConfigIsSavedAsJson) {
     EXPECT_EQ(j["padded_vocab_size"].get<int>(), 50304);
     EXPECT_EQ(j["device"], "cpu");
     EXPECT_EQ(j["lr_schedule"], "cosine");
+    // each value in its JSON type: counts as integers, switches as booleans, what the run does not
+    // use (the fp8 settings of an fp32 run) as null
+    EXPECT_TRUE(j["n_layer"].is_number_integer());
+    EXPECT_TRUE(j["batch_size"].is_number_integer());
+    EXPECT_TRUE(j["seed"].is_number_integer());
+    EXPECT_TRUE(j["lr"].is_number_float());
+    EXPECT_TRUE(j["shuffle"].is_boolean());
+    EXPECT_TRUE(j["master_weights"].is_boolean());
+    EXPECT_TRUE(j["fp8_gemms"].is_null());
+}
+
+TEST(Config, RunPlanResolvesTheFlags) {
+    TrainConfig cfg;
+    cfg.batch_size = 4;
+    cfg.seq_len = 64;
+    cfg.total_batch_tokens = 1024;
+    cfg.precision = "fp8";
+    cfg.fp8_gemms = "fc,fcproj";
+    const RunPlan plan = resolve_run_plan(cfg, 2, 300);
+    EXPECT_EQ(plan.model.vocab_size, 300);           // from the tokenizer
+    EXPECT_EQ(plan.model.max_seq_len, 64);           // = seq_len
+    EXPECT_EQ(plan.grad_accum_steps, 2);             // 1024 / (4·64·2)
+    EXPECT_EQ(plan.tokens_per_step, 1024);
+    EXPECT_EQ(plan.precision.fp8.gemms, (1u << kFc) | (1u << kFcproj));
+    EXPECT_EQ(plan.checkpoint_dir, "out/checkpoints");
+    cfg.vocab_size = 200;                            // below the tokenizer's: refused, naming both
+    EXPECT_CONTAINS(error_of([&] { resolve_run_plan(cfg, 2, 300); }), "--vocab-size 200 is smaller than the tokenizer's 300");
 }
 
 TEST(ModelShape, DepthDialGivesGpt2Sizes) {

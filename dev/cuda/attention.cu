@@ -16,9 +16,9 @@
 #include "harness.cuh"
 
 #include "cpu/kernels.h"
-#include "cuda/attention.cuh"
+#include "attention_scalar.cuh"
 #include "cuda/attention_gemm.cuh"
-#include "cuda/attention_wmma.cuh"
+#include "attention_wmma.cuh"
 
 #include <type_traits>
 

@@ -5,11 +5,10 @@
 //
 // Every op is queued on the backend's stream and returns at once, except those that hand back a
 // value or host memory (the copies, amax, sum_squares): they return when it is ready.
+// Attention runs through cuBLASLt batched GEMMs (cuda/attention_gemm.cuh).
 // A host buffer passed to copy_to_device may be reused as soon as the call returns.
 #include "cuda/cuda_backend.h"
 
-#include "cuda/attention_gemm.cuh"
-#include "cuda/attention_wmma.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/op_profiler.cuh"
 #include "utils.h"
@@ -54,23 +53,8 @@ class CudaBackend final : public Backend {
     static const T* act(const void* p) { return static_cast<const T*>(p); }
 
 public:
-    CudaBackend(DType dtype, int device) : dtype_(dtype), device_(device) {
-        // attention: cuBLASLt GEMMs (attention_gemm.cuh) by default; TRAIN_GPT_ATTENTION=flash
-        // selects the hand-written flash kernels (attention.cuh), =wmma the tensor-core flash
-        // kernels (attention_wmma.cuh; bf16/fp16 only: FP32 keeps the GEMM version, said once on
-        // stderr). Checked first: nothing to undo.
-        const char* attention = std::getenv("TRAIN_GPT_ATTENTION");
-        const std::string mode = attention != nullptr ? attention : "";
-        if (mode == "flash") flash_attention_ = true;
-        else if (mode == "wmma") {
-            if constexpr (std::is_same_v<T, float>)
-                std::fprintf(stderr, "TRAIN_GPT_ATTENTION=wmma: no FP32 tensor-core attention; using the GEMM "
-                                     "attention (the default) for this fp32 backend\n");
-            else wmma_attention_ = true;
-        } else if (mode != "" && mode != "gemm")
-            fail("TRAIN_GPT_ATTENTION=%s: unknown attention implementation (use 'gemm', the default, 'flash' or "
-                 "'wmma')",
-                 mode.c_str());
+    CudaBackend(DType dtype, int device, const CudaOptions& options)
+        : dtype_(dtype), device_(device), options_(options), profiler_(options.profile) {
         cudaCheck(cudaSetDevice(device));
         cudaFuncAttributes attributes;
         if (cudaFuncGetAttributes(&attributes, probe_kernel) != cudaSuccess) {
@@ -156,15 +140,15 @@ public:
     }
 
     // --- forward / backward ops ---
-    void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T_,
+    void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int Tlen,
                          int C) override {
         const cuda::OpProfiler::Scope timed(profiler(), "encoder_forward", stream_);
-        cuda::encoder_forward(act(out), tokens, act(wte), act(wpe), B, T_, C, stream_);
+        cuda::encoder_forward(act(out), tokens, act(wte), act(wpe), B, Tlen, C, stream_);
     }
-    void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T_,
+    void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int Tlen,
                           int C) override {
         const cuda::OpProfiler::Scope timed(profiler(), "encoder_backward", stream_);
-        cuda::encoder_backward(dwte, dwpe, act(dout), tokens, B, T_, C, stream_);
+        cuda::encoder_backward(dwte, dwpe, act(dout), tokens, B, Tlen, C, stream_);
     }
     void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
                            const void* bias, int N, int C) override {
@@ -187,21 +171,14 @@ public:
         const cuda::OpProfiler::Scope timed(profiler(), "matmul_backward", stream_);
         cuda::matmul_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC, stream_);
     }
-    void attention_forward(void* out, float* lse, const void* qkv, int B, int T_, int C, int NH) override {
+    void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
         const cuda::OpProfiler::Scope timed(profiler(), "attention_forward", stream_);
-        if (flash_attention_) cuda::attention_forward(act(out), lse, act(qkv), B, T_, C, NH, stream_);
-        else if (wmma_attention_) cuda::attention_forward_wmma(act(out), lse, act(qkv), B, T_, C, NH, stream_);
-        else cuda::attention_forward_gemm(act(out), lse, act(qkv), B, T_, C, NH, stream_);
+        cuda::attention_forward_gemm(act(out), lse, act(qkv), B, Tlen, C, NH, stream_);
     }
     void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
-                            int B, int T_, int C, int NH) override {
+                            int B, int Tlen, int C, int NH) override {
         const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
-        if (flash_attention_)
-            cuda::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
-        else if (wmma_attention_)
-            cuda::attention_backward_wmma(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
-        else
-            cuda::attention_backward_gemm(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH, stream_);
+        cuda::attention_backward_gemm(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH, stream_);
     }
     void gelu_forward(void* out, const void* inp, size_t n) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_forward", stream_);
@@ -266,7 +243,7 @@ public:
     void gelu_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* inp, int rows, int cols, const Fp8ScaleSlot* scale,
                            Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_forward_e4m3", stream_);
-        if (!fp8_fusion_) {   // the producer into scratch, then the cast (the same bits, more traffic)
+        if (!options_.fp8_fused_casts) {   // the producer into scratch, then the cast (the same bits, more traffic)
             T* y = unfused_scratch((size_t)rows * cols);
             cuda::gelu_forward(y, act(inp), (size_t)rows * cols, stream_);
             cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, y, rows, cols, &scale->scale, counters, stream_);
@@ -278,7 +255,7 @@ public:
                                 const void* bias, int N, int C, const Fp8ScaleSlot* scale,
                                 Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "layernorm_forward_e4m3", stream_);
-        if (!fp8_fusion_) {
+        if (!options_.fp8_fused_casts) {
             T* y = unfused_scratch((size_t)N * C);
             cuda::layernorm_forward(y, mean, rstd, act(inp), act(weight), act(bias), N, C, stream_);
             cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, y, N, C, &scale->scale, counters, stream_);
@@ -290,7 +267,7 @@ public:
     void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
                             int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward_e5m2", stream_);
-        if (!fp8_fusion_) {
+        if (!options_.fp8_fused_casts) {
             cuda::gelu_backward(act(dinp), act(inp), act(dout), (size_t)rows * cols, stream_);
             cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(dinp), rows, cols, &scale->scale, counters, stream_);
             return;
@@ -302,7 +279,7 @@ public:
                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                            fp8e4m3* q, fp8e4m3* qt, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "adamw_update_e4m3", stream_);
-        if (!fp8_fusion_) {
+        if (!options_.fp8_fused_casts) {
             cuda::adamw_update(master, act(working), m, v, grads, (size_t)rows * cols, lr, beta1, beta2, eps,
                                weight_decay, grad_scale, t, stream_);
             cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(working), rows, cols, &scale->scale, counters, stream_);
@@ -341,32 +318,24 @@ public:
 private:
     DType dtype_;
     int device_;
+    CudaOptions options_;
+    cuda::OpProfiler profiler_;   // enabled by --profile
     cudaStream_t stream_ = nullptr;
-    bool flash_attention_ = false;   // TRAIN_GPT_ATTENTION=flash (read once, in the constructor)
-    bool wmma_attention_ = false;    // TRAIN_GPT_ATTENTION=wmma, bf16/fp16 backends (likewise)
-    // TRAIN_GPT_FP8_FUSION=0: the FP8 casts fused into their producers (cuda/fp8_fused.cuh) run as
-    // the producer into a scratch buffer followed by the cast, for an A/B of the fusion (the same
-    // bits either way, tests/cuda/test_cuda_fp8_fused.cu) or to rule it out when hunting a bug
-    bool fp8_fusion_ = std::getenv("TRAIN_GPT_FP8_FUSION") == nullptr ||
-                       std::string(std::getenv("TRAIN_GPT_FP8_FUSION")) != "0";
     T* unfused_scratch(size_t n) { return static_cast<T*>(cuda::scratch(n * sizeof(T), stream_)); }
-    // TRAIN_GPT_PROFILE=1: GPU time per op (cuda/op_profiler.cuh), printed when the backend goes
-    cuda::OpProfiler profiler_{std::getenv("TRAIN_GPT_PROFILE") != nullptr &&
-                               std::string(std::getenv("TRAIN_GPT_PROFILE")) == "1"};
     cuda::OpProfiler* profiler() { return profiler_.enabled() ? &profiler_ : nullptr; }
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device) {
+std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device, const CudaOptions& options) {
     std::string reason;
     const int count = cuda_device_count(&reason);
     if (count == 0) fail("CUDA kernel set: no usable GPU (%s)", reason.c_str());
     if (device < 0 || device >= count) fail("CUDA kernel set: GPU %d does not exist (%d found)", device, count);
     switch (dtype) {
-        case DType::F32: return std::make_unique<CudaBackend<float>>(dtype, device);
-        case DType::BF16: return std::make_unique<CudaBackend<__nv_bfloat16>>(dtype, device);
-        case DType::F16: return std::make_unique<CudaBackend<__half>>(dtype, device);
+        case DType::F32: return std::make_unique<CudaBackend<float>>(dtype, device, options);
+        case DType::BF16: return std::make_unique<CudaBackend<__nv_bfloat16>>(dtype, device, options);
+        case DType::F16: return std::make_unique<CudaBackend<__half>>(dtype, device, options);
     }
     fail("no CUDA kernel set for dtype %d", (int)dtype);
 }

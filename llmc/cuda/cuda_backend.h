@@ -2,8 +2,8 @@
 //
 // Host-compiled code may include this header: it names no CUDA type. The backend keeps every
 // buffer in device memory (cudaMalloc, zero-initialised) and runs every op on one stream of its
-// own; ops that return a value to the host (amax, quantize_*, sum_squares) and the copies are
-// synchronous, the others are queued and return at once. The kernels are compiled for the
+// own; the ops that hand a value back to the host (amax, sum_squares) and the copies return when
+// it is ready, every other op (the FP8 casts included) is queued and returns at once. The kernels are compiled for the
 // GENCODE of the Makefile (sm_90a by default); a device without a matching image is rejected
 // when the backend is made.
 #pragma once
@@ -15,8 +15,18 @@
 
 namespace train_gpt {
 
+// Choices of the CUDA kernel set, from the trainer's flags (each is in --help and config.json).
+struct CudaOptions {
+    // --fp8-fused-casts: the FP8 casts fused into their producers (cuda/fp8_fused.cuh); false runs
+    // the producer into scratch, then the cast: the same bits, more memory traffic (an A/B switch)
+    bool fp8_fused_casts = true;
+    // --profile: GPU time per op from CUDA events around every op (cuda/op_profiler.cuh), printed
+    // when the backend is destroyed; no synchronisation is added
+    bool profile = false;
+};
+
 // The CUDA kernel set for activations of `dtype` on GPU `device` (made current for this thread).
-std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device);
+std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device, const CudaOptions& options = {});
 
 // Number of CUDA devices; 0 (with the reason) when there is no GPU or no usable driver.
 int cuda_device_count(std::string* reason);

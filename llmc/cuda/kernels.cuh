@@ -3,23 +3,27 @@
 //
 // Each launcher takes its cpu:: twin's arguments in the same order (FP32 where the CPU has
 // acc_t<T>) followed by a cudaStream_t, and is a template over the storage type
-// T ∈ {float, __nv_bfloat16, __half}:
-//   encoder.cuh      encoder_forward, encoder_backward
-//   layernorm.cuh    layernorm_forward, layernorm_backward
-//   matmul.cuh       matmul_forward, matmul_backward, matmul_forward_fp8, matmul_backward_fp8 (cuBLASLt)
-//   attention.cuh    attention_forward, attention_backward (flash-style, lse saved)
-//   gelu.cuh         gelu_forward, gelu_backward
-//   residual.cuh     residual_forward
-//   classifier.cuh   fused_classifier
-//   fp8.cuh          amax, quantize_fp8<T, Q>
-//   global_norm.cuh  sum_squares
-//   adamw.cuh        adamw_update
+// T ∈ {float, __nv_bfloat16, __half}. What each op computes, its shapes and what it overwrites or
+// accumulates: llmc/backend.h. The headers:
+//   common.cuh          cudaCheck, storage conversions, warp/block reductions, the per-stream scratch
+//   encoder.cuh         encoder_forward, encoder_backward
+//   layernorm.cuh       layernorm_forward, layernorm_backward
+//   matmul.cuh          matmul_forward, matmul_backward, matmul_forward_fp8, matmul_backward_fp8 (cuBLASLt)
+//   attention_gemm.cuh  attention_forward_gemm, attention_backward_gemm (cuBLASLt batched GEMMs, T×T in scratch)
+//   gelu.cuh            gelu_forward, gelu_backward
+//   residual.cuh        residual_forward
+//   classifier.cuh      fused_classifier
+//   fp8.cuh             amax, amax_into, quantize_fp8, quantize_transpose_fp8, the FP8 scale state ops
+//   fp8_fused.cuh       casts fused into their producers: layernorm, GELU, GELU backward, AdamW → FP8
+//   global_norm.cuh     sum_squares
+//   adamw.cuh           adamw_update
+// (op_profiler.cuh, the --profile timer, is the backend's, not a kernel.)
 #pragma once
 
 #include "cuda/common.cuh"
 
 #include "cuda/adamw.cuh"
-#include "cuda/attention.cuh"
+#include "cuda/attention_gemm.cuh"
 #include "cuda/classifier.cuh"
 #include "cuda/encoder.cuh"
 #include "cuda/fp8.cuh"

@@ -1,4 +1,4 @@
-// cuda/op_profiler.cuh — TRAIN_GPT_PROFILE=1: the GPU time of every Backend op, summed by op.
+// cuda/op_profiler.cuh — --profile: the GPU time of every Backend op, summed by op.
 //
 // Each op of the CUDA kernel set runs inside a Scope that records a CUDA event on the backend's
 // stream before and after it. The pairs are read (cudaEventElapsedTime) when the backend is
@@ -77,7 +77,7 @@ public:
         if (total <= 0) return;
         std::vector<std::pair<std::string, Total>> ops(totals_.begin(), totals_.end());
         std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-        std::fprintf(out, "profile: GPU time in Backend ops (TRAIN_GPT_PROFILE=1), all steps: %.1f ms\n", total);
+        std::fprintf(out, "profile: GPU time in Backend ops (--profile), all steps: %.1f ms\n", total);
         std::fprintf(out, "profile: %-28s %8s %11s %6s %10s\n", "op", "calls", "ms", "share", "us/call");
         for (const auto& [name, t] : ops) {
             std::fprintf(out, "profile: %-28s %8lld %11.2f %5.1f%% %10.1f\n", name.c_str(), t.calls, t.ms,

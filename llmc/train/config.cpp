@@ -117,6 +117,9 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
             },
             "GEMMS"))
         ->group("Precision");
+    app.add_option("--fp8-fused-casts", c.fp8_fused_casts,
+                   "fp8, CUDA: cast each GEMM operand inside the kernel that produces it (false: the producer, then "
+                   "the cast; the same bits, more memory traffic)")->group("Precision");
     app.add_option("--fp8-telemetry-every", c.fp8_telemetry_every,
                    "fp8: log per-tensor amax/scale/saturation every N steps (0 = never)")->check(kNonNegative)->group("Precision");
     app.add_option("--max-skipped-steps", c.max_skipped_steps,
@@ -152,6 +155,8 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
     app.add_option("--threads", c.threads, "CPU threads (0 = OpenMP default)")->check(kNonNegative)->group("Runtime");
     app.add_option("--seed", c.seed, "Seed for initialisation, shuffling and sampling")->group("Runtime");
     app.add_option("--log-every", c.log_every, "Print a step line every N steps")->check(kPositive)->group("Runtime");
+    app.add_flag("--profile", c.profile, "CUDA: GPU time per kernel-set op (CUDA events, no added synchronisation), "
+                 "printed at exit")->group("Runtime");
 
     try {
         app.parse(argc, argv);
@@ -179,78 +184,130 @@ int grad_accum_steps_for(const TrainConfig& c, int world_size) {
     return (int)(c.total_batch_tokens / per_micro_step);
 }
 
-std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c, const RunPlan& p) {
-    auto num = [](double v) { return format("%g", v); };
+RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_vocab) {
+    RunPlan plan;
+    int vocab_size = c.vocab_size;
+    if (tokenizer_vocab > 0) {
+        if (vocab_size == 0) vocab_size = tokenizer_vocab;
+        if (vocab_size < tokenizer_vocab) {
+            fail("--vocab-size %d is smaller than the tokenizer's %d (%s)", vocab_size, tokenizer_vocab,
+                 c.tokenizer.c_str());
+        }
+    }
+    plan.model = gpt_config_from_spec(c.model, vocab_size, c.max_seq_len > 0 ? c.max_seq_len : c.seq_len, c.n_embd,
+                                      c.n_head);
+    plan.world_size = world_size;
+    plan.grad_accum_steps = grad_accum_steps_for(c, world_size);
+    plan.tokens_per_step = (int64_t)c.batch_size * c.seq_len * world_size * plan.grad_accum_steps;
+
+    PrecisionConfig& p = plan.precision;
+    p.precision = parse_precision(c.precision);
+    p.master_weights = c.master_weights;
+    p.fp8.amax_history = c.fp8_amax_history;
+    p.fp8.algo = parse_fp8_amax_algo(c.fp8_amax_algo);
+    p.fp8.margin = c.fp8_margin;
+    p.fp8.recipe = parse_fp8_recipe(c.fp8_recipe);
+    if (c.fp8_gemms != "auto") p.fp8.gemms = parse_fp8_gemms(c.fp8_gemms);   // auto: timed by the trainer
+
+    plan.adamw = AdamWConfig{c.beta1, c.beta2, c.adam_eps, c.weight_decay};
+    plan.schedule.kind = parse_lr_schedule(c.lr_schedule);
+    plan.schedule.lr = c.lr;
+    plan.schedule.warmup_steps = c.warmup_steps;
+    plan.schedule.total_steps = c.steps;
+    plan.schedule.final_lr_frac = c.final_lr_frac;
+    plan.schedule.decay_frac = c.wsd_decay_frac;
+    plan.checkpoint_dir = c.checkpoint_dir.empty() ? c.output_dir + "/checkpoints" : c.checkpoint_dir;
+    return plan;
+}
+
+std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
+    auto text = [](const char* key, const std::string& v) { return ConfigRow{ConfigRow::kText, key, v}; };
+    auto integer = [](const char* key, int64_t v) { return ConfigRow{ConfigRow::kInteger, key, std::to_string(v)}; };
+    auto number = [](const char* key, double v) { return ConfigRow{ConfigRow::kNumber, key, format("%g", v)}; };
+    auto boolean = [](const char* key, bool v) { return ConfigRow{ConfigRow::kBool, key, v ? "true" : "false"}; };
+    auto none = [](const char* key) { return ConfigRow{ConfigRow::kNone, key, "-"}; };
+    const bool fp8 = p.precision.precision == Precision::FP8;
+    const Fp8ScalingConfig& f = p.precision.fp8;
     return {
-        {"device", p.device},
-        {"model", c.model},
-        {"n_layer", std::to_string(p.model.n_layer)},
-        {"n_head", std::to_string(p.model.n_head)},
-        {"n_embd", std::to_string(p.model.n_embd)},
-        {"vocab_size", std::to_string(p.model.vocab_size)},
-        {"padded_vocab_size", std::to_string(p.model.padded_vocab_size)},
-        {"max_seq_len", std::to_string(p.model.max_seq_len)},
-        {"num_parameters", std::to_string(p.num_parameters)},
-        {"train_data", c.train_data},
-        {"val_data", c.val_data},
-        {"tokenizer", c.tokenizer},
-        {"shuffle", c.shuffle ? "true" : "false"},
-        {"output_dir", c.output_dir},
-        {"batch_size", std::to_string(c.batch_size)},
-        {"seq_len", std::to_string(c.seq_len)},
-        {"world_size", std::to_string(p.world_size)},
-        {"grad_accum_steps", std::to_string(p.grad_accum_steps)},
-        {"tokens_per_step", std::to_string(p.tokens_per_step)},
-        {"steps", std::to_string(c.steps)},
-        {"lr", num(c.lr)},
-        {"warmup_steps", std::to_string(c.warmup_steps)},
-        {"lr_schedule", c.lr_schedule},
-        {"final_lr_frac", num(c.final_lr_frac)},
-        {"wsd_decay_frac", num(c.wsd_decay_frac)},
-        {"weight_decay", num(c.weight_decay)},
-        {"beta1", num(c.beta1)},
-        {"beta2", num(c.beta2)},
-        {"adam_eps", num(c.adam_eps)},
-        {"grad_clip", num(c.grad_clip)},
-        {"precision", c.precision},
-        {"master_weights", c.master_weights ? "true" : "false"},
-        {"loss_scaling", c.precision == "fp16" && c.loss_scaling ? "true" : "false"},
-        {"fp8_recipe", c.precision == "fp8" ? c.fp8_recipe : "-"},
-        {"fp8_amax_history", c.precision == "fp8" ? std::to_string(c.fp8_amax_history) : "-"},
-        {"fp8_amax_algo", c.precision == "fp8" ? c.fp8_amax_algo : "-"},
-        {"fp8_margin", c.precision == "fp8" ? std::to_string(c.fp8_margin) : "-"},
-        {"fp8_gemms", c.precision == "fp8" ? c.fp8_gemms : "-"},
-        {"val_every", std::to_string(c.val_every)},
-        {"val_batches", std::to_string(c.val_batches)},
-        {"sample_tokens", std::to_string(c.sample_tokens)},
-        {"temperature", num(c.temperature)},
-        {"zero", std::to_string(c.zero)},
-        {"checkpoint_every", std::to_string(c.checkpoint_every)},
-        {"threads", std::to_string(c.threads)},
-        {"seed", std::to_string(c.seed)},
+        text("device", p.device),
+        text("model", c.model),
+        integer("n_layer", p.model.n_layer),
+        integer("n_head", p.model.n_head),
+        integer("n_embd", p.model.n_embd),
+        integer("vocab_size", p.model.vocab_size),
+        integer("padded_vocab_size", p.model.padded_vocab_size),
+        integer("max_seq_len", p.model.max_seq_len),
+        integer("num_parameters", (int64_t)p.num_parameters),
+        text("train_data", c.train_data),
+        text("val_data", c.val_data),
+        text("tokenizer", c.tokenizer),
+        boolean("shuffle", c.shuffle),
+        text("output_dir", c.output_dir),
+        integer("batch_size", c.batch_size),
+        integer("seq_len", c.seq_len),
+        integer("world_size", p.world_size),
+        integer("grad_accum_steps", p.grad_accum_steps),
+        integer("tokens_per_step", p.tokens_per_step),
+        integer("steps", c.steps),
+        number("lr", p.schedule.lr),
+        integer("warmup_steps", p.schedule.warmup_steps),
+        text("lr_schedule", lr_schedule_name(p.schedule.kind)),
+        number("final_lr_frac", p.schedule.final_lr_frac),
+        number("wsd_decay_frac", p.schedule.decay_frac),
+        number("weight_decay", p.adamw.weight_decay),
+        number("beta1", p.adamw.beta1),
+        number("beta2", p.adamw.beta2),
+        number("adam_eps", p.adamw.eps),
+        number("grad_clip", c.grad_clip),
+        text("precision", precision_name(p.precision.precision)),
+        boolean("master_weights", p.precision.master_weights),
+        boolean("loss_scaling", p.precision.precision == Precision::FP16 && c.loss_scaling),
+        fp8 ? text("fp8_recipe", fp8_recipe_name(f.recipe)) : none("fp8_recipe"),
+        fp8 ? integer("fp8_amax_history", f.amax_history) : none("fp8_amax_history"),
+        fp8 ? text("fp8_amax_algo", fp8_amax_algo_name(f.algo)) : none("fp8_amax_algo"),
+        fp8 ? integer("fp8_margin", f.margin) : none("fp8_margin"),
+        fp8 ? text("fp8_gemms", fp8_gemms_name(f.gemms)) : none("fp8_gemms"),
+        fp8 ? boolean("fp8_fused_casts", c.fp8_fused_casts) : none("fp8_fused_casts"),
+        integer("val_every", c.val_every),
+        integer("val_batches", c.val_batches),
+        integer("sample_tokens", c.sample_tokens),
+        number("temperature", c.temperature),
+        integer("zero", c.zero),
+        integer("checkpoint_every", c.checkpoint_every),
+        text("checkpoint_dir", p.checkpoint_dir),
+        integer("threads", c.threads),
+        ConfigRow{ConfigRow::kInteger, "seed", std::to_string(c.seed)},
+        boolean("profile", c.profile),
     };
 }
 
 void print_config_table(const TrainConfig& c, const RunPlan& p) {
     auto rows = describe(c, p);
     size_t key_width = 0, value_width = 0;
-    for (auto& [k, v] : rows) {
-        key_width = std::max(key_width, k.size());
-        value_width = std::max(value_width, v.size());
+    for (const ConfigRow& r : rows) {
+        key_width = std::max(key_width, r.key.size());
+        value_width = std::max(value_width, r.value.size());
     }
     std::string rule = "+" + std::string(key_width + 2, '-') + "+" + std::string(value_width + 2, '-') + "+";
     std::printf("%s\n", rule.c_str());
-    for (auto& [k, v] : rows) std::printf("| %-*s | %-*s |\n", (int)key_width, k.c_str(), (int)value_width, v.c_str());
+    for (const ConfigRow& r : rows) {
+        std::printf("| %-*s | %-*s |\n", (int)key_width, r.key.c_str(), (int)value_width, r.value.c_str());
+    }
     std::printf("%s\n", rule.c_str());
 }
 
 std::string config_json(const TrainConfig& c, const RunPlan& p) {
     nlohmann::ordered_json j;
-    for (auto& [k, v] : describe(c, p)) {
-        // numbers as numbers, everything else as strings
-        char* end = nullptr;
-        double x = std::strtod(v.c_str(), &end);
-        if (!v.empty() && end != nullptr && *end == '\0') j[k] = x; else j[k] = v;
+    for (const ConfigRow& r : describe(c, p)) {
+        switch (r.kind) {
+            case ConfigRow::kText: j[r.key] = r.value; break;
+            case ConfigRow::kInteger:   // int64, or uint64 (the seed)
+                if (r.value[0] == '-') j[r.key] = std::stoll(r.value); else j[r.key] = std::stoull(r.value);
+                break;
+            case ConfigRow::kNumber: j[r.key] = std::stod(r.value); break;
+            case ConfigRow::kBool: j[r.key] = r.value == "true"; break;
+            case ConfigRow::kNone: j[r.key] = nullptr; break;
+        }
     }
     return j.dump(2) + "\n";
 }

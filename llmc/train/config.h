@@ -1,15 +1,15 @@
-// config.h — the training configuration: every command-line flag, its default, and the
-// resolved run (model shape, gradient accumulation) derived from it at start-up.
+// config.h — the training configuration: every command-line flag with its default (TrainConfig,
+// as parsed, never changed afterwards), and the run it resolves to at start-up (RunPlan).
 //
 // Parsing lives in config.cpp (CLI11, host compiler only); the trainer sees plain structs.
 #pragma once
 
 #include "model/gpt.h"
+#include "train/schedule.h"
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace train_gpt {
@@ -54,7 +54,8 @@ struct TrainConfig {
     std::string fp8_amax_algo = "max";       // max | most_recent
     int fp8_margin = 0;
     std::string fp8_recipe = "delayed";      // delayed | current
-    std::string fp8_gemms = "all";           // all | comma list of qkv, attproj, fc, fcproj | auto
+    std::string fp8_gemms = "all";           // all | none | comma list of qkv, attproj, fc, fcproj | auto
+    bool fp8_fused_casts = true;             // CUDA: casts inside the operands' producers (off: producer, then cast)
     int fp8_telemetry_every = 50;            // steps between FP8 telemetry records in the log; 0: never
     int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
     int inject_nonfinite_step = -1;          // testing: poison a gradient at this step (0-based)
@@ -76,6 +77,7 @@ struct TrainConfig {
     int threads = 0;               // CPU threads; 0: OpenMP's default
     uint64_t seed = 1337;
     int log_every = 1;             // print a step line every N steps (the JSONL log gets every step)
+    bool profile = false;          // CUDA: GPU time per kernel-set op, printed at exit
 };
 
 // Parses argv into cfg. Returns an exit code when the program should stop right away
@@ -85,21 +87,37 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
 // Cross-flag checks the parser cannot do; fails naming the flag.
 void validate(const TrainConfig& cfg);
 
-// What the configuration resolves to on this machine.
+// What the configuration resolves to at start-up: everything the run uses that is not a flag as
+// given. resolve_run_plan() fills it from the flags; the trainer then adds what only the machine
+// can say (the kernel set, the parameter count, --fp8-gemms auto's timed choice). It is printed as
+// the start-up table, saved as config.json and in every checkpoint.
 struct RunPlan {
+    std::string device;          // the kernel set used: cpu | cuda
     GPTConfig model;
     size_t num_parameters = 0;
     int world_size = 1;
     int grad_accum_steps = 1;
-    int64_t tokens_per_step = 0;
-    std::string device;   // the kernel set actually used
+    int64_t tokens_per_step = 0;   // B · T · ranks · grad_accum_steps
+    PrecisionConfig precision;     // fp8.gemms: the GEMMs that run in FP8 (auto: resolved by timing)
+    AdamWConfig adamw;
+    LrSchedule schedule;
+    std::string checkpoint_dir;    // --checkpoint-dir, or <output-dir>/checkpoints
 };
+
+// The plan for `world_size` ranks; tokenizer_vocab is the tokenizer's vocabulary (0: none).
+// Fails naming the flag when flags contradict each other or the tokenizer.
+RunPlan resolve_run_plan(const TrainConfig& cfg, int world_size, int tokenizer_vocab);
 
 // Resolves total_batch_tokens into gradient-accumulation steps; fails if it does not divide.
 int grad_accum_steps_for(const TrainConfig& cfg, int world_size);
 
-// The resolved configuration as ordered (key, value) rows: the start-up table and config.json.
-std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& cfg, const RunPlan& plan);
+// The resolved configuration as ordered rows: the start-up table and config.json (where each
+// value is a JSON string, integer, number, boolean or null by its kind).
+struct ConfigRow {
+    enum Kind { kText, kInteger, kNumber, kBool, kNone } kind;   // kNone: not used in this run (shown as "-")
+    std::string key, value;
+};
+std::vector<ConfigRow> describe(const TrainConfig& cfg, const RunPlan& plan);
 void print_config_table(const TrainConfig& cfg, const RunPlan& plan);
 void save_config_json(const std::string& path, const TrainConfig& cfg, const RunPlan& plan);
 std::string config_json(const TrainConfig& cfg, const RunPlan& plan);   // the same, as text

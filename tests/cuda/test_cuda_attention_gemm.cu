@@ -1,7 +1,7 @@
 // test_cuda_attention_gemm.cu — the cuBLASLt attention (llmc/cuda/attention_gemm.cuh) against its
 // CPU twin, cpu::attention_forward / cpu::attention_backward, in fp32, bf16 and fp16.
 //
-// The launchers are called directly (the backend runs whichever TRAIN_GPT_ATTENTION selects), on
+// The launchers are called directly, on
 // a stream of the test's own, on the Twin's device buffers; the CPU side runs through the CPU
 // backend. Method and tolerances as the attention tests of test_cuda_kernels.cu (same shapes,
 // same bounds): out 1e-5 (fp32) / 4 ulps, lse 1e-5, dqkv 5e-5 (fp32) / 4 ulps; overwritten

@@ -1,8 +1,8 @@
-// test_cuda_attention_wmma.cu — the tensor-core (WMMA) flash attention (llmc/cuda/attention_wmma.cuh)
+// test_cuda_attention_wmma.cu — the lab's tensor-core (WMMA) flash attention (dev/cuda/attention_wmma.cuh)
 // against its CPU twin, cpu::attention_forward / cpu::attention_backward, in bf16 and fp16 (the
 // WMMA version has no FP32 path: it fails, checked below).
 //
-// The launchers are called directly (the backend runs whichever TRAIN_GPT_ATTENTION selects), on
+// The launchers are called directly, on
 // a stream of the test's own, on the Twin's device buffers. Method and tolerances as the attention
 // tests of test_cuda_kernels.cu: out 4 ulps normwise, lse 1e-5, dqkv 4 ulps; overwritten outputs
 // poisoned first, dqkv starts from random values (+= is checked). Shapes: test_cuda_kernels.cu's
@@ -13,7 +13,7 @@
 #include "tests/cuda/test_stream.h"
 
 #include "cpu/kernels.h"
-#include "cuda/attention_wmma.cuh"
+#include "dev/cuda/attention_wmma.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -192,7 +192,7 @@ TEST_F(CudaTest, Fp8RefusesShapesItsGemmsCannotTake) {
 // The FP8 casts fused into their producers (cuda/fp8_fused.cuh) change no bit of training: three
 // fp8 steps (the first with just-in-time scales; from the second on every fused path runs:
 // layernorm and GELU casts, the GELU-backward dY cast, the AdamW weight cast) give the same
-// losses and weights as the same steps with TRAIN_GPT_FP8_FUSION=0 (producer, then cast).
+// losses and weights as the same steps with --fp8-fused-casts false (CudaOptions: producer, then cast).
 TEST_F(CudaTest, Fp8FusedCastsChangeNoBitOfTraining) {
     const int B = 4, T = 64, steps = 3;
     const GPTConfig cfg = gpt_config_from_spec("d2", 1000, T, 128, 2);
@@ -201,9 +201,9 @@ TEST_F(CudaTest, Fp8FusedCastsChangeNoBitOfTraining) {
     PrecisionConfig pc;
     pc.precision = Precision::FP8;
     auto run = [&](bool fused) {
-        if (fused) unsetenv("TRAIN_GPT_FP8_FUSION"); else setenv("TRAIN_GPT_FP8_FUSION", "0", 1);
-        auto backend = make_cuda_backend(DType::BF16, 0);   // reads the switch when it is made
-        unsetenv("TRAIN_GPT_FP8_FUSION");
+        CudaOptions options;
+        options.fp8_fused_casts = fused;
+        auto backend = make_cuda_backend(DType::BF16, 0, options);
         GPT model(cfg, *backend, B, T, pc);
         model.init_weights(seed_);
         std::vector<float> losses;

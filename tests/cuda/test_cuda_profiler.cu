@@ -1,4 +1,4 @@
-// test_cuda_profiler.cu — TRAIN_GPT_PROFILE's per-op GPU timing (cuda/op_profiler.cuh): scopes
+// test_cuda_profiler.cu — --profile's per-op GPU timing (cuda/op_profiler.cuh): scopes
 // around work on a stream are summed per op after a synchronisation, and printed with their
 // calls, times and categories; a disabled profiler records nothing.
 #include "tests/cuda/cuda_test_util.h"

@@ -1,15 +1,16 @@
-// attention_wmma.cuh — causal self-attention, flash-style, on tensor cores (nvcuda::wmma).
+// attention_wmma.cuh — lab version of causal self-attention: flash-style, on tensor cores through
+// nvcuda::wmma. Timed against the others by dev/cuda/attention.cu; tests/cuda/test_cuda_attention_wmma.cu.
 //
 //   attention_forward_wmma (out (B,T,C), lse (B,NH,T) FP32, qkv (B,T,3C))
 //   attention_backward_wmma(dqkv (B,T,3C) +=, dout (B,T,C), qkv, out, lse)
 //
-// Same contract as attention.cuh (read its header first): same arguments, layouts and roundings
+// Same contract as attention_scalar.cuh (read its header first): same arguments, layouts and roundings
 // as the CPU twin cpu::attention_forward / cpu::attention_backward; qkv holds [q | k | v] per
 // token, head h uses features h·hs … (h+1)·hs; scale = 1/√hs; lse (B,NH,T) FP32; backward
 // ACCUMULATES into dqkv with one rounding per element, dqkv = round_T(dqkv + acc_fp32). No T×T
 // matrix reaches device memory. T = __nv_bfloat16 or __half only: WMMA has no FP32-operand path
 // of the same shape, so T = float fails (fail(), with a message naming the flash/GEMM versions);
-// the CUDA backend falls back to the GEMM attention for FP32.
+// the harness skips FP32.
 //
 // ---- Forward (FlashAttention-2 with WMMA) ----------------------------------------------------
 // One block of 4 warps (128 threads) per (b, h, query tile of 64); warp w owns query rows
@@ -68,7 +69,7 @@
 // 7·B·NH·T²·hs, reported as the conventional 5·B·NH·T²·hs.
 #pragma once
 
-#include "common.cuh"   // cudaCheck, to_float / from_float, scratch
+#include "cuda/common.cuh"   // cudaCheck, to_float / from_float, scratch
 #include "utils.h"
 
 #include <cuda_bf16.h>

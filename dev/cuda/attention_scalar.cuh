@@ -1,4 +1,5 @@
-// attention.cuh — causal self-attention, flash-style, hand-written for CUDA cores.
+// attention_scalar.cuh — lab version of causal self-attention: flash-style, hand-written for CUDA
+// cores (FP32 arithmetic, no tensor cores). Timed against the others by dev/cuda/attention.cu.
 //
 //   attention_forward (out (B,T,C), lse (B,NH,T) FP32, qkv (B,T,3C))
 //   attention_backward(dqkv (B,T,3C) +=, dout (B,T,C), qkv, out, lse)
@@ -81,7 +82,7 @@
 // runs give bit-identical dqkv.
 #pragma once
 
-#include "common.cuh"   // cudaCheck, to_float / from_float
+#include "cuda/common.cuh"   // cudaCheck, to_float / from_float
 #include "utils.h"
 
 #include <cuda_bf16.h>
