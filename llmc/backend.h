@@ -1,17 +1,30 @@
-// backend.h — the kernel-set interface the model is written against.
+// backend.h — the kernel-set interface the model is written against, and what every op computes.
 //
-// The model (gpt.h) never touches memory or arithmetic directly: it allocates through a
-// Backend and calls its ops. Two kernel sets implement it: the CPU kernel set (cpu/backend_cpu.cpp,
-// the executable specification) and the CUDA kernel set. Buffers returned by alloc() live on the
-// backend's device; the model moves data across only through copy_to_device / copy_to_host.
+// The model (model/gpt.h) never touches memory or arithmetic directly: it allocates through a
+// Backend and calls its ops. Two kernel sets implement it: the CPU kernel set (cpu/backend_cpu.cpp
+// over cpu/kernels.h and cpu/fp8_kernels.h, the executable specification) and the CUDA kernel set
+// (cuda/backend_cuda.cu over cuda/kernels.cuh). Buffers returned by alloc() live on the backend's
+// device; the model moves data across only through copy_to_device / copy_to_host.
 //
-// A backend is created for one activation dtype (precision.h): every `void*` below is a buffer of
-// that dtype (activations, their gradients, working weights); every `float*` is FP32 (norm
-// statistics, log-sum-exps, losses, parameter gradients, master weights, Adam moments).
-// FP8 operands are byte buffers in E4M3 / E5M2 (dtypes.h) with their FP32 scale factors.
+// This file is where the ops are specified; both kernel sets point here. Conventions (llm.c's):
+//   * destination first: `out` / `dinp` come before the inputs;
+//   * forward ops OVERWRITE their outputs;
+//   * backward ops ACCUMULATE (+=) into every gradient they touch, parameter gradients and
+//     activation gradients alike. The model zeroes each activation-gradient buffer before the
+//     op that accumulates into it (per layer: the buffers are reused), and the parameter
+//     gradients once per optimizer step (zero_grad), so micro-batches accumulate;
+//   * shapes: B batch, T time, C channels, NH heads, hs = C/NH head size, V vocabulary,
+//     Vp padded vocabulary (V rounded up to a multiple of 128), N = B·T rows;
+//   * numerics: arithmetic in FP32; every value stored into an activation-dtype buffer is rounded
+//     to nearest even exactly once per store (cpu/kernels.h says how the CPU set emulates this,
+//     and which intermediates a 16-bit kernel rounds: P in attention, for example). A CUDA op is
+//     correct when it matches the CPU op within the tolerance its test states.
 //
-// Op semantics, shapes and the "+= in backward" rule are documented once, in cpu/kernels.h and
-// cpu/fp8_kernels.h.
+// A backend is created for one activation dtype (precision/precision.h): every `void*` below is a
+// buffer of that dtype (activations, their gradients, working weights); every `float*` is FP32
+// (norm statistics, log-sum-exps, losses, parameter gradients, master weights, Adam moments).
+// FP8 operands are byte buffers in E4M3 / E5M2 (precision/dtypes.h) with the scale state of
+// precision/fp8_scaling.h.
 #pragma once
 
 #include "precision/fp8_scaling.h"
@@ -50,30 +63,53 @@ public:
     virtual void float_to_act(void* dst, const float* src, size_t n) = 0;
     virtual void act_to_float(float* dst, const void* src, size_t n) = 0;
 
-    // --- forward / backward ops (see cpu/kernels.h) ---
+    // --- forward / backward ops ---
+    // out (B,T,C) = wte[tokens[b,t]] + wpe[t]
     virtual void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe,
                                  int B, int T, int C) = 0;
+    // dwte (Vp,C) += dout scattered by token; dwpe (maxT,C) += dout summed over b. Deterministic:
+    // a fixed summation order whatever the token collisions.
     virtual void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
                                   int B, int T, int C) = 0;
+    // out (N,C) = (inp − mean)·rstd·weight + bias per row, with the row's mean and rstd (N) saved
+    // for backward; biased variance, eps = 1e-5 (GPT-2 / PyTorch).
     virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
                                    const void* weight, const void* bias, int N, int C) = 0;
+    // dinp (N,C) += the input gradient; dweight, dbias (C) += their gradients (summed over rows)
     virtual void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout,
                                     const void* inp, const void* weight, const float* mean,
                                     const float* rstd, int N, int C) = 0;
+    // out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC); bias may be null. FP32 accumulation
+    // (a 16-bit GEMM on tensor cores), the output rounded once.
     virtual void matmul_forward(void* out, const void* inp, const void* weight, const void* bias,
                                 int N, int C, int OC) = 0;
+    // dinp (N,C) += dout · weight; dweight (OC,C) += doutᵀ · inp; dbias (OC) += Σ_rows dout (if
+    // non-null)
     virtual void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout,
                                  const void* inp, const void* weight, int N, int C, int OC) = 0;
+    // Causal self-attention: out (B,T,C) from qkv (B,T,3C) = [q | k | v] per token, head h using
+    // features h·hs … (h+1)·hs of each; scores scaled by 1/√hs; softmax in FP32; lse (B,NH,T) the
+    // log-sum-exp of each softmax row, all backward keeps (it recomputes the probabilities). In
+    // 16 bits the probabilities are rounded to the storage type before they multiply V.
     virtual void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int C, int NH) = 0;
+    // dqkv (B,T,3C) += the gradient of attention_forward, from dout (B,T,C) and the forward's qkv,
+    // out and lse. Deterministic (a fixed summation order).
     virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
                                     const float* lse, int B, int T, int C, int NH) = 0;
+    // GELU, tanh approximation: out (n) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
     virtual void gelu_forward(void* out, const void* inp, size_t n) = 0;
+    // dinp (n) += gelu'(inp) · dout
     virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) = 0;
+    // out (n) = a + b
     virtual void residual_forward(void* out, const void* a, const void* b, size_t n) = 0;
+    // Softmax + cross-entropy over the first V of Vp logits per row, in FP32, without a
+    // materialised probability matrix: losses (N) = logsumexp(logits[i, :V]) − logits[i, target_i].
+    // If dlogits is non-null: dlogits (N,Vp) = (softmax − onehot(target)) · dloss for columns < V,
+    // 0 in the padding. dlogits may alias logits (in place).
     virtual void fused_classifier(void* dlogits, float* losses, const void* logits, const int32_t* targets,
                                   int N, int V, int Vp, float dloss) = 0;
 
-    // --- FP8 (see cpu/fp8_kernels.h) ---
+    // --- FP8 (the recipe: precision/fp8_scaling.h; the GEMMs' operands: cpu/fp8_kernels.h) ---
     // The scale state lives in backend memory (Fp8ScaleSlot, fp8_scaling.h): casts read a slot's
     // scale, FP8 GEMMs its inv_scale, and fp8_end_step rolls every history and computes every next
     // scale in one op, so no FP8 step waits for the host.
@@ -98,16 +134,17 @@ public:
                                Fp8Counters* counters) = 0;
     virtual void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, const Fp8ScaleSlot* scale,
                                Fp8Counters* counters) = 0;
-    // q (rows, cols) and/or qt (cols, rows) = qᵀ from one cast (cpu/fp8_kernels.h); statistics
-    // accumulated into *counters as above.
+    // q (rows, cols) and/or qt (cols, rows) = qᵀ from one cast (either may be null); statistics
+    // accumulated into *counters as above, each value counted once.
     virtual void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols,
                                          const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     virtual void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols,
                                          const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
-    // Casts fused into the producer of the operand (cpu/fp8_kernels.h): the producer's output,
-    // rounded to the activation dtype, cast as quantize_transpose_* casts it, without being written
-    // in the activation dtype (gelu_backward_e5m2 does write its dinp: the bias gradient reads it).
-    // q and qt may both be null: statistics only, for a just-in-time scale.
+    // Casts fused into the producer of the operand: the producer's output (gelu_forward,
+    // layernorm_forward, gelu_backward, adamw_update above), rounded to the activation dtype, cast
+    // as quantize_transpose_* casts it, bit for bit, without being written in the activation dtype
+    // (gelu_backward_e5m2 does accumulate into its dinp: the bias gradient reads it; adamw_update_e4m3
+    // writes the weights). q and qt may both be null: statistics only, for a just-in-time scale.
     virtual void gelu_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* inp, int rows, int cols,
                                    const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     virtual void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp,
@@ -121,11 +158,14 @@ public:
                                    int cols, float lr, float beta1, float beta2, float eps, float weight_decay,
                                    float grad_scale, int t, fp8e4m3* q, fp8e4m3* qt, const Fp8ScaleSlot* scale,
                                    Fp8Counters* counters) = 0;
-    // the GEMMs dequantise with each operand slot's inv_scale
+    // FP8 GEMMs: FP8 operands, exact products, FP32 accumulation, the sum multiplied by each
+    // operand slot's inv_scale. out (N,OC) = X (N,C) · Wᵀ + bias, X and W in E4M3.
     virtual void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale,
                                     const fp8e4m3* weight, const Fp8ScaleSlot* weight_scale, const void* bias, int N,
                                     int C, int OC) = 0;
-    // the backward reads the transposed copies: dout_qt (OC,N), inp_qt (C,N), weight_qt (C,OC)
+    // dinp (N,C) += dY · W from dout_q (N,OC, E5M2) and weight_qt = Wᵀ (C,OC); dweight (OC,C) +=
+    // dYᵀ · X from dout_qt (OC,N) and inp_qt = Xᵀ (C,N); dbias (OC) += Σ_rows dout (the 16-bit dY).
+    // (Hopper's FP8 GEMMs take the reduced dimension contiguous only: hence the transposed copies.)
     virtual void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q,
                                      const fp8e5m2* dout_qt, const Fp8ScaleSlot* dout_scale, const void* dout,
                                      const fp8e4m3* inp_qt, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight_qt,
@@ -134,7 +174,14 @@ public:
     // --- optimizer ---
     // Σ g² (FP32 gradients), double accumulation; inf/NaN propagate.
     virtual double sum_squares(const float* g, size_t n) = 0;
-    // master may be null (no FP32 master copy: the update is rounded into the working weights).
+    // AdamW with PyTorch's semantics on n values (FP32 moments m, v):
+    //   g ← grads · grad_scale                      (grad_scale = clipping factor / loss scale / ranks)
+    //   m ← β1·m + (1−β1)·g ;  v ← β2·v + (1−β2)·g²
+    //   p ← p·(1 − lr·wd)                           (decoupled weight decay)
+    //   p ← p − (lr / (1−β1^t)) · m / (√v / √(1−β2^t) + ε)
+    // p is the FP32 master copy and working = round(p); master may be null (no FP32 master copy:
+    // p is read from and rounded back into the working weights, so updates below half an ulp of
+    // the storage type are lost).
     virtual void adamw_update(float* master, void* working, float* m, float* v, const float* grads, size_t n,
                               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                               int t) = 0;

@@ -67,6 +67,8 @@ done
 run_suite test_cuda build/test_cuda --gtest_color=no
 # No CUDA kernel may spill registers (sm_90a, every CUDA source; one check per compiled function).
 run_check check_spills scripts/check_spills.sh
+# The code references in docs/walkthrough.md and README.md name files and functions that exist.
+run_check check_docs python3 scripts/check_docs.py
 
 echo
 printf '%s\n' "${summaries[@]}"

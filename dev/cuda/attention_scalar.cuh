@@ -554,12 +554,12 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
 }
 
 // Shape and alignment preconditions shared by both launchers; returns hs.
-inline int check_attention_args(const char* who, int B, int T_, int C, int NH,
+inline int check_attention_args(const char* who, int B, int Tlen, int C, int NH,
                                  std::initializer_list<const void*> ptrs) {
     // grid = (T/64, NH, B): NH and B are grid dimensions y and z, at most 65535 each
-    if (B < 0 || T_ < 0 || C <= 0 || NH <= 0 || C % NH != 0 || B > 65535 || NH > 65535)
+    if (B < 0 || Tlen < 0 || C <= 0 || NH <= 0 || C % NH != 0 || B > 65535 || NH > 65535)
         ::train_gpt::fail("%s: bad shape B=%d T=%d C=%d NH=%d (need C divisible by NH, B and NH ≤ 65535)", who, B,
-                          T_, C, NH);
+                          Tlen, C, NH);
     const int hs = C / NH;
     // hs % 8: every 16-byte vector (4 floats, 8 bf16/fp16) of a head row lies in that head and is
     // 16-byte aligned (lse is read by scalar loads and may sit anywhere); hs ≤ 128: the largest padded tile (HSP = 128) the kernels are built for.
@@ -575,29 +575,29 @@ inline int check_attention_args(const char* who, int B, int T_, int C, int NH,
 }
 
 template <typename T, int HSP>
-void launch_attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, float scale,
+void launch_attention_forward(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, float scale,
                               cudaStream_t stream) {
     constexpr size_t smem = forward_smem_bytes<HSP>();
     auto kernel = attention_forward_kernel<T, HSP>;
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    const dim3 grid((T_ + kTile - 1) / kTile, NH, B);
-    kernel<<<grid, kThreads, smem, stream>>>(out, lse, qkv, T_, C, NH, scale);
+    const dim3 grid((Tlen + kTile - 1) / kTile, NH, B);
+    kernel<<<grid, kThreads, smem, stream>>>(out, lse, qkv, Tlen, C, NH, scale);
     cudaCheck(cudaGetLastError());
 }
 
 template <typename T, int HSP>
-void launch_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_,
+void launch_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen,
                                int C, int NH, float scale, cudaStream_t stream) {
-    const dim3 grid((T_ + kTile - 1) / kTile, NH, B);
+    const dim3 grid((Tlen + kTile - 1) / kTile, NH, B);
     constexpr size_t smem_kv = dkdv_smem_bytes<HSP>();
     auto kernel_kv = attention_backward_dkdv_kernel<T, HSP>;
     cudaCheck(cudaFuncSetAttribute(kernel_kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv));
-    kernel_kv<<<grid, kThreads, smem_kv, stream>>>(dqkv, dout, qkv, out, lse, T_, C, NH, scale);
+    kernel_kv<<<grid, kThreads, smem_kv, stream>>>(dqkv, dout, qkv, out, lse, Tlen, C, NH, scale);
     cudaCheck(cudaGetLastError());
     constexpr size_t smem_q = dq_smem_bytes<HSP>();
     auto kernel_q = attention_backward_dq_kernel<T, HSP>;
     cudaCheck(cudaFuncSetAttribute(kernel_q, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
-    kernel_q<<<grid, kThreads, smem_q, stream>>>(dqkv, dout, qkv, out, lse, T_, C, NH, scale);
+    kernel_q<<<grid, kThreads, smem_q, stream>>>(dqkv, dout, qkv, out, lse, Tlen, C, NH, scale);
     cudaCheck(cudaGetLastError());
 }
 
@@ -607,29 +607,29 @@ static_assert(dkdv_smem_bytes<128>() <= 227 * 1024, "largest tile set must fit H
 
 // out (B,T,C), lse (B,NH,T) FP32 ← causal attention of qkv (B,T,3C). Overwrites out and lse.
 template <typename T>
-void attention_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, cudaStream_t stream) {
+void attention_forward(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, cudaStream_t stream) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
                   "attention_forward: T must be float, __nv_bfloat16 or __half");
     using namespace attention_detail;
-    const int hs = check_attention_args("attention_forward", B, T_, C, NH, {out, qkv});
-    if (B == 0 || T_ == 0) return;
+    const int hs = check_attention_args("attention_forward", B, Tlen, C, NH, {out, qkv});
+    if (B == 0 || Tlen == 0) return;
     const float scale = 1.0f / sqrtf((float)hs);   // as the CPU twin: 1 / std::sqrt(float(hs))
-    if (hs <= 64) launch_attention_forward<T, 64>(out, lse, qkv, B, T_, C, NH, scale, stream);
-    else          launch_attention_forward<T, 128>(out, lse, qkv, B, T_, C, NH, scale, stream);
+    if (hs <= 64) launch_attention_forward<T, 64>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
+    else          launch_attention_forward<T, 128>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
 }
 
 // dqkv (B,T,3C) += gradient of attention_forward, from dout (B,T,C) and the forward's qkv, out, lse.
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C,
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen, int C,
                         int NH, cudaStream_t stream) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
                   "attention_backward: T must be float, __nv_bfloat16 or __half");
     using namespace attention_detail;
-    const int hs = check_attention_args("attention_backward", B, T_, C, NH, {dqkv, dout, qkv, out});
-    if (B == 0 || T_ == 0) return;
+    const int hs = check_attention_args("attention_backward", B, Tlen, C, NH, {dqkv, dout, qkv, out});
+    if (B == 0 || Tlen == 0) return;
     const float scale = 1.0f / sqrtf((float)hs);
-    if (hs <= 64) launch_attention_backward<T, 64>(dqkv, dout, qkv, out, lse, B, T_, C, NH, scale, stream);
-    else          launch_attention_backward<T, 128>(dqkv, dout, qkv, out, lse, B, T_, C, NH, scale, stream);
+    if (hs <= 64) launch_attention_backward<T, 64>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
+    else          launch_attention_backward<T, 128>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
 }
 
 }  // namespace train_gpt::cuda

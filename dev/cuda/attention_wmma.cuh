@@ -586,10 +586,10 @@ attention_backward_dq_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ do
 }
 
 // Shape and alignment preconditions; returns hs.
-inline int check_wmma_args(const char* who, int B, int T_, int C, int NH, std::initializer_list<const void*> ptrs) {
-    if (B < 0 || T_ < 0 || C <= 0 || NH <= 0 || C % NH != 0 || B > 65535 || NH > 65535)
+inline int check_wmma_args(const char* who, int B, int Tlen, int C, int NH, std::initializer_list<const void*> ptrs) {
+    if (B < 0 || Tlen < 0 || C <= 0 || NH <= 0 || C % NH != 0 || B > 65535 || NH > 65535)
         ::train_gpt::fail("%s: bad shape B=%d T=%d C=%d NH=%d (need C divisible by NH, B and NH ≤ 65535)", who, B,
-                          T_, C, NH);
+                          Tlen, C, NH);
     const int hs = C / NH;
     if (hs % 16 != 0 || hs > kMaxHeadSize)
         ::train_gpt::fail("%s: head size hs = C/NH = %d/%d = %d is not supported: the tensor-core attention needs "
@@ -607,32 +607,32 @@ static_assert(FwdSmem<128>::bytes <= 227 * 1024 && BwdSmem<128, true>::bytes <= 
               "tile sets must fit Hopper's 227 KiB per block");
 
 template <typename T, int HSP>
-void launch_forward(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, float scale, cudaStream_t stream) {
+void launch_forward(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, float scale, cudaStream_t stream) {
     constexpr size_t smem = FwdSmem<HSP>::bytes;
     auto kernel = attention_forward_wmma_kernel<T, HSP>;
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    const dim3 grid((T_ + kTile - 1) / kTile, NH, B);
-    kernel<<<grid, kThreads, smem, stream>>>(out, lse, qkv, T_, C, NH, scale);
+    const dim3 grid((Tlen + kTile - 1) / kTile, NH, B);
+    kernel<<<grid, kThreads, smem, stream>>>(out, lse, qkv, Tlen, C, NH, scale);
     cudaCheck(cudaGetLastError());
 }
 
 template <typename T, int HSP>
-void launch_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C,
+void launch_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen, int C,
                      int NH, float scale, cudaStream_t stream) {
-    float* D = static_cast<float*>(scratch((size_t)B * NH * T_ * sizeof(float), stream));
-    const size_t rows = (size_t)B * T_ * NH;
-    attention_wmma_d_kernel<T><<<grid_1d(rows, 8), 256, 0, stream>>>(D, dout, out, B, T_, C, NH);
+    float* D = static_cast<float*>(scratch((size_t)B * NH * Tlen * sizeof(float), stream));
+    const size_t rows = (size_t)B * Tlen * NH;
+    attention_wmma_d_kernel<T><<<grid_1d(rows, 8), 256, 0, stream>>>(D, dout, out, B, Tlen, C, NH);
     cudaCheck(cudaGetLastError());
-    const dim3 grid((T_ + kTile - 1) / kTile, NH, B);
+    const dim3 grid((Tlen + kTile - 1) / kTile, NH, B);
     constexpr size_t smem_kv = BwdSmem<HSP, true>::bytes;
     auto kernel_kv = attention_backward_dkdv_wmma_kernel<T, HSP>;
     cudaCheck(cudaFuncSetAttribute(kernel_kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv));
-    kernel_kv<<<grid, kThreads, smem_kv, stream>>>(dqkv, dout, qkv, lse, D, T_, C, NH, scale);
+    kernel_kv<<<grid, kThreads, smem_kv, stream>>>(dqkv, dout, qkv, lse, D, Tlen, C, NH, scale);
     cudaCheck(cudaGetLastError());
     constexpr size_t smem_q = BwdSmem<HSP, false>::bytes;
     auto kernel_q = attention_backward_dq_wmma_kernel<T, HSP>;
     cudaCheck(cudaFuncSetAttribute(kernel_q, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
-    kernel_q<<<grid, kThreads, smem_q, stream>>>(dqkv, dout, qkv, lse, D, T_, C, NH, scale);
+    kernel_q<<<grid, kThreads, smem_q, stream>>>(dqkv, dout, qkv, lse, D, Tlen, C, NH, scale);
     cudaCheck(cudaGetLastError());
 }
 
@@ -641,7 +641,7 @@ void launch_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const f
 // out (B,T,C), lse (B,NH,T) FP32 ← causal attention of qkv (B,T,3C), on tensor cores. Overwrites
 // out and lse. T = __nv_bfloat16 or __half; T = float fails (use attention_forward or _gemm).
 template <typename T>
-void attention_forward_wmma(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, cudaStream_t stream) {
+void attention_forward_wmma(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, cudaStream_t stream) {
     using namespace attention_wmma_detail;
     if constexpr (std::is_same_v<T, float>) {
         ::train_gpt::fail("attention_forward_wmma: no FP32 tensor-core path (wmma takes bf16/fp16 operands); use "
@@ -649,18 +649,18 @@ void attention_forward_wmma(T* out, float* lse, const T* qkv, int B, int T_, int
     } else {
         static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
                       "attention_forward_wmma: T must be __nv_bfloat16 or __half");
-        const int hs = check_wmma_args("attention_forward_wmma", B, T_, C, NH, {out, qkv});
-        if (B == 0 || T_ == 0) return;
+        const int hs = check_wmma_args("attention_forward_wmma", B, Tlen, C, NH, {out, qkv});
+        if (B == 0 || Tlen == 0) return;
         const float scale = 1.0f / sqrtf((float)hs);   // as the CPU twin
-        if (hs <= 64) launch_forward<T, 64>(out, lse, qkv, B, T_, C, NH, scale, stream);
-        else          launch_forward<T, 128>(out, lse, qkv, B, T_, C, NH, scale, stream);
+        if (hs <= 64) launch_forward<T, 64>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
+        else          launch_forward<T, 128>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
     }
 }
 
 // dqkv (B,T,3C) += gradient of attention_forward, from dout (B,T,C) and the forward's qkv, out,
 // lse, on tensor cores. Uses scratch(B·NH·T·4 bytes, stream) for D. T = float fails.
 template <typename T>
-void attention_backward_wmma(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_,
+void attention_backward_wmma(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen,
                              int C, int NH, cudaStream_t stream) {
     using namespace attention_wmma_detail;
     if constexpr (std::is_same_v<T, float>) {
@@ -669,11 +669,11 @@ void attention_backward_wmma(T* dqkv, const T* dout, const T* qkv, const T* out,
     } else {
         static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
                       "attention_backward_wmma: T must be __nv_bfloat16 or __half");
-        const int hs = check_wmma_args("attention_backward_wmma", B, T_, C, NH, {dqkv, dout, qkv, out});
-        if (B == 0 || T_ == 0) return;
+        const int hs = check_wmma_args("attention_backward_wmma", B, Tlen, C, NH, {dqkv, dout, qkv, out});
+        if (B == 0 || Tlen == 0) return;
         const float scale = 1.0f / sqrtf((float)hs);
-        if (hs <= 64) launch_backward<T, 64>(dqkv, dout, qkv, out, lse, B, T_, C, NH, scale, stream);
-        else          launch_backward<T, 128>(dqkv, dout, qkv, out, lse, B, T_, C, NH, scale, stream);
+        if (hs <= 64) launch_backward<T, 64>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
+        else          launch_backward<T, 128>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
     }
 }
 

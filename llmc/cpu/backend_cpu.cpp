@@ -46,13 +46,13 @@ public:
         for (size_t i = 0; i < n; i++) dst[i] = cpu::load(act(src)[i]);
     }
 
-    void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T_,
+    void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int Tlen,
                          int C) override {
-        cpu::encoder_forward(act(out), tokens, act(wte), act(wpe), B, T_, C);
+        cpu::encoder_forward(act(out), tokens, act(wte), act(wpe), B, Tlen, C);
     }
-    void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T_,
+    void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int Tlen,
                           int C) override {
-        cpu::encoder_backward(dwte, dwpe, act(dout), tokens, B, T_, C);
+        cpu::encoder_backward(dwte, dwpe, act(dout), tokens, B, Tlen, C);
     }
     void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
                            const void* bias, int N, int C) override {
@@ -70,12 +70,12 @@ public:
                          const void* weight, int N, int C, int OC) override {
         cpu::matmul_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC);
     }
-    void attention_forward(void* out, float* lse, const void* qkv, int B, int T_, int C, int NH) override {
-        cpu::attention_forward(act(out), lse, act(qkv), B, T_, C, NH);
+    void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
+        cpu::attention_forward(act(out), lse, act(qkv), B, Tlen, C, NH);
     }
     void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
-                            int B, int T_, int C, int NH) override {
-        cpu::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, T_, C, NH);
+                            int B, int Tlen, int C, int NH) override {
+        cpu::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH);
     }
     void gelu_forward(void* out, const void* inp, size_t n) override { cpu::gelu_forward(act(out), act(inp), n); }
     void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {

@@ -116,7 +116,7 @@ constexpr int kRowWarps = 8;                                     // row kernels:
 constexpr int kBlock = 32 * kRowWarps;                           // 256 threads, every kernel here
 
 // T rounded up to a multiple of 8: the row stride of the T×T buffers (16-byte rows for 16-bit T).
-inline int padded_len(int T_) { return (T_ + 7) / 8 * 8; }
+inline int padded_len(int Tlen) { return (Tlen + 7) / 8 * 8; }
 
 // Offsets (bytes) of the sub-buffers of one launcher's scratch, laid out for nb sequences.
 struct Layout {
@@ -127,9 +127,9 @@ struct Layout {
     size_t bytes = 0;
 };
 
-inline Layout make_layout(int nb, int T_, int C, int NH, size_t elem, bool backward) {
-    const size_t heads = (size_t)nb * T_ * C;                        // G·T·hs elements
-    const size_t scores = (size_t)nb * NH * T_ * padded_len(T_);     // G·T·Tp elements
+inline Layout make_layout(int nb, int Tlen, int C, int NH, size_t elem, bool backward) {
+    const size_t heads = (size_t)nb * Tlen * C;                        // G·T·hs elements
+    const size_t scores = (size_t)nb * NH * Tlen * padded_len(Tlen);     // G·T·Tp elements
     ScratchLayout l;
     Layout x;
     x.q = l.add(heads * elem);
@@ -152,8 +152,8 @@ inline Layout make_layout(int nb, int T_, int C, int NH, size_t elem, bool backw
 }
 
 // Scratch bytes for a chunk of nb sequences (exposed for the tests, which size budgets with it).
-inline size_t scratch_bytes(int nb, int T_, int C, int NH, size_t elem, bool backward) {
-    return make_layout(nb, T_, C, NH, elem, backward).bytes;
+inline size_t scratch_bytes(int nb, int Tlen, int C, int NH, size_t elem, bool backward) {
+    return make_layout(nb, Tlen, C, NH, elem, backward).bytes;
 }
 
 // Sequences per chunk: the largest nb in [1, B] with scratch_bytes(nb) ≤ budget, and small
@@ -161,8 +161,8 @@ inline size_t scratch_bytes(int nb, int T_, int C, int NH, size_t elem, bool bac
 // and its GEMM batch count nb·NH stays ≤ 65535 (a grid dimension in some cuBLASLt kernels; only
 // tiny-T shapes come near it); 1 when even one sequence is over budget. Requires B ≥ 1 and
 // NH·T ≤ INT_MAX (checked by the launchers). scratch_bytes is increasing in nb: binary search.
-inline int chunk_sequences(int B, int T_, int C, int NH, size_t elem, bool backward, size_t budget) {
-    const int64_t row_cap = (int64_t)INT_MAX / ((int64_t)NH * (T_ > 0 ? T_ : 1));   // ≥ 1
+inline int chunk_sequences(int B, int Tlen, int C, int NH, size_t elem, bool backward, size_t budget) {
+    const int64_t row_cap = (int64_t)INT_MAX / ((int64_t)NH * (Tlen > 0 ? Tlen : 1));   // ≥ 1
     const int64_t batch_cap = NH < 65535 ? 65535 / NH : 1;                            // ≥ 1
     int64_t cap = B;
     if (row_cap < cap) cap = row_cap;
@@ -171,25 +171,25 @@ inline int chunk_sequences(int B, int T_, int C, int NH, size_t elem, bool backw
     int lo = 1;
     while (lo < hi) {
         const int mid = lo + (hi - lo + 1) / 2;
-        if (scratch_bytes(mid, T_, C, NH, elem, backward) <= budget) lo = mid;
+        if (scratch_bytes(mid, Tlen, C, NH, elem, backward) <= budget) lo = mid;
         else hi = mid - 1;
     }
     return lo;
 }
 
 // Shape preconditions of both launchers; returns hs.
-inline int check_args(const char* who, int B, int T_, int C, int NH) {
-    if (B < 0 || T_ < 0 || C <= 0 || NH <= 0 || C % NH != 0)
-        ::train_gpt::fail("%s: bad shape B=%d T=%d C=%d NH=%d (need C divisible by NH)", who, B, T_, C, NH);
+inline int check_args(const char* who, int B, int Tlen, int C, int NH) {
+    if (B < 0 || Tlen < 0 || C <= 0 || NH <= 0 || C % NH != 0)
+        ::train_gpt::fail("%s: bad shape B=%d T=%d C=%d NH=%d (need C divisible by NH)", who, B, Tlen, C, NH);
     const int hs = C / NH;
     // hs % 8: the (G, T, hs) operands' rows and batch strides are 16-byte multiples (cuBLASLt's
     // tensor-core alignment)
     if (hs % 8 != 0)
         ::train_gpt::fail("%s: head size hs = C/NH = %d/%d = %d must be a multiple of 8", who, C, NH, hs);
     // one sequence's score rows (NH·T) and a token row's features (3C) are int-indexed
-    if ((int64_t)NH * T_ > INT_MAX || (int64_t)3 * C > INT_MAX)
+    if ((int64_t)NH * Tlen > INT_MAX || (int64_t)3 * C > INT_MAX)
         ::train_gpt::fail("%s: NH·T = %lld or 3·C = %lld exceeds the int range the kernels index with", who,
-                          (long long)NH * T_, (long long)3 * C);
+                          (long long)NH * Tlen, (long long)3 * C);
     return hs;
 }
 
@@ -303,8 +303,8 @@ backward_rows_kernel(T* __restrict__ P, T* __restrict__ dS, const float* __restr
 }
 
 template <typename T>
-void launch_split_heads(T* dst, const T* src, size_t ld, int nb, int T_, int C, int NH, cudaStream_t stream) {
-    split_heads_kernel<T><<<nb * T_, kBlock, 0, stream>>>(dst, src, ld, T_, C, NH);
+void launch_split_heads(T* dst, const T* src, size_t ld, int nb, int Tlen, int C, int NH, cudaStream_t stream) {
+    split_heads_kernel<T><<<nb * Tlen, kBlock, 0, stream>>>(dst, src, ld, Tlen, C, NH);
     cudaCheck(cudaGetLastError());
 }
 
@@ -313,17 +313,17 @@ void launch_split_heads(T* dst, const T* src, size_t ld, int nb, int T_, int C, 
 // out (B,T,C), lse (B,NH,T) FP32 ← causal attention of qkv (B,T,3C). Overwrites out and lse.
 // scratch_budget: the most scratch bytes a chunk may use (at least one sequence per chunk).
 template <typename T>
-void attention_forward_gemm(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, cudaStream_t stream,
+void attention_forward_gemm(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, cudaStream_t stream,
                             size_t scratch_budget = attention_gemm_detail::kScratchBudget) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
                   "attention_forward_gemm: T must be float, __nv_bfloat16 or __half");
     using namespace attention_gemm_detail;
-    const int hs = check_args("attention_forward_gemm", B, T_, C, NH);
-    if (B == 0 || T_ == 0) return;
+    const int hs = check_args("attention_forward_gemm", B, Tlen, C, NH);
+    if (B == 0 || Tlen == 0) return;
     const float scale = 1.0f / sqrtf((float)hs);   // as the CPU twin: 1 / std::sqrt(float(hs))
-    const int Tp = padded_len(T_);
-    const int nb_max = chunk_sequences(B, T_, C, NH, sizeof(T), false, scratch_budget);
-    const Layout x = make_layout(nb_max, T_, C, NH, sizeof(T), false);
+    const int Tp = padded_len(Tlen);
+    const int nb_max = chunk_sequences(B, Tlen, C, NH, sizeof(T), false, scratch_budget);
+    const Layout x = make_layout(nb_max, Tlen, C, NH, sizeof(T), false);
     void* base = scratch(x.bytes, stream);
     T* q = at_offset<T>(base, x.q);
     T* k = at_offset<T>(base, x.k);
@@ -332,28 +332,28 @@ void attention_forward_gemm(T* out, float* lse, const T* qkv, int B, int T_, int
     T* P = at_offset<T>(base, x.P);
     float* O = at_offset<float>(base, x.O);
     const cudaDataType_t t = cuda_data_type<T>();
-    const int64_t heads = (int64_t)T_ * hs, scores = (int64_t)T_ * Tp;   // per-batch strides (elements)
+    const int64_t heads = (int64_t)Tlen * hs, scores = (int64_t)Tlen * Tp;   // per-batch strides (elements)
     const size_t ld = 3 * (size_t)C;
 
     for (int b0 = 0; b0 < B; b0 += nb_max) {
         const int nb = B - b0 < nb_max ? B - b0 : nb_max;
-        const int G = nb * NH, rows = G * T_;
-        const T* qkv_c = qkv + (size_t)b0 * T_ * ld;
-        launch_split_heads(q, qkv_c, ld, nb, T_, C, NH, stream);
-        launch_split_heads(k, qkv_c + C, ld, nb, T_, C, NH, stream);
-        launch_split_heads(v, qkv_c + 2 * (size_t)C, ld, nb, T_, C, NH, stream);
+        const int G = nb * NH, rows = G * Tlen;
+        const T* qkv_c = qkv + (size_t)b0 * Tlen * ld;
+        launch_split_heads(q, qkv_c, ld, nb, Tlen, C, NH, stream);
+        launch_split_heads(k, qkv_c + C, ld, nb, Tlen, C, NH, stream);
+        launch_split_heads(v, qkv_c + 2 * (size_t)C, ld, nb, Tlen, C, NH, stream);
         // S (T,T) = q · kᵀ: D = Sᵀ (T×T, ldd Tp), m = n = T, k = hs, A = k (T), B = q (N)
-        gemm("attention_forward_gemm (S = q kT)", stream, T_, T_, hs, GemmOperand{k, t, hs, true},
+        gemm("attention_forward_gemm (S = q kT)", stream, Tlen, Tlen, hs, GemmOperand{k, t, hs, true},
              GemmOperand{q, t, hs, false}, S, CUDA_R_32F, Tp, 0.0f, nullptr, CUDA_R_32F, false,
              GemmBatch{G, heads, heads, scores});
         softmax_rows_kernel<T><<<grid_1d((size_t)rows * 32, kBlock), kBlock, 0, stream>>>(
-            P, lse + (size_t)b0 * NH * T_, S, rows, T_, Tp, scale);
+            P, lse + (size_t)b0 * NH * Tlen, S, rows, Tlen, Tp, scale);
         cudaCheck(cudaGetLastError());
         // O (T,hs) = P · v: D = Oᵀ (hs×T, ldd hs), m = hs, n = T, k = T, A = v (N), B = P (N, ld Tp)
-        gemm("attention_forward_gemm (O = P v)", stream, hs, T_, T_, GemmOperand{v, t, hs, false},
+        gemm("attention_forward_gemm (O = P v)", stream, hs, Tlen, Tlen, GemmOperand{v, t, hs, false},
              GemmOperand{P, t, Tp, false}, O, CUDA_R_32F, hs, 0.0f, nullptr, CUDA_R_32F, false,
              GemmBatch{G, heads, scores, heads});
-        merge_heads_kernel<T><<<nb * T_, kBlock, 0, stream>>>(out + (size_t)b0 * T_ * C, O, T_, C, NH);
+        merge_heads_kernel<T><<<nb * Tlen, kBlock, 0, stream>>>(out + (size_t)b0 * Tlen * C, O, Tlen, C, NH);
         cudaCheck(cudaGetLastError());
     }
 }
@@ -361,18 +361,18 @@ void attention_forward_gemm(T* out, float* lse, const T* qkv, int B, int T_, int
 // dqkv (B,T,3C) += gradient of attention_forward_gemm (= of attention_forward), from dout (B,T,C)
 // and the forward's qkv, out, lse. scratch_budget as for the forward.
 template <typename T>
-void attention_backward_gemm(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_,
+void attention_backward_gemm(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen,
                              int C, int NH, cudaStream_t stream,
                              size_t scratch_budget = attention_gemm_detail::kScratchBudget) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
                   "attention_backward_gemm: T must be float, __nv_bfloat16 or __half");
     using namespace attention_gemm_detail;
-    const int hs = check_args("attention_backward_gemm", B, T_, C, NH);
-    if (B == 0 || T_ == 0) return;
+    const int hs = check_args("attention_backward_gemm", B, Tlen, C, NH);
+    if (B == 0 || Tlen == 0) return;
     const float scale = 1.0f / sqrtf((float)hs);
-    const int Tp = padded_len(T_);
-    const int nb_max = chunk_sequences(B, T_, C, NH, sizeof(T), true, scratch_budget);
-    const Layout x = make_layout(nb_max, T_, C, NH, sizeof(T), true);
+    const int Tp = padded_len(Tlen);
+    const int nb_max = chunk_sequences(B, Tlen, C, NH, sizeof(T), true, scratch_budget);
+    const Layout x = make_layout(nb_max, Tlen, C, NH, sizeof(T), true);
     void* base = scratch(x.bytes, stream);
     T* q = at_offset<T>(base, x.q);
     T* k = at_offset<T>(base, x.k);
@@ -386,44 +386,44 @@ void attention_backward_gemm(T* dqkv, const T* dout, const T* qkv, const T* out,
     float* dK = at_offset<float>(base, x.dK);
     float* dV = at_offset<float>(base, x.dV);
     const cudaDataType_t t = cuda_data_type<T>();
-    const int64_t heads = (int64_t)T_ * hs, scores = (int64_t)T_ * Tp;   // per-batch strides (elements)
+    const int64_t heads = (int64_t)Tlen * hs, scores = (int64_t)Tlen * Tp;   // per-batch strides (elements)
     const size_t ld = 3 * (size_t)C;
 
     for (int b0 = 0; b0 < B; b0 += nb_max) {
         const int nb = B - b0 < nb_max ? B - b0 : nb_max;
-        const int G = nb * NH, rows = G * T_;
-        const T* qkv_c = qkv + (size_t)b0 * T_ * ld;
-        const T* dout_c = dout + (size_t)b0 * T_ * C;
-        const T* out_c = out + (size_t)b0 * T_ * C;
-        launch_split_heads(q, qkv_c, ld, nb, T_, C, NH, stream);
-        launch_split_heads(k, qkv_c + C, ld, nb, T_, C, NH, stream);
-        launch_split_heads(v, qkv_c + 2 * (size_t)C, ld, nb, T_, C, NH, stream);
-        launch_split_heads(dO, dout_c, (size_t)C, nb, T_, C, NH, stream);
+        const int G = nb * NH, rows = G * Tlen;
+        const T* qkv_c = qkv + (size_t)b0 * Tlen * ld;
+        const T* dout_c = dout + (size_t)b0 * Tlen * C;
+        const T* out_c = out + (size_t)b0 * Tlen * C;
+        launch_split_heads(q, qkv_c, ld, nb, Tlen, C, NH, stream);
+        launch_split_heads(k, qkv_c + C, ld, nb, Tlen, C, NH, stream);
+        launch_split_heads(v, qkv_c + 2 * (size_t)C, ld, nb, Tlen, C, NH, stream);
+        launch_split_heads(dO, dout_c, (size_t)C, nb, Tlen, C, NH, stream);
         // S (T,T) = q · kᵀ: m = n = T, k = hs, A = k (T), B = q (N), D FP32 ldd Tp
-        gemm("attention_backward_gemm (S = q kT)", stream, T_, T_, hs, GemmOperand{k, t, hs, true},
+        gemm("attention_backward_gemm (S = q kT)", stream, Tlen, Tlen, hs, GemmOperand{k, t, hs, true},
              GemmOperand{q, t, hs, false}, S, CUDA_R_32F, Tp, 0.0f, nullptr, CUDA_R_32F, false,
              GemmBatch{G, heads, heads, scores});
         // dP (T,T) = dO · vᵀ: m = n = T, k = hs, A = v (T), B = dO (N), D FP32 ldd Tp
-        gemm("attention_backward_gemm (dP = dO vT)", stream, T_, T_, hs, GemmOperand{v, t, hs, true},
+        gemm("attention_backward_gemm (dP = dO vT)", stream, Tlen, Tlen, hs, GemmOperand{v, t, hs, true},
              GemmOperand{dO, t, hs, false}, dP, CUDA_R_32F, Tp, 0.0f, nullptr, CUDA_R_32F, false,
              GemmBatch{G, heads, heads, scores});
         backward_rows_kernel<T><<<grid_1d((size_t)rows * 32, kBlock), kBlock, 0, stream>>>(
-            P, dS, S, dP, dout_c, out_c, lse + (size_t)b0 * NH * T_, rows, T_, Tp, C, NH, scale);
+            P, dS, S, dP, dout_c, out_c, lse + (size_t)b0 * NH * Tlen, rows, Tlen, Tp, C, NH, scale);
         cudaCheck(cudaGetLastError());
         // dV (T,hs) = Pᵀ · dO: m = hs, n = T, k = T, A = dO (N), B = P (T, ld Tp), D FP32 ldd hs
-        gemm("attention_backward_gemm (dV = PT dO)", stream, hs, T_, T_, GemmOperand{dO, t, hs, false},
+        gemm("attention_backward_gemm (dV = PT dO)", stream, hs, Tlen, Tlen, GemmOperand{dO, t, hs, false},
              GemmOperand{P, t, Tp, true}, dV, CUDA_R_32F, hs, 0.0f, nullptr, CUDA_R_32F, false,
              GemmBatch{G, heads, scores, heads});
         // dQ (T,hs) = dS · k: m = hs, n = T, k = T, A = k (N), B = dS (N, ld Tp), D FP32 ldd hs
-        gemm("attention_backward_gemm (dQ = dS k)", stream, hs, T_, T_, GemmOperand{k, t, hs, false},
+        gemm("attention_backward_gemm (dQ = dS k)", stream, hs, Tlen, Tlen, GemmOperand{k, t, hs, false},
              GemmOperand{dS, t, Tp, false}, dQ, CUDA_R_32F, hs, 0.0f, nullptr, CUDA_R_32F, false,
              GemmBatch{G, heads, scores, heads});
         // dK (T,hs) = dSᵀ · q: m = hs, n = T, k = T, A = q (N), B = dS (T, ld Tp), D FP32 ldd hs
-        gemm("attention_backward_gemm (dK = dST q)", stream, hs, T_, T_, GemmOperand{q, t, hs, false},
+        gemm("attention_backward_gemm (dK = dST q)", stream, hs, Tlen, Tlen, GemmOperand{q, t, hs, false},
              GemmOperand{dS, t, Tp, true}, dK, CUDA_R_32F, hs, 0.0f, nullptr, CUDA_R_32F, false,
              GemmBatch{G, heads, scores, heads});
-        merge_heads_accumulate_kernel<T><<<nb * T_, kBlock, 0, stream>>>(dqkv + (size_t)b0 * T_ * ld, dQ, dK, dV,
-                                                                         T_, C, NH, scale);
+        merge_heads_accumulate_kernel<T><<<nb * Tlen, kBlock, 0, stream>>>(dqkv + (size_t)b0 * Tlen * ld, dQ, dK, dV,
+                                                                         Tlen, C, NH, scale);
         cudaCheck(cudaGetLastError());
     }
 }

@@ -45,9 +45,9 @@ static_assert(sizeof(Fp8Counters) == 40 && sizeof(Fp8Counters::amax_bits) == siz
 
 constexpr int kFp8Threads = 256;
 // Grid-stride beyond this many blocks (8 per SM of an H200 at 256 threads: enough loads in flight).
-// Each block ends with a handful of same-address atomics into the counters; with one per warp and
-// 4096+ blocks those serialised (run 3 of docs/gpu-results.md: the casts ran at 300-400 GB/s),
-// so a block reduces first and commits once (block_commit_stats).
+// Each block ends with a handful of same-address atomics into the counters; one per warp over
+// thousands of blocks would serialise, so a block reduces first and commits once
+// (block_commit_stats).
 constexpr int kFp8MaxBlocks = 1024;
 
 // Bits of |v|. Naive equivalent of the max over them: amax = max(amax, fabsf(v)), NaN winning.

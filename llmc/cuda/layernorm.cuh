@@ -86,10 +86,9 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 //   2. one thread per channel pack, looping over the block's rows in order: dinp for (row, c)
 //      from the phase-1 means, and the pack's dweight / dbias partial sums in registers,
 //      written to partials[k] at the end. Accesses are coalesced along the row in both phases.
-// R = 16: 512 blocks at B·T = 8192. With R = 64 a GPT-2 batch gave 128 blocks of 96 threads
-// (C = 768), one per SM, too few loads in flight: 450 GB/s in run 1 (docs/gpu-results.md). The
-// cost of a smaller R is the partials, 8·C bytes per block, written once and read once (~12% of
-// the kernel's traffic at R = 16). Not yet measured on a GPU.
+// R = 16: 512 blocks at B·T = 8192, several per SM (a larger R leaves one block of 96 threads per
+// SM at C = 768: too few loads in flight). The cost of a smaller R is the partials, 8·C bytes per
+// block, written once and read once (~12% of the kernel's traffic at R = 16).
 constexpr int kLnBwdRows = 16;
 constexpr int kLnBwdMaxThreads = 256;
 

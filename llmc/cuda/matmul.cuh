@@ -58,6 +58,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -82,11 +83,30 @@ struct GemmAlgo {
     bool null_c = false;
 };
 
+// Everything that decides which cuBLASLt algorithms can run a GEMM: its shape, types, layouts,
+// pointer alignments, epilogue, scaling and batch. Equal problems reuse the algorithm found first.
+struct GemmProblem {
+    int64_t m, n, k;
+    int64_t a_type, b_type, d_type, bias_type;   // cudaDataType_t; bias_type -1: no bias
+    int64_t a_transposed, b_transposed;
+    int64_t lda, ldb, ldd;
+    int64_t align_a, align_b, align_d, align_bias;   // bytes
+    int64_t fp8;                                     // 0: 16/32-bit; 1: FP8; 2: FP8 with fast accumulation
+    int64_t beta_nonzero, alpha_not_one;
+    int64_t batch_count, stride_a, stride_b, stride_d;
+    auto fields() const {
+        return std::tie(m, n, k, a_type, b_type, d_type, bias_type, a_transposed, b_transposed, lda, ldb, ldd, align_a,
+                        align_b, align_d, align_bias, fp8, beta_nonzero, alpha_not_one, batch_count, stride_a, stride_b,
+                        stride_d);
+    }
+    bool operator<(const GemmProblem& o) const { return fields() < o.fields(); }
+};
+
 struct GemmContext {
     int device = -1;
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;      // (kCublasWorkspaceBytes)
-    std::map<std::array<int64_t, 22>, std::optional<GemmAlgo>> algos;   // per problem (gemm()); nullopt: unsupported
+    std::map<GemmProblem, std::optional<GemmAlgo>> algos;   // per problem (gemm()); nullopt: unsupported
 
     explicit GemmContext(int dev) : device(dev) {
         cublasCheck(cublasLtCreate(&handle));
@@ -327,10 +347,17 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
                               choice.null_c ? nullptr : d, desc.d, d, desc.d, &choice.algo, ctx.workspace,
                               kCublasWorkspaceBytes, stream);
     };
-    const std::array<int64_t, 22> key = {m, n, k, a.type, b.type, d_type, a.transposed, b.transposed, a.ld, b.ld,
-                                         ldd, bias != nullptr ? bias_type : -1, align_a, align_b, align_d,
-                                         bias != nullptr ? pointer_alignment(bias) : 0, fp8 ? 1 + fast_accum : 0,
-                                         (beta != 0.0f) + 2 * (alpha != 1.0f), batch.count, batch.stride_a, batch.stride_b, batch.stride_d};
+    GemmProblem key{};
+    key.m = m, key.n = n, key.k = k;
+    key.a_type = a.type, key.b_type = b.type, key.d_type = d_type, key.bias_type = bias != nullptr ? bias_type : -1;
+    key.a_transposed = a.transposed, key.b_transposed = b.transposed;
+    key.lda = a.ld, key.ldb = b.ld, key.ldd = ldd;
+    key.align_a = align_a, key.align_b = align_b, key.align_d = align_d;
+    key.align_bias = bias != nullptr ? pointer_alignment(bias) : 0;
+    key.fp8 = fp8 ? 1 + fast_accum : 0;
+    key.beta_nonzero = beta != 0.0f, key.alpha_not_one = alpha != 1.0f;
+    key.batch_count = batch.count, key.stride_a = batch.stride_a, key.stride_b = batch.stride_b;
+    key.stride_d = batch.stride_d;
     auto cached = ctx.algos.find(key);
     if (cached != ctx.algos.end()) {
         if (!cached->second.has_value()) return false;   // known unsupported (ReturnFalse callers only)
@@ -457,7 +484,7 @@ inline void note_fp8_fallback(const char* what) {
 
 // FP8 forward: out (N,OC) = (q_inp · q_weightᵀ) · *inp_inv_scale · *weight_inv_scale + bias, both
 // E4M3. The dequantisation factors are device pointers (&Fp8ScaleSlot::inv_scale, 16-byte aligned:
-// cuBLASLt refuses FP8 GEMMs whose scale pointers are not — docs/gpu-results.md, runs 2 and 3).
+// cuBLASLt refuses FP8 GEMMs whose scale pointers are not).
 template <typename T>
 void matmul_forward_fp8(T* out, const fp8e4m3* inp, const float* inp_inv_scale, const fp8e4m3* weight,
                         const float* weight_inv_scale, const T* bias, int N, int C, int OC, cudaStream_t stream) {

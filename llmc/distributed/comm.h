@@ -3,7 +3,7 @@
 // One small interface, three implementations:
 //   single process   world 1; every collective is the identity (or a copy)       comm.cpp
 //   MPI              host buffers, for the CPU backend; `mpirun -np 4` on a laptop comm_mpi.cpp
-//   NCCL             device buffers, bootstrapped through MPI                  (to come)
+//   NCCL             device buffers, bootstrapped through MPI                 comm_nccl.cu
 // Buffers are wherever the implementation's backend keeps them (host memory for single/MPI,
 // device memory for NCCL); counts are in elements of FP32 or in raw bytes, never in MPI types,
 // so the callers (model, optimizer, FP8 scaling) are the same code for all three.
