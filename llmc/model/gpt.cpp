@@ -316,39 +316,15 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
         void* fch = act_at(a.fch, l * NC * 4);             // (B,T,4C)
         void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);   // (B,T,4C), unless fcproj runs in FP8
         void* residual3 = act_at(a.residual3, l * NC);     // (B,T,C)
-        auto weight = [&](int g) { return param(kBlockGemms[g].weight, (size_t)l * kBlockGemms[g].out * C * kBlockGemms[g].in * C); };
-        auto bias = [&](int g) { return param(kBlockGemms[g].bias, (size_t)l * kBlockGemms[g].out * C); };
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        if (in_fp8(kQkv)) {
-            fp8_->layernorm_matmul_forward(l, kQkv, qkv, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C),
-                                           param(kLn1b, l * C), bias(kQkv), N);
-        } else {
-            k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C), param(kLn1b, l * C), N, C);
-            k_.matmul_forward(qkv, ln1, weight(kQkv), bias(kQkv), N, C, 3 * C);
-        }
+        layernorm_matmul_forward(l, kQkv, qkv, ln1, ln1_mean, ln1_rstd, residual, kLn1w, kLn1b, N);
         k_.attention_forward(atty, lse, qkv, B, T, C, NH);
-        if (in_fp8(kAttproj)) {
-            fp8_->matmul_forward(l, kAttproj, a.attproj, atty, bias(kAttproj), N);
-        } else {
-            k_.matmul_forward(a.attproj, atty, weight(kAttproj), bias(kAttproj), N, C, C);
-        }
+        matmul_forward(l, kAttproj, a.attproj, atty, N);
         k_.residual_forward(residual2, residual, a.attproj, NC);
-
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        if (in_fp8(kFc)) {
-            fp8_->layernorm_matmul_forward(l, kFc, fch, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C),
-                                           param(kLn2b, l * C), bias(kFc), N);
-        } else {
-            k_.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C), param(kLn2b, l * C), N, C);
-            k_.matmul_forward(fch, ln2, weight(kFc), bias(kFc), N, C, 4 * C);
-        }
-        if (in_fp8(kFcproj)) {
-            fp8_->gelu_matmul_forward(l, kFcproj, a.fcproj, fch, bias(kFcproj), N);
-        } else {
-            k_.gelu_forward(fch_gelu, fch, NC * 4);
-            k_.matmul_forward(a.fcproj, fch_gelu, weight(kFcproj), bias(kFcproj), N, 4 * C, C);
-        }
+        layernorm_matmul_forward(l, kFc, fch, ln2, ln2_mean, ln2_rstd, residual2, kLn2w, kLn2b, N);
+        gelu_matmul_forward(l, kFcproj, a.fcproj, fch_gelu, fch, N);
         k_.residual_forward(residual3, residual2, a.fcproj, NC);
     }
     const void* final_residual = act_at(a.residual3, (L - 1) * NC);
@@ -396,49 +372,105 @@ void GPT::backward() {
         const void* ln2 = act_at(a.ln2, l * NC);             // (B,T,C), unless fc runs in FP8
         const void* fch = act_at(a.fch, l * NC * 4);         // (B,T,4C)
         const void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);   // (B,T,4C), unless fcproj runs in FP8
-        auto weight = [&](int g) { return param(kBlockGemms[g].weight, (size_t)l * kBlockGemms[g].out * C * kBlockGemms[g].in * C); };
-        auto dweight = [&](int g) { return grad(kBlockGemms[g].weight) + (size_t)l * kBlockGemms[g].out * C * kBlockGemms[g].in * C; };
-        auto dbias = [&](int g) { return grad(kBlockGemms[g].bias) + (size_t)l * kBlockGemms[g].out * C; };
 
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         k_.zero(a.dfch_gelu, NC * 4 * act_size_);
-        if (in_fp8(kFcproj)) {
-            fp8_->matmul_backward(l, kFcproj, a.dfch_gelu, dweight(kFcproj), dbias(kFcproj), a.dresidual, fch, N);
-        } else {
-            k_.matmul_backward(a.dfch_gelu, dweight(kFcproj), dbias(kFcproj), a.dresidual, fch_gelu, weight(kFcproj),
-                               N, 4 * C, C);
-        }
+        matmul_backward(l, kFcproj, a.dfch_gelu, a.dresidual, fch_gelu, fch, N);
         k_.zero(a.dfch, NC * 4 * act_size_);
         k_.zero(a.dln, NC * act_size_);
-        if (in_fp8(kFc)) {
-            fp8_->gelu_backward_matmul_backward(l, kFc, a.dln, dweight(kFc), dbias(kFc), a.dfch, fch, a.dfch_gelu, N);
-        } else {
-            k_.gelu_backward(a.dfch, fch, a.dfch_gelu, NC * 4);
-            k_.matmul_backward(a.dln, dweight(kFc), dbias(kFc), a.dfch, ln2, weight(kFc), N, C, 4 * C);
-        }
+        gelu_matmul_backward(l, kFc, a.dln, a.dfch, a.dfch_gelu, fch, ln2, N);
         k_.layernorm_backward(a.dresidual, grad(kLn2w) + l * C, grad(kLn2b) + l * C, a.dln, residual2,
                               param(kLn2w, l * C), a.ln2_mean + (size_t)l * N, a.ln2_rstd + (size_t)l * N, N, C);
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
         k_.zero(a.datty, NC * act_size_);
-        if (in_fp8(kAttproj)) {
-            fp8_->matmul_backward(l, kAttproj, a.datty, dweight(kAttproj), dbias(kAttproj), a.dresidual, atty, N);
-        } else {
-            k_.matmul_backward(a.datty, dweight(kAttproj), dbias(kAttproj), a.dresidual, atty, weight(kAttproj), N, C,
-                               C);
-        }
+        matmul_backward(l, kAttproj, a.datty, a.dresidual, atty, atty, N);
         k_.zero(a.dqkv, NC * 3 * act_size_);
         k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
         k_.zero(a.dln, NC * act_size_);
-        if (in_fp8(kQkv)) {
-            fp8_->matmul_backward(l, kQkv, a.dln, dweight(kQkv), dbias(kQkv), a.dqkv, nullptr, N);
-        } else {
-            k_.matmul_backward(a.dln, dweight(kQkv), dbias(kQkv), a.dqkv, ln1, weight(kQkv), N, C, 3 * C);
-        }
+        matmul_backward(l, kQkv, a.dln, a.dqkv, ln1, nullptr, N);
         k_.layernorm_backward(a.dresidual, grad(kLn1w) + l * C, grad(kLn1b) + l * C, a.dln, residual,
                               param(kLn1w, l * C), a.ln1_mean + (size_t)l * N, a.ln1_rstd + (size_t)l * N, N, C);
     }
     k_.encoder_backward(grad(kWte), grad(kWpe), a.dresidual, inputs_, B, T, C);
+}
+
+// ---- the block GEMMs: a 16-bit GEMM through the kernel set, or one that runs in FP8 through the
+// Fp8State, which fuses the input's producer into its E4M3 cast (fp8_state.h) ------------------------
+
+void* GPT::gemm_weight(int l, int g) const {
+    const BlockGemmInfo& gemm = kBlockGemms[g];
+    return param(gemm.weight, (size_t)l * gemm.out * cfg_.n_embd * gemm.in * cfg_.n_embd);
+}
+void* GPT::gemm_bias(int l, int g) const {
+    return param(kBlockGemms[g].bias, (size_t)l * kBlockGemms[g].out * cfg_.n_embd);
+}
+
+// out (N, out·C) = layernorm(inp) · W[l]ᵀ + b, the layernorm (weights ln_weight, ln_bias of layer l)
+// into ln (N, C) with its row statistics mean, rstd (N)
+void GPT::layernorm_matmul_forward(int l, int g, void* out, void* ln, float* mean, float* rstd, const void* inp,
+                                   int ln_weight, int ln_bias, int N) {
+    const int C = cfg_.n_embd;
+    const void* lnw = param(ln_weight, (size_t)l * C);
+    const void* lnb = param(ln_bias, (size_t)l * C);
+    if (in_fp8(g)) {
+        fp8_->layernorm_matmul_forward(l, g, out, mean, rstd, inp, lnw, lnb, gemm_bias(l, g), N);
+        return;
+    }
+    k_.layernorm_forward(ln, mean, rstd, inp, lnw, lnb, N, C);
+    k_.matmul_forward(out, ln, gemm_weight(l, g), gemm_bias(l, g), N, C, kBlockGemms[g].out * C);
+}
+
+// out (N, out·C) = inp · W[l]ᵀ + b
+void GPT::matmul_forward(int l, int g, void* out, const void* inp, int N) {
+    const int C = cfg_.n_embd;
+    if (in_fp8(g)) {
+        fp8_->matmul_forward(l, g, out, inp, gemm_bias(l, g), N);
+        return;
+    }
+    k_.matmul_forward(out, inp, gemm_weight(l, g), gemm_bias(l, g), N, kBlockGemms[g].in * C, kBlockGemms[g].out * C);
+}
+
+// out (N, out·C) = gelu(inp) · W[l]ᵀ + b, the GELU into gelu_out (N, in·C)
+void GPT::gelu_matmul_forward(int l, int g, void* out, void* gelu_out, const void* inp, int N) {
+    const int C = cfg_.n_embd;
+    if (in_fp8(g)) {
+        fp8_->gelu_matmul_forward(l, g, out, inp, gemm_bias(l, g), N);
+        return;
+    }
+    k_.gelu_forward(gelu_out, inp, (size_t)N * kBlockGemms[g].in * C);
+    k_.matmul_forward(out, gelu_out, gemm_weight(l, g), gemm_bias(l, g), N, kBlockGemms[g].in * C,
+                      kBlockGemms[g].out * C);
+}
+
+// dinp (N, in·C) += dout · W[l]; dW[l] += doutᵀ · x; db[l] += Σ dout. x: the GEMM's input as the
+// forward kept it (16 bits); fp8_source: what an FP8 GEMM casts its Xᵀ from again (fp8_state.h)
+void GPT::matmul_backward(int l, int g, void* dinp, const void* dout, const void* x, const void* fp8_source, int N) {
+    const BlockGemmInfo& gemm = kBlockGemms[g];
+    const int C = cfg_.n_embd;
+    float* dweight = grad(gemm.weight) + (size_t)l * gemm.out * C * gemm.in * C;
+    float* dbias = grad(gemm.bias) + (size_t)l * gemm.out * C;
+    if (in_fp8(g)) {
+        fp8_->matmul_backward(l, g, dinp, dweight, dbias, dout, fp8_source, N);
+        return;
+    }
+    k_.matmul_backward(dinp, dweight, dbias, dout, x, gemm_weight(l, g), N, gemm.in * C, gemm.out * C);
+}
+
+// GELU backward into the GEMM's backward: dgelu_in (N, out·C) += gelu'(gelu_in) ∘ dgelu_out, then
+// matmul_backward with dout = dgelu_in (fc: gelu_in is fc's output, x its 16-bit input ln2)
+void GPT::gelu_matmul_backward(int l, int g, void* dinp, void* dgelu_in, const void* dgelu_out, const void* gelu_in,
+                               const void* x, int N) {
+    const BlockGemmInfo& gemm = kBlockGemms[g];
+    const int C = cfg_.n_embd;
+    if (in_fp8(g)) {   // the E5M2 cast of dgelu_in fused into GELU backward
+        float* dweight = grad(gemm.weight) + (size_t)l * gemm.out * C * gemm.in * C;
+        float* dbias = grad(gemm.bias) + (size_t)l * gemm.out * C;
+        fp8_->gelu_backward_matmul_backward(l, g, dinp, dweight, dbias, dgelu_in, gelu_in, dgelu_out, N);
+        return;
+    }
+    k_.gelu_backward(dgelu_in, gelu_in, dgelu_out, (size_t)N * gemm.out * C);
+    matmul_backward(l, g, dinp, dgelu_in, x, nullptr, N);
 }
 
 void GPT::zero_grad() { k_.zero(grads_, padded_params_ * sizeof(float)); }

@@ -163,6 +163,16 @@ private:
     float* grad(int tensor) const { return grads_ + param_offsets_[tensor]; }
     // block GEMM g runs through the Fp8State
     bool in_fp8(int g) const { return fp8_ != nullptr && fp8_->runs(g); }
+    void* gemm_weight(int l, int g) const;   // W[l] of block GEMM g, (out·C, in·C)
+    void* gemm_bias(int l, int g) const;     // b[l], (out·C)
+    // the block GEMMs with their inputs' producers (gpt.cpp)
+    void layernorm_matmul_forward(int l, int g, void* out, void* ln, float* mean, float* rstd, const void* inp,
+                                  int ln_weight, int ln_bias, int N);
+    void matmul_forward(int l, int g, void* out, const void* inp, int N);
+    void gelu_matmul_forward(int l, int g, void* out, void* gelu_out, const void* inp, int N);
+    void matmul_backward(int l, int g, void* dinp, const void* dout, const void* x, const void* fp8_source, int N);
+    void gelu_matmul_backward(int l, int g, void* dinp, void* dgelu_in, const void* dgelu_out, const void* gelu_in,
+                              const void* x, int N);
 };
 
 }  // namespace train_gpt
