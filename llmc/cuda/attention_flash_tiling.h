@@ -42,6 +42,10 @@ static_assert(kFwdKeyTile % 16 == 0 && kBwdTile % 16 == 0,
               "tiles are walked in mma k-steps of 16 and ldmatrix.x4 pairs of 8-wide n-tiles");
 static_assert(kHeadSize % 16 == 0, "the head dimension is an mma k-step multiple (QKᵀ) and n-tile-pair multiple (PV)");
 
+// log2(e) as FP32: scores are exponentiated as exp2(s·scale·log2(e) − m) = exp(s·scale − m·ln 2);
+// the launchers pass scale_log2 = scale · kLog2e (one FP32 product), scale = 1/√hs as the CPU twin.
+constexpr float kLog2e = 1.44269504088896340736f;
+
 TG_HD constexpr int ceil_div_int(int a, int b) { return (a + b - 1) / b; }
 
 // ---- tile loads ----------------------------------------------------------------------------------
@@ -81,13 +85,18 @@ TG_HD constexpr int key_tiles_for_query_block(int q0, int rows, int T, int key_t
 TG_HD constexpr int first_query_tile_for_key(int k0, int query_tile) { return k0 / query_tile; }
 
 // ---- skipping and masking per warp -----------------------------------------------------------------
-// A warp's rows r0 … r0+rows−1 against keys k0 … k0+keys−1 (forward, dQ: rows are queries):
-// fully masked iff the last row precedes the first key; needs the mask iff some key exceeds
-// the first row.
-TG_HD constexpr bool query_rows_fully_masked(int r0, int rows, int k0) { return r0 + rows - 1 < k0; }
+// A warp's query rows r0 … r0+rows−1 against keys k0 … (forward, dQ): fully masked iff no row
+// below T reaches k0 (rows past the sequence are never stored, and the backward masks them).
+// It needs the mask iff some key of the tile exceeds the first row.
+TG_HD constexpr int min_int(int a, int b) { return a < b ? a : b; }
+TG_HD constexpr bool query_rows_fully_masked(int r0, int rows, int k0, int T) {
+    return r0 >= T || min_int(r0 + rows, T) - 1 < k0;
+}
 TG_HD constexpr bool query_rows_need_mask(int r0, int k0, int keys) { return k0 + keys - 1 > r0; }
-// dK/dV: a warp's keys j0 … j0+keys−1 against queries t0 … t0+queries−1: fully masked iff the
-// first key follows the last query, or the first key is past the sequence (no query sees it).
-TG_HD constexpr bool key_rows_fully_masked(int j0, int t0, int queries, int T) { return j0 > t0 + queries - 1 || j0 >= T; }
+// dK/dV: a warp's keys j0 … j0+keys−1 against queries t0 … t0+queries−1: fully masked iff no query
+// below T reaches j0 (a key past the sequence is reached by none).
+TG_HD constexpr bool key_rows_fully_masked(int j0, int t0, int queries, int T) {
+    return t0 >= T || min_int(t0 + queries, T) - 1 < j0;
+}
 
 }  // namespace train_gpt::flash
