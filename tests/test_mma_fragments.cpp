@@ -162,6 +162,18 @@ void kernel_addresses(int addr[32], mma::X4 x, int row0, int col0) {
 
 }  // namespace
 
+// One 8×8 matrix: the per-lane layout the PTX ISA documents for ldmatrix .m8n8 .b16 ("each thread
+// in a warp loads fragments of a row, with thread 0 receiving the first fragment …; a group of four
+// threads loads an entire row"; .trans: "the matrix is loaded in column-major format").
+TEST(MmaFragments, LdmatrixElementMapMatchesThePtxIsa) {
+    for (int lane = 0; lane < 32; lane++)
+        for (int e = 0; e < 2; e++) {
+            const int row = lane / 4, fragment = lane % 4;   // which row, and which 4-byte fragment of it
+            EXPECT_TRUE(same(mma::ldmatrix_coord(lane, e, false), Coord{row, 2 * fragment + e}));
+            EXPECT_TRUE(same(mma::ldmatrix_coord(lane, e, true), Coord{2 * fragment + e, row}));
+        }
+}
+
 // Each lane's address points at 16 contiguous, 16-byte aligned bytes holding the 8 logical
 // columns it stands for (the swizzle moves whole chunks).
 TEST(MmaFragments, LdmatrixRowAddressesAreAlignedWholeChunks) {
