@@ -704,9 +704,10 @@ inline void check_args(const char* who, int B, int T_, int C, int NH, std::initi
         ::train_gpt::fail("%s: B=%d T=%d C=%d NH=%d: the flash attention needs head size C/NH = %d "
                           "(attention_flash_supports); use attention_*_gemm for other head sizes",
                           who, B, T_, C, NH, kHs);
-    // 1-D grids of one block per (b, h, tile of 64): the block count must fit an int
-    if ((int64_t)B * NH * fl::ceil_div_int(T_ > 0 ? T_ : 1, fl::kBwdBlockRows) > INT_MAX)
-        ::train_gpt::fail("%s: B=%d NH=%d T=%d: too many blocks for a 1-D grid", who, B, NH, T_);
+    // 1-D grids of one block per (b, h, tile of 64), and the D kernel's rows (b, t, h), are int-indexed
+    if ((int64_t)B * NH * T_ > INT_MAX)
+        ::train_gpt::fail("%s: B·NH·T = %lld exceeds the int range the kernels index rows with", who,
+                          (long long)B * NH * T_);
     for (const void* p : aligned16)
         if (!is_aligned(p, 16)) ::train_gpt::fail("%s: buffer %p is not 16-byte aligned (cp.async moves 16-byte chunks)", who, p);
     for (const void* p : aligned4)

@@ -40,17 +40,20 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 }
 
 // r[j] = matrix j's fragment; this lane supplies the address of one row (mma_fragments.h
-// x4_lane_address). Naive: r[j] = two 16-bit elements of matrix j at ldmatrix_coord(lane, e, false).
+// x4_lane_address). The "memory" clobber keeps every ldmatrix after the cp.async wait and the
+// barrier that publish its tile, and before the barrier that lets the tile be overwritten. Naive: r[j] = two 16-bit elements of matrix j at ldmatrix_coord(lane, e, false).
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
+                 : "r"(addr)
+                 : "memory");
 }
 // The same, each matrix read column-major. Naive: r[j] = elements at ldmatrix_coord(lane, e, true).
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
+                 : "r"(addr)
+                 : "memory");
 }
 
 // 16 bytes global → shared, asynchronously; zeros instead when !valid (nothing is read then, but
