@@ -132,11 +132,13 @@ static_assert(fl::kFwdWarpRows % mma::kM == 0 && fl::kBwdWarpRows == mma::kM, "w
 static_assert(fl::kFwdKeyTile % 16 == 0 && fl::kBwdTile % 16 == 0 && fl::kBwdBlockRows % 16 == 0,
               "tiles are read as 16×16 ldmatrix.x4 regions");
 static_assert(fl::kBwdTile == fl::kBwdBlockRows,
-              "the dK/dV walk starts at the key block's own query tile, and dQ's last key tile is its own block");
-static_assert(fl::kFwdKeyTile <= fl::kFwdQueryRows && fl::kFwdQueryRows % fl::kFwdKeyTile == 0,
-              "a query block's diagonal spans whole key tiles");
+              "both backward kernels hold a 16 × kBwdTile S (and dP) per warp in registers and were budgeted "
+              "(ptxas: ≤ 255 registers, 0 spills) for square 64 × 64 tiles; other sizes need a new budget");
 
 constexpr size_t tile_bytes(int rows) { return size_t(rows) * kHs * 2; }
+static_assert(tile_bytes(1) == 128 && tile_bytes(fl::kBwdTile) % 128 == 0 && tile_bytes(fl::kFwdQueryRows) % 128 == 0,
+              "every shared tile starts on a 128-byte boundary (all 32 banks): the swizzle's conflict-freedom "
+              "(tests/test_mma_fragments.cpp) is computed for tiles that do");
 constexpr size_t kFwdSmemBytes = tile_bytes(fl::kFwdQueryRows) + 4 * tile_bytes(fl::kFwdKeyTile);
 constexpr size_t kDkdvSmemBytes = 2 * tile_bytes(fl::kBwdBlockRows) + 4 * tile_bytes(fl::kBwdTile) + 4 * fl::kBwdTile * sizeof(float);
 constexpr size_t kDqSmemBytes = 2 * tile_bytes(fl::kBwdBlockRows) + 4 * tile_bytes(fl::kBwdTile);
