@@ -9,10 +9,11 @@
 // This file is where the ops are specified; both kernel sets point here. Conventions (llm.c's):
 //   * destination first: `out` / `dinp` come before the inputs;
 //   * forward ops OVERWRITE their outputs;
-//   * backward ops ACCUMULATE (+=) into every gradient they touch, parameter gradients and
-//     activation gradients alike. The model zeroes each activation-gradient buffer before the
-//     op that accumulates into it (per layer: the buffers are reused), and the parameter
-//     gradients once per optimizer step (zero_grad), so micro-batches accumulate;
+//   * backward ops ACCUMULATE (+=) into the parameter gradients (FP32; the model zeroes them
+//     once per optimizer step, so micro-batches accumulate) and OVERWRITE the activation
+//     gradient they produce — but layernorm_backward, which adds its input gradient into the
+//     residual stream's gradient (the residual connection's backward, fused). So no activation
+//     gradient buffer needs zeroing, but the residual stream's, once per backward;
 //   * shapes: B batch, T time, C channels, NH heads, hs = C/NH head size, V vocabulary,
 //     Vp padded vocabulary (V rounded up to a multiple of 128), N = B·T rows;
 //   * numerics: arithmetic in FP32; every value stored into an activation-dtype buffer is rounded
@@ -75,7 +76,8 @@ public:
     // for backward; biased variance, eps = 1e-5 (GPT-2 / PyTorch).
     virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
                                    const void* weight, const void* bias, int N, int C) = 0;
-    // dinp (N,C) += the input gradient; dweight, dbias (C) += their gradients (summed over rows)
+    // dinp (N,C) += the input gradient (dinp is the residual stream's gradient: the residual
+    // connection adds it); dweight, dbias (C) += their gradients (summed over rows)
     virtual void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout,
                                     const void* inp, const void* weight, const float* mean,
                                     const float* rstd, int N, int C) = 0;
@@ -83,8 +85,8 @@ public:
     // (a 16-bit GEMM on tensor cores), the output rounded once.
     virtual void matmul_forward(void* out, const void* inp, const void* weight, const void* bias,
                                 int N, int C, int OC) = 0;
-    // dinp (N,C) += dout · weight; dweight (OC,C) += doutᵀ · inp; dbias (OC) += Σ_rows dout (if
-    // non-null)
+    // dinp (N,C) = dout · weight; dweight (OC,C) += doutᵀ · inp; dbias (OC) += Σ_rows dout (if
+    // non-null). dinp may be null (not computed).
     virtual void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout,
                                  const void* inp, const void* weight, int N, int C, int OC) = 0;
     // Causal self-attention: out (B,T,C) from qkv (B,T,3C) = [q | k | v] per token, head h using
@@ -92,13 +94,13 @@ public:
     // log-sum-exp of each softmax row, all backward keeps (it recomputes the probabilities). In
     // 16 bits the probabilities are rounded to the storage type before they multiply V.
     virtual void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int C, int NH) = 0;
-    // dqkv (B,T,3C) += the gradient of attention_forward, from dout (B,T,C) and the forward's qkv,
+    // dqkv (B,T,3C) = the gradient of attention_forward, from dout (B,T,C) and the forward's qkv,
     // out and lse. Deterministic (a fixed summation order).
     virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
                                     const float* lse, int B, int T, int C, int NH) = 0;
     // GELU, tanh approximation: out (n) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
     virtual void gelu_forward(void* out, const void* inp, size_t n) = 0;
-    // dinp (n) += gelu'(inp) · dout
+    // dinp (n) = gelu'(inp) · dout
     virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) = 0;
     // out (n) = a + b
     virtual void residual_forward(void* out, const void* a, const void* b, size_t n) = 0;
@@ -143,7 +145,7 @@ public:
     // Casts fused into the producer of the operand: the producer's output (gelu_forward,
     // layernorm_forward, gelu_backward, adamw_update above), rounded to the activation dtype, cast
     // as quantize_transpose_* casts it, bit for bit, without being written in the activation dtype
-    // (gelu_backward_e5m2 does accumulate into its dinp: the bias gradient reads it; adamw_update_e4m3
+    // (gelu_backward_e5m2 does write its dinp: the bias gradient reads it; adamw_update_e4m3
     // writes the weights). q and qt may both be null: statistics only, for a just-in-time scale.
     virtual void gelu_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* inp, int rows, int cols,
                                    const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
@@ -163,7 +165,7 @@ public:
     virtual void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale,
                                     const fp8e4m3* weight, const Fp8ScaleSlot* weight_scale, const void* bias, int N,
                                     int C, int OC) = 0;
-    // dinp (N,C) += dY · W from dout_q (N,OC, E5M2) and weight_qt = Wᵀ (C,OC); dweight (OC,C) +=
+    // dinp (N,C) = dY · W from dout_q (N,OC, E5M2) and weight_qt = Wᵀ (C,OC); dweight (OC,C) +=
     // dYᵀ · X from dout_qt (OC,N) and inp_qt = Xᵀ (C,N); dbias (OC) += Σ_rows dout (the 16-bit dY).
     // (Hopper's FP8 GEMMs take the reduced dimension contiguous only: hence the transposed copies.)
     virtual void matmul_backward_fp8(void* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q,

@@ -130,10 +130,9 @@ TEST(CpuKernels, MatmulBackwardMatchesFiniteDifferences) {
         k::matmul_forward(y.data(), x.data(), weight.data(), bias.data(), N, C, OC);
         return weighted_sum(y, w);
     };
-    // start from non-zero gradients: backward must ADD to them
+    // start from non-zero gradients: backward must ADD to the parameters' and OVERWRITE dinp
     std::vector<double> dx(N * C, 1.0), dweight(OC * C, 2.0), dbias(OC, 3.0);
     k::matmul_backward(dx.data(), dweight.data(), dbias.data(), w.data(), x.data(), weight.data(), N, C, OC);
-    for (double& g : dx) g -= 1.0;
     for (double& g : dweight) g -= 2.0;
     for (double& g : dbias) g -= 3.0;
     expect_gradient_matches(dx, finite_difference(x, loss), "dinp");
@@ -179,7 +178,7 @@ TEST(CpuKernels, AttentionBackwardMatchesFiniteDifferences) {
         return weighted_sum(out, w);
     };
     loss();
-    std::vector<double> dqkv(B * T * 3 * C, 0.0);
+    std::vector<double> dqkv(B * T * 3 * C, 7.0);   // overwritten, not added to
     k::attention_backward(dqkv.data(), w.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
     expect_gradient_matches(dqkv, finite_difference(qkv, loss), "dqkv");
 }
@@ -197,7 +196,7 @@ TEST(CpuKernels, GeluMatchesFormulaAndFiniteDifferences) {
         k::gelu_forward(y.data(), x.data(), n);
         return weighted_sum(y, w);
     };
-    std::vector<double> dx(n, 0.0);
+    std::vector<double> dx(n, 7.0);   // overwritten, not added to
     k::gelu_backward(dx.data(), x.data(), w.data(), n);
     expect_gradient_matches(dx, finite_difference(x, loss), "gelu dinp");
 }

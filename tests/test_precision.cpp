@@ -239,7 +239,7 @@ TEST(Fp8Kernels, FusedCastsCastTheProducersRoundedOutput) {
         EXPECT_EQ(mean_f, mean);
         EXPECT_EQ(rstd_f, rstd);
     }
-    {   // GELU backward: dinp += gelu'(x)·dout (kept in bf16), and its E5M2 cast
+    {   // GELU backward: dinp = gelu'(x)·dout (kept in bf16), and its E5M2 cast
         std::vector<bf16> ref = dinp;
         k::gelu_backward(ref.data(), x.data(), dout.data(), n);
         std::vector<fp8e5m2> q(n), qt(n);

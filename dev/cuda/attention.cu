@@ -5,7 +5,7 @@
 //
 //   forward   out (B,T,C), lse (B,NH,T) FP32 from qkv (B,T,3C)   bound: 4 ulps (16-bit: P is
 //             rounded before P·V), 1e-5 (fp32, lse)
-//   backward  dqkv (B,T,3C) += from dout, qkv, out, lse           bound: 4 ulps / 5e-5
+//   backward  dqkv (B,T,3C) from dout, qkv, out, lse (from zeros)  bound: 4 ulps / 5e-5
 // FLOPs (causal: half of the T×T scores): forward 2 matmuls = 2·B·NH·T²·hs, backward 5 (S and
 // P recomputed, dV, dP, dQ, dK) = 5·B·NH·T²·hs. Bytes: qkv read, out written (+ lse); backward
 // reads qkv, out, dout, lse and reads + writes dqkv.
@@ -37,7 +37,8 @@ static int run(const Args& a) {
         const double s = sizeof(H), BTC = (double)B * T * C;
         Random r(a.seed);
         std::vector<H> qkv = r.normal<H>((size_t)B * T * 3 * C, 1.5), dout = r.normal<H>((size_t)B * T * C);
-        std::vector<H> dqkv0 = r.normal<H>((size_t)B * T * 3 * C, 0.1);
+        // dqkv starts from zeros: the GEMM version overwrites it, the lab versions add into it
+        const std::vector<H> dqkv0 = r.normal<H>((size_t)B * T * 3 * C, 0.0);
         std::vector<H> out((size_t)B * T * C);
         std::vector<float> lse((size_t)B * NH * T);
         if (a.check) cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);

@@ -1,7 +1,7 @@
 // dev/cuda/gelu.cu — GELU, tanh approximation (llmc/cuda/gelu.cuh) against cpu::gelu_*.
 //
 //   forward   out (n) = gelu(inp)            bound: 2 ulps (16-bit), 1e-5 (fp32)
-//   backward  dinp (n) += gelu'(inp)·dout    bound: 2 ulps / 1e-5
+//   backward  dinp (n) = gelu'(inp)·dout     bound: 2 ulps / 1e-5
 // n = B·T·4C (the MLP's hidden activations). Bytes: forward 2n, backward 4n values.
 #include "harness.cuh"
 

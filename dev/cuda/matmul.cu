@@ -2,7 +2,7 @@
 // cpu::matmul_*_fp8, on the five GEMMs of a GPT-2 block and its LM head.
 //
 //   forward   out (N,OC) = inp (N,C) · Wᵀ + b          bound: 2 ulps (16-bit), 1e-5 (fp32)
-//   backward  dinp += dout·W; dW += doutᵀ·inp; db +=   bound: 2 ulps / 1e-5 (FP32 dW, db)
+//   backward  dinp = dout·W; dW += doutᵀ·inp; db +=    bound: 2 ulps / 1e-5 (FP32 dW, db)
 //   fp8 (bf16 only: fp8 mode keeps bf16 activations); Hopper's FP8 tensor cores accumulate in a
 //   narrower register until cuBLASLt promotes to FP32 (measured 1.4e-3 / 2.1e-4, H200):
 //     forward  E4M3 × E4M3, fast accumulation allowed   bound: 4e-3 + 2 ulps

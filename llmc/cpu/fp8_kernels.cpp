@@ -129,7 +129,7 @@ template <typename T>
 void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
                          float dout_inv_scale, const T* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
                          const fp8e4m3* weight_qt, float weight_inv_scale, int N, int C, int OC) {
-    // dX += (q_dy · q_w) / (s_dy s_w), with W read from its transposed copy Wᵀ (C,OC)
+    // dX = (q_dy · q_w) / (s_dy s_w), with W read from its transposed copy Wᵀ (C,OC)
     if (dinp != nullptr) {
         std::vector<float> dy = unscaled(dout_q, (size_t)N * OC), wt = unscaled(weight_qt, (size_t)C * OC);
         std::vector<float> dx((size_t)N * C);
@@ -137,7 +137,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                     dx.data(), C);
         const float dx_dequant = dout_inv_scale * weight_inv_scale;
 #pragma omp parallel for
-        for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] = store<T>((float)load(dinp[i]) + dx[i] * dx_dequant);
+        for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] = store<T>(dx[i] * dx_dequant);
     }
     // dW += (q_dyᵀ · q_x) / (s_dy s_x) = dYᵀ (OC,N) · (Xᵀ (C,N))ᵀ into the FP32 gradient: alpha
     // applies the factors

@@ -8,7 +8,7 @@
 //
 // Which operand is which (per GEMM of a block, y = x Wᵀ + b):
 //   forward   y  (N,OC) = X (N,C)   · Wᵀ        X: E4M3, W: E4M3
-//   backward  dX (N,C) += dY (N,OC) · W         dY: E5M2 (the gradient's wide range), W: E4M3
+//   backward  dX (N,C)  = dY (N,OC) · W         dY: E5M2 (the gradient's wide range), W: E4M3
 //             dW (OC,C) += dYᵀ · X              dY: E5M2, X: the E4M3 copy saved by the forward
 //             db (OC)  += Σ_rows dY             from the unquantised dY
 // A Hopper FP8 GEMM takes its operands only with the reduction dimension contiguous ("TN"), so
@@ -51,7 +51,7 @@ Fp8CastStats gelu_forward_fp8(Q* q, Q* qt, const T* inp, int rows, int cols, flo
 template <typename T, typename Q>
 Fp8CastStats layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, const T* weight,
                                    const T* bias, int N, int C, float scale);
-// dinp (rows, cols) += gelu'(inp) · dout as gelu_backward, then q, qt = the cast of the new dinp
+// dinp (rows, cols) = gelu'(inp) · dout as gelu_backward, then q, qt = the cast of dinp
 template <typename T, typename Q>
 Fp8CastStats gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, float scale);
 
@@ -66,7 +66,7 @@ template <typename T>
 void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
                         float weight_inv_scale, const T* bias, int N, int C, int OC);
 
-// dinp (N,C) += dY·W from dout_q (N,OC) and weight_qt = Wᵀ (C,OC); dweight (OC,C) += dYᵀ·X from
+// dinp (N,C) = dY·W from dout_q (N,OC) and weight_qt = Wᵀ (C,OC); dweight (OC,C) += dYᵀ·X from
 // dout_qt (OC,N) and inp_qt = Xᵀ (C,N); dbias (OC) += Σ_rows dout (unquantised). dinp or dweight
 // may be null (that GEMM is skipped).
 template <typename T>

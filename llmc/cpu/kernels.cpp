@@ -181,12 +181,13 @@ void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout,
     const Acc* dy = widened(dout, (size_t)N * OC, dout_wide);
     const Acc* x = widened(inp, (size_t)N * C, inp_wide);
     const Acc* w = widened(weight, (size_t)OC * C, weight_wide);
-    if constexpr (std::is_same_v<T, Acc>) {
-        gemm(false, false, N, C, OC, Acc(1), dy, OC, w, C, Acc(1), dinp, C);   // dinp += (N,OC)·(OC,C)
+    if (dinp == nullptr) {
+    } else if constexpr (std::is_same_v<T, Acc>) {
+        gemm(false, false, N, C, OC, Acc(1), dy, OC, w, C, Acc(0), dinp, C);   // dinp = (N,OC)·(OC,C)
     } else {
-        // dinp += dout·W, accumulated in FP32 and rounded into T once
-        widened(dinp, (size_t)N * C, dinp_wide);
-        gemm(false, false, N, C, OC, Acc(1), dy, OC, w, C, Acc(1), dinp_wide.data(), C);
+        // dinp = dout·W, accumulated in FP32 and rounded into T once
+        dinp_wide.resize((size_t)N * C);
+        gemm(false, false, N, C, OC, Acc(1), dy, OC, w, C, Acc(0), dinp_wide.data(), C);
 #pragma omp parallel for
         for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] = store<T>(dinp_wide[i]);
     }
@@ -247,8 +248,8 @@ template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const acc_t<T>* lse, int B, int Tlen,
                         int C, int NH) {
     // Per row t, with P = softmax(S), S = scale · q kᵀ, O = P V:
-    //   dV_j += P_tj dO_t ;  dP_tj = dO_t · v_j ;  dS_tj = P_tj (dP_tj − D_t), D_t = dO_t · O_t
-    //   dq_t += scale Σ_j dS_tj k_j ;  dk_j += scale dS_tj q_t
+    //   dV_j = Σ_t P_tj dO_t ;  dP_tj = dO_t · v_j ;  dS_tj = P_tj (dP_tj − D_t), D_t = dO_t · O_t
+    //   dq_t = scale Σ_j dS_tj k_j ;  dk_j = scale Σ_t dS_tj q_t
     // Each (b, h) writes only its own head's slice, so heads run in parallel without races.
     using Acc = acc_t<T>;
     const int hs = C / NH;
@@ -283,11 +284,11 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
                         axpy(dk, dS * scale, q, hs);
                     }
                 }
-                for (int t = 0; t < Tlen; t++) {   // one rounded add into dqkv per value
+                for (int t = 0; t < Tlen; t++) {   // one rounded store into dqkv per value
                     for (int part = 0; part < 3; part++) {
                         T* dst = dqkv + ((size_t)b * Tlen + t) * 3 * C + part * C + h * hs;
                         const Acc* src = grad.data() + (size_t)t * 3 * hs + part * hs;
-                        for (int d = 0; d < hs; d++) dst[d] = store<T>(load(dst[d]) + src[d]);
+                        for (int d = 0; d < hs; d++) dst[d] = store<T>(src[d]);
                     }
                 }
             }
@@ -320,7 +321,7 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) {
         Acc th = std::tanh(kGeluScale<Acc> * (x + Acc(0.044715) * x * x * x));
         Acc du = kGeluScale<Acc> * (Acc(1) + Acc(3 * 0.044715) * x * x);
         Acc local = Acc(0.5) * (Acc(1) + th) + Acc(0.5) * x * (Acc(1) - th * th) * du;
-        dinp[i] = store<T>(load(dinp[i]) + local * load(dout[i]));
+        dinp[i] = store<T>(local * load(dout[i]));
     }
 }
 

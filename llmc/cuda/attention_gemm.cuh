@@ -2,14 +2,14 @@
 // GEMMs (llm.c's non-cuDNN approach): the T×T scores are materialised in a scratch buffer.
 //
 //   attention_forward_gemm (out (B,T,C), lse (B,NH,T) FP32, qkv (B,T,3C))
-//   attention_backward_gemm(dqkv (B,T,3C) +=, dout (B,T,C), qkv, out, lse)
+//   attention_backward_gemm(dqkv (B,T,3C) overwritten, dout (B,T,C), qkv, out, lse)
 //
-// Same contract as attention_forward / attention_backward in attention.cuh (the flash version),
-// and the same specification: cpu::attention_forward / cpu::attention_backward
+// The specification: Backend::attention_forward / attention_backward (backend.h), and their CPU
+// twins cpu::attention_forward / cpu::attention_backward
 // (llmc/cpu/kernels.cpp): same arguments, same layouts, same roundings. qkv holds [q | k | v] per
 // token; head h uses features h·hs … (h+1)·hs of each, hs = C/NH; scores are scaled by
-// scale = 1/√hs (1.0f / sqrtf(float(hs)), as the CPU). out and lse are overwritten; dqkv is
-// accumulated with ONE rounding per element: dqkv = round_T(dqkv + acc_fp32). T ∈ {float,
+// scale = 1/√hs (1.0f / sqrtf(float(hs)), as the CPU). out, lse and dqkv are overwritten, dqkv
+// with ONE rounding per element: dqkv = round_T(acc_fp32). T ∈ {float,
 // __nv_bfloat16, __half}; hs a multiple of 8 (any size: no tile limit here). No alignment is
 // required of the caller's buffers (our kernels use scalar accesses; the GEMMs read only scratch).
 //
@@ -55,14 +55,14 @@
 //
 // ---- Backward ----------------------------------------------------------------------------------
 //   split_heads(q, k, v, dO) → S = q·kᵀ, dP = dO·vᵀ (FP32) → backward_rows →
-//   dV = Pᵀ·dO, dQ = dS·k, dK = dSᵀ·q (FP32) → merge_heads_accumulate(dqkv)
+//   dV = Pᵀ·dO, dQ = dS·k, dK = dSᵀ·q (FP32) → merge_heads_grad(dqkv)
 // backward_rows, one warp per row (g, t):
 //   D_t = dO_t·O_t (FP32 dot over hs, from dout and out);  for j ≤ t:
 //   P_tj = round_T(expf(S_tj·scale − lse_t))     (S_tj·scale rounded first, as the CPU: __fmul_rn)
 //   dS_tj = round_T(P_tj · (dP_tj − D_t))        (P_tj the rounded value, as the CPU)
 //   P_tj = dS_tj = 0 for j > t (the GEMMs sum over all T rows / columns)
-// merge_heads_accumulate: dq = round_T(dq + scale·dQ), dk = round_T(dk + scale·dK),
-// dv = round_T(dv + dV): one rounding per element of dqkv. The CPU multiplies each term by
+// merge_heads_grad: dq = round_T(scale·dQ), dk = round_T(scale·dK), dv = round_T(dV): one
+// rounding per element of dqkv. The CPU multiplies each term by
 // scale before it sums (Σ_j (dS_tj·scale)·k_j); here scale multiplies the FP32 sum once
 // (cuBLASLt runs with alpha = 1 in matmul.cuh's gemm()): the same value up to FP32 rounding
 // (identical when scale is a power of two, hs = 64). P and dS enter the GEMMs rounded to T,
@@ -223,13 +223,13 @@ merge_heads_kernel(T* __restrict__ out, const float* __restrict__ O, int Tlen, i
     }
 }
 
-// dqkv (nb, T, 3C) = round_T(dqkv + [scale·dQ | scale·dK | dV]), each (nb·NH, T, hs) FP32:
+// dqkv (nb, T, 3C) = round_T([scale·dQ | scale·dK | dV]), each (nb·NH, T, hs) FP32:
 // part p ∈ {q, k, v}, feature c = h·hs + d of row (b, t) takes grad_p[(b·NH + h)·T + t][d].
-// One block per token row; one rounded read-modify-write per element.
+// One block per token row; one rounded store per element.
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
-merge_heads_accumulate_kernel(T* __restrict__ dqkv, const float* __restrict__ dQ, const float* __restrict__ dK,
-                              const float* __restrict__ dV, int Tlen, int C, int NH, float scale) {
+merge_heads_grad_kernel(T* __restrict__ dqkv, const float* __restrict__ dQ, const float* __restrict__ dK,
+                        const float* __restrict__ dV, int Tlen, int C, int NH, float scale) {
     const int row = blockIdx.x;
     const int b = row / Tlen, t = row - b * Tlen;
     const int hs = C / NH;
@@ -240,7 +240,7 @@ merge_heads_accumulate_kernel(T* __restrict__ dqkv, const float* __restrict__ dQ
         const float* grad = part == 0 ? dQ : part == 1 ? dK : dV;
         const float mul = part == 2 ? 1.0f : scale;
         const float g = grad[(((size_t)b * NH + h) * Tlen + t) * hs + d];
-        dst[c3] = from_float<T>(to_float(dst[c3]) + g * mul);
+        dst[c3] = from_float<T>(__fmul_rn(g, mul));
     }
 }
 
@@ -358,7 +358,7 @@ void attention_forward_gemm(T* out, float* lse, const T* qkv, int B, int Tlen, i
     }
 }
 
-// dqkv (B,T,3C) += gradient of attention_forward_gemm (= of attention_forward), from dout (B,T,C)
+// dqkv (B,T,3C) = gradient of attention_forward_gemm (= of attention_forward), from dout (B,T,C)
 // and the forward's qkv, out, lse. scratch_budget as for the forward.
 template <typename T>
 void attention_backward_gemm(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen,
@@ -422,8 +422,8 @@ void attention_backward_gemm(T* dqkv, const T* dout, const T* qkv, const T* out,
         gemm("attention_backward_gemm (dK = dST q)", stream, hs, Tlen, Tlen, GemmOperand{q, t, hs, false},
              GemmOperand{dS, t, Tp, true}, dK, CUDA_R_32F, hs, 0.0f, nullptr, CUDA_R_32F, false,
              GemmBatch{G, heads, scores, heads});
-        merge_heads_accumulate_kernel<T><<<nb * Tlen, kBlock, 0, stream>>>(dqkv + (size_t)b0 * Tlen * ld, dQ, dK, dV,
-                                                                         Tlen, C, NH, scale);
+        merge_heads_grad_kernel<T><<<nb * Tlen, kBlock, 0, stream>>>(dqkv + (size_t)b0 * Tlen * ld, dQ, dK, dV,
+                                                                   Tlen, C, NH, scale);
         cudaCheck(cudaGetLastError());
     }
 }

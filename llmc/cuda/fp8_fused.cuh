@@ -6,7 +6,7 @@
 // registers; the bf16 tensor never reaches memory:
 //   gelu_forward_fp8       q, qt = cast(gelu(inp))                       X of fcproj, E4M3
 //   layernorm_forward_fp8  q, qt = cast(layernorm(inp)); mean, rstd      X of qkv and fc, E4M3
-//   gelu_backward_fp8      dinp += gelu'(inp)·dout;  q, qt = cast(dinp)  dY of fc, E5M2
+//   gelu_backward_fp8      dinp = gelu'(inp)·dout;   q, qt = cast(dinp)  dY of fc, E5M2
 //   adamw_update_fp8       AdamW on a weight matrix; q, qt = cast(W)     W of every FP8 GEMM, E4M3
 // Each value is rounded to the activation dtype T before it is cast, exactly as the unfused
 // producer's store would round it, and computed by the same device function as that producer
@@ -46,8 +46,8 @@ struct LayerNormSource {
     }
 };
 
-// (r, c) → dinp[r, c] += gelu'(inp)·dout, stored in T and returned (gelu_backward's value): the
-// cast's single visit of each element does the accumulation too
+// (r, c) → dinp[r, c] = gelu'(inp)·dout, stored in T and returned (gelu_backward's value): the
+// cast's single visit of each element writes it too
 template <typename T>
 struct GeluBackwardSource {
     T* dinp;   // (rows, cols)
@@ -56,7 +56,7 @@ struct GeluBackwardSource {
     int cols;
     __device__ __forceinline__ float operator()(int r, int c) const {
         const size_t i = (size_t)r * cols + c;
-        const T v = from_float<T>(gelu_backward_value(to_float(dinp[i]), to_float(inp[i]), to_float(dout[i])));
+        const T v = from_float<T>(gelu_backward_value(to_float(inp[i]), to_float(dout[i])));
         dinp[i] = v;
         return to_float(v);
     }
@@ -94,8 +94,8 @@ void layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, 
                               stream);
 }
 
-// dinp (rows, cols) += gelu'(inp) · dout, then q (rows, cols) and qt (cols, rows) from the new
-// dinp, in one pass. Returns at once.
+// dinp (rows, cols) = gelu'(inp) · dout, then q (rows, cols) and qt (cols, rows) from dinp, in
+// one pass. Returns at once.
 template <typename T, typename Q>
 void gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, const float* scale,
                        Fp8Counters* counters, cudaStream_t stream) {

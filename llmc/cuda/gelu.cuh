@@ -1,6 +1,6 @@
 // cuda/gelu.cuh — GELU, tanh approximation, forward and backward (twin: cpu::gelu_*).
 //
-// Forward overwrites out; backward ACCUMULATES: dinp += gelu'(inp) · dout, one rounding per
+// Forward overwrites out; backward overwrites dinp = gelu'(inp) · dout, one rounding per
 // element. Same formula and evaluation order as the CPU, FP32, every rounding spelled out
 // (__fmul_rn, __fadd_rn: no multiply-add contraction), so the FP8 casts fused into these
 // producers (cuda/fp8_fused.cuh) compute the same bits whatever the compiler does in either
@@ -29,10 +29,8 @@ __device__ __forceinline__ float gelu_grad(float x) {
     return __fadd_rn(__fmul_rn(0.5f, __fadd_rn(1.0f, th)),
                      __fmul_rn(__fmul_rn(__fmul_rn(0.5f, x), __fsub_rn(1.0f, __fmul_rn(th, th))), du));
 }
-// dinp + gelu'(x)·dout: the value gelu_backward stores (before rounding to T)
-__device__ __forceinline__ float gelu_backward_value(float dinp, float x, float dout) {
-    return __fadd_rn(dinp, __fmul_rn(gelu_grad(x), dout));
-}
+// gelu'(x)·dout: the value gelu_backward stores (before rounding to T)
+__device__ __forceinline__ float gelu_backward_value(float x, float dout) { return __fmul_rn(gelu_grad(x), dout); }
 
 // out (n) = gelu(inp)
 template <int P, typename T>
@@ -49,20 +47,20 @@ __global__ void gelu_forward_kernel(T* out, const T* inp, size_t n) {
     }
 }
 
-// dinp (n) += gelu'(inp) · dout
+// dinp (n) = gelu'(inp) · dout
 template <int P, typename T>
 __global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, size_t n) {
     const size_t i = (blockIdx.x * size_t(blockDim.x) + threadIdx.x) * P;
     if (i + P <= n) {
         const Packed<T, P> x = load_packed_cs<P>(inp + i);
         const Packed<T, P> dy = load_packed_cs<P>(dout + i);
-        Packed<T, P> dx = load_packed<P>(dinp + i);
+        Packed<T, P> dx;
 #pragma unroll
-        for (int k = 0; k < P; k++) dx[k] = from_float<T>(gelu_backward_value(to_float(dx[k]), to_float(x[k]), to_float(dy[k])));
+        for (int k = 0; k < P; k++) dx[k] = from_float<T>(gelu_backward_value(to_float(x[k]), to_float(dy[k])));
         store_packed(dinp + i, dx);
     } else {
         for (size_t j = i; j < n; j++) {
-            dinp[j] = from_float<T>(gelu_backward_value(to_float(dinp[j]), to_float(inp[j]), to_float(dout[j])));   // tail
+            dinp[j] = from_float<T>(gelu_backward_value(to_float(inp[j]), to_float(dout[j])));   // tail
         }
     }
 }

@@ -7,7 +7,7 @@
 //     rounds into its output once: split-K algorithms must reduce their parts in FP32
 //     (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE), not in a 16-bit output, unless cuBLASLt offers
 //     nothing else for the problem;
-//   * backward ACCUMULATES (beta = 1): dinp (in T), dweight and dbias (in FP32);
+//   * backward OVERWRITES dinp (beta = 0, in T) and ACCUMULATES dweight and dbias (beta = 1, in FP32);
 //   * dbias is a fixed-order column sum (two small kernels), so it is bit-reproducible.
 //
 // Layouts. Row-major buffers, as everywhere in the model; cuBLASLt is column-major, so a row-major
@@ -15,13 +15,13 @@
 //
 //   GEMM                          cuBLASLt (column-major)  m, n, k     A          B          ops
 //   out  (N,OC)  = inp · Wᵀ + b   Dᵀ (OC×N)                OC, N, C    W          inp        T N (+ BIAS epilogue)
-//   dinp (N,C)  += dout · W       Dᵀ (C×N)                 C, N, OC    W          dout       N N
+//   dinp (N,C)   = dout · W       Dᵀ (C×N)                 C, N, OC    W          dout       N N
 //   dW   (OC,C) += doutᵀ · inp    Dᵀ (C×OC)                C, OC, N    inp        dout       N T
 //
 // FP8 (Hopper): cuBLASLt runs FP8 GEMMs only as "TN" — A transposed, B not — i.e. both operands
 // stored with the reduction dimension k contiguous. Row-major that means:
 //   forward  out  = X · Wᵀ     A = W (OC,C), B = X (N,C): both already k-contiguous;
-//   dX       dinp += dY · W    A = Wᵀ (C,OC),  B = dY (N,OC);
+//   dX       dinp  = dY · W    A = Wᵀ (C,OC),  B = dY (N,OC);
 //   dW       dW   += dYᵀ · X   A = Xᵀ (C,N),   B = dYᵀ (OC,N).
 // The transposed copies come from the casts that make the FP8 operands (fp8.cuh,
 // quantize_transpose_fp8: the weights after each update, X in the forward, dY in the backward),
@@ -419,7 +419,7 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
          OC, 0.0f, bias, t, false);
 }
 
-// dinp (N,C) += dout (N,OC) · weight (OC,C); dweight (OC,C) += doutᵀ · inp (N,C) in FP32;
+// dinp (N,C) = dout (N,OC) · weight (OC,C); dweight (OC,C) += doutᵀ · inp (N,C) in FP32;
 // dbias (OC) += Σ_rows dout in FP32 (if non-null).
 template <typename T>
 void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight, int N,
@@ -428,7 +428,7 @@ void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const
     const cudaDataType_t t = cuda_data_type<T>();
     if (dinp != nullptr) {
         gemm("matmul_backward (dinp)", stream, C, N, OC, GemmOperand{weight, t, C, false},
-             GemmOperand{dout, t, OC, false}, dinp, t, C, 1.0f, nullptr, t, false);
+             GemmOperand{dout, t, OC, false}, dinp, t, C, 0.0f, nullptr, t, false);
     }
     if (dweight != nullptr) {
         gemm("matmul_backward (dweight)", stream, C, OC, N, GemmOperand{inp, t, C, false},
@@ -524,7 +524,7 @@ void matmul_forward_fp8(T* out, const fp8e4m3* inp, const float* inp_inv_scale, 
     }
 }
 
-// FP8 backward: dinp (N,C) += (q_dout · q_weight) / (s_dout s_weight)   (E5M2 × E4M3)
+// FP8 backward: dinp (N,C) = (q_dout · q_weight) / (s_dout s_weight)    (E5M2 × E4M3)
 //               dweight (OC,C) += (q_doutᵀ · q_inp) / (s_dout s_inp)    (E5M2 × E4M3, FP32)
 //               dbias (OC) += Σ_rows dout                                (from the unquantised dout)
 // from the layouts the TN-only GEMMs take, written by the casts (quantize_transpose_fp8):
@@ -548,7 +548,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
     if (dinp != nullptr) {
         fallback = !gemm("matmul_backward_fp8 (dinp)", stream, C, N, OC,
                          GemmOperand{weight_qt, CUDA_R_8F_E4M3, OC, true, s_weight},
-                         GemmOperand{dout_q, CUDA_R_8F_E5M2, OC, false, s_dout}, dinp, t, C, 1.0f, nullptr, t,
+                         GemmOperand{dout_q, CUDA_R_8F_E5M2, OC, false, s_dout}, dinp, t, C, 0.0f, nullptr, t,
                          /*fast_accum=*/false, {}, IfUnsupported::ReturnFalse);
     }
     if (dweight != nullptr && !fallback) {
@@ -580,7 +580,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
             fp8_widen(wt16, weight_qt, (size_t)C * OC, stream);
             fp8_widen(dy16, dout_q, (size_t)N * OC, stream);
             gemm("matmul_backward_fp8 (dinp, 16-bit fallback)", stream, C, N, OC, GemmOperand{wt16, w_type, OC, true},
-                 GemmOperand{dy16, w_type, OC, false}, dinp, t, C, 1.0f, nullptr, t, false, {}, IfUnsupported::Fail,
+                 GemmOperand{dy16, w_type, OC, false}, dinp, t, C, 0.0f, nullptr, t, false, {}, IfUnsupported::Fail,
                  host_value(dout_inv_scale, stream) * host_value(weight_inv_scale, stream));
         }
         if (dweight != nullptr) {   // alpha = 1/s_dy · 1/s_x

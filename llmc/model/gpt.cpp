@@ -354,10 +354,11 @@ void GPT::backward() {
     const size_t NC = (size_t)N * C;
     Activations& a = *acts_;
 
-    // dresidual is the gradient of the residual stream: the LM head and lnf add into it, then
-    // each block (top to bottom) adds its two branches' input gradients, and the embeddings read it.
+    // dresidual is the gradient of the residual stream: lnf's backward adds into it, then each
+    // block (top to bottom) adds its two branches' input gradients through its layernorms'
+    // backward, and the embeddings read it. The other gradient buffers are overwritten by the op
+    // that produces them (backend.h), so this is the one zero fill of a backward.
     k_.zero(a.dresidual, NC * act_size_);
-    k_.zero(a.dln, NC * act_size_);
     k_.matmul_backward(a.dln, grad(kWte), nullptr, a.logits, a.lnf, param(kWte), N, C, Vp);
     k_.layernorm_backward(a.dresidual, grad(kLnfw), grad(kLnfb), a.dln, act_at(a.residual3, (L - 1) * NC),
                           param(kLnfw), a.lnf_mean, a.lnf_rstd, N, C);
@@ -374,20 +375,14 @@ void GPT::backward() {
         const void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);   // (B,T,4C), unless fcproj runs in FP8
 
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        k_.zero(a.dfch_gelu, NC * 4 * act_size_);
         matmul_backward(l, kFcproj, a.dfch_gelu, a.dresidual, fch_gelu, fch, N);
-        k_.zero(a.dfch, NC * 4 * act_size_);
-        k_.zero(a.dln, NC * act_size_);
         gelu_matmul_backward(l, kFc, a.dln, a.dfch, a.dfch_gelu, fch, ln2, N);
         k_.layernorm_backward(a.dresidual, grad(kLn2w) + l * C, grad(kLn2b) + l * C, a.dln, residual2,
                               param(kLn2w, l * C), a.ln2_mean + (size_t)l * N, a.ln2_rstd + (size_t)l * N, N, C);
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        k_.zero(a.datty, NC * act_size_);
         matmul_backward(l, kAttproj, a.datty, a.dresidual, atty, atty, N);
-        k_.zero(a.dqkv, NC * 3 * act_size_);
         k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
-        k_.zero(a.dln, NC * act_size_);
         matmul_backward(l, kQkv, a.dln, a.dqkv, ln1, nullptr, N);
         k_.layernorm_backward(a.dresidual, grad(kLn1w) + l * C, grad(kLn1b) + l * C, a.dln, residual,
                               param(kLn1w, l * C), a.ln1_mean + (size_t)l * N, a.ln1_rstd + (size_t)l * N, N, C);
@@ -443,7 +438,7 @@ void GPT::gelu_matmul_forward(int l, int g, void* out, void* gelu_out, const voi
                       kBlockGemms[g].out * C);
 }
 
-// dinp (N, in·C) += dout · W[l]; dW[l] += doutᵀ · x; db[l] += Σ dout. x: the GEMM's input as the
+// dinp (N, in·C) = dout · W[l]; dW[l] += doutᵀ · x; db[l] += Σ dout. x: the GEMM's input as the
 // forward kept it (16 bits); fp8_source: what an FP8 GEMM casts its Xᵀ from again (fp8_state.h)
 void GPT::matmul_backward(int l, int g, void* dinp, const void* dout, const void* x, const void* fp8_source, int N) {
     const BlockGemmInfo& gemm = kBlockGemms[g];
@@ -457,7 +452,7 @@ void GPT::matmul_backward(int l, int g, void* dinp, const void* dout, const void
     k_.matmul_backward(dinp, dweight, dbias, dout, x, gemm_weight(l, g), N, gemm.in * C, gemm.out * C);
 }
 
-// GELU backward into the GEMM's backward: dgelu_in (N, out·C) += gelu'(gelu_in) ∘ dgelu_out, then
+// GELU backward into the GEMM's backward: dgelu_in (N, out·C) = gelu'(gelu_in) ∘ dgelu_out, then
 // matmul_backward with dout = dgelu_in (fc: gelu_in is fc's output, x its 16-bit input ln2)
 void GPT::gelu_matmul_backward(int l, int g, void* dinp, void* dgelu_in, const void* dgelu_out, const void* gelu_in,
                                const void* x, int N) {

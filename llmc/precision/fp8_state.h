@@ -81,12 +81,12 @@ public:
     // out = gelu(inp) · W[l]ᵀ + bias (fcproj: inp is fc's output): GELU writes E4M3 only
     void gelu_matmul_forward(int l, int g, void* out, const void* inp, const void* bias, int N);
 
-    // ---- backward (as Backend::matmul_backward: dinp (N, in·C), dweight, dbias accumulated) -----
+    // ---- backward (as Backend::matmul_backward: dinp (N, in·C) written, dweight, dbias accumulated)
     // inp: what the forward's X came from, where backward casts Xᵀ again (attproj: the attention
     // output; fcproj: fc's output, through GELU); qkv and fc read the Xᵀ kept by the forward.
     void matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                          int N);
-    // GELU backward into fc's backward: dfch (N, 4C) += gelu'(fch) ∘ dfch_gelu, as
+    // GELU backward into fc's backward: dfch (N, 4C) = gelu'(fch) ∘ dfch_gelu, as
     // Backend::gelu_backward (the bias gradient reads it), with its E5M2 cast fused in where the
     // scale is known; then fc's backward as matmul_backward with dout = dfch.
     void gelu_backward_matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, void* dfch,

@@ -7,8 +7,9 @@
 //     replays one), never zeros, which would hide unwritten outputs and wrong indexing;
 //   * outputs that an op overwrites are poisoned with 0xff bytes first (NaN in fp32, bf16, fp16,
 //     E4M3 and E5M2), so an element the kernel forgot to write fails the comparison;
-//   * outputs that an op accumulates into (+=, every backward) start from random values, so a
-//     kernel that overwrites instead of accumulating fails too;
+//   * outputs that an op accumulates into (+=: parameter gradients, and layernorm_backward's
+//     dinp, the residual stream's gradient) start from random values, so a kernel that
+//     overwrites instead of accumulating fails too;
 //   * errors are normwise, max|gpu − cpu| / max|cpu| (test_util.h's max_rel_error), and a NaN the
 //     CPU twin does not produce is always a failure.
 //

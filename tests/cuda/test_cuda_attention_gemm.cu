@@ -5,7 +5,8 @@
 // a stream of the test's own, on the Twin's device buffers; the CPU side runs through the CPU
 // backend. Method and tolerances as the attention tests of test_cuda_kernels.cu (same shapes,
 // same bounds): out 1e-5 (fp32) / 4 ulps, lse 1e-5, dqkv 5e-5 (fp32) / 4 ulps; overwritten
-// outputs poisoned first, dqkv starts from random values (+= is checked). Added here:
+// outputs poisoned first (dqkv is overwritten; a second run into random values must give the same
+// bits). Added here:
 //   * a shape with T not a multiple of 64 (nor of 8: the T×T buffers' padded rows) and hs = 96
 //     (scale = 1/√96 is not a power of two: the GEMM path applies it to the FP32 sum, the CPU to
 //     each term);
@@ -75,7 +76,7 @@ void check_forward(DType d, const Shape& s, uint64_t seed, size_t budget) {
     tw.check_f32("attention_forward_gemm lse", lse, kF32);
 }
 
-// dqkv += from the GEMM backward against the CPU twin's, from the CPU forward's out and lse on both
+// dqkv from the GEMM backward against the CPU twin's, from the CPU forward's out and lse on both
 // sides; a second run from the same starting dqkv must give the same bits.
 void check_backward(DType d, const Shape& s, uint64_t seed, size_t budget) {
     Twin tw(d);
@@ -86,8 +87,9 @@ void check_backward(DType d, const Shape& s, uint64_t seed, size_t budget) {
     tw.upload(out, tw.bytes_c(out));
     tw.upload(lse, tw.bytes_c(lse));
     Twin::Buf dout = tw.act(r.normal((size_t)s.B * s.T * s.C));
-    const std::vector<float> dqkv0 = r.normal((size_t)s.B * s.T * 3 * s.C, 0.1);
-    Twin::Buf dqkv = tw.act(dqkv0), dqkv_again = tw.act(dqkv0);
+    // overwritten: poisoned, and the second run into random values
+    Twin::Buf dqkv = tw.poisoned_act((size_t)s.B * s.T * 3 * s.C);
+    Twin::Buf dqkv_again = tw.act(r.normal((size_t)s.B * s.T * 3 * s.C, 0.1));
     tw.cpu().attention_backward(dqkv.c, dout.c, qkv.c, out.c, lse.cp<float>(), s.B, s.T, s.C, s.NH);
     TestStream stream;
     with_device_type(d, [&](auto tag) {
@@ -113,7 +115,7 @@ TEST_P(CudaAttentionGemmTest, Forward) {
     }
 }
 
-TEST_P(CudaAttentionGemmTest, BackwardAccumulates) {
+TEST_P(CudaAttentionGemmTest, BackwardWritesDqkv) {
     for (const Shape& s : kShapes) {
         SCOPED_TRACE(shape_str(s));
         check_backward(GetParam(), s, seed_, gpu::attention_gemm_detail::kScratchBudget);

@@ -218,7 +218,7 @@ TEST_P(CudaDTypeTest, MatmulForward) {
     }
 }
 
-TEST_P(CudaDTypeTest, MatmulBackwardAccumulates) {
+TEST_P(CudaDTypeTest, MatmulBackwardWritesDinpAccumulatesParameters) {
     const DType d = GetParam();
     for (const Gemm& g : kGemms) {
         for (bool with_bias : {true, false}) {
@@ -228,8 +228,8 @@ TEST_P(CudaDTypeTest, MatmulBackwardAccumulates) {
             Twin::Buf inp = tw.act(r.normal((size_t)g.N * g.C));
             Twin::Buf w = tw.act(r.normal((size_t)g.OC * g.C, 0.05));
             Twin::Buf dout = tw.act(r.normal((size_t)g.N * g.OC));
-            Twin::Buf dinp = tw.act(r.normal((size_t)g.N * g.C));
-            Twin::Buf dw = tw.f32(r.normal((size_t)g.OC * g.C)), db = tw.f32(r.normal(g.OC));
+            Twin::Buf dinp = tw.poisoned_act((size_t)g.N * g.C);   // overwritten
+            Twin::Buf dw = tw.f32(r.normal((size_t)g.OC * g.C)), db = tw.f32(r.normal(g.OC));   // +=
             tw.cpu().matmul_backward(dinp.c, dw.cp<float>(), with_bias ? db.cp<float>() : nullptr, dout.c, inp.c, w.c,
                                      g.N, g.C, g.OC);
             tw.gpu().matmul_backward(dinp.g, dw.gp<float>(), with_bias ? db.gp<float>() : nullptr, dout.g, inp.g, w.g,
@@ -259,7 +259,7 @@ TEST_P(CudaDTypeTest, AttentionForward) {
     }
 }
 
-TEST_P(CudaDTypeTest, AttentionBackwardAccumulates) {
+TEST_P(CudaDTypeTest, AttentionBackwardWritesDqkv) {
     const DType d = GetParam();
     for (const Shape& s : kShapes) {
         SCOPED_TRACE(shape_str(s));
@@ -272,7 +272,7 @@ TEST_P(CudaDTypeTest, AttentionBackwardAccumulates) {
         tw.upload(out, tw.bytes_c(out));
         tw.upload(lse, tw.bytes_c(lse));
         Twin::Buf dout = tw.act(r.normal((size_t)s.B * s.T * s.C));
-        Twin::Buf dqkv = tw.act(r.normal((size_t)s.B * s.T * 3 * s.C, 0.1));
+        Twin::Buf dqkv = tw.poisoned_act((size_t)s.B * s.T * 3 * s.C);   // overwritten
         tw.cpu().attention_backward(dqkv.c, dout.c, qkv.c, out.c, lse.cp<float>(), s.B, s.T, s.C, s.NH);
         tw.gpu().attention_backward(dqkv.g, dout.g, qkv.g, out.g, lse.gp<float>(), s.B, s.T, s.C, s.NH);
         tw.check_act("attention_backward dqkv", dqkv, act_tol(d, 5e-5, 4));
@@ -293,13 +293,13 @@ TEST_P(CudaDTypeTest, GeluForward) {
     tw.check_act("gelu_forward out", out, act_tol(d, kF32, 2));
 }
 
-TEST_P(CudaDTypeTest, GeluBackwardAccumulates) {
+TEST_P(CudaDTypeTest, GeluBackwardWritesDinp) {
     const DType d = GetParam();
     Twin tw(d);
     Random r(seed_);
     const size_t n = 1000003;
     Twin::Buf inp = tw.act(r.normal(n, 3.0)), dout = tw.act(r.normal(n));
-    Twin::Buf dinp = tw.act(r.normal(n));
+    Twin::Buf dinp = tw.poisoned_act(n);   // overwritten
     tw.cpu().gelu_backward(dinp.c, inp.c, dout.c, n);
     tw.gpu().gelu_backward(dinp.g, inp.g, dout.g, n);
     tw.check_act("gelu_backward dinp", dinp, act_tol(d, kF32, 2));
@@ -591,7 +591,7 @@ TEST_P(CudaDTypeTest, MatmulForwardFp8) {
     }
 }
 
-TEST_P(CudaDTypeTest, MatmulBackwardFp8Accumulates) {
+TEST_P(CudaDTypeTest, MatmulBackwardFp8WritesDinpAccumulatesParameters) {
     const DType d = GetParam();
     for (const Gemm& g : kFp8Gemms) {
         for (bool with_bias : {true, false}) {
@@ -607,8 +607,8 @@ TEST_P(CudaDTypeTest, MatmulBackwardFp8Accumulates) {
             const std::vector<fp8e4m3> w8 = random_fp8<fp8e4m3>(r, (size_t)g.OC * g.C, 0.05, sw);
             Twin::Buf dout = tw.act(dy), dout_q = tw.raw(dyq), dout_qt = tw.raw(transposed(dyq, g.N, g.OC));
             Twin::Buf xqt = tw.raw(transposed(x8, g.N, g.C)), wqt = tw.raw(transposed(w8, g.OC, g.C));
-            Twin::Buf dinp = tw.act(r.normal((size_t)g.N * g.C, 0.01));
-            Twin::Buf dw = tw.f32(r.normal((size_t)g.OC * g.C, 0.1)), db = tw.f32(r.normal(g.OC, 0.1));
+            Twin::Buf dinp = tw.poisoned_act((size_t)g.N * g.C);   // overwritten
+            Twin::Buf dw = tw.f32(r.normal((size_t)g.OC * g.C, 0.1)), db = tw.f32(r.normal(g.OC, 0.1));   // +=
             Twin::Buf ssx = scale_slot(tw, sx), ssw = scale_slot(tw, sw), ssdy = scale_slot(tw, sdy);
             tw.cpu().matmul_backward_fp8(dinp.c, dw.cp<float>(), with_bias ? db.cp<float>() : nullptr,
                                          dout_q.cp<fp8e5m2>(), dout_qt.cp<fp8e5m2>(), ssdy.cp<Fp8ScaleSlot>(), dout.c,
