@@ -77,6 +77,20 @@ std::string choose_device(const std::string& requested) {
     return "cpu";
 }
 
+// The attention the kernel set will run: the CPU kernel set has one (exact, row by row); the CUDA
+// one runs --attention, but the flash attention only where it takes the head size and dtype.
+std::string choose_attention(const TrainConfig& cfg, const RunPlan& plan) {
+    if (plan.device == "cpu") return "exact";
+    const int head_size = plan.model.n_embd / plan.model.n_head;
+    const DType dtype = activation_dtype(plan.precision.precision);
+    if (cfg.attention == "flash" && !cuda_flash_attention_supports(head_size, dtype)) {
+        print0("notice: --attention flash takes head size 64 in bf16/fp16 (here %d, %s); using the GEMM attention\n",
+               head_size, dtype_name(dtype));
+        return "gemm";
+    }
+    return cfg.attention;
+}
+
 // The kernel set of this rank: one GPU per rank (local rank mod the GPUs of the node), or the CPU.
 // Under MPI the GPUs exchange gradients and weights over NCCL (*nccl), bootstrapped through comm.
 std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& plan, Comm& comm,
@@ -87,6 +101,7 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
         return make_cpu_backend(act_dtype);
     }
     CudaOptions options;
+    options.flash_attention = plan.attention == "flash";
     options.fp8_fused_casts = cfg.fp8_fused_casts;
     options.profile = cfg.profile;
     std::string reason;
@@ -266,6 +281,7 @@ int run(int argc, char** argv) {
     if (!cfg.tokenizer.empty()) tokenizer = Tokenizer::load(cfg.tokenizer);
     RunPlan plan = resolve_run_plan(cfg, comm->world_size(), tokenizer ? tokenizer->vocab_size() : 0);
     plan.device = choose_device(cfg.device);
+    plan.attention = choose_attention(cfg, plan);
     const int B = cfg.batch_size, T = cfg.seq_len;
 
     // ---- model ----

@@ -700,16 +700,16 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
 // Shape and alignment preconditions of both launchers: buffers read by cp.async (qkv, dout) are
 // 16-byte aligned (with C = 64·NH every row and head offset is a multiple of 128 bytes); the others
 // are accessed as 4-byte words (two 16-bit values, or one float).
-inline void check_args(const char* who, int B, int T_, int C, int NH, std::initializer_list<const void*> aligned16,
+inline void check_args(const char* who, int B, int Tlen, int C, int NH, std::initializer_list<const void*> aligned16,
                        std::initializer_list<const void*> aligned4) {
-    if (B < 0 || T_ < 0 || NH <= 0 || C != NH * kHs)
+    if (B < 0 || Tlen < 0 || NH <= 0 || C != NH * kHs)
         ::train_gpt::fail("%s: B=%d T=%d C=%d NH=%d: the flash attention needs head size C/NH = %d "
                           "(attention_flash_supports); use attention_*_gemm for other head sizes",
-                          who, B, T_, C, NH, kHs);
+                          who, B, Tlen, C, NH, kHs);
     // 1-D grids of one block per (b, h, tile of 64), and the D kernel's rows (b, t, h), are int-indexed
-    if ((int64_t)B * NH * T_ > INT_MAX)
+    if ((int64_t)B * NH * Tlen > INT_MAX)
         ::train_gpt::fail("%s: B·NH·T = %lld exceeds the int range the kernels index rows with", who,
-                          (long long)B * NH * T_);
+                          (long long)B * NH * Tlen);
     for (const void* p : aligned16)
         if (!is_aligned(p, 16)) ::train_gpt::fail("%s: buffer %p is not 16-byte aligned (cp.async moves 16-byte chunks)", who, p);
     for (const void* p : aligned4)
@@ -727,46 +727,46 @@ constexpr void check_type() {
 // out (B,T,C), lse (B,NH,T) FP32 ← causal attention of qkv (B,T,3C); overwrites out and lse.
 // T = __nv_bfloat16 or __half; C = 64·NH; buffers 16-byte aligned.
 template <typename T>
-void attention_forward_flash(T* out, float* lse, const T* qkv, int B, int T_, int C, int NH, cudaStream_t stream) {
+void attention_forward_flash(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, cudaStream_t stream) {
     using namespace attention_flash_detail;
     check_type<T>();
-    check_args("attention_forward_flash", B, T_, C, NH, {qkv}, {out, lse});
-    if (B == 0 || T_ == 0) return;
+    check_args("attention_forward_flash", B, Tlen, C, NH, {qkv}, {out, lse});
+    if (B == 0 || Tlen == 0) return;
     const float scale = 1.0f / sqrtf((float)kHs);   // as the CPU twin: 1 / √hs
     const float scale_log2 = scale * fl::kLog2e;
     const int BH = B * NH;
-    const int blocks = BH * fl::ceil_div_int(T_, fl::kFwdQueryRows);
+    const int blocks = BH * fl::ceil_div_int(Tlen, fl::kFwdQueryRows);
     auto kernel = attention_forward_flash_kernel<T>;
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kFwdSmemBytes));
-    kernel<<<blocks, kFwdThreads, kFwdSmemBytes, stream>>>(out, lse, qkv, T_, C, NH, BH, scale, scale_log2);
+    kernel<<<blocks, kFwdThreads, kFwdSmemBytes, stream>>>(out, lse, qkv, Tlen, C, NH, BH, scale, scale_log2);
     cudaCheck(cudaGetLastError());
 }
 
 // dqkv (B,T,3C) ← gradient of attention_forward_flash from dout (B,T,C) and the forward's qkv,
 // out, lse. OVERWRITES dqkv (every element once). Uses scratch(B·NH·T·4 bytes, stream) for D.
 template <typename T>
-void attention_backward_flash(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_,
+void attention_backward_flash(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen,
                               int C, int NH, cudaStream_t stream) {
     using namespace attention_flash_detail;
     check_type<T>();
-    check_args("attention_backward_flash", B, T_, C, NH, {qkv, dout}, {dqkv, out, lse});
-    if (B == 0 || T_ == 0) return;
+    check_args("attention_backward_flash", B, Tlen, C, NH, {qkv, dout}, {dqkv, out, lse});
+    if (B == 0 || Tlen == 0) return;
     const float scale = 1.0f / sqrtf((float)kHs);
     const float scale_log2 = scale * fl::kLog2e;
     const int BH = B * NH;
-    float* D = static_cast<float*>(scratch((size_t)BH * T_ * sizeof(float), stream));   // (B, NH, T)
-    const int rows = BH * T_;
+    float* D = static_cast<float*>(scratch((size_t)BH * Tlen * sizeof(float), stream));   // (B, NH, T)
+    const int rows = BH * Tlen;
     attention_backward_d_kernel<T><<<grid_1d((size_t)rows * mma::kWarpSize, kDThreads), kDThreads, 0, stream>>>(
-        D, dout, out, rows, T_, C, NH);
+        D, dout, out, rows, Tlen, C, NH);
     cudaCheck(cudaGetLastError());
-    const int blocks = BH * fl::ceil_div_int(T_, fl::kBwdBlockRows);
+    const int blocks = BH * fl::ceil_div_int(Tlen, fl::kBwdBlockRows);
     auto dkdv = attention_backward_dkdv_kernel<T>;
     cudaCheck(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kDkdvSmemBytes));
-    dkdv<<<blocks, kBwdThreads, kDkdvSmemBytes, stream>>>(dqkv, dout, qkv, lse, D, T_, C, NH, BH, scale, scale_log2);
+    dkdv<<<blocks, kBwdThreads, kDkdvSmemBytes, stream>>>(dqkv, dout, qkv, lse, D, Tlen, C, NH, BH, scale, scale_log2);
     cudaCheck(cudaGetLastError());
     auto dq = attention_backward_dq_kernel<T>;
     cudaCheck(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kDqSmemBytes));
-    dq<<<blocks, kBwdThreads, kDqSmemBytes, stream>>>(dqkv, dout, qkv, lse, D, T_, C, NH, BH, scale, scale_log2);
+    dq<<<blocks, kBwdThreads, kDqSmemBytes, stream>>>(dqkv, dout, qkv, lse, D, Tlen, C, NH, BH, scale, scale_log2);
     cudaCheck(cudaGetLastError());
 }
 

@@ -5,10 +5,12 @@
 //
 // Every op is queued on the backend's stream and returns at once, except those that hand back a
 // value or host memory (the copies, amax, sum_squares): they return when it is ready.
-// Attention runs through cuBLASLt batched GEMMs (cuda/attention_gemm.cuh).
+// Attention runs through cuBLASLt batched GEMMs (cuda/attention_gemm.cuh), or, with --attention
+// flash where it supports the head size and dtype, the flash attention (cuda/attention_flash.cuh).
 // A host buffer passed to copy_to_device may be reused as soon as the call returns.
 #include "cuda/cuda_backend.h"
 
+#include "cuda/attention_flash.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/op_profiler.cuh"
 #include "utils.h"
@@ -173,11 +175,23 @@ public:
     }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
         const cuda::OpProfiler::Scope timed(profiler(), "attention_forward", stream_);
+        if constexpr (!std::is_same_v<T, float>) {
+            if (flash_attention(C / NH)) {
+                cuda::attention_forward_flash(act(out), lse, act(qkv), B, Tlen, C, NH, stream_);
+                return;
+            }
+        }
         cuda::attention_forward_gemm(act(out), lse, act(qkv), B, Tlen, C, NH, stream_);
     }
     void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                             int B, int Tlen, int C, int NH) override {
         const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
+        if constexpr (!std::is_same_v<T, float>) {
+            if (flash_attention(C / NH)) {
+                cuda::attention_backward_flash(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH, stream_);
+                return;
+            }
+        }
         cuda::attention_backward_gemm(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH, stream_);
     }
     void gelu_forward(void* out, const void* inp, size_t n) override {
@@ -319,6 +333,9 @@ private:
     DType dtype_;
     int device_;
     CudaOptions options_;
+    bool flash_attention(int head_size) const {
+        return options_.flash_attention && cuda::attention_flash_supports(head_size, dtype_);
+    }
     cuda::OpProfiler profiler_;   // enabled by --profile
     cudaStream_t stream_ = nullptr;
     T* unfused_scratch(size_t n) { return static_cast<T*>(cuda::scratch(n * sizeof(T), stream_)); }
@@ -338,6 +355,10 @@ std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device, const CudaOp
         case DType::F16: return std::make_unique<CudaBackend<__half>>(dtype, device, options);
     }
     fail("no CUDA kernel set for dtype %d", (int)dtype);
+}
+
+bool cuda_flash_attention_supports(int head_size, DType dtype) {
+    return cuda::attention_flash_supports(head_size, dtype);
 }
 
 int cuda_device_count(std::string* reason) {

@@ -17,6 +17,10 @@ namespace train_gpt {
 
 // Choices of the CUDA kernel set, from the trainer's flags (each is in --help and config.json).
 struct CudaOptions {
+    // --attention: the GEMM attention (cuda/attention_gemm.cuh: cuBLASLt, T×T scores in scratch), or
+    // the flash attention (cuda/attention_flash.cuh: mma.sync tensor cores, nothing T×T), which
+    // runs where cuda_flash_attention_supports() says so; elsewhere the GEMM attention runs
+    bool flash_attention = false;
     // --fp8-fused-casts: the FP8 casts fused into their producers (cuda/fp8_fused.cuh); false runs
     // the producer into scratch, then the cast: the same bits, more memory traffic (an A/B switch)
     bool fp8_fused_casts = true;
@@ -27,6 +31,9 @@ struct CudaOptions {
 
 // The CUDA kernel set for activations of `dtype` on GPU `device` (made current for this thread).
 std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device, const CudaOptions& options = {});
+
+// Whether the flash attention takes this head size and activation dtype (64; bf16 or fp16).
+bool cuda_flash_attention_supports(int head_size, DType dtype);
 
 // Number of CUDA devices; 0 (with the reason) when there is no GPU or no usable driver.
 int cuda_device_count(std::string* reason);

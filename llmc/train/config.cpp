@@ -152,6 +152,10 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
 
     app.add_option("--device", c.device, "Kernel set: auto (GPU if present, else CPU) | cpu | cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->group("Runtime");
+    app.add_option("--attention", c.attention,
+                   "CUDA attention: gemm (cuBLASLt batched GEMMs, T×T scores in scratch) | flash (tensor-core flash "
+                   "attention, head size 64, bf16/fp16; not yet validated on a GPU)")
+        ->check(CLI::IsMember({"gemm", "flash"}))->group("Runtime");
     app.add_option("--threads", c.threads, "CPU threads (0 = OpenMP default)")->check(kNonNegative)->group("Runtime");
     app.add_option("--seed", c.seed, "Seed for initialisation, shuffling and sampling")->group("Runtime");
     app.add_option("--log-every", c.log_every, "Print a step line every N steps")->check(kPositive)->group("Runtime");
@@ -230,6 +234,7 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
     const Fp8ScalingConfig& f = p.precision.fp8;
     return {
         text("device", p.device),
+        text("attention", p.attention),
         text("model", c.model),
         integer("n_layer", p.model.n_layer),
         integer("n_head", p.model.n_head),

@@ -74,6 +74,7 @@ struct TrainConfig {
     std::string init_from = "";    // start from this checkpoint's weights with a fresh optimizer
     // runtime
     std::string device = "auto";   // auto | cpu | cuda
+    std::string attention = "gemm";   // CUDA: gemm (cuBLASLt, T×T scratch) | flash (tensor cores, head size 64)
     int threads = 0;               // CPU threads; 0: OpenMP's default
     uint64_t seed = 1337;
     int log_every = 1;             // print a step line every N steps (the JSONL log gets every step)
@@ -93,6 +94,7 @@ void validate(const TrainConfig& cfg);
 // the start-up table, saved as config.json and in every checkpoint.
 struct RunPlan {
     std::string device;          // the kernel set used: cpu | cuda
+    std::string attention;       // the attention that runs: gemm | flash (CUDA), exact (CPU)
     GPTConfig model;
     size_t num_parameters = 0;
     int world_size = 1;

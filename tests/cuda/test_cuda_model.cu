@@ -69,11 +69,14 @@ StepResult train_step(Backend& backend, Precision p, const GPTConfig& cfg, const
 struct Case {
     Precision p;
     double loss_tol, grad_tol;
+    bool flash = false;   // the CUDA side runs the flash attention (--attention flash)
 };
 
 class CudaModelTest : public CudaTest, public ::testing::WithParamInterface<Case> {};
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) { return precision_name(info.param.p); }
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+    return std::string(precision_name(info.param.p)) + (info.param.flash ? "_flash" : "");
+}
 
 }  // namespace
 
@@ -93,11 +96,14 @@ TEST_P(CudaModelTest, TrainingStepMatchesCpuTwin) {
     std::vector<int32_t> tokens = r.ints((size_t)6 * B * T, cfg.vocab_size);
 
     auto cpu = make_cpu_backend(activation_dtype(c.p));
-    auto gpu = make_cuda_backend(activation_dtype(c.p), 0);
+    CudaOptions options;
+    options.flash_attention = c.flash;
+    auto gpu = make_cuda_backend(activation_dtype(c.p), 0, options);
     StepResult ref = train_step(*cpu, c.p, cfg, weights, tokens, B, T);
     StepResult got = train_step(*gpu, c.p, cfg, weights, tokens, B, T);
 
-    const char* name = precision_name(c.p);
+    const std::string label = std::string(precision_name(c.p)) + (c.flash ? " (flash attention)" : "");
+    const char* name = label.c_str();
     double worst_loss = 0;
     for (size_t i = 0; i < ref.losses.size(); i++) {
         const double err = std::fabs(got.losses[i] - ref.losses[i]) / ref.losses[i];
@@ -155,7 +161,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{Precision::FP32, 1e-5, 1e-4},
                       Case{Precision::BF16, std::ldexp(1.0, -9), 8 * std::ldexp(1.0, -9)},
                       Case{Precision::FP16, std::ldexp(1.0, -12), 8 * std::ldexp(1.0, -12)},
-                      Case{Precision::FP8, std::ldexp(1.0, -4), 2.4 * std::ldexp(1.0, -3)}),
+                      Case{Precision::FP8, std::ldexp(1.0, -4), 2.4 * std::ldexp(1.0, -3)},
+                      // the flash attention (head size 64 here) in a whole step, against the same bounds
+                      Case{Precision::BF16, std::ldexp(1.0, -9), 8 * std::ldexp(1.0, -9), true},
+                      Case{Precision::FP16, std::ldexp(1.0, -12), 8 * std::ldexp(1.0, -12), true},
+                      Case{Precision::FP8, std::ldexp(1.0, -4), 2.4 * std::ldexp(1.0, -3), true}),
     case_name);
 
 // Shapes Hopper's FP8 GEMMs cannot take are refused up front, with the reason, not by cuBLASLt
