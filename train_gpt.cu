@@ -34,6 +34,7 @@
 #include "distributed/comm.h"
 #include "distributed/comm_nccl.h"
 #include "model/gpt.h"
+#include "model/sampling.h"
 #include "precision/fp8_autotune.h"
 #include "precision/loss_scaler.h"
 #include "rng.h"
@@ -129,23 +130,13 @@ float evaluate(GPT& model, DataLoader& loader, int batches, int B, int T, Comm& 
 // Samples `count` tokens after `prompt`, one forward per token over the last ≤ T tokens.
 std::vector<int> sample(GPT& model, std::vector<int> tokens, int count, int T, float temperature, Rng& rng) {
     const size_t prompt_len = tokens.size();
+    SamplingParams params;
+    params.temperature = temperature;
     for (int i = 0; i < count; i++) {
         int ctx = (int)std::min<size_t>(tokens.size(), (size_t)T);
         std::vector<int32_t> window(tokens.end() - ctx, tokens.end());   // (1, ctx)
         model.forward(window.data(), nullptr, 1, ctx);
-        std::vector<float> logits = model.logits_at(0, ctx - 1);          // (V)
-        float max_logit = logits[0];
-        for (float x : logits) max_logit = std::max(max_logit, x);
-        double sum = 0;
-        std::vector<double> probs(logits.size());
-        for (size_t v = 0; v < logits.size(); v++) sum += probs[v] = std::exp((logits[v] - max_logit) / temperature);
-        double u = rng.uniform() * sum, cdf = 0;
-        size_t next = logits.size() - 1;
-        for (size_t v = 0; v < logits.size(); v++) {
-            cdf += probs[v];
-            if (u < cdf) { next = v; break; }
-        }
-        tokens.push_back((int)next);
+        tokens.push_back(sample_token(model.logits_at(0, ctx - 1), params, rng.uniform()));
     }
     return std::vector<int>(tokens.begin() + prompt_len, tokens.end());
 }
