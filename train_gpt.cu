@@ -40,6 +40,7 @@
 #include "rng.h"
 #include "train/config.h"
 #include "train/logger.h"
+#include "train/resume.h"
 #include "utils.h"
 
 #include <chrono>
@@ -182,7 +183,7 @@ void save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
         manifest.data_position = loader.position();
         manifest.loss_scaler_json = scaler ? loss_scaler_to_json(*scaler) : "";
         manifest.fp8_json = model.fp8_state_json();
-        manifest.extra_json = counters_to_json(counters);
+        manifest.extra_json = trainer_state_to_json(counters, flags_json(cfg));
         finalize_checkpoint(tmp, checkpoint_dir(dir, step), manifest);
         prune_checkpoints(dir, keep);
     }
@@ -260,14 +261,33 @@ StepResult train_step(GPT& model, DataLoader& loader, const TrainConfig& cfg, co
     return r;
 }
 
+// --resume: cfg becomes the checkpoint's run, with the flags given on this command line on top;
+// the differences are printed (train/resume.h).
+void restore_run_flags(int argc, char** argv, const std::string& checkpoint, TrainConfig& cfg) {
+    bool recorded = false;
+    const std::vector<FlagOverride> overrides = resume_run_flags(argc, argv, checkpoint, cfg, &recorded);
+    if (!recorded) {
+        print0("notice: %s records no flags (an older checkpoint); the run is this command line's\n", checkpoint.c_str());
+        return;
+    }
+    print0("resuming the run of %s%s\n", checkpoint.c_str(), overrides.empty() ? "" : "; from this command line:");
+    for (const FlagOverride& o : overrides) {
+        print0("  --%s %s (the checkpoint's run: %s)\n", o.flag.c_str(), o.now.c_str(), o.saved.c_str());
+    }
+}
+
 int run(int argc, char** argv) {
     // ---- configuration: the flags, and what they resolve to on this machine ----
     TrainConfig cfg;
     if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) return *exit_code;
-    validate(cfg);
-    if (cfg.threads > 0) set_cpu_threads(cfg.threads);
     std::unique_ptr<Comm> comm = make_comm();   // MPI under mpirun / srun, else one process
     g_is_root = comm->rank() == 0;
+    // --resume: the run of the newest checkpoint, with the flags given now on top
+    const std::optional<std::string> resume_from =
+        cfg.resume ? latest_checkpoint(checkpoint_dir_of(cfg)) : std::nullopt;
+    if (resume_from) restore_run_flags(argc, argv, *resume_from, cfg);
+    validate(cfg);
+    if (cfg.threads > 0) set_cpu_threads(cfg.threads);
     std::optional<Tokenizer> tokenizer;
     if (!cfg.tokenizer.empty()) tokenizer = Tokenizer::load(cfg.tokenizer);
     RunPlan plan = resolve_run_plan(cfg, comm->world_size(), tokenizer ? tokenizer->vocab_size() : 0);
@@ -279,8 +299,6 @@ int run(int argc, char** argv) {
     std::unique_ptr<Comm> nccl;
     std::unique_ptr<Backend> backend = make_kernel_set(cfg, plan, *comm, &nccl);
     Comm& model_comm = nccl ? *nccl : *comm;   // device buffers go over NCCL; host scalars stay on `comm`
-    const std::optional<std::string> resume_from =
-        cfg.resume ? latest_checkpoint(plan.checkpoint_dir) : std::nullopt;
     if (plan.precision.precision == Precision::FP8 && cfg.fp8_gemms == "auto") {   // fp8_autotune.h
         const Fp8AutoChoice choice = choose_fp8_gemms_auto(*backend, plan.model, B, T, resume_from, *comm);
         plan.precision.fp8.gemms = choice.gemms;   // config.json and checkpoints record the choice
@@ -332,11 +350,13 @@ int run(int argc, char** argv) {
     std::optional<JsonlLog> log;
     if (g_is_root) {
         make_dirs(cfg.output_dir);
+        if (resume_from) truncate_log_for_resume(cfg.output_dir + "/log.jsonl", start.step);   // no step twice
         log.emplace(cfg.output_dir + "/log.jsonl", /*append=*/resume_from.has_value());
         save_config_json(cfg.output_dir + "/config.json", cfg, plan);
         print_config_table(cfg, plan);
     }
     auto write_log = [&](const LogRecord& r) { if (log) log->write(r); };
+    if (resume_from) write_log(LogRecord("resume").num("step", start.step).str("checkpoint", *resume_from));
     print0("train: %lld tokens in %d shard(s)", (long long)train_loader.num_tokens(), train_loader.num_shards());
     if (val_loader) print0(" | val: %lld tokens", (long long)val_loader->num_tokens());
     print0(" | %d rank(s), %s\n", plan.world_size, model_comm.name().c_str());
@@ -364,6 +384,8 @@ int run(int argc, char** argv) {
         }
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         const double tok_per_s = plan.tokens_per_step / (ms / 1000.0);
+        counters.tokens += plan.tokens_per_step;
+        counters.seconds += ms / 1000.0;
         if (step % cfg.log_every == 0 || step == cfg.steps - 1 || !r.finite) {
             std::string extra = scaler ? format(" | scale %g", r.loss_scale) : "";
             if (!r.finite) extra += " | SKIPPED (non-finite)";
@@ -386,6 +408,7 @@ int run(int argc, char** argv) {
             save_checkpoint(plan.checkpoint_dir, step + 1, model, *comm, cfg, plan, train_loader, counters, scaler,
                             cfg.keep_checkpoints);
             print0("checkpoint: %s\n", checkpoint_dir(plan.checkpoint_dir, step + 1).c_str());
+            write_log(LogRecord("checkpoint").num("step", step + 1).str("path", checkpoint_dir(plan.checkpoint_dir, step + 1)));
         }
         std::fflush(stdout);
     }

@@ -42,7 +42,7 @@ struct Corpus {
     }
 };
 
-// the "step" records of a run's log, by step (the last one wins: a resumed run repeats steps)
+// the "step" records of a run's log, by step
 std::map<int, double> losses_of(const std::string& log_path) {
     std::map<int, double> out;
     std::istringstream in(read_text(log_path));

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <sstream>
 
 using namespace train_gpt;
@@ -74,6 +75,77 @@ TEST(TrainerCli, ShortRunWritesLogConfigAndSample) {
     EXPECT_EQ(config["n_embd"].get<int>(), 32);
     EXPECT_EQ(config["vocab_size"].get<int>(), 257);
     EXPECT_EQ(config["padded_vocab_size"].get<int>(), 384);
+}
+
+namespace {
+
+// The records of a log by type: (type, step) → how many times, and the step records' losses.
+struct LogSummary {
+    std::map<std::pair<std::string, int>, int> count;
+    std::map<int, double> loss, norm;
+    std::vector<std::string> types;   // in order
+};
+LogSummary summarize_log(const std::string& path) {
+    LogSummary s;
+    std::istringstream in(read_text(path));
+    for (std::string line; std::getline(in, line);) {
+        auto j = nlohmann::json::parse(line);
+        const std::string type = j["type"];
+        const int step = j["step"].get<int>();
+        s.count[{type, step}]++;
+        s.types.push_back(type);
+        if (type == "step") {
+            s.loss[step] = j["loss"].get<double>();
+            s.norm[step] = j["grad_norm"].get<double>();
+        }
+    }
+    return s;
+}
+
+}  // namespace
+
+// --resume with no other flag continues the checkpoint's run (batch, accumulation, schedule,
+// precision, data, ...), bit for bit; a flag given now overrides and is reported; the log holds
+// each step once, and the resume as a record of its own.
+TEST(TrainerCli, ResumeWithoutFlagsRestoresTheRunAndLogsEachStepOnce) {
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 6 -d 64 -l 1e-3 --lr-schedule linear -p bf16 -v 3 "
+                                                               "-g 4 --checkpoint-every 3 --threads 1",
+                          &output), 0) << output;
+    const LogSummary full = summarize_log(corpus.dir.file("out/log.jsonl"));
+    ASSERT_EQ(full.loss.size(), 6u);
+    // the run, interrupted after its checkpoint at step 3
+    ASSERT_EQ(run_command("cp -r '" + corpus.dir.file("out") + "' '" + corpus.dir.file("out2") + "' && rm -r '" +
+                          corpus.dir.file("out2/checkpoints/step_00000006") + "'", &output), 0) << output;
+    ASSERT_EQ(run_command(train_gpt_binary() + " --resume -o '" + corpus.dir.file("out2") + "'", &output), 0) << output;
+    EXPECT_CONTAINS(output, "resuming the run of " + corpus.dir.file("out2/checkpoints/step_00000003"));
+    EXPECT_CONTAINS(output, "--output-dir " + corpus.dir.file("out2") + " (the checkpoint's run: " + corpus.dir.file("out") + ")");
+    EXPECT_CONTAINS(output, "step 6/6 | loss");
+    auto config = nlohmann::json::parse(read_text(corpus.dir.file("out2/config.json")));
+    EXPECT_EQ(config["batch_size"].get<int>(), 2);
+    EXPECT_EQ(config["grad_accum_steps"].get<int>(), 2);
+    EXPECT_EQ(config["precision"], "bf16");
+    EXPECT_EQ(config["lr_schedule"], "linear");
+    EXPECT_EQ(config["n_embd"].get<int>(), 32);
+    const LogSummary resumed = summarize_log(corpus.dir.file("out2/log.jsonl"));
+    for (int step = 1; step <= 6; step++) {
+        EXPECT_EQ(resumed.count.at({"step", step}), 1) << "step " << step;
+        EXPECT_EQ(resumed.loss.at(step), full.loss.at(step)) << "step " << step;
+        EXPECT_EQ(resumed.norm.at(step), full.norm.at(step)) << "step " << step;
+    }
+    for (int step : {0, 3, 6}) EXPECT_EQ(resumed.count.at({"val", step}), 1) << "val at step " << step;
+    EXPECT_EQ(resumed.count.at({"resume", 3}), 1);
+    EXPECT_EQ(resumed.count.at({"sample", 6}), 1);
+    EXPECT_EQ(resumed.count.size(), 6u + 3 + 1 + 1 + 2) << "steps, vals, resume, sample, checkpoints 3 and 6";
+
+    // a longer run than the checkpoint's: the flag given now wins and is reported
+    ASSERT_EQ(run_command(train_gpt_binary() + " --resume -o '" + corpus.dir.file("out2") + "' -x 8", &output), 0) << output;
+    EXPECT_CONTAINS(output, "--steps 8 (the checkpoint's run: 6)");
+    EXPECT_CONTAINS(output, "step 8/8 | loss");
+    const LogSummary longer = summarize_log(corpus.dir.file("out2/log.jsonl"));
+    for (int step = 1; step <= 8; step++) EXPECT_EQ(longer.count.at({"step", step}), 1) << "step " << step;
+    EXPECT_EQ(longer.count.at({"resume", 6}), 1);
 }
 
 TEST(TrainerCli, HelpExitsZeroAndShowsDefaults) {

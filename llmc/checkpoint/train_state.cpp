@@ -7,14 +7,31 @@
 
 namespace train_gpt {
 
-std::string counters_to_json(const TrainCounters& c) {
-    return nlohmann::json{{"updates", c.updates}, {"skipped", c.skipped}}.dump();
+std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json) {
+    nlohmann::ordered_json j{{"updates", c.updates}, {"skipped", c.skipped}, {"tokens", c.tokens},
+                             {"seconds", c.seconds}};
+    if (!flags_json.empty()) j["flags"] = nlohmann::ordered_json::parse(flags_json);
+    return j.dump();
 }
 
 TrainCounters counters_from_json(const std::string& text) {
     try {
         auto j = nlohmann::json::parse(text);
-        return TrainCounters{j.at("updates").get<int64_t>(), j.at("skipped").get<int64_t>()};
+        TrainCounters c;
+        c.updates = j.at("updates").get<int64_t>();
+        c.skipped = j.at("skipped").get<int64_t>();
+        c.tokens = j.value("tokens", int64_t(0));
+        c.seconds = j.value("seconds", 0.0);
+        return c;
+    } catch (const nlohmann::json::exception& e) {
+        fail("checkpoint trainer state is malformed: %s", e.what());
+    }
+}
+
+std::string run_flags_from_json(const std::string& text) {
+    try {
+        auto j = nlohmann::json::parse(text);
+        return j.contains("flags") ? j["flags"].dump() : "";
     } catch (const nlohmann::json::exception& e) {
         fail("checkpoint trainer state is malformed: %s", e.what());
     }

@@ -1,6 +1,6 @@
 // train_state.h — the trainer's own resumable state, as JSON text for the checkpoint manifest:
-// the step counters and the fp16 loss scaler. (The model's state — weights, Adam moments, FP8
-// scaling — and the data position are saved by their owners.)
+// the step counters with the run's flags, and the fp16 loss scaler. (The model's state — weights,
+// Adam moments, FP8 scaling — and the data position are saved by their owners.)
 #pragma once
 
 #include "precision/loss_scaler.h"
@@ -13,10 +13,16 @@ namespace train_gpt {
 struct TrainCounters {
     int64_t updates = 0;   // optimizer updates applied (AdamW's t)
     int64_t skipped = 0;   // steps skipped for a non-finite loss or gradient
+    int64_t tokens = 0;    // training tokens of every step so far, all ranks
+    double seconds = 0;    // wall time of those steps, over every run that resumed this one
 };
 
-std::string counters_to_json(const TrainCounters& c);
-TrainCounters counters_from_json(const std::string& json);   // fails on a malformed text
+// The manifest's trainer record: the counters and the run's flags (train/config.h: flags_json).
+std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json);
+// The counters (tokens and seconds 0 where a checkpoint has none); fails on a malformed text.
+TrainCounters counters_from_json(const std::string& json);
+// The run's flags as flags_json() wrote them, or "" where the checkpoint records none.
+std::string run_flags_from_json(const std::string& json);
 std::string loss_scaler_to_json(const LossScaler& s);
 void loss_scaler_from_json(LossScaler& s, const std::string& json);
 

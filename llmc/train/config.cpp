@@ -40,14 +40,9 @@ const CLI::Validator kPositive = numeric(0.0, 1e300, true);
 const CLI::Validator kNonNegative = numeric(0.0);
 const CLI::Validator kFraction = numeric(0.0, 1.0);
 
-}  // namespace
-
-std::optional<int> parse_command_line(int argc, const char* const* argv, TrainConfig& c) {
-    CLI::App app{
-        "train_gpt: pretrain a GPT-2-style model from token shards.\n"
-        "  single process:   ./train_gpt -e d12 -i 'data/fineweb/train_*.bin' -j 'data/fineweb/val_*.bin'\n"
-        "  defaults train a small model on the bundled KJV corpus (scripts/run_default.sh prepares it).",
-        "train_gpt"};
+// Every flag, bound to the fields of c, with its help text and check: the one table of the
+// command line (parsing, --help, and the flags a checkpoint records all come from it).
+void add_flags(CLI::App& app, TrainConfig& c) {
     app.option_defaults()->always_capture_default();
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);   // later flags override earlier ones
     app.get_formatter()->column_width(34);
@@ -162,12 +157,127 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
     app.add_flag("--profile", c.profile, "CUDA: GPU time per kernel-set op (CUDA events, no added synchronisation), "
                  "printed at exit")->group("Runtime");
 
+}
+
+CLI::App make_app() {
+    return CLI::App{
+        "train_gpt: pretrain a GPT-2-style model from token shards.\n"
+        "  single process:   ./train_gpt -e d12 -i 'data/fineweb/train_*.bin' -j 'data/fineweb/val_*.bin'\n"
+        "  defaults train a small model on the bundled KJV corpus (scripts/run_default.sh prepares it).",
+        "train_gpt"};
+}
+
+// The long name of an option ("steps"), or "" for one without (help has one: "help").
+std::string long_name(const CLI::Option* opt) { return opt->get_lnames().empty() ? "" : opt->get_lnames()[0]; }
+
+// A flag (no value: --shuffle) rather than an option with a value.
+bool is_flag(const CLI::Option* opt) { return opt->get_expected_max() == 0; }
+
+// Records in c what the parse of `app` took: every flag's text and the names given.
+void record_flags(const CLI::App& app, TrainConfig& c) {
+    c.flag_texts.clear();
+    for (const CLI::Option* opt : app.get_options()) {
+        const std::string name = long_name(opt);
+        if (name.empty() || name == "help") continue;
+        if (is_flag(opt)) {
+            c.flag_texts[name] = opt->count() > 0 && opt->as<bool>() ? "true" : "false";   // every flag defaults to off
+        } else {
+            c.flag_texts[name] = opt->count() > 0 ? opt->results().back() : opt->get_default_str();
+        }
+    }
+}
+
+// Flags a resumed run takes from the command line only: how it was started and found its
+// checkpoint.
+bool restored_on_resume(const std::string& name) {
+    return name != "resume" && name != "init-from" && name != "checkpoint-dir";
+}
+
+// Two texts of one flag mean the same value: equal, or equal numbers ("2e-3", "0.002").
+bool same_value(const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    char *end_a = nullptr, *end_b = nullptr;
+    const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
+    return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+}
+
+}  // namespace
+
+std::optional<int> parse_command_line(int argc, const char* const* argv, TrainConfig& c) {
+    CLI::App app = make_app();
+    add_flags(app, c);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     }
+    record_flags(app, c);
+    c.given.clear();
+    for (const CLI::Option* opt : app.get_options()) {
+        if (opt->count() > 0 && !long_name(opt).empty()) c.given.insert(long_name(opt));
+    }
     return std::nullopt;
+}
+
+std::string flags_json(const TrainConfig& c) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& [name, text] : c.flag_texts) j[name] = text;
+    return j.dump();
+}
+
+std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
+                                                     const std::string& checkpoint_root, TrainConfig& c) {
+    nlohmann::json saved;
+    try {
+        saved = nlohmann::json::parse(saved_json);
+        if (!saved.is_object()) fail("not a JSON object");
+        for (const auto& [name, text] : saved.items()) {
+            if (!text.is_string()) fail("flag %s is not a string", name.c_str());
+        }
+    } catch (const std::exception& e) {
+        fail("the checkpoint's record of its run's flags is malformed: %s", e.what());
+    }
+    TrainConfig resumed;
+    CLI::App app = make_app();
+    add_flags(app, resumed);
+    // the checkpoint's flags first, then this command line's: a flag given twice takes the last value
+    std::vector<std::string> args = {argc > 0 ? argv[0] : "train_gpt"};
+    for (const auto& [name, value] : saved.items()) {
+        const std::string text = value.get<std::string>();
+        const CLI::Option* opt = nullptr;
+        for (const CLI::Option* o : app.get_options()) {
+            if (long_name(o) == name) opt = o;
+        }
+        if (opt == nullptr || !restored_on_resume(name) || c.given.count(name)) continue;   // not a flag of this version
+        if (is_flag(opt)) {
+            args.push_back("--" + name + "=" + text);
+        } else {
+            args.push_back("--" + name);
+            args.push_back(text);
+        }
+    }
+    if (!c.given.count("checkpoint-dir")) {
+        args.push_back("--checkpoint-dir");
+        args.push_back(checkpoint_root);
+    }
+    for (int i = 1; i < argc; i++) args.push_back(argv[i]);
+    std::vector<const char*> arg_ptrs;
+    for (const std::string& a : args) arg_ptrs.push_back(a.c_str());
+    try {
+        app.parse((int)arg_ptrs.size(), arg_ptrs.data());
+    } catch (const CLI::ParseError& e) {
+        fail("the flags of the checkpoint's run, with this command line's, do not parse: %s", e.what());
+    }
+    record_flags(app, resumed);
+    resumed.given = c.given;
+    std::vector<FlagOverride> overrides;
+    for (const std::string& name : c.given) {
+        if (!saved.contains(name) || !restored_on_resume(name)) continue;
+        const std::string was = saved[name].get<std::string>(), now = resumed.flag_texts[name];
+        if (!same_value(was, now)) overrides.push_back({name, was, now});
+    }
+    c = resumed;
+    return overrides;
 }
 
 void validate(const TrainConfig& c) {
@@ -186,6 +296,10 @@ int grad_accum_steps_for(const TrainConfig& c, int world_size) {
              (long long)c.total_batch_tokens, (long long)per_micro_step);
     }
     return (int)(c.total_batch_tokens / per_micro_step);
+}
+
+std::string checkpoint_dir_of(const TrainConfig& c) {
+    return c.checkpoint_dir.empty() ? c.output_dir + "/checkpoints" : c.checkpoint_dir;
 }
 
 RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_vocab) {
@@ -220,7 +334,7 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
     plan.schedule.total_steps = c.steps;
     plan.schedule.final_lr_frac = c.final_lr_frac;
     plan.schedule.decay_frac = c.wsd_decay_frac;
-    plan.checkpoint_dir = c.checkpoint_dir.empty() ? c.output_dir + "/checkpoints" : c.checkpoint_dir;
+    plan.checkpoint_dir = checkpoint_dir_of(c);
     return plan;
 }
 

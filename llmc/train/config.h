@@ -8,7 +8,9 @@
 #include "train/schedule.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,11 +81,30 @@ struct TrainConfig {
     uint64_t seed = 1337;
     int log_every = 1;             // print a step line every N steps (the JSONL log gets every step)
     bool profile = false;          // CUDA: GPU time per kernel-set op, printed at exit
+
+    // what the parser took: each flag's value as text (given, or its default), by long name
+    // ("steps" → "120"), and the long names given on the command line
+    std::map<std::string, std::string> flag_texts;
+    std::set<std::string> given;
 };
 
 // Parses argv into cfg. Returns an exit code when the program should stop right away
 // (--help: 0; an unknown flag or a bad value: non-zero, after printing the reason).
 std::optional<int> parse_command_line(int argc, const char* const* argv, TrainConfig& cfg);
+
+// The flags of a run, {"steps": "120", ...}, as its checkpoints record them.
+std::string flags_json(const TrainConfig& cfg);
+
+// A resumed run: cfg (this command line, parsed) becomes the checkpoint's run — `saved_json`, the
+// flags_json() its checkpoint recorded — with the flags given on this command line on top. Not
+// taken from the checkpoint: --resume, --init-from (how the run was started) and --checkpoint-dir,
+// which is `checkpoint_root` (where the checkpoint was found) unless given. (--threads is restored:
+// the CPU kernel set's reductions follow the thread count, and resume is bit-exact only with it.) Returns the flags given now that differ from the saved run.
+struct FlagOverride {
+    std::string flag, saved, now;   // long name; the checkpoint's run's text, this command line's
+};
+std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
+                                                     const std::string& checkpoint_root, TrainConfig& cfg);
 
 // Cross-flag checks the parser cannot do; fails naming the flag.
 void validate(const TrainConfig& cfg);
@@ -105,6 +126,9 @@ struct RunPlan {
     LrSchedule schedule;
     std::string checkpoint_dir;    // --checkpoint-dir, or <output-dir>/checkpoints
 };
+
+// Where the run's checkpoints go: --checkpoint-dir, or <output-dir>/checkpoints.
+std::string checkpoint_dir_of(const TrainConfig& cfg);
 
 // The plan for `world_size` ranks; tokenizer_vocab is the tokenizer's vocabulary (0: none).
 // Fails naming the flag when flags contradict each other or the tokenizer.

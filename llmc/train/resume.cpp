@@ -1,0 +1,65 @@
+// resume.cpp — see resume.h.
+#include "train/resume.h"
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/train_state.h"
+#include "utils.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace train_gpt {
+
+std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, const std::string& checkpoint,
+                                           TrainConfig& cfg, bool* recorded) {
+    const std::string saved = run_flags_from_json(read_manifest(checkpoint).extra_json);
+    *recorded = !saved.empty();
+    if (saved.empty()) return {};
+    const std::string root = checkpoint.substr(0, checkpoint.find_last_of('/') == std::string::npos
+                                                      ? 0 : checkpoint.find_last_of('/'));
+    return parse_resumed_command_line(argc, argv, saved, root.empty() ? "." : root, cfg);
+}
+
+void truncate_log_for_resume(const std::string& path, int64_t step) {
+    if (!file_exists(path)) return;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot read %s", path.c_str());
+    std::vector<std::string> lines;
+    std::vector<nlohmann::json> records;
+    for (std::string line; std::getline(in, line);) {
+        try {
+            nlohmann::json j = nlohmann::json::parse(line);
+            if (!j.is_object()) break;
+            records.push_back(std::move(j));
+            lines.push_back(line);
+        } catch (const nlohmann::json::exception&) {
+            break;
+        }
+    }
+    auto step_of = [](const nlohmann::json& j) {
+        return j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : INT64_MAX;
+    };
+    size_t keep_until = lines.size();   // the lines [0, keep_until) are kept, unless filtered below
+    bool found = false;
+    for (size_t i = lines.size(); i-- > 0;) {
+        if (records[i].value("type", "") == "checkpoint" && step_of(records[i]) == step) {
+            keep_until = i + 1;
+            found = true;
+            break;
+        }
+    }
+    std::string text;
+    for (size_t i = 0; i < keep_until; i++) {
+        if (!found) {
+            const std::string type = records[i].value("type", "");
+            const bool after_the_step = type == "step" || type == "fp8" || type == "checkpoint";
+            if (after_the_step ? step_of(records[i]) > step : step_of(records[i]) >= step) continue;
+        }
+        text += lines[i] + "\n";
+    }
+    write_file_atomic(path, text.data(), text.size());
+}
+
+}  // namespace train_gpt

@@ -1,0 +1,31 @@
+// resume.h — continuing a run from its newest checkpoint: the run's flags come back from the
+// checkpoint (those given on the command line override them), and its JSONL log continues
+// after the checkpoint's step, so that no step appears twice.
+//
+// The model's and the optimizer's state, the data position and the counters are restored by
+// the trainer (train_gpt.cu: load_checkpoint); this file restores what the run was told.
+#pragma once
+
+#include "train/config.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace train_gpt {
+
+// cfg (this command line, parsed) becomes the run of `checkpoint` (a step directory) with the
+// flags given now on top, and --checkpoint-dir the directory the checkpoint was found in, unless
+// given. Returns the flags given now that differ from the checkpoint's run. *recorded: false for
+// a checkpoint that records no flags (cfg is then left as it is).
+std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, const std::string& checkpoint,
+                                           TrainConfig& cfg, bool* recorded);
+
+// The log of a run resumed at `step`: keeps the records up to the checkpoint record of that step
+// (the trainer logs {"type": "checkpoint", "step": s, ...} when it saves one) and drops the rest,
+// which the resumed run writes again. A log without that record keeps the step and fp8 records
+// of steps <= step and the other records of steps < step. An unparsable line (a crash's torn
+// write) ends the log. Rewrites the file atomically; a missing file is left missing.
+void truncate_log_for_resume(const std::string& path, int64_t step);
+
+}  // namespace train_gpt
