@@ -81,6 +81,30 @@ TEST(Shard, RoundTripUint32) {
     EXPECT_EQ(read_shard(path), tokens);
 }
 
+// header[3..5] record the tokenizer that made the shard; llm.c's fields are untouched.
+TEST(Shard, HeaderRecordsTheTokenizerThatMadeIt) {
+    ScratchDir dir;
+    const std::string path = dir.file("r.bin");
+    const std::vector<uint32_t> tokens = {5, 6, 7};
+    write_shard(path, tokens.data(), tokens.size(), 2, ShardTokenizer{2048, 0x0123456789abcdefull});
+    const std::vector<unsigned char> bytes = file_bytes(path);
+    EXPECT_EQ(header_int(bytes, 0), 20240520);
+    EXPECT_EQ(header_int(bytes, 1), 1);
+    EXPECT_EQ(header_int(bytes, 2), 3);
+    EXPECT_EQ(header_int(bytes, 3), 2048);
+    EXPECT_EQ((uint32_t)header_int(bytes, 4), 0x89abcdefu);
+    EXPECT_EQ((uint32_t)header_int(bytes, 5), 0x01234567u);
+    for (int i = 6; i < 256; i++) EXPECT_EQ(header_int(bytes, i), 0) << "header int " << i;
+    const ShardInfo info = read_shard_header(path);
+    EXPECT_TRUE(info.tokenizer.recorded());
+    EXPECT_EQ(info.tokenizer.vocab_size, 2048);
+    EXPECT_EQ(info.tokenizer.fingerprint, 0x0123456789abcdefull);
+    EXPECT_EQ(read_shard(path), tokens);
+    write_shard(path, tokens.data(), tokens.size(), 2);   // llm.c's shards record none
+    EXPECT_FALSE(read_shard_header(path).tokenizer.recorded());
+    EXPECT_CONTAINS(error_of([&] { write_shard(path, tokens.data(), 3, 2, ShardTokenizer{-1, 0}); }), "negative");
+}
+
 TEST(Shard, EmptyShardRoundTrips) {
     ScratchDir dir;
     const std::string path = dir.file("empty.bin");

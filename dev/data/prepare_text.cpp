@@ -13,9 +13,11 @@
 // The last val-fraction of the stream (moved to the nearest line or document boundary within a
 // small window, if there is one) is written to DIR/NAME_val_000000.bin, ...; the rest to
 // DIR/NAME_train_000000.bin, ... with at most --shard-tokens tokens per shard. Shards are
-// uint16 (llm.c version 1) whenever the vocabulary fits, else uint32 (version 2).
-// DIR/tokenizer.bin is the decode table the trainer reads; a BPE also gets DIR/encoder.json and
-// DIR/vocab.bpe (GPT-2's format), which Tokenizer::load picks up to encode prompts.
+// uint16 (llm.c version 1) whenever the vocabulary fits, else uint32 (version 2), and each
+// records the tokenizer that made it (data/shard.h). DIR/tokenizer.bin is the decode table the
+// trainer takes from beside the shards; a BPE also gets DIR/encoder.json and DIR/vocab.bpe
+// (GPT-2's format), which Tokenizer::load picks up to encode prompts. Last, it prints the
+// ./train_gpt command that trains on the shards.
 //
 // Large inputs, resumable: the inputs are cut into parts of about --chunk-bytes (at line
 // boundaries where pre-tokens don't change), each tokenised on --threads threads and saved
@@ -391,9 +393,10 @@ int64_t choose_val_start(PartStream& stream, int64_t val_tokens, const Tokenizer
     return target;
 }
 
-// Writes stream[begin, end) as DIR/NAME_split_000000.bin, ... of at most shard_tokens each.
+// Writes stream[begin, end) as DIR/NAME_split_000000.bin, ... of at most shard_tokens each, each
+// recording the tokenizer that made it.
 std::vector<std::string> write_split(const Options& opt, const std::string& split, PartStream& stream,
-                                     int64_t begin, int64_t end, int token_bytes) {
+                                     int64_t begin, int64_t end, int token_bytes, const ShardTokenizer& made_by) {
     std::vector<std::string> paths;
     std::vector<uint32_t> tokens;
     for (int64_t start = begin, index = 0; start < end; start += opt.shard_tokens, index++) {
@@ -401,7 +404,7 @@ std::vector<std::string> write_split(const Options& opt, const std::string& spli
         const std::string path = format("%s/%s_%s_%06lld.bin", opt.out_dir.c_str(), opt.name.c_str(),
                                         split.c_str(), (long long)index);
         stream.read(start, start + count, &tokens);
-        write_shard(path, tokens.data(), count, token_bytes);
+        write_shard(path, tokens.data(), count, token_bytes, made_by);
         paths.push_back(path);
     }
     return paths;
@@ -581,8 +584,9 @@ void run(const Options& opt) {
         val_start = choose_val_start(stream, val_tokens, tokenizer);
     }
 
-    const std::vector<std::string> train = write_split(opt, "train", stream, 0, val_start, token_bytes);
-    const std::vector<std::string> val = write_split(opt, "val", stream, val_start, n, token_bytes);
+    const ShardTokenizer made_by{tokenizer.vocab_size(), tokenizer.fingerprint()};
+    const std::vector<std::string> train = write_split(opt, "train", stream, 0, val_start, token_bytes, made_by);
+    const std::vector<std::string> val = write_split(opt, "val", stream, val_start, n, token_bytes, made_by);
     const std::string tokenizer_path = opt.out_dir + "/tokenizer.bin";
     tokenizer.save(tokenizer_path);
     // The merges beside tokenizer.bin (Tokenizer::load picks them up), or none: stale ones
@@ -615,8 +619,12 @@ void run(const Options& opt) {
                 train.size() > 1 ? " ..." : "");
     std::printf("  val:   %12lld tokens in %zu shard(s): %s%s\n", (long long)(n - val_start),
                 val.size(), val.empty() ? "-" : val.front().c_str(), val.size() > 1 ? " ..." : "");
-    std::printf("  tokenizer: %s%s\n", tokenizer_path.c_str(),
+    std::printf("  tokenizer: %s%s, recorded in every shard\n", tokenizer_path.c_str(),
                 bpe && !bpe->merges().empty() ? " (+ encoder.json, vocab.bpe)" : "");
+    // the trainer takes the tokenizer beside the shards by itself
+    const std::string val_glob = val.empty() ? "" : format("%s/%s_val_*.bin", opt.out_dir.c_str(), opt.name.c_str());
+    std::printf("next: ./train_gpt -i '%s/%s_train_*.bin' -j '%s'\n", opt.out_dir.c_str(), opt.name.c_str(),
+                val_glob.c_str());
 }
 
 }  // namespace

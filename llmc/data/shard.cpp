@@ -61,6 +61,9 @@ ShardInfo read_shard_header(const std::string& path) {
         fail("%s: negative token count %lld in shard header", path.c_str(),
              (long long)info.num_tokens);
     }
+    if (header[3] < 0) fail("%s: negative tokenizer vocabulary size %d in shard header", path.c_str(), header[3]);
+    info.tokenizer.vocab_size = header[3];
+    info.tokenizer.fingerprint = (uint64_t)(uint32_t)header[4] | (uint64_t)(uint32_t)header[5] << 32;
     const int64_t expected = kShardHeaderBytes + info.num_tokens * info.token_bytes;
     if (file_bytes < expected) {
         fail("%s: truncated shard: header says %lld tokens, so expected %lld bytes, found %lld",
@@ -100,7 +103,8 @@ std::vector<uint32_t> read_shard(const std::string& path) {
     return tokens;
 }
 
-void write_shard(const std::string& path, const uint32_t* tokens, int64_t n, int token_bytes) {
+void write_shard(const std::string& path, const uint32_t* tokens, int64_t n, int token_bytes,
+                 const ShardTokenizer& tokenizer) {
     const int version = shard_version_for_token_bytes(token_bytes);
     if (n < 0 || n > INT32_MAX) {
         fail("%s: cannot write %lld tokens into one shard (the header holds an int32 count)",
@@ -112,6 +116,10 @@ void write_shard(const std::string& path, const uint32_t* tokens, int64_t n, int
     header[0] = kShardMagic;
     header[1] = version;
     header[2] = static_cast<int32_t>(n);
+    if (tokenizer.vocab_size < 0) fail("%s: negative tokenizer vocabulary size %d", path.c_str(), tokenizer.vocab_size);
+    header[3] = tokenizer.vocab_size;
+    header[4] = static_cast<int32_t>(static_cast<uint32_t>(tokenizer.fingerprint));
+    header[5] = static_cast<int32_t>(static_cast<uint32_t>(tokenizer.fingerprint >> 32));
     std::memcpy(bytes.data(), header, sizeof(header));
     unsigned char* body = bytes.data() + kShardHeaderBytes;
     if (token_bytes == 2) {

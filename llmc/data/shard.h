@@ -4,8 +4,13 @@
 //   header[0] = kShardMagic (20240520)
 //   header[1] = version: 1 = uint16 tokens (llm.c's format, vocab <= 65536),
 //                        2 = uint32 tokens (this project's extension for larger vocabularies)
-//   header[2] = N, the number of tokens; header[3..255] = 0
+//   header[2] = N, the number of tokens
+//   header[3] = the vocabulary size of the tokenizer that made the shard, 0 if not recorded
+//   header[4], header[5] = that tokenizer's Tokenizer::fingerprint(), low and high 32 bits
+//   header[6..255] = 0
 //   then N tokens of 2 or 4 bytes each.
+// llm.c reads header[0..2] only, so a shard that records its tokenizer is still llm.c's format;
+// its own shards (header[3..5] = 0) read as "not recorded".
 // Invariant: a shard that passes read_shard_header() is exactly 1024 + N * token_bytes bytes,
 // so its tokens can be mapped and indexed without further checks. Files are written whole
 // (temp file + rename), so a crash never leaves a torn shard behind.
@@ -21,10 +26,18 @@ constexpr int32_t kShardMagic = 20240520;
 constexpr int kShardHeaderInts = 256;
 constexpr int64_t kShardHeaderBytes = kShardHeaderInts * sizeof(int32_t);  // 1024
 
+// The tokenizer a shard was made with, as its header records it.
+struct ShardTokenizer {
+    int vocab_size = 0;             // 0: not recorded
+    uint64_t fingerprint = 0;       // Tokenizer::fingerprint()
+    bool recorded() const { return vocab_size != 0; }
+};
+
 struct ShardInfo {
     std::string path;
     int64_t num_tokens;  // N
     int token_bytes;     // 2 (version 1) or 4 (version 2)
+    ShardTokenizer tokenizer;
 };
 
 // Shard version for a token width, and the token width a version implies (fails otherwise).
@@ -35,16 +48,19 @@ int token_bytes_for_shard_version(int version, const std::string& path);
 int token_bytes_for_vocab(int64_t vocab_size);
 
 // Reads and validates the header: the file is readable, the header complete, the magic and
-// version known, and the file size exactly 1024 + N * token_bytes (else "truncated ...
-// expected E bytes, found A" or "trailing bytes ..."). Every error message names the path.
+// version known, the recorded vocabulary size not negative, and the file size exactly
+// 1024 + N * token_bytes (else "truncated ... expected E bytes, found A" or "trailing bytes
+// ..."). Every error message names the path.
 ShardInfo read_shard_header(const std::string& path);
 
 // Reads a whole shard (header validated as above) into `tokens`, widened to uint32: (N,).
 std::vector<uint32_t> read_shard(const std::string& path);
 
-// Writes tokens (n,) as a shard of `token_bytes` (2 or 4) per token, atomically.
-// Fails, naming the path and the token's index, if token_bytes == 2 and a token > 65535.
-void write_shard(const std::string& path, const uint32_t* tokens, int64_t n, int token_bytes);
+// Writes tokens (n,) as a shard of `token_bytes` (2 or 4) per token, atomically, recording
+// `tokenizer` in the header. Fails, naming the path and the token's index, if token_bytes == 2
+// and a token > 65535.
+void write_shard(const std::string& path, const uint32_t* tokens, int64_t n, int token_bytes,
+                 const ShardTokenizer& tokenizer = {});
 
 // Paths matching a glob(3) pattern, sorted; fails with "no files match <pattern>" if none.
 std::vector<std::string> expand_glob(const std::string& pattern);

@@ -141,6 +141,19 @@ const std::string& Tokenizer::token_bytes(int id) const {
     return tokens_[static_cast<size_t>(id)];
 }
 
+uint64_t Tokenizer::fingerprint() const {
+    uint64_t h = 14695981039346656037ull;   // FNV-1a offset basis
+    auto add = [&h](unsigned char byte) { h = (h ^ byte) * 1099511628211ull; };
+    auto add_u32 = [&add](uint32_t x) { for (int i = 0; i < 4; i++) add(static_cast<unsigned char>(x >> (8 * i))); };
+    add_u32(static_cast<uint32_t>(tokens_.size()));
+    add_u32(static_cast<uint32_t>(eot_token_));
+    for (const std::string& token : tokens_) {
+        add(static_cast<unsigned char>(token.size()));
+        for (char c : token) add(static_cast<unsigned char>(c));
+    }
+    return h;
+}
+
 bool Tokenizer::is_byte_level() const {
     if (vocab_size() != 257 || eot_token_ != 256 || tokens_[256] != kEndOfText) return false;
     for (int b = 0; b < 256; b++) {

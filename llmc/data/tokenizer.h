@@ -42,6 +42,10 @@ public:
     int eot_token() const { return eot_token_; }
     const std::string& token_bytes(int id) const;    // fails for id outside [0, vocab_size)
     bool is_byte_level() const;                      // equal to byte_level()'s table
+    // FNV-1a (64-bit) over the vocabulary size, the EOT id and every token's length and bytes:
+    // equal for equal tables (what a shard records of the tokenizer that made it, data/shard.h).
+    uint64_t fingerprint() const;
+    const std::string& origin() const { return origin_; }   // the file it came from, or what made it
 
     // Concatenation of the ids' bytes (the EOT id decodes to "<|endoftext|>").
     std::string decode(const std::vector<int>& ids) const;

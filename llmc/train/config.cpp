@@ -49,7 +49,9 @@ void add_flags(CLI::App& app, TrainConfig& c) {
 
     app.add_option("-i,--train-data", c.train_data, "Glob of training token shards")->group("Data");
     app.add_option("-j,--val-data", c.val_data, "Glob of validation token shards ('' = no validation)")->group("Data");
-    app.add_option("--tokenizer", c.tokenizer, "Tokenizer file, for the vocabulary size and decoding samples ('' = none)")
+    app.add_option("--tokenizer", c.tokenizer,
+                   "Tokenizer file (tokenizer.bin), for the vocabulary size, prompts and samples ('' = the model's, "
+                   "or the one beside the training shards; shards that record theirs are checked against it)")
         ->group("Data");
     app.add_flag("--shuffle,!--no-shuffle", c.shuffle, "Shuffle training samples each epoch")->group("Data");
     app.add_option("-o,--output-dir", c.output_dir, "Directory for log.jsonl and config.json")->group("Data");
@@ -282,7 +284,6 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
 
 void validate(const TrainConfig& c) {
     if (c.train_data.empty()) fail("--train-data must not be empty");
-    if (c.tokenizer.empty() && c.vocab_size == 0) fail("--vocab-size is required when --tokenizer is ''");
     if (c.max_seq_len != 0 && c.max_seq_len < c.seq_len) {
         fail("--seq-len %d exceeds --max-seq-len %d", c.seq_len, c.max_seq_len);
     }
@@ -311,6 +312,10 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
             fail("--vocab-size %d is smaller than the tokenizer's %d (%s)", vocab_size, tokenizer_vocab,
                  c.tokenizer.c_str());
         }
+    }
+    if (vocab_size == 0) {
+        fail("the run has no tokenizer (no --tokenizer, none beside the training shards): give --tokenizer, or "
+             "--vocab-size to train without one");
     }
     plan.model = gpt_config_from_spec(c.model, vocab_size, c.max_seq_len > 0 ? c.max_seq_len : c.seq_len, c.n_embd,
                                       c.n_head);
@@ -359,7 +364,7 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         integer("num_parameters", (int64_t)p.num_parameters),
         text("train_data", c.train_data),
         text("val_data", c.val_data),
-        text("tokenizer", c.tokenizer),
+        text("tokenizer", p.tokenizer),
         boolean("shuffle", c.shuffle),
         text("output_dir", c.output_dir),
         integer("batch_size", c.batch_size),

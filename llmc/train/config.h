@@ -20,7 +20,7 @@ struct TrainConfig {
     // data
     std::string train_data = "data/kjv/kjv_train_*.bin";   // glob of token shards
     std::string val_data = "data/kjv/kjv_val_*.bin";       // glob of token shards ("" = none)
-    std::string tokenizer = "data/kjv/tokenizer.bin";      // "" = none (give --vocab-size)
+    std::string tokenizer = "";   // "": the model's, or the one beside the training shards (data/run_tokenizer.h)
     bool shuffle = false;
     std::string output_dir = "out";
     // model
@@ -116,6 +116,7 @@ void validate(const TrainConfig& cfg);
 struct RunPlan {
     std::string device;          // the kernel set used: cpu | cuda
     std::string attention;       // the attention that runs: gemm | flash (CUDA), exact (CPU)
+    std::string tokenizer;       // the tokenizer's file (data/run_tokenizer.h), or "none"
     GPTConfig model;
     size_t num_parameters = 0;
     int world_size = 1;
