@@ -94,6 +94,12 @@ public:
     // log-sum-exp of each softmax row, all backward keeps (it recomputes the probabilities). In
     // 16 bits the probabilities are rounded to the storage type before they multiply V.
     virtual void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int C, int NH) = 0;
+    // Attention of n new queries of one sequence against its KV cache (decoding): qkv (≥ pos+n, 3C)
+    // holds the [q | k | v] rows of the sequence's positions 0 .. pos+n−1 (rows past them are not
+    // read); out (n, C) row i is row pos+i of attention_forward over qkv[0, pos+n) with B = 1:
+    // query pos+i against keys and values 0 .. pos+i, the same scaling, FP32 softmax and (in 16
+    // bits) rounded probabilities. No lse (nothing runs backward through it).
+    virtual void attention_decode(void* out, const void* qkv, int pos, int n, int C, int NH) = 0;
     // dqkv (B,T,3C) = the gradient of attention_forward, from dout (B,T,C) and the forward's qkv,
     // out and lse. Deterministic (a fixed summation order).
     virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,

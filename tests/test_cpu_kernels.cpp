@@ -11,6 +11,7 @@
 #include "test_util.h"
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -167,6 +168,34 @@ TEST(CpuKernels, AttentionForwardMatchesNaiveSoftmax) {
             }
         }
     }
+}
+
+// The KV-cache op reproduces attention_forward's rows bit for bit (in every storage type), reads
+// no cache row past pos+n (they are NaN here) and overwrites all of out.
+template <typename T>
+void expect_decode_rows_equal_forward_rows() {
+    const int T_ = 23, C = 12, NH = 3;
+    Rng rng(31);
+    std::vector<T> qkv((size_t)(T_ + 2) * 3 * C);
+    for (T& x : qkv) x = k::store<T>((k::acc_t<T>)(1.5 * rng.normal()));
+    std::vector<T> full((size_t)T_ * C);
+    std::vector<k::acc_t<T>> lse((size_t)NH * T_);
+    k::attention_forward(full.data(), lse.data(), qkv.data(), 1, T_, C, NH);
+    for (size_t i = (size_t)T_ * 3 * C; i < qkv.size(); i++) qkv[i] = k::store<T>(NAN);
+    for (auto [pos, n] : {std::pair{0, 1}, {0, T_}, {7, 1}, {15, 8}, {22, 1}}) {
+        std::vector<T> out((size_t)n * C, k::store<T>(NAN));
+        k::attention_decode(out.data(), qkv.data(), pos, n, C, NH);
+        for (size_t e = 0; e < out.size(); e++) {
+            ASSERT_EQ(std::memcmp(&out[e], &full[(size_t)pos * C + e], sizeof(T)), 0)
+                << "pos " << pos << " n " << n << " element " << e;
+        }
+    }
+}
+TEST(CpuKernels, AttentionDecodeRowsAreAttentionForwardRowsBitForBit) {
+    expect_decode_rows_equal_forward_rows<float>();
+    expect_decode_rows_equal_forward_rows<double>();
+    expect_decode_rows_equal_forward_rows<bf16>();
+    expect_decode_rows_equal_forward_rows<fp16>();
 }
 
 TEST(CpuKernels, AttentionBackwardMatchesFiniteDifferences) {

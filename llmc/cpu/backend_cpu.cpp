@@ -73,6 +73,9 @@ public:
     void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
         cpu::attention_forward(act(out), lse, act(qkv), B, Tlen, C, NH);
     }
+    void attention_decode(void* out, const void* qkv, int pos, int n, int C, int NH) override {
+        cpu::attention_decode(act(out), act(qkv), pos, n, C, NH);
+    }
     void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                             int B, int Tlen, int C, int NH) override {
         cpu::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH);

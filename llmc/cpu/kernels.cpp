@@ -203,11 +203,41 @@ void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout,
     }
 }
 
+// One row of causal attention, the one place attention_forward and attention_decode compute it:
+// query t of head h against keys and values 0..t of one sequence's widened qkv rows `seq`
+// (≥ t+1, 3C). Writes out_row (hs) and returns the row's log-sum-exp; scores (≥ t+1) and o (hs)
+// are the caller's scratch.
+template <typename T>
+acc_t<T> attention_row(T* out_row, const acc_t<T>* seq, int t, int h, int C, int hs, std::vector<acc_t<T>>& scores,
+                       std::vector<acc_t<T>>& o) {
+    using Acc = acc_t<T>;
+    const Acc scale = Acc(1) / std::sqrt(Acc(hs));
+    const Acc* q = seq + (size_t)t * 3 * C + h * hs;   // (hs)
+    Acc row_max = -INFINITY;
+    for (int j = 0; j <= t; j++) {   // causal: keys 0..t
+        const Acc* k = seq + (size_t)j * 3 * C + C + h * hs;
+        scores[j] = dot(q, k, hs) * scale;
+        row_max = std::max(row_max, scores[j]);
+    }
+    Acc sum = 0;
+    for (int j = 0; j <= t; j++) {
+        scores[j] = std::exp(scores[j] - row_max);
+        sum += scores[j];
+    }
+    std::fill(o.begin(), o.end(), Acc(0));
+    const Acc inv_sum = Acc(1) / sum;
+    for (int j = 0; j <= t; j++) {   // o = Σ_j softmax_j · v_j
+        const Acc* v = seq + (size_t)j * 3 * C + 2 * C + h * hs;
+        axpy(o.data(), round_to<T>(scores[j] * inv_sum), v, hs);
+    }
+    for (int d = 0; d < hs; d++) out_row[d] = store<T>(o[d]);
+    return row_max + std::log(sum);
+}
+
 template <typename T>
 void attention_forward(T* out, acc_t<T>* lse, const T* qkv, int B, int Tlen, int C, int NH) {
     using Acc = acc_t<T>;
     const int hs = C / NH;
-    const Acc scale = Acc(1) / std::sqrt(Acc(hs));
     std::vector<Acc> qkv_wide;
     const Acc* in = widened(qkv, (size_t)B * Tlen * 3 * C, qkv_wide);   // (B,T,3C)
 #pragma omp parallel
@@ -217,29 +247,27 @@ void attention_forward(T* out, acc_t<T>* lse, const T* qkv, int B, int Tlen, int
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
                 for (int t = 0; t < Tlen; t++) {
-                    const Acc* q = in + ((size_t)b * Tlen + t) * 3 * C + h * hs;   // (hs)
-                    Acc row_max = -INFINITY;
-                    for (int j = 0; j <= t; j++) {   // causal: keys 0..t
-                        const Acc* k = in + ((size_t)b * Tlen + j) * 3 * C + C + h * hs;
-                        scores[j] = dot(q, k, hs) * scale;
-                        row_max = std::max(row_max, scores[j]);
-                    }
-                    Acc sum = 0;
-                    for (int j = 0; j <= t; j++) {
-                        scores[j] = std::exp(scores[j] - row_max);
-                        sum += scores[j];
-                    }
-                    std::fill(o.begin(), o.end(), Acc(0));
-                    const Acc inv_sum = Acc(1) / sum;
-                    for (int j = 0; j <= t; j++) {   // o = Σ_j softmax_j · v_j
-                        const Acc* v = in + ((size_t)b * Tlen + j) * 3 * C + 2 * C + h * hs;
-                        axpy(o.data(), round_to<T>(scores[j] * inv_sum), v, hs);
-                    }
                     T* out_row = out + ((size_t)b * Tlen + t) * C + h * hs;
-                    for (int d = 0; d < hs; d++) out_row[d] = store<T>(o[d]);
-                    lse[((size_t)b * NH + h) * Tlen + t] = row_max + std::log(sum);
+                    lse[((size_t)b * NH + h) * Tlen + t] =
+                        attention_row<T>(out_row, in + (size_t)b * Tlen * 3 * C, t, h, C, hs, scores, o);
                 }
             }
+        }
+    }
+}
+
+template <typename T>
+void attention_decode(T* out, const T* qkv, int pos, int n, int C, int NH) {
+    using Acc = acc_t<T>;
+    const int hs = C / NH, len = pos + n;
+    std::vector<Acc> qkv_wide;
+    const Acc* in = widened(qkv, (size_t)len * 3 * C, qkv_wide);   // (pos+n, 3C)
+#pragma omp parallel
+    {
+        std::vector<Acc> scores(len), o(hs);
+#pragma omp for collapse(2)
+        for (int i = 0; i < n; i++) {
+            for (int h = 0; h < NH; h++) attention_row<T>(out + (size_t)i * C + h * hs, in, pos + i, h, C, hs, scores, o);
         }
     }
 }
@@ -395,6 +423,7 @@ void adamw_update(acc_t<T>* master, T* working, acc_t<T>* m, acc_t<T>* v, const 
     template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                          \
     template void matmul_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, int, int, int);   \
     template void attention_forward<T>(T*, acc_t<T>*, const T*, int, int, int, int);                           \
+    template void attention_decode<T>(T*, const T*, int, int, int, int);                                       \
     template void attention_backward<T>(T*, const T*, const T*, const T*, const acc_t<T>*, int, int, int, int);\
     template void gelu_forward<T>(T*, const T*, size_t);                                                       \
     template void gelu_backward<T>(T*, const T*, const T*, size_t);                                            \

@@ -66,6 +66,10 @@ void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout,
 // feeds them to its second matmul.
 template <typename T>
 void attention_forward(T* out, acc_t<T>* lse, const T* qkv, int B, int Tlen, int C, int NH);
+// Backend::attention_decode: each row exactly as attention_forward computes it (the same code),
+// so a KV-cache decode reproduces the full forward's attention rows bit for bit.
+template <typename T>
+void attention_decode(T* out, const T* qkv, int pos, int n, int C, int NH);
 // Backend::attention_backward: dq, dk, dv are accumulated in FP32 per head and added to dqkv
 // once; P and dS are rounded to T before they multiply (the operands a 16-bit flash backward
 // kernel feeds its matmuls).

@@ -183,6 +183,10 @@ public:
         }
         cuda::attention_forward_gemm(act(out), lse, act(qkv), B, Tlen, C, NH, stream_);
     }
+    void attention_decode(void* out, const void* qkv, int pos, int n, int C, int NH) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "attention_decode", stream_);
+        cuda::attention_decode(act(out), act(qkv), pos, n, C, NH, stream_);
+    }
     void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                             int B, int Tlen, int C, int NH) override {
         const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
@@ -371,6 +375,15 @@ int cuda_device_count(std::string* reason) {
     }
     if (count == 0 && reason != nullptr) *reason = "no CUDA device";
     return count;
+}
+
+std::string cuda_device_name(int device) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        cudaGetLastError();
+        return "";
+    }
+    return prop.name;
 }
 
 }  // namespace train_gpt

@@ -38,4 +38,7 @@ bool cuda_flash_attention_supports(int head_size, DType dtype);
 // Number of CUDA devices; 0 (with the reason) when there is no GPU or no usable driver.
 int cuda_device_count(std::string* reason);
 
+// The name of CUDA device `device` ("NVIDIA H200"), or "" when it cannot be asked.
+std::string cuda_device_name(int device);
+
 }  // namespace train_gpt

@@ -10,6 +10,7 @@
 //   layernorm.cuh       layernorm_forward, layernorm_backward
 //   matmul.cuh          matmul_forward, matmul_backward, matmul_forward_fp8, matmul_backward_fp8 (cuBLASLt)
 //   attention_gemm.cuh  attention_forward_gemm, attention_backward_gemm (cuBLASLt batched GEMMs, T×T in scratch)
+//   attention_decode.cuh attention_decode (new queries against a KV cache: sampling)
 //   gelu.cuh            gelu_forward, gelu_backward
 //   residual.cuh        residual_forward
 //   classifier.cuh      fused_classifier
@@ -23,6 +24,7 @@
 #include "cuda/common.cuh"
 
 #include "cuda/adamw.cuh"
+#include "cuda/attention_decode.cuh"
 #include "cuda/attention_gemm.cuh"
 #include "cuda/classifier.cuh"
 #include "cuda/encoder.cuh"

@@ -259,6 +259,27 @@ TEST_P(CudaDTypeTest, AttentionForward) {
     }
 }
 
+// Decoding against a KV cache: one new query (sampling), a whole prompt at once (prefill), a few
+// new queries after a long cache. Cache rows past pos+n are NaN: reading one shows in out.
+// Tolerance as attention_forward's (the same row maths, P rounded in 16 bits).
+TEST_P(CudaDTypeTest, AttentionDecode) {
+    const DType d = GetParam();
+    struct Decode { int pos, n, C, NH; };
+    for (const Decode& s : {Decode{0, 1, 128, 2}, Decode{76, 1, 192, 3}, Decode{0, 77, 192, 3}, Decode{300, 5, 128, 2}}) {
+        SCOPED_TRACE("pos=" + std::to_string(s.pos) + " n=" + std::to_string(s.n) + " C=" + std::to_string(s.C));
+        Twin tw(d);
+        Random r(seed_);
+        const int rows = s.pos + s.n + 3;
+        std::vector<float> cache = r.normal((size_t)rows * 3 * s.C, 1.5);
+        std::fill(cache.begin() + (size_t)(s.pos + s.n) * 3 * s.C, cache.end(), NAN);
+        Twin::Buf qkv = tw.act(cache);
+        Twin::Buf out = tw.poisoned_act((size_t)s.n * s.C);
+        tw.cpu().attention_decode(out.c, qkv.c, s.pos, s.n, s.C, s.NH);
+        tw.gpu().attention_decode(out.g, qkv.g, s.pos, s.n, s.C, s.NH);
+        tw.check_act("attention_decode out", out, act_tol(d, kF32, 4));
+    }
+}
+
 TEST_P(CudaDTypeTest, AttentionBackwardWritesDqkv) {
     const DType d = GetParam();
     for (const Shape& s : kShapes) {
