@@ -27,19 +27,23 @@
 //   llmc/train/schedule.h        learning-rate schedules;  llmc/train/logger.h  the JSONL run log
 //   llmc/rng.h                   deterministic random numbers
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/hf_tokenizer.h"
+#include "checkpoint/init_from.h"
 #include "checkpoint/train_state.h"
 #include "cuda/cuda_backend.h"
 #include "data/dataloader.h"
+#include "data/run_tokenizer.h"
 #include "data/tokenizer.h"
 #include "distributed/comm.h"
 #include "distributed/comm_nccl.h"
+#include "model/generate.h"
 #include "model/gpt.h"
-#include "model/sampling.h"
 #include "precision/fp8_autotune.h"
 #include "precision/loss_scaler.h"
 #include "rng.h"
 #include "train/config.h"
 #include "train/logger.h"
+#include "train/progress.h"
 #include "train/resume.h"
 #include "utils.h"
 
@@ -128,18 +132,35 @@ float evaluate(GPT& model, DataLoader& loader, int batches, int B, int T, Comm& 
     return (float)(comm.all_reduce_sum(sum) / (per_rank * comm.world_size()));
 }
 
-// Samples `count` tokens after `prompt`, one forward per token over the last ≤ T tokens.
-std::vector<int> sample(GPT& model, std::vector<int> tokens, int count, int T, float temperature, Rng& rng) {
-    const size_t prompt_len = tokens.size();
-    SamplingParams params;
-    params.temperature = temperature;
-    for (int i = 0; i < count; i++) {
-        int ctx = (int)std::min<size_t>(tokens.size(), (size_t)T);
-        std::vector<int32_t> window(tokens.end() - ctx, tokens.end());   // (1, ctx)
-        model.forward(window.data(), nullptr, 1, ctx);
-        tokens.push_back(sample_token(model.logits_at(0, ctx - 1), params, rng.uniform()));
+// Rank 0: a sample of cfg.sample_tokens tokens after --sample-prompt (or <|endoftext|>) from the
+// model's current weights, through a KV cache (model/generate.h), as printable text (ids without a
+// tokenizer).
+std::string sample_text(Generator& generator, const std::optional<Tokenizer>& tokenizer, const TrainConfig& cfg,
+                        Rng& rng) {
+    std::vector<int> prompt;
+    if (!cfg.sample_prompt.empty()) {
+        if (!tokenizer || !tokenizer->can_encode()) fail("--sample-prompt needs a tokenizer that encodes text");
+        prompt = tokenizer->encode(cfg.sample_prompt);
     }
-    return std::vector<int>(tokens.begin() + prompt_len, tokens.end());
+    if (prompt.empty()) prompt.push_back(tokenizer ? tokenizer->eot_token() : 0);
+    SamplingParams params;
+    params.temperature = cfg.temperature;
+    params.top_k = cfg.top_k;
+    params.top_p = cfg.top_p;
+    const std::vector<int> generated = generator.generate(prompt, cfg.sample_tokens, params, rng);
+    if (!tokenizer) {
+        std::string ids;
+        for (int id : generated) ids += std::to_string(id) + " ";
+        return ids;
+    }
+    return cfg.sample_prompt + printable(tokenizer->decode(generated));
+}
+
+// The dense BF16 peak of this rank's GPU, for MFU; 0 on the CPU or a GPU whose peak is not known.
+double peak_flops(const RunPlan& plan, const Comm& comm) {
+    if (plan.device != "cuda") return 0.0;
+    std::string reason;
+    return gpu_peak_flops(cuda_device_name(comm.local_rank() % cuda_device_count(&reason)));
 }
 
 std::string human_rate(double tokens_per_second) {
@@ -157,11 +178,11 @@ struct ResumeState {
 };
 
 // Writes <dir>/step_XXXXXXXX/ (all ranks take part): BF16 HF weights split over the ranks, this
-// rank's share of the FP32 optimizer state, then rank 0 hashes everything into the manifest and
-// renames the directory into place. A crash at any point leaves only a *.tmp directory behind.
+// rank's share of the FP32 optimizer state, the tokenizer's files (checkpoint/hf_tokenizer.h),
+// then rank 0 hashes everything into the manifest and renames the directory into place. A crash at any point leaves only a *.tmp directory behind.
 void save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& comm, const TrainConfig& cfg,
                      const RunPlan& plan, const DataLoader& loader, const TrainCounters& counters,
-                     const std::optional<LossScaler>& scaler, int keep) {
+                     const std::optional<LossScaler>& scaler, const std::optional<Tokenizer>& tokenizer, int keep) {
     if (comm.rank() == 0) {
         make_dirs(dir);
         begin_checkpoint(dir, step);
@@ -175,6 +196,8 @@ void save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
                       share.m.data(), share.v.data());
     comm.barrier();
     if (comm.rank() == 0) {
+        // the tokenizer beside the weights: the step directory is a complete Hugging Face model
+        if (tokenizer) write_hf_tokenizer(tmp, *tokenizer, plan.model.max_seq_len);
         CheckpointManifest manifest;
         manifest.step = step;
         manifest.model = plan.model;
@@ -191,7 +214,7 @@ void save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
 }
 
 // Restores everything save_checkpoint wrote, into a model of any world size.
-ResumeState load_checkpoint(const std::string& path, GPT& model, const RunPlan& plan, DataLoader& loader,
+ResumeState load_checkpoint(const std::string& path, GPT& model, const RunPlan& plan, DataLoader* loader,
                             std::optional<LossScaler>& scaler, Comm& comm) {
     // rank 0 verifies every file's checksum (one read of the whole checkpoint); all check the shape
     CheckpointManifest manifest = comm.rank() == 0 ? open_checkpoint(path, plan.model) : read_manifest(path);
@@ -203,7 +226,7 @@ ResumeState load_checkpoint(const std::string& path, GPT& model, const RunPlan& 
                                   read_state_range(path, plan.model, StateTensor::V, begin, end));
     model.restore_fp8_state(manifest.fp8_json.empty() ? "[]" : manifest.fp8_json);
     if (scaler && !manifest.loss_scaler_json.empty()) loss_scaler_from_json(*scaler, manifest.loss_scaler_json);
-    loader.set_position(manifest.data_position);
+    if (loader) loader->set_position(manifest.data_position);
     return ResumeState{manifest.step, counters_from_json(manifest.extra_json)};
 }
 
@@ -225,7 +248,7 @@ struct StepResult {
 // scale follows the overflows (loss_scaler.h).
 StepResult train_step(GPT& model, DataLoader& loader, const TrainConfig& cfg, const RunPlan& plan, int step,
                       std::optional<LossScaler>& scaler, TrainCounters& counters, Comm& comm) {
-    const int B = cfg.batch_size, T = cfg.seq_len;
+    const int B = cfg.batch_size, T = plan.seq_len;
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);   // (B, T) each
     const float dloss = 1.0f / ((float)B * T * plan.grad_accum_steps);   // d(mean loss)/d(each token's loss)
     StepResult r;
@@ -288,12 +311,23 @@ int run(int argc, char** argv) {
     if (resume_from) restore_run_flags(argc, argv, *resume_from, cfg);
     validate(cfg);
     if (cfg.threads > 0) set_cpu_threads(cfg.threads);
-    std::optional<Tokenizer> tokenizer;
-    if (!cfg.tokenizer.empty()) tokenizer = Tokenizer::load(cfg.tokenizer);
-    RunPlan plan = resolve_run_plan(cfg, comm->world_size(), tokenizer ? tokenizer->vocab_size() : 0);
+    // the model the run starts from, if not a fresh one: the checkpoint it resumes, or --init-from
+    std::optional<ModelDir> start_model;
+    if (resume_from) start_model = find_model_dir(*resume_from);
+    else if (!cfg.init_from.empty()) start_model = find_model_dir(cfg.init_from);
+    // the tokenizer: --tokenizer, the model's, or the one beside the shards; checked against what
+    // the shards that the run reads record (no training data with -x 0)
+    const RunData data = run_data(cfg);
+    std::string tokenizer_how;
+    const std::optional<Tokenizer> tokenizer = choose_run_tokenizer(
+        cfg.tokenizer, start_model ? read_model_tokenizer(start_model->dir) : std::nullopt, {data.train, data.val},
+        &tokenizer_how);
+    RunPlan plan = resolve_run_plan(cfg, comm->world_size(), tokenizer ? tokenizer->vocab_size() : 0,
+                                    start_model ? &start_model->model : nullptr, start_model ? start_model->dir : "");
+    plan.tokenizer = tokenizer ? tokenizer->origin() : "none";
     plan.device = choose_device(cfg.device);
     plan.attention = choose_attention(cfg, plan);
-    const int B = cfg.batch_size, T = cfg.seq_len;
+    const int B = cfg.batch_size, T = plan.seq_len;
 
     // ---- model ----
     std::unique_ptr<Comm> nccl;
@@ -317,19 +351,22 @@ int run(int argc, char** argv) {
         scaler.emplace(lsc);
     }
 
-    // ---- data (every shard's header is checked before any work starts) ----
+    // ---- data (every shard's header is checked before any work starts; none to train on with -x 0) ----
     const int vocab_size = plan.model.vocab_size;
-    DataLoader train_loader(cfg.train_data, B, T, comm->rank(), plan.world_size, cfg.shuffle, cfg.seed, vocab_size);
-    std::unique_ptr<DataLoader> val_loader;
-    if (!cfg.val_data.empty() && cfg.val_every > 0) {
-        val_loader = std::make_unique<DataLoader>(cfg.val_data, B, T, comm->rank(), plan.world_size, false, cfg.seed,
+    std::unique_ptr<DataLoader> train_loader, val_loader;
+    if (!data.train.empty()) {
+        train_loader = std::make_unique<DataLoader>(data.train, B, T, comm->rank(), plan.world_size, cfg.shuffle,
+                                                    cfg.seed, vocab_size);
+    }
+    if (!data.val.empty()) {
+        val_loader = std::make_unique<DataLoader>(data.val, B, T, comm->rank(), plan.world_size, false, cfg.seed,
                                                   vocab_size);
     }
 
     // ---- where to start: fresh, from a checkpoint's weights, or resuming a run ----
     ResumeState start;
     if (resume_from) {
-        start = load_checkpoint(*resume_from, model, plan, train_loader, scaler, *comm);
+        start = load_checkpoint(*resume_from, model, plan, train_loader.get(), scaler, *comm);
         print0("resuming from %s (step %lld)\n", resume_from->c_str(), (long long)start.step);
     } else {
         if (cfg.resume) print0("notice: no complete checkpoint in %s; starting from scratch\n", plan.checkpoint_dir.c_str());
@@ -338,11 +375,9 @@ int run(int argc, char** argv) {
             fail("%s already holds checkpoints (newest: %s); continue that run with --resume, or give another "
                  "--checkpoint-dir", plan.checkpoint_dir.c_str(), latest_checkpoint(plan.checkpoint_dir)->c_str());
         }
-        if (!cfg.init_from.empty()) {   // fine-tuning: the weights, not the optimizer
-            open_checkpoint(cfg.init_from, plan.model);
-            model.set_weights(read_state_range(cfg.init_from, plan.model, StateTensor::Master, 0,
-                                               model.num_parameters()));
-            print0("initialised from the weights of %s\n", cfg.init_from.c_str());
+        if (start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
+            model.set_weights(read_model_weights(*start_model));
+            print0("initialised from the weights of %s\n", start_model->description.c_str());
         }
     }
 
@@ -357,25 +392,51 @@ int run(int argc, char** argv) {
     }
     auto write_log = [&](const LogRecord& r) { if (log) log->write(r); };
     if (resume_from) write_log(LogRecord("resume").num("step", start.step).str("checkpoint", *resume_from));
-    print0("train: %lld tokens in %d shard(s)", (long long)train_loader.num_tokens(), train_loader.num_shards());
-    if (val_loader) print0(" | val: %lld tokens", (long long)val_loader->num_tokens());
-    print0(" | %d rank(s), %s\n", plan.world_size, model_comm.name().c_str());
+    if (train_loader) print0("train: %lld tokens in %d shard(s) | ", (long long)train_loader->num_tokens(), train_loader->num_shards());
+    if (val_loader) print0("val: %lld tokens | ", (long long)val_loader->num_tokens());
+    print0("%d rank(s), %s\n", plan.world_size, model_comm.name().c_str());
+    print0("%s\n", tokenizer_how.c_str());
     print0("memory: activations %.3f GiB for B=%d, T=%d (per rank)\n", model.activation_bytes() / 1073741824.0, B, T);
+
+    // samples (rank 0): the model's current weights through a KV cache, -g tokens every -s steps and at the end
+    std::unique_ptr<Generator> generator;
+    Rng sample_rng(cfg.sample_seed >= 0 ? (uint64_t)cfg.sample_seed : cfg.seed ^ 0x5eed5eedULL);
+    auto sample = [&](int step) {
+        if (!g_is_root || cfg.sample_tokens == 0) return;
+        if (!generator) generator = std::make_unique<Generator>(model, *backend);
+        const std::string text = sample_text(*generator, tokenizer, cfg, sample_rng);
+        std::printf("---- sample (%d tokens, step %d) ----\n%s\n---------------------------\n", cfg.sample_tokens, step,
+                    text.c_str());
+        write_log(LogRecord("sample").num("step", step).str("text", text));
+    };
 
     // ---- training loop ----
     TrainCounters counters = start.counters;
+    RunClock clock((int)start.step, counters.seconds);   // the run's time, earlier processes included
+    const double peak = peak_flops(plan, *comm) * plan.world_size;   // all ranks' (0: no MFU)
+    const double step_flops = flops_per_token(plan.model, plan.num_parameters, T) * plan.tokens_per_step;
+    RunSummary summary;
+    summary.first_step = (int)start.step;
+    double this_process_tokens = 0, this_process_step_seconds = 0;
     int skipped_in_a_row = 0;
     for (int step = (int)start.step; step <= cfg.steps; step++) {
         const bool last = step == cfg.steps;
         if (val_loader && (step % cfg.val_every == 0 || last)) {
             float val_loss = evaluate(model, *val_loader, cfg.val_batches, B, T, *comm);
             print0("step %d/%d | val loss %.4f\n", step, cfg.steps, val_loss);
-            write_log(LogRecord("val").num("step", step).num("loss", val_loss));
+            write_log(LogRecord("val").num("step", step).num("loss", val_loss).num("tokens", (double)counters.tokens)
+                          .num("elapsed_s", clock.elapsed()).num("time", unix_time()));
+            if (!summary.best_val_loss || val_loss < *summary.best_val_loss) {
+                summary.best_val_loss = val_loss;
+                summary.best_val_step = step;
+            }
+            if (last) summary.final_val_loss = val_loss;
         }
         if (last) break;
+        if (cfg.sample_every > 0 && step > 0 && step % cfg.sample_every == 0) sample(step);
 
         const auto t0 = std::chrono::steady_clock::now();
-        const StepResult r = train_step(model, train_loader, cfg, plan, step, scaler, counters, *comm);
+        const StepResult r = train_step(model, *train_loader, cfg, plan, step, scaler, counters, *comm);
         skipped_in_a_row = r.finite ? 0 : skipped_in_a_row + 1;
         if (skipped_in_a_row >= cfg.max_skipped_steps) {
             fail("%d steps in a row had a non-finite loss or gradient norm (last: loss %g, norm %g, step %d); "
@@ -384,17 +445,26 @@ int run(int argc, char** argv) {
         }
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         const double tok_per_s = plan.tokens_per_step / (ms / 1000.0);
+        const double mfu = peak > 0 ? step_flops / (ms / 1000.0) / peak : 0.0;
         counters.tokens += plan.tokens_per_step;
-        counters.seconds += ms / 1000.0;
+        counters.seconds = clock.elapsed();
+        this_process_tokens += plan.tokens_per_step;
+        this_process_step_seconds += ms / 1000.0;
+        summary.final_loss = r.loss;
         if (step % cfg.log_every == 0 || step == cfg.steps - 1 || !r.finite) {
-            std::string extra = scaler ? format(" | scale %g", r.loss_scale) : "";
+            std::string extra = mfu > 0 ? format(" | MFU %.1f%%", 100 * mfu) : "";
+            extra += format(" | %s elapsed", human_duration(counters.seconds).c_str());
+            if (step + 1 < cfg.steps) extra += format(", ETA %s", human_duration(clock.eta(step + 1, cfg.steps)).c_str());
+            if (scaler) extra += format(" | scale %g", r.loss_scale);
             if (!r.finite) extra += " | SKIPPED (non-finite)";
             print0("step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s%s\n", step + 1, cfg.steps, r.loss,
                    r.lr, r.norm, ms, human_rate(tok_per_s).c_str(), extra.c_str());
         }
         LogRecord record("step");
         record.num("step", step + 1).num("loss", r.loss).num("lr", r.lr).num("grad_norm", r.norm).num("ms", ms)
-            .num("tok_per_s", tok_per_s).num("skipped", r.finite ? 0 : 1);
+            .num("tok_per_s", tok_per_s).num("skipped", r.finite ? 0 : 1).num("tokens", (double)counters.tokens)
+            .num("elapsed_s", counters.seconds).num("time", unix_time());
+        if (mfu > 0) record.num("mfu", mfu);
         if (scaler) record.num("loss_scale", r.loss_scale);
         write_log(record);
         if (model.fp8() && cfg.fp8_telemetry_every > 0 &&
@@ -405,35 +475,38 @@ int run(int argc, char** argv) {
             }
         }
         if (cfg.checkpoint_every > 0 && ((step + 1) % cfg.checkpoint_every == 0 || step + 1 == cfg.steps)) {
-            save_checkpoint(plan.checkpoint_dir, step + 1, model, *comm, cfg, plan, train_loader, counters, scaler,
-                            cfg.keep_checkpoints);
+            save_checkpoint(plan.checkpoint_dir, step + 1, model, *comm, cfg, plan, *train_loader, counters, scaler,
+                            tokenizer, cfg.keep_checkpoints);
             print0("checkpoint: %s\n", checkpoint_dir(plan.checkpoint_dir, step + 1).c_str());
+            summary.checkpoint = checkpoint_dir(plan.checkpoint_dir, step + 1);
             write_log(LogRecord("checkpoint").num("step", step + 1).str("path", checkpoint_dir(plan.checkpoint_dir, step + 1)));
         }
         std::fflush(stdout);
     }
     if (counters.skipped > 0) print0("%lld step(s) skipped for a non-finite loss or gradient norm\n", (long long)counters.skipped);
 
-    // ---- sample (rank 0) ----
-    if (cfg.sample_tokens > 0 && g_is_root) {
-        std::vector<int> prompt;
-        if (!cfg.sample_prompt.empty()) {
-            if (!tokenizer) fail("--sample-prompt needs a --tokenizer");
-            prompt = tokenizer->encode(cfg.sample_prompt);
-        } else {
-            prompt.push_back(tokenizer ? tokenizer->eot_token() : 0);
-        }
-        Rng rng(cfg.seed ^ 0x5eed5eedULL);
-        std::vector<int> generated = sample(model, prompt, cfg.sample_tokens, T, cfg.temperature, rng);
-        std::string text;
-        if (tokenizer) {
-            text = cfg.sample_prompt + printable(tokenizer->decode(generated));
-        } else {
-            for (int id : generated) text += std::to_string(id) + " ";
-        }
-        std::printf("---- sample (%d tokens) ----\n%s\n---------------------------\n", cfg.sample_tokens, text.c_str());
-        write_log(LogRecord("sample").num("step", cfg.steps).str("text", text));
+    sample(cfg.steps);
+
+    // ---- the run's summary: time, losses, where the checkpoint is, what to run next ----
+    summary.steps = cfg.steps;
+    summary.tokens = counters.tokens;
+    summary.seconds = counters.seconds;
+    if (this_process_step_seconds > 0) {
+        summary.mean_tokens_per_second = this_process_tokens / this_process_step_seconds;
+        if (peak > 0) summary.mfu = step_flops / plan.tokens_per_step * summary.mean_tokens_per_second / peak;
     }
+    if (!summary.checkpoint && resume_from) summary.checkpoint = *resume_from;
+    summary.log_path = cfg.output_dir + "/log.jsonl";
+    summary.output_dir = cfg.output_dir;
+    summary.checkpoint_dir = plan.checkpoint_dir;
+    for (const std::string& line : summary_lines(summary)) print0("%s\n", line.c_str());
+    LogRecord end("summary");
+    end.num("step", cfg.steps).num("tokens", (double)counters.tokens).num("elapsed_s", counters.seconds)
+        .num("time", unix_time());
+    if (summary.mean_tokens_per_second > 0) end.num("tok_per_s", summary.mean_tokens_per_second);
+    if (summary.final_val_loss) end.num("val_loss", *summary.final_val_loss);
+    if (summary.best_val_loss) end.num("best_val_loss", *summary.best_val_loss).num("best_val_step", summary.best_val_step);
+    write_log(end);
     return 0;
 }
 

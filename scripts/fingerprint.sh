@@ -9,7 +9,7 @@
 # For fp32, bf16, fp16 and fp8 on the CPU kernel set, on 1 rank and on 2 ranks (mpirun, ZeRO-1),
 # it trains d2 for 8 steps with gradient accumulation, val loss, a checkpoint at steps 4 and 8,
 # FP8 telemetry and a sample, then resumes from step 4 for 4 steps. It prints the hash of every
-# log.jsonl record with its wall-clock fields (ms, tok_per_s, and any time field) removed, and the
+# log.jsonl record with its wall-clock fields (ms, tok_per_s, and any time field) and paths removed, and the
 # manifest's state (step, data position, loss-scale and FP8 state, counters; not the embedded
 # config.json, whose rendering is not behaviour) and the XXH3 checksum of every weight and state file.
 set -euo pipefail
@@ -25,7 +25,7 @@ python=/usr/bin/python3
 log_digest() {
     "$python" - "$1" <<'EOF'
 import hashlib, json, sys
-drop = {"ms", "tok_per_s", "elapsed_s", "eta_s", "mfu", "time", "wall_time", "unix_time"}
+drop = {"ms", "tok_per_s", "elapsed_s", "eta_s", "mfu", "time", "wall_time", "unix_time", "path"}
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("type") == "resume" or r.get("kind") == "resume":
@@ -43,6 +43,9 @@ root = sys.argv[1]
 for step in sorted(os.listdir(root)):
     m = json.load(open(os.path.join(root, step, "manifest.json")))
     state = {k: v for k, v in m.items() if k not in ("train_config", "files")}
+    if isinstance(state.get("extra"), dict):
+        state["extra"].pop("seconds", None)   # wall time
+        state["extra"].pop("flags", None)     # the run's flags (paths of this script's scratch directory)
     print(step, "manifest", hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16])
     for name, rec in sorted(m["files"].items()):
         if name.startswith("tokenizer") or name in ("vocab.json", "merges.txt", "special_tokens_map.json", "config.json"):

@@ -53,9 +53,10 @@ TEST(TrainerCli, ShortRunWritesLogConfigAndSample) {
     ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 6 -v 3 -g 16 -d 64", &output), 0) << output;
     EXPECT_CONTAINS(output, "| grad_accum_steps  | 2");   // -d 64 = 2 micro-batches of 2·16
     EXPECT_CONTAINS(output, "step 6/6 | loss");
-    EXPECT_CONTAINS(output, "---- sample (16 tokens) ----");
+    EXPECT_CONTAINS(output, "---- sample (16 tokens, step 6) ----");
 
-    int steps = 0, vals = 0, samples = 0;
+    int steps = 0, vals = 0, samples = 0, summaries = 0;
+    double last_elapsed = 0, last_time = 0;
     std::istringstream log(read_text(corpus.dir.file("out/log.jsonl")));
     for (std::string line; std::getline(log, line);) {
         auto j = nlohmann::json::parse(line);   // every line is one JSON object
@@ -64,13 +65,29 @@ TEST(TrainerCli, ShortRunWritesLogConfigAndSample) {
             steps++;
             EXPECT_EQ(j["step"].get<int>(), steps);
             for (const char* key : {"loss", "lr", "grad_norm", "ms", "tok_per_s"}) EXPECT_TRUE(j.contains(key)) << key;
+            EXPECT_EQ(j["tokens"].get<int64_t>(), 64 * steps) << "tokens seen: 2 micro-batches of 2·16 a step";
+            EXPECT_GE(j["elapsed_s"].get<double>(), last_elapsed);
+            EXPECT_GE(j["time"].get<double>(), last_time);
+            EXPECT_GT(j["time"].get<double>(), 1.7e9) << "seconds since the Unix epoch";
+            last_elapsed = j["elapsed_s"].get<double>();
+            last_time = j["time"].get<double>();
+            EXPECT_FALSE(j.contains("mfu")) << "no MFU without a GPU peak";
         }
+        summaries += type == "summary";
         vals += type == "val";
         samples += type == "sample";
     }
     EXPECT_EQ(steps, 6);
     EXPECT_EQ(vals, 3);   // steps 0, 3 and the end
     EXPECT_EQ(samples, 1);
+    EXPECT_EQ(summaries, 1);
+    // the step line: elapsed time and ETA, no MFU on the CPU; the closing summary
+    EXPECT_CONTAINS(output, "s elapsed, ETA ");
+    EXPECT_EQ(output.find("MFU"), std::string::npos);
+    EXPECT_CONTAINS(output, "---- run summary ----");
+    EXPECT_CONTAINS(output, "for 6 step(s), 384 tokens");
+    EXPECT_CONTAINS(output, "plot it: scripts/plot_run.py " + corpus.dir.file("out/log.jsonl"));
+    EXPECT_CONTAINS(output, "checkpoint: none written");
     auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
     EXPECT_EQ(config["n_embd"].get<int>(), 32);
     EXPECT_EQ(config["vocab_size"].get<int>(), 257);
@@ -146,6 +163,50 @@ TEST(TrainerCli, ResumeWithoutFlagsRestoresTheRunAndLogsEachStepOnce) {
     const LogSummary longer = summarize_log(corpus.dir.file("out2/log.jsonl"));
     for (int step = 1; step <= 8; step++) EXPECT_EQ(longer.count.at({"step", step}), 1) << "step " << step;
     EXPECT_EQ(longer.count.at({"resume", 6}), 1);
+}
+
+// -s N samples during training; -x 0 with --init-from samples and evaluates a checkpoint with no
+// training data at all (here: none in the working directory, and a -i that matches nothing).
+TEST(TrainerCli, SamplesDuringTrainingAndFromACheckpointWithoutTrainingData) {
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 6 -s 2 -g 8 -v 3 --checkpoint-every 6 --threads 1",
+                          &output), 0) << output;
+    const LogSummary run = summarize_log(corpus.dir.file("out/log.jsonl"));
+    for (int step : {2, 4, 6}) EXPECT_EQ(run.count.at({"sample", step}), 1) << "sample at step " << step;
+    EXPECT_EQ(run.count.count({"sample", 3}), 0u);
+    double final_val = 0;
+    {
+        std::istringstream log(read_text(corpus.dir.file("out/log.jsonl")));
+        for (std::string line; std::getline(log, line);) {
+            auto j = nlohmann::json::parse(line);
+            if (j["type"] == "val" && j["step"] == 6) final_val = j["loss"].get<double>();
+        }
+    }
+    make_dirs(corpus.dir.file("elsewhere"));
+    auto sample = [&](const std::string& from, const std::string& flags) {
+        const std::string out_dir = corpus.dir.file("elsewhere/s");
+        std::string out;
+        EXPECT_EQ(run_command("cd '" + corpus.dir.file("elsewhere") + "' && " + train_gpt_binary() + " --init-from '" + from +
+                              "' -x 0 -g 16 -i '/nonexistent/*.bin' --threads 1 -o '" + out_dir + "' " + flags, &out), 0) << out;
+        std::string text;
+        std::istringstream log(read_text(out_dir + "/log.jsonl"));
+        for (std::string line; std::getline(log, line);) {
+            auto j = nlohmann::json::parse(line);
+            if (j["type"] == "sample") text = j["text"];
+            if (j["type"] == "val") {
+                EXPECT_EQ(j["loss"].get<double>(), final_val) << "the same weights, the same val loss";
+            }
+        }
+        EXPECT_FALSE(text.empty()) << out;
+        return text;
+    };
+    const std::string root = corpus.dir.file("out/checkpoints"), step = root + "/step_00000006";
+    const std::string a = sample(root, "--sample-seed 5");
+    EXPECT_EQ(sample(step, "--sample-seed 5"), a) << "a checkpoint root is its newest step";
+    EXPECT_NE(sample(root, "--sample-seed 6"), a);
+    EXPECT_EQ(sample(root, "--temperature 0"), sample(root, "--temperature 0 --sample-seed 9")) << "greedy";
+    sample(root, "--top-k 3 --top-p 0.5 -j '" + corpus.dir.file("tiny_val_*.bin") + "' -m 2 -b 2 -t 16");
 }
 
 TEST(TrainerCli, HelpExitsZeroAndShowsDefaults) {

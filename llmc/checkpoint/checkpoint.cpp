@@ -26,6 +26,7 @@ namespace {
 
 constexpr const char* kManifestName = "manifest.json";
 constexpr const char* kIndexName = "model.safetensors.index.json";
+constexpr const char* kSingleWeightsName = "model.safetensors";   // transformers' unsharded save
 constexpr const char* kManifestFormat = "train_gpt checkpoint";
 constexpr int kManifestVersion = 1;
 
@@ -511,27 +512,37 @@ CheckpointManifest open_checkpoint(const std::string& dir, const GPTConfig& expe
 }
 
 std::vector<float> read_weights(const std::string& dir, const GPTConfig& cfg) {
-    const std::string index_path = dir + "/" + kIndexName;
-    nlohmann::json index;
-    try {
-        index = nlohmann::json::parse(read_whole(index_path));
-        if (!index.at("weight_map").is_object()) fail("%s: weight_map is not an object", index_path.c_str());
-    } catch (const nlohmann::json::exception& e) {
-        fail("%s: malformed index (%s)", index_path.c_str(), e.what());
+    // sharded (an index names each tensor's file), or one model.safetensors
+    std::string index_path = dir + "/" + kIndexName;
+    nlohmann::json weight_map = nlohmann::json::object();
+    if (!file_exists(index_path) && file_exists(dir + "/" + kSingleWeightsName)) {
+        index_path = dir + "/" + kSingleWeightsName;
+        const SafetensorsFile single(index_path);
+        for (const StTensorInfo& t : single.tensors()) weight_map[t.name] = kSingleWeightsName;
+    } else {
+        try {
+            nlohmann::json index = nlohmann::json::parse(read_whole(index_path));
+            if (!index.at("weight_map").is_object()) fail("%s: weight_map is not an object", index_path.c_str());
+            weight_map = index["weight_map"];
+        } catch (const nlohmann::json::exception& e) {
+            fail("%s: malformed index (%s)", index_path.c_str(), e.what());
+        }
     }
-    const auto& weight_map = index["weight_map"];
     std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
     std::vector<float> out(param_offsets(cfg)[kNumParamTensors], 0.0f);   // wte padding rows stay 0
 
     for (const HfTensor& t : hf_tensors(cfg, 1)) {
-        if (!weight_map.contains(t.name) || !weight_map[t.name].is_string()) {
+        // GPT2LMHeadModel's names, or GPT2Model's (without "transformer.")
+        std::string name = t.name;
+        if (!weight_map.contains(name) && name.rfind("transformer.", 0) == 0) name = name.substr(12);
+        if (!weight_map.contains(name) || !weight_map[name].is_string()) {
             fail("%s: no file for tensor %s", index_path.c_str(), t.name.c_str());
         }
-        const std::string file = weight_map[t.name].get<std::string>();
+        const std::string file = weight_map[name].get<std::string>();
         if (file.find('/') != std::string::npos) fail("%s: invalid file name '%s'", index_path.c_str(), file.c_str());
         auto& st = files[file];
         if (!st) st = std::make_unique<SafetensorsFile>(dir + "/" + file);
-        const StTensorInfo& info = st->at(t.name);
+        const StTensorInfo& info = st->at(name);
         if (info.shape != t.shape) {
             std::string got, want;
             for (int64_t d : info.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
@@ -539,7 +550,7 @@ std::vector<float> read_weights(const std::string& dir, const GPTConfig& cfg) {
             fail("%s: tensor %s has shape [%s], this model needs [%s]", st->path().c_str(), t.name.c_str(),
                  got.c_str(), want.c_str());
         }
-        const std::vector<float> src = st->read_floats(t.name);
+        const std::vector<float> src = st->read_floats(name);
         const EngineView e = engine_view(cfg, t);
         float* dst = out.data() + e.offset;   // (rows, cols) = (out, in) when transposed
         if (t.transpose) {

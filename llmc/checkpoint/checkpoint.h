@@ -134,7 +134,10 @@ void verify_checkpoint(const std::string& dir, const CheckpointManifest& manifes
 CheckpointManifest open_checkpoint(const std::string& dir, const GPTConfig& expected);
 
 // The full engine-layout FP32 weights (num_parameters floats) from the HF shards: transposed
-// back, wte padded to Vp rows with zeros. Shapes are checked against cfg.
+// back, wte padded to Vp rows with zeros. Shapes are checked against cfg. Also reads a
+// transformers directory: one model.safetensors instead of an index, GPT2Model's names (no
+// "transformer." prefix), F32, BF16 or F16 tensors; tensors the engine has no use for (a tied
+// lm_head.weight, attention-mask buffers) are ignored.
 std::vector<float> read_weights(const std::string& dir, const GPTConfig& cfg);
 // Values [global_begin, global_end) of the flat FP32 vector `which`, assembled from the slices of
 // all state files listed in the manifest, whatever world size wrote them. Fails unless the range

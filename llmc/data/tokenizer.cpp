@@ -96,10 +96,11 @@ Tokenizer Tokenizer::load(const std::string& path) {
     }
     Tokenizer tokenizer(std::move(tokens), static_cast<int>(eot), path);
 
-    // BPE merges beside it: DIR/encoder.json + DIR/vocab.bpe.
+    // BPE merges beside it: DIR/encoder.json + DIR/vocab.bpe, or DIR/vocab.json + DIR/merges.txt.
     const size_t slash = path.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-    const std::string encoder = dir + "/encoder.json", merges = dir + "/vocab.bpe";
+    std::string encoder = dir + "/encoder.json", merges = dir + "/vocab.bpe";
+    if (!file_exists(encoder) || !file_exists(merges)) encoder = dir + "/vocab.json", merges = dir + "/merges.txt";
     if (file_exists(encoder) && file_exists(merges)) {
         auto bpe = std::make_shared<const Bpe>(Bpe::load_gpt2(encoder, merges));
         bool same = bpe->vocab_size() == tokenizer.vocab_size() && bpe->eot_token() == tokenizer.eot_token();
@@ -114,8 +115,8 @@ Tokenizer Tokenizer::load(const std::string& path) {
     return tokenizer;
 }
 
-Tokenizer Tokenizer::from_bpe(std::shared_ptr<const Bpe> bpe) {
-    Tokenizer tokenizer(bpe->tokens(), bpe->eot_token(), "BPE tokenizer");
+Tokenizer Tokenizer::from_bpe(std::shared_ptr<const Bpe> bpe, const std::string& origin) {
+    Tokenizer tokenizer(bpe->tokens(), bpe->eot_token(), origin);
     tokenizer.bpe_ = std::move(bpe);
     return tokenizer;
 }

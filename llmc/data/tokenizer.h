@@ -31,11 +31,13 @@ constexpr int kTokenizerHeaderInts = 256;
 class Tokenizer {
 public:
     // Validates magic, version, sizes; errors name the path. If DIR/encoder.json and
-    // DIR/vocab.bpe exist beside it (DIR = the file's directory), loads them as its BPE merges;
-    // they must describe the same table (else an error naming both).
+    // DIR/vocab.bpe exist beside it (DIR = the file's directory), or else DIR/vocab.json and
+    // DIR/merges.txt (the same formats, as a Hugging Face model directory names them), loads them
+    // as its BPE merges; they must describe the same table (else an error naming both).
     static Tokenizer load(const std::string& path);
     static Tokenizer byte_level();                   // vocab 257, eot 256
-    static Tokenizer from_bpe(std::shared_ptr<const Bpe> bpe);  // the BPE's table, able to encode
+    // the BPE's table, able to encode; origin names it in messages
+    static Tokenizer from_bpe(std::shared_ptr<const Bpe> bpe, const std::string& origin = "BPE tokenizer");
     void save(const std::string& path) const;        // version 2, atomic
 
     int vocab_size() const { return static_cast<int>(tokens_.size()); }

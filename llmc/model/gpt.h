@@ -126,6 +126,9 @@ public:
     void restore_fp8_state(const std::string& json);
     // Host copy of the logits at (b, t) of the last forward, first V entries.
     std::vector<float> logits_at(int b, int t) const;
+    // The working weights of parameter tensor i (activation dtype, every layer's, on the kernel
+    // set): for code that runs the model another way, decoding with a KV cache (generate.h).
+    const void* parameter(int tensor) const { return param(tensor); }
 
     struct Activations;
 

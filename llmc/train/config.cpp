@@ -128,11 +128,20 @@ void add_flags(CLI::App& app, TrainConfig& c) {
         ->check(kNonNegative)->group("Evaluation");
     app.add_option("-m,--val-batches", c.val_batches, "Micro-batches per val-loss evaluation")
         ->check(kPositive)->group("Evaluation");
-    app.add_option("-g,--sample-tokens", c.sample_tokens, "Tokens to sample at the end (0 = none)")
+    app.add_option("-g,--sample-tokens", c.sample_tokens, "Tokens per sample, at the end and every -s steps (0 = none)")
         ->check(kNonNegative)->group("Evaluation");
-    app.add_option("--sample-prompt", c.sample_prompt, "Text to start the sample from (encoded with --tokenizer)")
+    app.add_option("-s,--sample-every", c.sample_every, "Sample every N steps during training (0 = only at the end)")
+        ->check(kNonNegative)->group("Evaluation");
+    app.add_option("--sample-prompt", c.sample_prompt, "Text to start the sample from (default: <|endoftext|>)")
         ->group("Evaluation");
-    app.add_option("--temperature", c.temperature, "Sampling temperature")->check(kPositive)->group("Evaluation");
+    app.add_option("--temperature", c.temperature, "Sampling temperature (0 = greedy)")->check(kNonNegative)
+        ->group("Evaluation");
+    app.add_option("--top-k", c.top_k, "Sample from the k most likely tokens (0 = all)")->check(kNonNegative)
+        ->group("Evaluation");
+    app.add_option("--top-p", c.top_p, "Sample from the smallest set of tokens holding this much probability (1 = all)")
+        ->check(numeric(0.0, 1.0, true))->group("Evaluation");
+    app.add_option("--sample-seed", c.sample_seed, "Seed of the samples' draws (-1 = from --seed)")
+        ->check(numeric(-1.0))->group("Evaluation");
 
     app.add_option("--zero", c.zero, "0: every rank keeps the whole optimizer state; 1: ZeRO-1 (master weights and "
                    "Adam m, v sharded over ranks)")->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
@@ -144,7 +153,10 @@ void add_flags(CLI::App& app, TrainConfig& c) {
         ->check(kPositive)->group("Distributed and checkpoints");
     app.add_flag("--resume", c.resume, "Continue from the newest complete checkpoint in --checkpoint-dir (none: start fresh)")
         ->group("Distributed and checkpoints");
-    app.add_option("--init-from", c.init_from, "Start from this checkpoint directory's weights with a fresh optimizer")
+    app.add_option("--init-from", c.init_from,
+                   "Start from these weights with a fresh optimizer (the model's shape and tokenizer come with them): "
+                   "a checkpoint directory (its newest step), a step directory, or a transformers GPT-2 directory. "
+                   "With -x 0: sample / evaluate it without training")
         ->group("Distributed and checkpoints");
 
     app.add_option("--device", c.device, "Kernel set: auto (GPU if present, else CPU) | cpu | cuda")
@@ -289,8 +301,8 @@ void validate(const TrainConfig& c) {
     }
 }
 
-int grad_accum_steps_for(const TrainConfig& c, int world_size) {
-    const int64_t per_micro_step = (int64_t)c.batch_size * c.seq_len * world_size;
+int grad_accum_steps_for(const TrainConfig& c, int world_size, int seq_len) {
+    const int64_t per_micro_step = (int64_t)c.batch_size * (seq_len > 0 ? seq_len : c.seq_len) * world_size;
     if (c.total_batch_tokens == 0) return 1;
     if (c.total_batch_tokens % per_micro_step != 0) {
         fail("--total-batch-tokens %lld is not a multiple of batch-size * seq-len * ranks = %lld",
@@ -299,29 +311,64 @@ int grad_accum_steps_for(const TrainConfig& c, int world_size) {
     return (int)(c.total_batch_tokens / per_micro_step);
 }
 
+RunData run_data(const TrainConfig& c) {
+    RunData d;
+    if (c.steps > 0) d.train = c.train_data;
+    if (c.val_every > 0 && (c.steps > 0 || c.given.count("val-data"))) d.val = c.val_data;
+    return d;
+}
+
 std::string checkpoint_dir_of(const TrainConfig& c) {
     return c.checkpoint_dir.empty() ? c.output_dir + "/checkpoints" : c.checkpoint_dir;
 }
 
-RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_vocab) {
+RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_vocab, const GPTConfig* model,
+                         const std::string& model_source) {
     RunPlan plan;
     int vocab_size = c.vocab_size;
+    if (model != nullptr && vocab_size == 0) vocab_size = model->vocab_size;
     if (tokenizer_vocab > 0) {
         if (vocab_size == 0) vocab_size = tokenizer_vocab;
         if (vocab_size < tokenizer_vocab) {
-            fail("--vocab-size %d is smaller than the tokenizer's %d (%s)", vocab_size, tokenizer_vocab,
-                 c.tokenizer.c_str());
+            fail("%s %d is smaller than the tokenizer's %d", model != nullptr && c.vocab_size == 0
+                 ? "the vocabulary of the model the run starts from" : "--vocab-size", vocab_size, tokenizer_vocab);
         }
     }
     if (vocab_size == 0) {
         fail("the run has no tokenizer (no --tokenizer, none beside the training shards): give --tokenizer, or "
              "--vocab-size to train without one");
     }
-    plan.model = gpt_config_from_spec(c.model, vocab_size, c.max_seq_len > 0 ? c.max_seq_len : c.seq_len, c.n_embd,
-                                      c.n_head);
+    if (model != nullptr) {
+        // the model's shape; a shape flag given on the command line must describe the same model
+        plan.model = *model;
+        const GPTConfig flags = gpt_config_from_spec(c.model, vocab_size, c.max_seq_len > 0 ? c.max_seq_len : model->max_seq_len,
+                                                     c.n_embd, c.n_head);
+        auto check = [&](const char* flag, const char* field, int want, int got) {
+            if (c.given.count(flag) && want != got) {
+                fail("--%s: the model the run starts from (%s) has %s %d, the flags make %d", flag, model_source.c_str(),
+                     field, got, want);
+            }
+        };
+        check("model", "n_layer", flags.n_layer, model->n_layer);
+        check("n-embd", "n_embd", flags.n_embd, model->n_embd);
+        check("n-head", "n_head", flags.n_head, model->n_head);
+        check("vocab-size", "vocab_size", flags.vocab_size, model->vocab_size);
+        check("max-seq-len", "max_seq_len", flags.max_seq_len, model->max_seq_len);
+        if (c.seq_len > model->max_seq_len) {
+            if (c.given.count("seq-len")) {
+                fail("--seq-len %d exceeds the position table (%d) of the model the run starts from (%s)", c.seq_len,
+                     model->max_seq_len, model_source.c_str());
+            }
+            plan.seq_len = model->max_seq_len;   // the default T, shortened to what the model has
+        }
+    } else {
+        plan.model = gpt_config_from_spec(c.model, vocab_size, c.max_seq_len > 0 ? c.max_seq_len : c.seq_len, c.n_embd,
+                                          c.n_head);
+    }
+    if (plan.seq_len == 0) plan.seq_len = c.seq_len;
     plan.world_size = world_size;
-    plan.grad_accum_steps = grad_accum_steps_for(c, world_size);
-    plan.tokens_per_step = (int64_t)c.batch_size * c.seq_len * world_size * plan.grad_accum_steps;
+    plan.grad_accum_steps = grad_accum_steps_for(c, world_size, plan.seq_len);
+    plan.tokens_per_step = (int64_t)c.batch_size * plan.seq_len * world_size * plan.grad_accum_steps;
 
     PrecisionConfig& p = plan.precision;
     p.precision = parse_precision(c.precision);
@@ -368,7 +415,7 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         boolean("shuffle", c.shuffle),
         text("output_dir", c.output_dir),
         integer("batch_size", c.batch_size),
-        integer("seq_len", c.seq_len),
+        integer("seq_len", p.seq_len),
         integer("world_size", p.world_size),
         integer("grad_accum_steps", p.grad_accum_steps),
         integer("tokens_per_step", p.tokens_per_step),
@@ -395,8 +442,12 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         integer("val_every", c.val_every),
         integer("val_batches", c.val_batches),
         integer("sample_tokens", c.sample_tokens),
+        integer("sample_every", c.sample_every),
         number("temperature", c.temperature),
+        integer("top_k", c.top_k),
+        number("top_p", c.top_p),
         integer("zero", c.zero),
+        text("init_from", c.init_from),
         integer("checkpoint_every", c.checkpoint_every),
         text("checkpoint_dir", p.checkpoint_dir),
         integer("threads", c.threads),

@@ -64,16 +64,21 @@ struct TrainConfig {
     // evaluation and sampling
     int val_every = 40;      // steps between val-loss evaluations (and at the end); 0: never
     int val_batches = 20;    // micro-batches per val-loss evaluation
-    int sample_tokens = 256; // tokens sampled at the end; 0: no sample
+    int sample_tokens = 256; // tokens per sample (at the end, and every sample_every steps); 0: no sample
+    int sample_every = 0;    // steps between samples during training; 0: only at the end
     std::string sample_prompt = "";
-    float temperature = 1.0f;
+    float temperature = 1.0f;   // 0: greedy
+    int top_k = 0;              // 0: every token
+    float top_p = 1.0f;         // 1: no nucleus cut
+    int64_t sample_seed = -1;   // -1: from --seed
     // data parallel and checkpoints
     int zero = 0;                  // 0: replicated optimizer state; 1: master weights and Adam m, v sharded (ZeRO-1)
     int checkpoint_every = 0;      // steps between checkpoints, plus one at the end; 0: no checkpoints
     std::string checkpoint_dir = "";   // "" = <output_dir>/checkpoints
     int keep_checkpoints = 3;      // complete checkpoints kept (older ones are deleted)
     bool resume = false;           // continue from the newest complete checkpoint in checkpoint_dir
-    std::string init_from = "";    // start from this checkpoint's weights with a fresh optimizer
+    std::string init_from = "";    // start from these weights with a fresh optimizer: a checkpoint root or
+                                   // step directory, or a transformers GPT-2 directory (checkpoint/init_from.h)
     // runtime
     std::string device = "auto";   // auto | cpu | cuda
     std::string attention = "gemm";   // CUDA: gemm (cuBLASLt, T×T scratch) | flash (tensor cores, head size 64)
@@ -119,6 +124,8 @@ struct RunPlan {
     std::string tokenizer;       // the tokenizer's file (data/run_tokenizer.h), or "none"
     GPTConfig model;
     size_t num_parameters = 0;
+    int seq_len = 0;               // T: --seq-len, or the position table of the model the run starts from
+                                   //    when that is shorter and -t was not given
     int world_size = 1;
     int grad_accum_steps = 1;
     int64_t tokens_per_step = 0;   // B · T · ranks · grad_accum_steps
@@ -128,15 +135,28 @@ struct RunPlan {
     std::string checkpoint_dir;    // --checkpoint-dir, or <output-dir>/checkpoints
 };
 
+// The shards a run reads ("" = none): the training glob when it trains (steps > 0); the validation
+// glob when it evaluates (val_every > 0) and either trains or was given -j. So a run with -x 0
+// (sampling, evaluating) reads no data it was not given.
+struct RunData {
+    std::string train, val;
+};
+RunData run_data(const TrainConfig& cfg);
+
 // Where the run's checkpoints go: --checkpoint-dir, or <output-dir>/checkpoints.
 std::string checkpoint_dir_of(const TrainConfig& cfg);
 
-// The plan for `world_size` ranks; tokenizer_vocab is the tokenizer's vocabulary (0: none).
-// Fails naming the flag when flags contradict each other or the tokenizer.
-RunPlan resolve_run_plan(const TrainConfig& cfg, int world_size, int tokenizer_vocab);
+// The plan for `world_size` ranks; tokenizer_vocab is the tokenizer's vocabulary (0: none);
+// model: the shape of the model the run starts from (a checkpoint or transformers directory:
+// --init-from, --resume; model_source names it), else null and the shape follows the flags,
+// which must agree with the model where given. Fails naming the flag when flags contradict each
+// other, the model or the tokenizer.
+RunPlan resolve_run_plan(const TrainConfig& cfg, int world_size, int tokenizer_vocab, const GPTConfig* model = nullptr,
+                         const std::string& model_source = "");
 
-// Resolves total_batch_tokens into gradient-accumulation steps; fails if it does not divide.
-int grad_accum_steps_for(const TrainConfig& cfg, int world_size);
+// Resolves total_batch_tokens into gradient-accumulation steps for sequences of seq_len tokens
+// (0: --seq-len); fails if it does not divide.
+int grad_accum_steps_for(const TrainConfig& cfg, int world_size, int seq_len = 0);
 
 // The resolved configuration as ordered rows: the start-up table and config.json (where each
 // value is a JSON string, integer, number, boolean or null by its kind).

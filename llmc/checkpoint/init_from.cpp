@@ -1,0 +1,112 @@
+// init_from.cpp — see init_from.h.
+#include "checkpoint/init_from.h"
+
+#include "checkpoint/checkpoint.h"
+#include "utils.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace train_gpt {
+
+namespace {
+
+bool is_directory(const std::string& path) { return file_exists(path + "/."); }
+
+}  // namespace
+
+GPTConfig gpt_config_from_hf(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot read %s", path.c_str());
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::exception& e) {
+        fail("%s: not valid JSON (%s)", path.c_str(), e.what());
+    }
+    if (!j.is_object()) fail("%s: not a JSON object", path.c_str());
+    if (j.value("model_type", "") != "gpt2") {
+        fail("%s: model_type is %s; --init-from takes GPT-2 models (model_type \"gpt2\")", path.c_str(),
+             j.contains("model_type") ? j["model_type"].dump().c_str() : "missing");
+    }
+    auto integer = [&](const char* key) {
+        if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 1 || j[key].get<int64_t>() > INT32_MAX) {
+            fail("%s: %s must be a positive integer", path.c_str(), key);
+        }
+        return (int)j[key].get<int64_t>();
+    };
+    GPTConfig cfg;
+    cfg.n_layer = integer("n_layer");
+    cfg.n_head = integer("n_head");
+    cfg.n_embd = integer("n_embd");
+    cfg.vocab_size = integer("vocab_size");
+    cfg.max_seq_len = integer("n_positions");
+    cfg.padded_vocab_size = pad_vocab(cfg.vocab_size);
+    if (cfg.n_embd % cfg.n_head != 0) fail("%s: n_embd %d is not divisible by n_head %d", path.c_str(), cfg.n_embd, cfg.n_head);
+    // what the engine computes, field by field (GPT2Config's defaults where a field is absent)
+    const std::string act = j.value("activation_function", "gelu_new");
+    if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
+        fail("%s: activation_function \"%s\"; the engine computes GELU with the tanh approximation (gelu_new)",
+             path.c_str(), act.c_str());
+    }
+    if (j.contains("n_inner") && !j["n_inner"].is_null() &&
+        !(j["n_inner"].is_number_integer() && j["n_inner"].get<int64_t>() == 4 * (int64_t)cfg.n_embd)) {
+        fail("%s: n_inner %s; the engine's MLP is 4·n_embd = %d wide", path.c_str(), j["n_inner"].dump().c_str(),
+             4 * cfg.n_embd);
+    }
+    if (j.contains("layer_norm_epsilon") &&
+        !(j["layer_norm_epsilon"].is_number() && std::fabs(j["layer_norm_epsilon"].get<double>() - 1e-5) < 1e-12)) {
+        fail("%s: layer_norm_epsilon %s; the engine's layernorm uses 1e-5", path.c_str(),
+             j["layer_norm_epsilon"].dump().c_str());
+    }
+    for (const char* flag : {"tie_word_embeddings", "scale_attn_weights"}) {
+        if (j.contains(flag) && j[flag] != true) fail("%s: %s is %s; the engine's GPT-2 needs true", path.c_str(), flag,
+                                                      j[flag].dump().c_str());
+    }
+    for (const char* flag : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"}) {
+        if (j.contains(flag) && j[flag] == true) fail("%s: %s is true; the engine's GPT-2 does not do that", path.c_str(), flag);
+    }
+    return cfg;
+}
+
+ModelDir find_model_dir(const std::string& path) {
+    if (!file_exists(path)) fail("--init-from %s: no such file or directory", path.c_str());
+    if (!is_directory(path)) fail("--init-from %s: not a directory", path.c_str());
+    ModelDir m;
+    if (file_exists(path + "/manifest.json")) {   // a step directory
+        m.dir = path;
+        m.checkpoint = true;
+        m.model = read_manifest(path).model;
+        m.description = "checkpoint " + path;
+    } else if (std::optional<std::string> newest = latest_checkpoint(path)) {   // a checkpoint root
+        m.dir = *newest;
+        m.checkpoint = true;
+        m.model = read_manifest(*newest).model;
+        m.description = "checkpoint " + *newest + " (the newest in " + path + ")";
+    } else if (file_exists(path + "/config.json") &&
+               (file_exists(path + "/model.safetensors") || file_exists(path + "/model.safetensors.index.json"))) {
+        m.dir = path;
+        m.model = gpt_config_from_hf(path + "/config.json");
+        m.description = "transformers model " + path;
+    } else {
+        fail("--init-from %s: not a checkpoint (no manifest.json), a directory of checkpoints (no complete step_*), "
+             "or a transformers model (config.json with model.safetensors or model.safetensors.index.json)",
+             path.c_str());
+    }
+    return m;
+}
+
+std::vector<float> read_model_weights(const ModelDir& m) {
+    if (!m.checkpoint) return read_weights(m.dir, m.model);
+    open_checkpoint(m.dir, m.model);   // every file's checksum
+    size_t n = 0;
+    for (size_t s : param_tensor_sizes(m.model)) n += s;
+    return read_state_range(m.dir, m.model, StateTensor::Master, 0, n);
+}
+
+}  // namespace train_gpt

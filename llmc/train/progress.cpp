@@ -1,0 +1,84 @@
+// progress.cpp — see progress.h.
+#include "train/progress.h"
+
+#include "utils.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace train_gpt {
+
+namespace {
+
+double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+double flops_per_token(const GPTConfig& cfg, size_t num_parameters, int T) {
+    return 6.0 * (double)num_parameters + 6.0 * cfg.n_layer * cfg.n_embd * (double)T;
+}
+
+double gpu_peak_flops(const std::string& name) {
+    // dense BF16 tensor-core peaks (NVIDIA's data sheets, without sparsity)
+    if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989e12;
+    return 0.0;
+}
+
+double unix_time() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string human_duration(double s) {
+    if (!(s >= 0) || !std::isfinite(s)) return "?";
+    const int64_t t = (int64_t)std::llround(s);
+    if (t < 60) return format("%llds", (long long)t);
+    if (t < 3600) return format("%lldm%02llds", (long long)(t / 60), (long long)(t % 60));
+    if (t < 86400) return format("%lldh%02lldm", (long long)(t / 3600), (long long)(t % 3600 / 60));
+    return format("%lldd%02lldh", (long long)(t / 86400), (long long)(t % 86400 / 3600));
+}
+
+RunClock::RunClock(int first_step, double earlier_seconds)
+    : first_step_(first_step), earlier_(earlier_seconds), start_(now_seconds()) {}
+
+double RunClock::elapsed() const { return earlier_ + (now_seconds() - start_); }
+
+double RunClock::eta(int steps_done, int total_steps) const {
+    const int here = steps_done - first_step_;
+    if (here <= 0) return -1;
+    return (now_seconds() - start_) / here * (total_steps - steps_done);
+}
+
+std::vector<std::string> summary_lines(const RunSummary& s) {
+    std::vector<std::string> lines;
+    lines.push_back("---- run summary ----");
+    if (s.steps > s.first_step || s.first_step > 0) {
+        std::string time = format("time:       %s for %d step(s), %s tokens", human_duration(s.seconds).c_str(), s.steps,
+                                  format("%lld", (long long)s.tokens).c_str());
+        if (s.mean_tokens_per_second > 0) time += format("; %.0f tok/s on average", s.mean_tokens_per_second);
+        if (s.mfu > 0) time += format(", MFU %.1f%%", 100 * s.mfu);
+        lines.push_back(time);
+    }
+    std::string loss = "loss:      ";
+    if (s.final_loss) loss += format(" train %.4f (last step)", *s.final_loss);
+    if (s.final_val_loss) {
+        loss += format("%s val %.4f (end)", s.final_loss ? "," : "", *s.final_val_loss);
+        if (s.best_val_loss) loss += format(", best %.4f at step %d", *s.best_val_loss, s.best_val_step);
+    }
+    if (s.final_loss || s.final_val_loss) lines.push_back(loss);
+    lines.push_back("log:        " + s.log_path + "   (plot it: scripts/plot_run.py " + s.log_path + ")");
+    if (s.checkpoint) {
+        lines.push_back("checkpoint: " + *s.checkpoint + "   (a Hugging Face model directory: weights and tokenizer)");
+        lines.push_back("next:       ./train_gpt --init-from " + s.checkpoint_dir +
+                        " -x 0 -g 200 --sample-prompt 'Text to continue'   (sample from it)");
+        const std::string where = s.checkpoint_dir == s.output_dir + "/checkpoints" ? "" : " --checkpoint-dir " + s.checkpoint_dir;
+        lines.push_back("            ./train_gpt --resume -o " + s.output_dir + where + " -x " + std::to_string(2 * s.steps) +
+                        "   (train on, to twice the steps)");
+    } else if (s.steps > 0) {
+        lines.push_back("checkpoint: none written (--checkpoint-every N writes one every N steps and at the end)");
+    }
+    return lines;
+}
+
+}  // namespace train_gpt

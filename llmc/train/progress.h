@@ -1,0 +1,61 @@
+// progress.h — what the step lines and the end of a run say about its progress: elapsed time,
+// ETA, MFU, and the closing summary with what to run next.
+//
+// MFU (model FLOPs utilisation) = achieved model FLOP/s / the GPU's peak, llm.c's way: a token
+// costs 6N + 6·L·C·T FLOPs to train (N parameters: forward and backward of every weight, plus the
+// attention's QKᵀ and PV over the causal half of T×T), the peak is the dense BF16 tensor-core rate
+// of the GPU (989 TFLOP/s on H100 and H200), in every precision. Without a known peak (the CPU,
+// another GPU) there is no MFU.
+#pragma once
+
+#include "model/layout.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace train_gpt {
+
+// Model FLOPs to train on one token: 6N + 6·L·C·T.
+double flops_per_token(const GPTConfig& cfg, size_t num_parameters, int T);
+
+// Dense BF16 peak FLOP/s of a GPU by its CUDA device name ("NVIDIA H100 80GB HBM3", "NVIDIA H200"),
+// or 0 where it is not known (then no MFU is shown).
+double gpu_peak_flops(const std::string& device_name);
+
+// Seconds since the Unix epoch (the log's wall-clock "time").
+double unix_time();
+
+// "42s", "3m05s", "1h02m", "2d04h"
+std::string human_duration(double seconds);
+
+// The time of a run: steps done in this process and their wall time, on top of what the run's
+// earlier processes (before a resume) took.
+class RunClock {
+public:
+    // first_step: the step this process starts from; earlier_seconds: the time before it
+    RunClock(int first_step, double earlier_seconds);
+    double elapsed() const;                   // the whole run's, in seconds
+    double eta(int steps_done, int total_steps) const;   // from this process's mean time per step; < 0: unknown
+private:
+    int first_step_;
+    double earlier_;
+    double start_;   // monotonic seconds at construction
+};
+
+// The closing lines of a run.
+struct RunSummary {
+    int steps = 0, first_step = 0;          // the run's steps, and where this process started
+    int64_t tokens = 0;                      // trained on, the whole run
+    double seconds = 0;                      // the whole run
+    double mean_tokens_per_second = 0;       // this process's
+    double mfu = 0;                          // this process's mean, 0: none
+    std::optional<double> final_loss, final_val_loss, best_val_loss;
+    int best_val_step = 0;
+    std::optional<std::string> checkpoint;   // the newest one written
+    std::string log_path, output_dir, checkpoint_dir;
+};
+std::vector<std::string> summary_lines(const RunSummary& s);
+
+}  // namespace train_gpt

@@ -1,0 +1,174 @@
+// test_model_dirs.cpp — checkpoints as Hugging Face model directories, and transformers
+// directories as models to start from, through the real binaries and transformers (Debian's
+// python3-torch, pip's transformers; scripts/setup.sh --test):
+//   * a step directory is a complete model: AutoTokenizer encodes as the engine does, pipeline
+//     ("text-generation") runs, and greedy decoding with the engine's KV cache gives the tokens of
+//     transformers' full forward;
+//   * --init-from takes a checkpoint root, a step directory or a transformers directory (as
+//     GPT2LMHeadModel and as GPT2Model save it), and -x 0 evaluates it without training data;
+//   * what the engine cannot compute is refused, naming the file and field.
+// Python is required: these tests fail, never skip, when it cannot run.
+#include "data/shard.h"
+#include "data/tokenizer.h"
+#include "test_util.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+
+namespace {
+
+std::string python() {
+    const char* env = std::getenv("TRAIN_GPT_PYTHON");
+    return env != nullptr ? env : "/usr/bin/python3";
+}
+std::string train_gpt_binary() { return repo_root() + "/train_gpt"; }
+
+// The last line of output that parses as a JSON object.
+nlohmann::json last_json(const std::string& output) {
+    std::istringstream in(output);
+    nlohmann::json found;
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty() || line[0] != '{') continue;
+        try {
+            found = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception&) {
+        }
+    }
+    return found;
+}
+
+// The records of one type in a run's log.
+std::vector<nlohmann::json> log_records(const std::string& path, const std::string& type) {
+    std::vector<nlohmann::json> out;
+    std::istringstream in(read_text(path));
+    for (std::string line; std::getline(in, line);) {
+        auto j = nlohmann::json::parse(line);
+        if (j["type"] == type) out.push_back(j);
+    }
+    return out;
+}
+
+const char* kText = "And God said, Let there be light: and there was light.\n";
+
+}  // namespace
+
+TEST(ModelDirs, AStepDirectoryIsACompleteTransformersModelWithItsTokenizer) {
+    ScratchDir dir;
+    std::string text;
+    for (int i = 0; i < 80; i++) text += kText + std::string("And the evening and the morning were the first day.\n");
+    write_text(dir.file("book.txt"), text);
+    std::string out;
+    ASSERT_EQ(run_command(build_dir() + "/prepare_text --input '" + dir.file("book.txt") + "' --out-dir '" + dir.file("d") +
+                          "' --name d --tokenizer bpe --vocab-size 300", &out), 0) << out;
+    // bf16 without master weights: the checkpoint's weights are exactly its BF16 safetensors, so
+    // the engine (FP32 from them) and transformers compute on identical parameters
+    ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("d/d_train_*.bin") + "' -j '' -e d2 --n-embd 32 -b 2 "
+                          "-t 16 -x 6 -l 3e-3 -p bf16 --master-weights false --checkpoint-every 6 -g 0 --threads 1 -o '" +
+                          dir.file("out") + "'", &out), 0) << out;
+    const std::string step = dir.file("out/checkpoints/step_00000006");
+    for (const char* f : {"tokenizer.bin", "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
+        EXPECT_TRUE(file_exists(step + "/" + f)) << f;
+    }
+    const std::string prompt = "And God said";
+    write_text(dir.file("hf.py"),
+               "import json, sys, torch\n"
+               "from transformers import AutoTokenizer, GPT2LMHeadModel, pipeline\n"
+               "step, text, prompt = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+               "tok = AutoTokenizer.from_pretrained(step)\n"
+               "ids = tok(text)['input_ids']\n"
+               "slow = AutoTokenizer.from_pretrained(step, use_fast=False)(text)['input_ids']\n"
+               "gen = pipeline('text-generation', model=step, tokenizer=step)\n"
+               "piped = gen(prompt, max_new_tokens=8, do_sample=False)[0]['generated_text']\n"
+               "model = GPT2LMHeadModel.from_pretrained(step, torch_dtype=torch.float32).eval()\n"
+               "seq = tok(prompt)['input_ids']\n"
+               "with torch.no_grad():\n"
+               "    for _ in range(12):   # greedy by full forwards, no stopping at <|endoftext|>\n"
+               "        seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))\n"
+               "print(json.dumps({'ids': ids, 'slow_ids': slow, 'piped': piped, 'greedy': tok.decode(seq),\n"
+               "                  'eos': tok.eos_token_id, 'decoded': tok.decode(ids)}))\n");
+    ASSERT_EQ(run_command(python() + " '" + dir.file("hf.py") + "' '" + step + "' '" + kText + "' '" + prompt + "'", &out), 0)
+        << "transformers is required (scripts/setup.sh --test): " << out;
+    const nlohmann::json hf = last_json(out);
+    const Tokenizer ours = Tokenizer::load(step + "/tokenizer.bin");
+    EXPECT_EQ(hf["ids"].get<std::vector<int>>(), ours.encode(kText)) << "AutoTokenizer (fast) encodes as the engine";
+    EXPECT_EQ(hf["slow_ids"].get<std::vector<int>>(), ours.encode(kText)) << "GPT2Tokenizer encodes as the engine";
+    EXPECT_EQ(hf["decoded"], kText);
+    EXPECT_EQ(hf["eos"].get<int>(), ours.eot_token());
+    EXPECT_EQ(hf["piped"].get<std::string>().rfind(prompt, 0), 0u) << hf["piped"];
+
+    // the engine's greedy sample through its KV cache: transformers' tokens
+    ASSERT_EQ(run_command(train_gpt_binary() + " --init-from '" + step + "' -x 0 --temperature 0 -g 12 --sample-prompt '" +
+                          prompt + "' -o '" + dir.file("sample") + "'", &out), 0) << out;
+    const auto samples = log_records(dir.file("sample/log.jsonl"), "sample");
+    ASSERT_EQ(samples.size(), 1u);
+    EXPECT_EQ(samples[0]["text"], hf["greedy"]);
+}
+
+TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining) {
+    ScratchDir dir;
+    // byte-level val data with the tokenizer beside it, and its first 2 batches of B=2 windows
+    // of T+1 = 17 tokens as the val loader cuts them, for transformers
+    std::string text;
+    for (int i = 0; i < 40; i++) text += kText;
+    std::vector<uint32_t> tokens(text.begin(), text.end());
+    make_dirs(dir.file("d"));
+    write_shard(dir.file("d/val_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+    Tokenizer::byte_level().save(dir.file("d/tokenizer.bin"));
+    std::vector<int32_t> windows;
+    for (int k = 0; k < 4; k++) windows.insert(windows.end(), tokens.begin() + k * 16, tokens.begin() + k * 16 + 17);
+    FILE* f = open_file(dir.file("windows.bin"), "wb");
+    write_exact(windows.data(), 4, windows.size(), f, dir.file("windows.bin"));
+    std::fclose(f);
+    // a random GPT-2 with every tensor perturbed, saved as GPT2LMHeadModel and as GPT2Model
+    write_text(dir.file("make.py"),
+               "import sys, torch\n"
+               "from transformers import GPT2Config, GPT2LMHeadModel\n"
+               "torch.manual_seed(0)\n"
+               "cfg = GPT2Config(vocab_size=257, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=256,\n"
+               "                 eos_token_id=256)\n"
+               "m = GPT2LMHeadModel(cfg)\n"
+               "with torch.no_grad():\n"
+               "    for p in m.parameters(): p.add_(0.05 * torch.randn_like(p))\n"
+               "m.save_pretrained(sys.argv[1])\n"
+               "m.transformer.save_pretrained(sys.argv[2])\n"
+               "cfg.activation_function = 'relu'\n"
+               "GPT2LMHeadModel(cfg).save_pretrained(sys.argv[3])\n");
+    std::string out;
+    ASSERT_EQ(run_command(python() + " '" + dir.file("make.py") + "' '" + dir.file("lm") + "' '" + dir.file("base") + "' '" +
+                          dir.file("relu") + "'", &out), 0) << "transformers is required: " << out;
+    ASSERT_EQ(run_command(python() + " " + repo_root() + "/dev/reference/hf_eval.py '" + dir.file("lm") + "' '" +
+                          dir.file("windows.bin") + "' 2 16", &out), 0) << out;
+    const double hf_loss = last_json(out)["loss"].get<double>();
+    // FP32 on both sides on the same F32 weights: the summation order only (1e-5, as
+    // Checkpoint.TransformersLoadsItAndComputesTheEngineLoss argues)
+    for (const char* model : {"lm", "base"}) {
+        SCOPED_TRACE(model);
+        const std::string run = dir.file(std::string("eval_") + model);
+        ASSERT_EQ(run_command("cd '" + dir.path + "' && " + train_gpt_binary() + " --init-from '" + dir.file(model) +
+                              "' -x 0 -j '" + dir.file("d/val_*.bin") + "' -b 2 -t 16 -m 2 -g 0 -o '" + run + "'", &out), 0)
+            << out;
+        EXPECT_CONTAINS(out, "initialised from the weights of transformers model " + dir.file(model));
+        const auto vals = log_records(run + "/log.jsonl", "val");
+        ASSERT_EQ(vals.size(), 1u);
+        const double loss = vals[0]["loss"].get<double>();
+        EXPECT_NEAR(loss, hf_loss, 1e-5 * hf_loss) << "engine " << loss << ", transformers " << hf_loss;
+        const auto config = nlohmann::json::parse(read_text(run + "/config.json"));
+        EXPECT_EQ(config["n_embd"].get<int>(), 32);
+        EXPECT_EQ(config["max_seq_len"].get<int>(), 64);
+    }
+    // fine-tuning from it: two steps of training
+    ASSERT_EQ(run_command(train_gpt_binary() + " --init-from '" + dir.file("lm") + "' -x 2 -i '" + dir.file("d/val_*.bin") +
+                          "' -j '' -b 2 -t 16 -g 0 -o '" + dir.file("tune") + "'", &out), 0) << out;
+    EXPECT_EQ(log_records(dir.file("tune/log.jsonl"), "step").size(), 2u);
+    // what the engine cannot compute, and what is not a model
+    EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("relu") + "' -x 0 -g 0", &out), 0);
+    EXPECT_CONTAINS(out, dir.file("relu") + "/config.json: activation_function \"relu\"");
+    EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("d") + "' -x 0 -g 0", &out), 0);
+    EXPECT_CONTAINS(out, "--init-from " + dir.file("d") + ": not a checkpoint");
+    EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("lm") + "' -e d4 -x 0 -g 0", &out), 0);
+    EXPECT_CONTAINS(out, "--model: the model the run starts from (" + dir.file("lm") + ") has n_layer 2, the flags make 4");
+}

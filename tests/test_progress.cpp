@@ -1,0 +1,60 @@
+// test_progress.cpp — the step line's and the summary's arithmetic (train/progress.h): model
+// FLOPs per token, the GPU peaks MFU divides by, durations, and what the summary says to run next.
+#include "train/progress.h"
+#include "test_util.h"
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+
+TEST(Progress, FlopsPerTokenIsSixNPlusSixLCT) {
+    const GPTConfig d12 = gpt_config_from_spec("d12", 50257, 1024);
+    // 6·124,475,904 (GPT-2 124M with wte padded to 50304 rows) + 6·12·768·1024
+    EXPECT_DOUBLE_EQ(flops_per_token(d12, 124475904, 1024), 6.0 * 124475904 + 6.0 * 12 * 768 * 1024);
+    EXPECT_NEAR(flops_per_token(d12, 124475904, 1024), 8.03e8, 0.01e8);
+}
+
+TEST(Progress, MfuNeedsAKnownGpuPeak) {
+    EXPECT_EQ(gpu_peak_flops("NVIDIA H100 80GB HBM3"), 989e12);
+    EXPECT_EQ(gpu_peak_flops("NVIDIA H200"), 989e12);
+    EXPECT_EQ(gpu_peak_flops("NVIDIA GeForce RTX 4090"), 0.0);
+    EXPECT_EQ(gpu_peak_flops(""), 0.0);   // the CPU
+}
+
+TEST(Progress, DurationsReadAsPeopleWriteThem) {
+    EXPECT_EQ(human_duration(0), "0s");
+    EXPECT_EQ(human_duration(42.4), "42s");
+    EXPECT_EQ(human_duration(185), "3m05s");
+    EXPECT_EQ(human_duration(3720), "1h02m");
+    EXPECT_EQ(human_duration(2 * 86400 + 4 * 3600 + 59), "2d04h");
+    EXPECT_EQ(human_duration(-1), "?");
+}
+
+TEST(Progress, SummarySaysWhereTheCheckpointIsAndWhatToRunNext) {
+    RunSummary s;
+    s.steps = 120;
+    s.tokens = 122880;
+    s.seconds = 64;
+    s.mean_tokens_per_second = 1920;
+    s.final_loss = 4.9397;
+    s.final_val_loss = 5.0497;
+    s.best_val_loss = 5.0497;
+    s.best_val_step = 120;
+    s.log_path = "out/log.jsonl";
+    s.output_dir = "out";
+    s.checkpoint_dir = "out/checkpoints";
+    s.checkpoint = "out/checkpoints/step_00000120";
+    std::string text;
+    for (const std::string& line : summary_lines(s)) text += line + "\n";
+    EXPECT_CONTAINS(text, "time:       1m04s for 120 step(s), 122880 tokens; 1920 tok/s on average\n");
+    EXPECT_CONTAINS(text, "train 4.9397 (last step), val 5.0497 (end), best 5.0497 at step 120");
+    EXPECT_CONTAINS(text, "scripts/plot_run.py out/log.jsonl");
+    EXPECT_CONTAINS(text, "checkpoint: out/checkpoints/step_00000120");
+    EXPECT_CONTAINS(text, "./train_gpt --init-from out/checkpoints -x 0");
+    EXPECT_CONTAINS(text, "./train_gpt --resume -o out -x 240");
+    s.mfu = 0.512;
+    s.checkpoint.reset();
+    text.clear();
+    for (const std::string& line : summary_lines(s)) text += line + "\n";
+    EXPECT_CONTAINS(text, "MFU 51.2%");
+    EXPECT_CONTAINS(text, "checkpoint: none written");
+}
