@@ -3,9 +3,9 @@
 #
 #   scripts/setup.sh          build + run: BLAS, CLI11, nlohmann-json, PCRE2, Open MPI, the bundled corpus (bible-kjv)
 #   scripts/setup.sh --test   also GoogleTest, PyTorch (the reference the tests compare against),
-#                             pip and tiktoken (PyPI; the oracle of the BPE tests) and transformers (PyPI;
-#                             loads the checkpoints) into Debian's python3
-#   scripts/setup.sh --study  also matplotlib (scripts/precision_study.sh's plot)
+#                             matplotlib (scripts/plot_run.py), pip and tiktoken (PyPI; the oracle of the
+#                             BPE tests) and transformers (PyPI; loads the checkpoints) into Debian's python3
+#   scripts/setup.sh --study  also matplotlib (scripts/precision_study.sh's plot, scripts/plot_run.py)
 #
 # The CUDA toolkit (nvcc, cuBLASLt, NCCL) is expected to be installed already (it is not a
 # Debian-main package); the script checks for it and says so if it is missing.
@@ -13,7 +13,7 @@ set -euo pipefail
 
 packages=(g++ make libopenblas-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libxxhash-dev libopenmpi-dev openmpi-bin bible-kjv)
 if [[ "${1:-}" == "--test" ]]; then
-    packages+=(libgtest-dev python3-torch python3-numpy python3-pip)
+    packages+=(libgtest-dev python3-torch python3-numpy python3-pip python3-matplotlib)
 elif [[ "${1:-}" == "--study" ]]; then
     packages+=(python3-matplotlib)
 fi

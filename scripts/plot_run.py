@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""plot_run.py — a PNG of a train_gpt run from its log: loss and val loss, learning rate,
+gradient norm, and where present the fp16 loss scale and the FP8 telemetry (per-tensor amax and
+the fraction of values that saturated).
+
+    scripts/plot_run.py out/log.jsonl                 writes out/log.png
+    scripts/plot_run.py out/log.jsonl -o run.png
+
+The log is the trainer's JSONL (one record per line: "step", "val", "fp8", "sample", "resume",
+"checkpoint", "summary"); a resume is drawn as a dashed vertical line. config.json beside the log,
+when there, titles the figure. Needs matplotlib (Debian's python3-matplotlib; scripts/setup.sh
+--test installs it).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+
+
+def read_log(path):
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                sys.exit(f"plot_run: {path}:{n}: not a JSON record ({e})")
+    return records
+
+
+def number(x):
+    """A log value as a float; the trainer writes inf/NaN as strings."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def title_of(log_path):
+    config = os.path.join(os.path.dirname(os.path.abspath(log_path)), "config.json")
+    try:
+        with open(config, encoding="utf-8") as f:
+            c = json.load(f)
+        return (f"{c.get('model')} ({c.get('n_layer')}L, {c.get('n_embd')}C), {c.get('precision')}, "
+                f"B={c.get('batch_size')} T={c.get('seq_len')}, {c.get('tokens_per_step')} tokens/step — {log_path}")
+    except (OSError, ValueError):
+        return log_path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("log", help="the run's log.jsonl")
+    ap.add_argument("-o", "--output", help="PNG to write (default: the log's path with .png)")
+    args = ap.parse_args()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("plot_run: needs matplotlib: apt-get install python3-matplotlib (scripts/setup.sh --test installs it)")
+
+    records = read_log(args.log)
+    steps = [r for r in records if r.get("type") == "step"]
+    vals = [r for r in records if r.get("type") == "val"]
+    fp8 = [r for r in records if r.get("type") == "fp8"]
+    resumes = [r["step"] for r in records if r.get("type") == "resume"]
+    if not steps and not vals:
+        sys.exit(f"plot_run: {args.log} has no step or val records")
+
+    x = [r["step"] for r in steps]
+    panels = ["loss", "lr", "norm"]
+    if any("loss_scale" in r for r in steps):
+        panels.append("scale")
+    if fp8:
+        panels += ["amax", "saturated"]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.6 * len(panels)), sharex=True, squeeze=False)
+    axes = {name: ax for name, ax in zip(panels, axes[:, 0])}
+
+    ax = axes["loss"]
+    if steps:
+        ax.plot(x, [number(r["loss"]) for r in steps], lw=0.8, label="train loss")
+    if vals:
+        ax.plot([r["step"] for r in vals], [number(r["loss"]) for r in vals], "o-", ms=3, label="val loss")
+    skipped = [r["step"] for r in steps if r.get("skipped")]
+    if skipped:
+        ax.plot(skipped, [number(r["loss"]) for r in steps if r.get("skipped")], "rx", label="skipped step")
+    ax.set_ylabel("loss")
+    ax.legend(loc="upper right")
+
+    axes["lr"].plot(x, [number(r["lr"]) for r in steps], lw=0.8)
+    axes["lr"].set_ylabel("learning rate")
+    axes["norm"].plot(x, [number(r["grad_norm"]) for r in steps], lw=0.8)
+    axes["norm"].set_ylabel("grad norm")
+    axes["norm"].set_yscale("log")
+    if "scale" in axes:
+        axes["scale"].plot(x, [number(r.get("loss_scale")) for r in steps], lw=0.8)
+        axes["scale"].set_ylabel("fp16 loss scale")
+        axes["scale"].set_yscale("log")
+    if fp8:
+        by_tensor = defaultdict(list)
+        for r in fp8:
+            by_tensor[r["tensor"]].append(r)
+        for name, rs in sorted(by_tensor.items()):
+            xs = [r["step"] for r in rs]
+            axes["amax"].plot(xs, [number(r["amax"]) for r in rs], lw=0.6, label=name)
+            axes["saturated"].plot(xs, [number(r["saturated"]) for r in rs], lw=0.6, label=name)
+        axes["amax"].set_ylabel("FP8 amax")
+        axes["amax"].set_yscale("log")
+        axes["saturated"].set_ylabel("FP8 saturated fraction")
+        if len(by_tensor) <= 12:
+            axes["amax"].legend(loc="upper right", fontsize=6, ncol=2)
+
+    for a in axes.values():
+        for step in resumes:
+            a.axvline(step, color="gray", ls="--", lw=0.8)
+        a.grid(alpha=0.3)
+    axes[panels[-1]].set_xlabel("step" + ("   (dashed: resumed)" if resumes else ""))
+    fig.suptitle(title_of(args.log), fontsize=9)
+    fig.tight_layout()
+    out = args.output or (args.log[:-len(".jsonl")] if args.log.endswith(".jsonl") else args.log) + ".png"
+    fig.savefig(out, dpi=110)
+    print(f"plot_run: {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+// test_plot_run.cpp — scripts/plot_run.py on the logs the real binary writes: fp16 (the loss-scale
+// panel) resumed half-way (the resume line), and fp8 (the telemetry panels): a PNG each.
+// Needs Debian's python3-matplotlib (scripts/setup.sh --test): fails, never skips, without it.
+#include "data/shard.h"
+#include "data/tokenizer.h"
+#include "test_util.h"
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+
+namespace {
+
+// A PNG: its 8-byte signature, then the IHDR chunk with the image's width and height.
+void expect_png(const std::string& path, int min_width, int min_height) {
+    ASSERT_TRUE(file_exists(path)) << path;
+    const std::string bytes = read_text(path);
+    ASSERT_GT(bytes.size(), 24u);
+    EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+    EXPECT_EQ(bytes.substr(12, 4), "IHDR");
+    auto be32 = [&](size_t at) {
+        return (uint32_t)(uint8_t)bytes[at] << 24 | (uint32_t)(uint8_t)bytes[at + 1] << 16 |
+               (uint32_t)(uint8_t)bytes[at + 2] << 8 | (uint32_t)(uint8_t)bytes[at + 3];
+    };
+    EXPECT_GE((int)be32(16), min_width);
+    EXPECT_GE((int)be32(20), min_height);
+    EXPECT_GT(bytes.size(), 20000u) << "a figure with plotted lines, not an empty canvas";
+}
+
+}  // namespace
+
+TEST(PlotRun, WritesAPngOfTheLossLearningRateNormAndPrecisionTelemetry) {
+    ScratchDir dir;
+    std::string text;
+    for (int i = 0; i < 300; i++) text += "In the beginning was the word. ";
+    std::vector<uint32_t> tokens(text.begin(), text.end());
+    write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+    Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
+    const std::string base = repo_root() + "/train_gpt -i '" + dir.file("train_*.bin") + "' -j '" + dir.file("train_*.bin") +
+                             "' -e d2 --n-embd 32 -b 2 -t 16 -m 1 -v 2 -g 0 --threads 1 ";
+    std::string out;
+    ASSERT_EQ(run_command(base + "-x 4 -p fp16 --checkpoint-every 2 -o '" + dir.file("fp16") + "'", &out), 0) << out;
+    ASSERT_EQ(run_command(base + "-x 8 -p fp16 --resume -o '" + dir.file("fp16") + "'", &out), 0) << out;
+    ASSERT_EQ(run_command(base + "-x 6 -p fp8 --fp8-telemetry-every 2 -o '" + dir.file("fp8") + "'", &out), 0) << out;
+
+    const std::string plot = "/usr/bin/python3 " + repo_root() + "/scripts/plot_run.py ";
+    ASSERT_EQ(run_command(plot + "'" + dir.file("fp16/log.jsonl") + "'", &out), 0) << out;
+    EXPECT_CONTAINS(out, "plot_run: " + dir.file("fp16/log.png"));
+    expect_png(dir.file("fp16/log.png"), 800, 800);
+    ASSERT_EQ(run_command(plot + "'" + dir.file("fp8/log.jsonl") + "' -o '" + dir.file("fp8.png") + "'", &out), 0) << out;
+    expect_png(dir.file("fp8.png"), 800, 1200);   // five panels: loss, lr, norm, amax, saturation
+
+    write_text(dir.file("bad.jsonl"), "{\"type\": \"step\"\n");
+    EXPECT_NE(run_command(plot + "'" + dir.file("bad.jsonl") + "'", &out), 0);
+    EXPECT_CONTAINS(out, dir.file("bad.jsonl") + ":1: not a JSON record");
+}
