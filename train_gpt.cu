@@ -3,7 +3,7 @@
 //
 // Launch:
 //   make && ./train_gpt                                   small model on the bundled KJV corpus (CPU ok)
-//   ./train_gpt -e d12 -i 'data/fw/train_*.bin' -j 'data/fw/val_*.bin' --tokenizer data/fw/tokenizer.bin
+//   ./train_gpt -e d12 -i 'data/fineweb/fw_train_*.bin' -j 'data/fineweb/fw_val_*.bin'   GPT-2 124M on FineWeb (dev/data/fineweb.sh)
 //   mpirun -np 8 ./train_gpt -e d12 -p bf16 --zero 1 ...  data parallel, one rank per GPU
 //   scripts/run_multinode.sh, scripts/slurm_train.sbatch  several nodes (docs/distributed.md)
 //   ./train_gpt --help                                    every flag with its default

@@ -12,7 +12,7 @@ gpus=${1:-8}; shift || true
 make -j"$(nproc)" all
 exec mpirun -np "$gpus" --bind-to none ./train_gpt \
     -e d12 -p bf16 --zero 1 \
-    -i 'data/fineweb/fineweb_train_*.bin' -j 'data/fineweb/fineweb_val_*.bin' \
+    -i 'data/fineweb/fw_train_*.bin' -j 'data/fineweb/fw_val_*.bin' \
     --tokenizer data/fineweb/tokenizer.bin \
     -b 64 -t 1024 -d 524288 -l 6e-4 -u 700 -x 19073 --final-lr-frac 0.0 -c 0.1 \
     -v 250 -m 20 -g 144 --checkpoint-every 1000 -o out/gpt2_124M "$@"

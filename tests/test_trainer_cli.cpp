@@ -209,6 +209,37 @@ TEST(TrainerCli, SamplesDuringTrainingAndFromACheckpointWithoutTrainingData) {
     sample(root, "--top-k 3 --top-p 0.5 -j '" + corpus.dir.file("tiny_val_*.bin") + "' -m 2 -b 2 -t 16");
 }
 
+// llm.c's short flags where they do not clash (-y resume, -n checkpoint every, -s sample every,
+// -z ZeRO, -q final lr fraction, -k schedule, -w master weights), and a warmup that scales with
+// the run: 12 steps warm up for 2, not all of them.
+TEST(TrainerCli, LlmcShortFlagsAndTheWarmupOfAShortRun) {
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 12 -n 6 -s 6 -g 4 -z 0 -q 0 -k linear -w 1 --threads 1",
+                          &output), 0) << output;
+    auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
+    EXPECT_EQ(config["warmup_steps"].get<int>(), 2);
+    EXPECT_EQ(config["checkpoint_every"].get<int>(), 6);
+    EXPECT_EQ(config["sample_every"].get<int>(), 6);
+    EXPECT_EQ(config["lr_schedule"], "linear");
+    EXPECT_EQ(config["final_lr_frac"].get<double>(), 0.0);
+    EXPECT_EQ(config["zero"].get<int>(), 0);
+    auto line_of = [&](const std::string& start) {
+        const size_t at = output.find("\n" + start);
+        return at == std::string::npos ? std::string() : output.substr(at + 1, output.find('\n', at + 1) - at - 1);
+    };
+    EXPECT_CONTAINS(line_of("step 1/12 | loss"), "| lr 1.00e-03 |");   // half-way through the warmup
+    EXPECT_CONTAINS(line_of("step 2/12 | loss"), "| lr 2.00e-03 |");   // its end: the peak
+    EXPECT_TRUE(file_exists(corpus.dir.file("out/checkpoints/step_00000006/manifest.json")));
+    EXPECT_CONTAINS(output, "---- sample (4 tokens, step 6) ----");
+    ASSERT_EQ(run_command(train_gpt_binary() + " -y 1 -o '" + corpus.dir.file("out") + "' -x 14", &output), 0) << output;
+    EXPECT_CONTAINS(output, "resuming from " + corpus.dir.file("out/checkpoints/step_00000012"));
+    EXPECT_CONTAINS(output, "step 14/14 | loss");
+    config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
+    EXPECT_EQ(config["warmup_steps"].get<int>(), 3) << "a sixth of 14, rounded up";
+    EXPECT_EQ(config["lr_schedule"], "linear") << "restored";
+}
+
 TEST(TrainerCli, HelpExitsZeroAndShowsDefaults) {
     std::string output;
     ASSERT_EQ(run_command(train_gpt_binary() + " --help", &output), 0);

@@ -16,7 +16,7 @@
 #      resumes from its saved parts.
 # Then train GPT-2 124M:
 #   ./train_gpt -e d12 -b 16 -t 1024 -d 524288 -l 6e-4 -x 19073 -u 700 \
-#       -i 'data/fineweb/fw_train_*.bin' -j 'data/fineweb/fw_val_*.bin' --tokenizer data/fineweb/tokenizer.bin
+#       -i 'data/fineweb/fw_train_*.bin' -j 'data/fineweb/fw_val_*.bin'
 #
 # Overrides (environment): OUT (data/fineweb), DATASET (HuggingFaceFW/fineweb), SAMPLE
 # (sample-10BT; sample-100BT, ...), MAX_DOCS (all), FILE_DOCS (1000000), VAL_FRACTION (0.01),

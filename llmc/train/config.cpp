@@ -71,10 +71,11 @@ void add_flags(CLI::App& app, TrainConfig& c) {
 
     app.add_option("-x,--steps", c.steps, "Optimizer steps")->check(kNonNegative)->group("Optimizer");
     app.add_option("-l,--lr", c.lr, "Peak learning rate")->check(kNonNegative)->group("Optimizer");
-    app.add_option("-u,--warmup-steps", c.warmup_steps, "Linear warmup steps")->check(kNonNegative)->group("Optimizer");
-    app.add_option("--lr-schedule", c.lr_schedule, "After warmup: cosine | linear | constant | wsd")
+    app.add_option("-u,--warmup-steps", c.warmup_steps,
+                   "Linear warmup steps (-1 = a sixth of the steps, at most 700)")->check(numeric(-1.0))->group("Optimizer");
+    app.add_option("-k,--lr-schedule", c.lr_schedule, "After warmup: cosine | linear | constant | wsd")
         ->check(CLI::IsMember({"cosine", "linear", "constant", "wsd"}))->group("Optimizer");
-    app.add_option("--final-lr-frac", c.final_lr_frac, "Final learning rate as a fraction of --lr")
+    app.add_option("-q,--final-lr-frac", c.final_lr_frac, "Final learning rate as a fraction of --lr")
         ->check(kFraction)->group("Optimizer");
     app.add_option("--wsd-decay-frac", c.wsd_decay_frac, "wsd: fraction of all steps spent in the final decay")
         ->check(kFraction)->group("Optimizer");
@@ -88,7 +89,7 @@ void add_flags(CLI::App& app, TrainConfig& c) {
 
     app.add_option("-p,--precision", c.precision, "fp32 | bf16 | fp16 | fp8 (bf16 storage, FP8 GEMMs)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8"}))->group("Precision");
-    app.add_option("--master-weights", c.master_weights, "Keep FP32 master weights (bf16/fp16/fp8)")->group("Precision");
+    app.add_option("-w,--master-weights", c.master_weights, "Keep FP32 master weights (bf16/fp16/fp8)")->group("Precision");
     app.add_option("--loss-scaling", c.loss_scaling, "fp16: dynamic loss scaling")->group("Precision");
     app.add_option("--loss-scale-init", c.loss_scale_init, "fp16: initial loss scale")->check(kPositive)->group("Precision");
     app.add_option("--loss-scale-growth-interval", c.loss_scale_growth_interval,
@@ -143,16 +144,20 @@ void add_flags(CLI::App& app, TrainConfig& c) {
     app.add_option("--sample-seed", c.sample_seed, "Seed of the samples' draws (-1 = from --seed)")
         ->check(numeric(-1.0))->group("Evaluation");
 
-    app.add_option("--zero", c.zero, "0: every rank keeps the whole optimizer state; 1: ZeRO-1 (master weights and "
+    app.add_option("-z,--zero", c.zero, "0: every rank keeps the whole optimizer state; 1: ZeRO-1 (master weights and "
                    "Adam m, v sharded over ranks)")->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
-    app.add_option("--checkpoint-every", c.checkpoint_every, "Write a checkpoint every N steps and at the end (0 = none)")
+    app.add_option("-n,--checkpoint-every", c.checkpoint_every, "Write a checkpoint every N steps and at the end (0 = none)")
         ->check(kNonNegative)->group("Distributed and checkpoints");
     app.add_option("--checkpoint-dir", c.checkpoint_dir, "Where checkpoints go ('' = <output-dir>/checkpoints)")
         ->group("Distributed and checkpoints");
     app.add_option("--keep-checkpoints", c.keep_checkpoints, "Complete checkpoints to keep (older ones are deleted)")
         ->check(kPositive)->group("Distributed and checkpoints");
-    app.add_flag("--resume", c.resume, "Continue from the newest complete checkpoint in --checkpoint-dir (none: start fresh)")
+    app.add_flag("--resume", c.resume,
+                 "Continue the run of the newest complete checkpoint in --checkpoint-dir: its flags, with those given "
+                 "here on top (none: start fresh)")
         ->group("Distributed and checkpoints");
+    app.add_option_function<int>("-y", [&c](const int& y) { c.resume = y != 0; }, "llm.c's form of --resume: -y 1")
+        ->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
     app.add_option("--init-from", c.init_from,
                    "Start from these weights with a fresh optimizer (the model's shape and tokenizer come with them): "
                    "a checkpoint directory (its newest step), a step directory, or a transformers GPT-2 directory. "
@@ -176,7 +181,7 @@ void add_flags(CLI::App& app, TrainConfig& c) {
 CLI::App make_app() {
     return CLI::App{
         "train_gpt: pretrain a GPT-2-style model from token shards.\n"
-        "  single process:   ./train_gpt -e d12 -i 'data/fineweb/train_*.bin' -j 'data/fineweb/val_*.bin'\n"
+        "  single process:   ./train_gpt -e d12 -i 'data/fineweb/fw_train_*.bin' -j 'data/fineweb/fw_val_*.bin'\n"
         "  defaults train a small model on the bundled KJV corpus (scripts/run_default.sh prepares it).",
         "train_gpt"};
 }
@@ -318,6 +323,8 @@ RunData run_data(const TrainConfig& c) {
     return d;
 }
 
+int default_warmup_steps(int steps) { return std::min((steps + 5) / 6, 700); }
+
 std::string checkpoint_dir_of(const TrainConfig& c) {
     return c.checkpoint_dir.empty() ? c.output_dir + "/checkpoints" : c.checkpoint_dir;
 }
@@ -382,7 +389,7 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
     plan.adamw = AdamWConfig{c.beta1, c.beta2, c.adam_eps, c.weight_decay};
     plan.schedule.kind = parse_lr_schedule(c.lr_schedule);
     plan.schedule.lr = c.lr;
-    plan.schedule.warmup_steps = c.warmup_steps;
+    plan.schedule.warmup_steps = c.warmup_steps >= 0 ? c.warmup_steps : default_warmup_steps(c.steps);
     plan.schedule.total_steps = c.steps;
     plan.schedule.final_lr_frac = c.final_lr_frac;
     plan.schedule.decay_frac = c.wsd_decay_frac;

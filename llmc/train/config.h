@@ -36,7 +36,7 @@ struct TrainConfig {
     // optimisation
     int steps = 120;
     float lr = 2e-3f;
-    int warmup_steps = 20;
+    int warmup_steps = -1;           // -1: default_warmup_steps(steps)
     std::string lr_schedule = "cosine";
     float final_lr_frac = 0.1f;
     float wsd_decay_frac = 0.2f;
@@ -142,6 +142,10 @@ struct RunData {
     std::string train, val;
 };
 RunData run_data(const TrainConfig& cfg);
+
+// The warmup of a run of `steps` steps when --warmup-steps is not given: a sixth of them (20 of the
+// default 120; a 20-step run warms up for 4), at most 700 (llm.c's GPT-2 124M warmup).
+int default_warmup_steps(int steps);
 
 // Where the run's checkpoints go: --checkpoint-dir, or <output-dir>/checkpoints.
 std::string checkpoint_dir_of(const TrainConfig& cfg);
