@@ -36,6 +36,7 @@
 #include "data/tokenizer.h"
 #include "distributed/comm.h"
 #include "distributed/comm_nccl.h"
+#include "eval/hellaswag.h"
 #include "model/generate.h"
 #include "model/gpt.h"
 #include "precision/fp8_autotune.h"
@@ -311,13 +312,13 @@ int run(int argc, char** argv) {
     if (resume_from) restore_run_flags(argc, argv, *resume_from, cfg);
     validate(cfg);
     if (cfg.threads > 0) set_cpu_threads(cfg.threads);
+    const RunData data = run_data(cfg);   // the shards it reads: none to train on with -x 0
     // the model the run starts from, if not a fresh one: the checkpoint it resumes, or --init-from
     std::optional<ModelDir> start_model;
     if (resume_from) start_model = find_model_dir(*resume_from);
     else if (!cfg.init_from.empty()) start_model = find_model_dir(cfg.init_from);
     // the tokenizer: --tokenizer, the model's, or the one beside the shards; checked against what
     // the shards that the run reads record (no training data with -x 0)
-    const RunData data = run_data(cfg);
     std::string tokenizer_how;
     const std::optional<Tokenizer> tokenizer = choose_run_tokenizer(
         cfg.tokenizer, start_model ? read_model_tokenizer(start_model->dir) : std::nullopt, {data.train, data.val},
@@ -338,7 +339,10 @@ int run(int argc, char** argv) {
         plan.precision.fp8.gemms = choice.gemms;   // config.json and checkpoints record the choice
         print0("%s\n", choice.how.c_str());
     }
-    GPT model(plan.model, *backend, B, T, plan.precision, &model_comm, cfg.zero);
+    // activations for (B, T) where the run trains or evaluates; sampling alone has buffers of its own
+    const bool forwards = !data.train.empty() || !data.val.empty() || !cfg.hellaswag.empty();
+    const int model_B = forwards ? B : 1, model_T = forwards ? T : 1;
+    GPT model(plan.model, *backend, model_B, model_T, plan.precision, &model_comm, cfg.zero);
     model.init_weights(cfg.seed);
     plan.num_parameters = model.num_parameters();
     // fp16: dynamic loss scaling keeps small gradients above fp16's smallest subnormal
@@ -353,6 +357,11 @@ int run(int argc, char** argv) {
 
     // ---- data (every shard's header is checked before any work starts; none to train on with -x 0) ----
     const int vocab_size = plan.model.vocab_size;
+    std::vector<HellaSwagExample> hellaswag;   // tokenised once (eval/hellaswag.h)
+    if (!cfg.hellaswag.empty()) {
+        if (!tokenizer) fail("--hellaswag needs a tokenizer (the run has none)");
+        hellaswag = load_hellaswag(cfg.hellaswag, *tokenizer, cfg.hellaswag_examples);
+    }
     std::unique_ptr<DataLoader> train_loader, val_loader;
     if (!data.train.empty()) {
         train_loader = std::make_unique<DataLoader>(data.train, B, T, comm->rank(), plan.world_size, cfg.shuffle,
@@ -394,6 +403,7 @@ int run(int argc, char** argv) {
     if (resume_from) write_log(LogRecord("resume").num("step", start.step).str("checkpoint", *resume_from));
     if (train_loader) print0("train: %lld tokens in %d shard(s) | ", (long long)train_loader->num_tokens(), train_loader->num_shards());
     if (val_loader) print0("val: %lld tokens | ", (long long)val_loader->num_tokens());
+    if (!hellaswag.empty()) print0("hellaswag: %zu examples | ", hellaswag.size());
     print0("%d rank(s), %s\n", plan.world_size, model_comm.name().c_str());
     print0("%s\n", tokenizer_how.c_str());
     print0("memory: activations %.3f GiB for B=%d, T=%d (per rank)\n", model.activation_bytes() / 1073741824.0, B, T);
@@ -431,6 +441,15 @@ int run(int argc, char** argv) {
                 summary.best_val_step = step;
             }
             if (last) summary.final_val_loss = val_loss;
+        }
+        if (!hellaswag.empty() && ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last)) {
+            const HellaSwagResult h = evaluate_hellaswag(model, hellaswag, model_B, model_T, *comm);
+            print0("step %d/%d | hellaswag acc_norm %.4f (%lld/%lld), acc %.4f%s\n", step, cfg.steps, h.acc_norm(),
+                   (long long)h.correct_norm, (long long)h.examples, h.acc(),
+                   h.truncated ? format(" | %lld example(s) cut to T = %d", (long long)h.truncated, model_T).c_str() : "");
+            write_log(LogRecord("hellaswag").num("step", step).num("acc_norm", h.acc_norm()).num("acc", h.acc())
+                          .num("examples", (double)h.examples).num("truncated", (double)h.truncated).str("choices", h.choices));
+            if (last) summary.hellaswag_acc_norm = h.acc_norm();
         }
         if (last) break;
         if (cfg.sample_every > 0 && step > 0 && step % cfg.sample_every == 0) sample(step);

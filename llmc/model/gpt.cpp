@@ -338,10 +338,10 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     k_.copy_to_device(targets_, targets, (size_t)N * sizeof(int32_t));
     k_.fused_classifier(dloss != 0.0f ? a.logits : nullptr, a.losses, a.logits, targets_, N, V, Vp, dloss);
     have_dlogits_ = dloss != 0.0f;
-    std::vector<float> losses(N);
-    k_.copy_to_host(losses.data(), a.losses, (size_t)N * sizeof(float));
+    token_losses_.resize(N);
+    k_.copy_to_host(token_losses_.data(), a.losses, (size_t)N * sizeof(float));
     double sum = 0;
-    for (float x : losses) sum += x;
+    for (float x : token_losses_) sum += x;
     return (float)(sum / N);
 }
 

@@ -126,6 +126,9 @@ public:
     void restore_fp8_state(const std::string& json);
     // Host copy of the logits at (b, t) of the last forward, first V entries.
     std::vector<float> logits_at(int b, int t) const;
+    // Each token's loss (B, T) of the last forward with targets (evaluations that score parts of
+    // a sequence: eval/hellaswag.h).
+    const std::vector<float>& token_losses() const { return token_losses_; }
     // The working weights of parameter tensor i (activation dtype, every layer's, on the kernel
     // set): for code that runs the model another way, decoding with a KV cache (generate.h).
     const void* parameter(int tensor) const { return param(tensor); }
@@ -160,6 +163,7 @@ private:
     int32_t* targets_ = nullptr;   // (max_B, max_T) device
     int last_B_ = 0, last_T_ = 0;
     bool have_dlogits_ = false;
+    std::vector<float> token_losses_;   // (B, T) of the last forward with targets
 
     void* act_at(void* base, size_t elements) const { return static_cast<char*>(base) + elements * act_size_; }
     void* param(int tensor, size_t offset = 0) const { return act_at(params_, param_offsets_[tensor] + offset); }

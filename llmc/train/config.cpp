@@ -129,6 +129,13 @@ void add_flags(CLI::App& app, TrainConfig& c) {
         ->check(kNonNegative)->group("Evaluation");
     app.add_option("-m,--val-batches", c.val_batches, "Micro-batches per val-loss evaluation")
         ->check(kPositive)->group("Evaluation");
+    app.add_option("--hellaswag", c.hellaswag,
+                   "HellaSwag jsonl (dev/data/hellaswag.sh) to evaluate as llm.c does (acc_norm), at the end and every "
+                   "--eval-every steps ('' = none)")->group("Evaluation");
+    app.add_option("--eval-every", c.eval_every, "Evaluate HellaSwag every N steps and at the end (0 = at the end only)")
+        ->check(kNonNegative)->group("Evaluation");
+    app.add_option("--hellaswag-examples", c.hellaswag_examples, "Evaluate the first N HellaSwag examples (0 = all)")
+        ->check(kNonNegative)->group("Evaluation");
     app.add_option("-g,--sample-tokens", c.sample_tokens, "Tokens per sample, at the end and every -s steps (0 = none)")
         ->check(kNonNegative)->group("Evaluation");
     app.add_option("-s,--sample-every", c.sample_every, "Sample every N steps during training (0 = only at the end)")
@@ -361,12 +368,13 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
         check("n-head", "n_head", flags.n_head, model->n_head);
         check("vocab-size", "vocab_size", flags.vocab_size, model->vocab_size);
         check("max-seq-len", "max_seq_len", flags.max_seq_len, model->max_seq_len);
-        if (c.seq_len > model->max_seq_len) {
-            if (c.given.count("seq-len")) {
-                fail("--seq-len %d exceeds the position table (%d) of the model the run starts from (%s)", c.seq_len,
-                     model->max_seq_len, model_source.c_str());
-            }
-            plan.seq_len = model->max_seq_len;   // the default T, shortened to what the model has
+        if (c.seq_len > model->max_seq_len && c.given.count("seq-len")) {
+            fail("--seq-len %d exceeds the position table (%d) of the model the run starts from (%s)", c.seq_len,
+                 model->max_seq_len, model_source.c_str());
+        }
+        // without -t: what the model has, when that is shorter or the run only evaluates
+        if (!c.given.count("seq-len") && (c.seq_len > model->max_seq_len || c.steps == 0)) {
+            plan.seq_len = model->max_seq_len;
         }
     } else {
         plan.model = gpt_config_from_spec(c.model, vocab_size, c.max_seq_len > 0 ? c.max_seq_len : c.seq_len, c.n_embd,
@@ -448,6 +456,9 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         fp8 ? boolean("fp8_fused_casts", c.fp8_fused_casts) : none("fp8_fused_casts"),
         integer("val_every", c.val_every),
         integer("val_batches", c.val_batches),
+        text("hellaswag", c.hellaswag),
+        integer("eval_every", c.eval_every),
+        integer("hellaswag_examples", c.hellaswag_examples),
         integer("sample_tokens", c.sample_tokens),
         integer("sample_every", c.sample_every),
         number("temperature", c.temperature),

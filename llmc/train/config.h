@@ -64,6 +64,9 @@ struct TrainConfig {
     // evaluation and sampling
     int val_every = 40;      // steps between val-loss evaluations (and at the end); 0: never
     int val_batches = 20;    // micro-batches per val-loss evaluation
+    std::string hellaswag = "";   // HellaSwag jsonl to evaluate (eval/hellaswag.h); "": none
+    int eval_every = 0;           // steps between HellaSwag evaluations (and at the end); 0: at the end only
+    int hellaswag_examples = 0;   // the first N examples of the file; 0: all
     int sample_tokens = 256; // tokens per sample (at the end, and every sample_every steps); 0: no sample
     int sample_every = 0;    // steps between samples during training; 0: only at the end
     std::string sample_prompt = "";
@@ -124,8 +127,8 @@ struct RunPlan {
     std::string tokenizer;       // the tokenizer's file (data/run_tokenizer.h), or "none"
     GPTConfig model;
     size_t num_parameters = 0;
-    int seq_len = 0;               // T: --seq-len, or the position table of the model the run starts from
-                                   //    when that is shorter and -t was not given
+    int seq_len = 0;               // T: --seq-len; without -t, when the run starts from a model, its
+                                   //    position table if that is shorter or the run does not train (-x 0)
     int world_size = 1;
     int grad_accum_steps = 1;
     int64_t tokens_per_step = 0;   // B · T · ranks · grad_accum_steps

@@ -51,7 +51,7 @@ struct RunSummary {
     double seconds = 0;                      // the whole run
     double mean_tokens_per_second = 0;       // this process's
     double mfu = 0;                          // this process's mean, 0: none
-    std::optional<double> final_loss, final_val_loss, best_val_loss;
+    std::optional<double> final_loss, final_val_loss, best_val_loss, hellaswag_acc_norm;
     int best_val_step = 0;
     std::optional<std::string> checkpoint;   // the newest one written
     std::string log_path, output_dir, checkpoint_dir;

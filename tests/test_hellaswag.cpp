@@ -1,0 +1,114 @@
+// test_hellaswag.cpp — HellaSwag as llm.c evaluates it (eval/hellaswag.h), through the real binary,
+// against the PyTorch computation (dev/reference/hellaswag.py: transformers' GPT-2, tiktoken's
+// GPT-2 BPE) on the same random GPT-2-vocabulary model and a fixture in the official jsonl format
+// (tests/data/hellaswag_fixture.jsonl, 16 examples): the same choice for every example and the
+// same acc_norm, with rows that fit, with rows cut to a short window, and split over 2 ranks.
+// The two sides differ only in FP32 summation order (~1e-6 of a loss); the reference prints how
+// far its choices are from a tie (min_gap), which must be far above that for the comparison to
+// mean anything. Python is required: these tests fail, never skip, without it.
+#include "data/tokenizer.h"
+#include "eval/hellaswag.h"
+#include "test_util.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+
+namespace {
+
+std::string fixture() { return repo_root() + "/tests/data/hellaswag_fixture.jsonl"; }
+std::string gpt2_dir() { return repo_root() + "/../shared/data/gpt2"; }
+
+nlohmann::json last_json_line(const std::string& output) {
+    std::istringstream in(output);
+    nlohmann::json found;
+    for (std::string line; std::getline(in, line);) {
+        if (!line.empty() && line[0] == '{') found = nlohmann::json::parse(line);
+    }
+    return found;
+}
+
+}  // namespace
+
+TEST(HellaSwag, ReadsTheOfficialFormatAndTokenisesEndingsWithALeadingSpace) {
+    const Tokenizer gpt2 = Tokenizer::from_bpe(std::make_shared<const Bpe>(Bpe::load(gpt2_dir())));
+    const std::vector<HellaSwagExample> all = load_hellaswag(fixture(), gpt2);
+    ASSERT_EQ(all.size(), 16u);
+    EXPECT_EQ(all[0].label, 2);
+    EXPECT_EQ(all[0].context, gpt2.encode("A baker dusts the counter with flour. She"));
+    EXPECT_EQ(all[0].endings[2], gpt2.encode(" kneads the dough, folding it over and pressing it down with her palms."));
+    EXPECT_EQ(load_hellaswag(fixture(), gpt2, 3).size(), 3u);
+
+    ScratchDir dir;
+    const std::string bad = dir.file("bad.jsonl");
+    auto error_for = [&](const std::string& line) {
+        write_text(bad, read_text(fixture()).substr(0, read_text(fixture()).find('\n') + 1) + line + "\n");
+        return error_of([&] { load_hellaswag(bad, gpt2); });
+    };
+    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 0, "endings": ["a", "b", "c"]})"), bad + ":2: \"endings\" is not an array of four");
+    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 4, "endings": ["a", "b", "c", "d"]})"), bad + ":2: \"label\" 4 is not 0..3");
+    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "endings": ["a", "b", "c", "d"]})"), bad + ":2: not a HellaSwag example");
+    EXPECT_CONTAINS(error_for("not json"), bad + ":2: not a HellaSwag example");
+    write_text(bad, "\n");
+    EXPECT_CONTAINS(error_of([&] { load_hellaswag(bad, gpt2); }), "holds no HellaSwag examples");
+    gpt2.save(dir.file("tokenizer.bin"));   // the table alone, without its merges: cannot encode
+    EXPECT_CONTAINS(error_of([&] { load_hellaswag(fixture(), Tokenizer::load(dir.file("tokenizer.bin"))); }),
+                    "needs a tokenizer that encodes text");
+}
+
+TEST(HellaSwag, ChoicesAndAccNormAreThoseOfThePyTorchComputation) {
+    ScratchDir dir;
+    const std::string model = dir.file("gpt2_random");
+    // a random GPT-2 (its vocabulary, 2 layers, 64 wide, 128 positions), every tensor perturbed so
+    // that the endings' losses differ, with GPT-2's tokenizer files beside it
+    write_text(dir.file("make.py"),
+               "import shutil, sys, torch\n"
+               "from transformers import GPT2Config, GPT2LMHeadModel\n"
+               "torch.manual_seed(1)\n"
+               "m = GPT2LMHeadModel(GPT2Config(n_positions=128, n_embd=64, n_layer=2, n_head=2))\n"
+               "with torch.no_grad():\n"
+               "    for p in m.parameters(): p.add_(0.2 * torch.randn_like(p))\n"
+               "m.save_pretrained(sys.argv[1])\n"
+               "shutil.copy(sys.argv[2] + '/encoder.json', sys.argv[1] + '/vocab.json')\n"
+               "shutil.copy(sys.argv[2] + '/vocab.bpe', sys.argv[1] + '/merges.txt')\n");
+    std::string out;
+    ASSERT_EQ(run_command("/usr/bin/python3 '" + dir.file("make.py") + "' '" + model + "' '" + gpt2_dir() + "'", &out), 0)
+        << "transformers is required (scripts/setup.sh --test): " << out;
+
+    // window T: 128 (every row fits) and 24 (the longer rows keep their ending and the context's end)
+    for (int T : {128, 24}) {
+        SCOPED_TRACE("T = " + std::to_string(T));
+        ASSERT_EQ(run_command("/usr/bin/python3 " + repo_root() + "/dev/reference/hellaswag.py '" + model + "' '" +
+                              fixture() + "' --bpe-dir '" + gpt2_dir() + "' --max-T " + std::to_string(T), &out), 0) << out;
+        const nlohmann::json ref = last_json_line(out);
+        ASSERT_EQ(ref["examples"].get<int>(), 16) << out;
+        std::printf("T %d: PyTorch acc_norm %.4f, choices %s, closest call %.2e of the loss\n", T,
+                    ref["acc_norm"].get<double>(), ref["choices"].get<std::string>().c_str(), ref["min_gap"].get<double>());
+        EXPECT_GT(ref["min_gap"].get<double>(), 1e-4) << "no near-tie: FP32 reordering (~1e-6) cannot flip a choice";
+        for (int ranks : {1, 2}) {
+            const std::string run = dir.file("run" + std::to_string(T) + "_" + std::to_string(ranks));
+            const std::string launch = ranks > 1 ? "mpirun --oversubscribe --allow-run-as-root -np 2 " : "";
+            ASSERT_EQ(run_command(launch + repo_root() + "/train_gpt --init-from '" + model + "' -x 0 --hellaswag '" +
+                                  fixture() + "' -t " + std::to_string(T) + " -b 3 -g 0 --threads 1 -o '" + run + "'", &out), 0)
+                << out;
+            EXPECT_CONTAINS(out, "| hellaswag acc_norm");
+            if (T == 24) {
+                EXPECT_CONTAINS(out, "cut to T = 24");
+            }
+            nlohmann::json ours;
+            std::istringstream log(read_text(run + "/log.jsonl"));
+            for (std::string line; std::getline(log, line);) {
+                auto j = nlohmann::json::parse(line);
+                if (j["type"] == "hellaswag") ours = j;
+            }
+            ASSERT_FALSE(ours.is_null()) << out;
+            EXPECT_EQ(ours["choices"], ref["choices"]) << ranks << " rank(s)";
+            EXPECT_EQ(ours["acc_norm"].get<double>(), ref["acc_norm"].get<double>());
+            EXPECT_EQ(ours["acc"].get<double>(), ref["acc"].get<double>());
+            EXPECT_EQ(ours["examples"].get<int>(), 16);
+        }
+    }
+}
