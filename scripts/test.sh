@@ -69,6 +69,8 @@ run_suite test_cuda build/test_cuda --gtest_color=no
 run_check check_spills scripts/check_spills.sh
 # The code references in docs/walkthrough.md and README.md name files and functions that exist.
 run_check check_docs python3 scripts/check_docs.py
+# The README's commands, run as written (shortened) in a scratch directory.
+run_check check_readme scripts/check_readme.sh
 
 echo
 printf '%s\n' "${summaries[@]}"
