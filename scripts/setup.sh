@@ -8,7 +8,8 @@
 #   scripts/setup.sh --study  also matplotlib (scripts/precision_study.sh's plot, scripts/plot_run.py)
 #
 # The CUDA toolkit (nvcc, cuBLASLt, NCCL) is expected to be installed already (it is not a
-# Debian-main package); the script checks for it and says so if it is missing.
+# Debian-main package); the script checks for it: without it `make` builds a CPU-only trainer,
+# and --test, whose suites build the CUDA kernel set, stops.
 set -euo pipefail
 
 packages=(g++ make libopenblas-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libxxhash-dev libopenmpi-dev openmpi-bin bible-kjv)
@@ -56,6 +57,9 @@ if [[ "${1:-}" == "--test" ]] && ! /usr/bin/python3 -c 'import transformers, saf
 fi
 
 if ! command -v nvcc >/dev/null && [[ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]]; then
-    echo "setup: nvcc not found (PATH or \$CUDA_HOME/bin): install the CUDA toolkit to build train_gpt.cu" >&2
-    exit 1
+    if [[ "${1:-}" == "--test" ]]; then   # the test suites build and check the CUDA kernel set
+        echo "setup: nvcc not found (PATH or \$CUDA_HOME/bin): the tests need the CUDA toolkit" >&2
+        exit 1
+    fi
+    echo "setup: notice: nvcc not found (PATH or \$CUDA_HOME/bin): make builds a CPU-only trainer"
 fi

@@ -71,6 +71,8 @@ run_check check_spills scripts/check_spills.sh
 run_check check_docs python3 scripts/check_docs.py
 # The README's commands, run as written (shortened) in a scratch directory.
 run_check check_readme scripts/check_readme.sh
+# The build's behaviour: quiet output, and a CPU-only trainer where there is no nvcc.
+run_check check_build scripts/check_build.sh
 
 echo
 printf '%s\n' "${summaries[@]}"
