@@ -1,11 +1,14 @@
 // train_gpt.cu — GPT-2 pretraining, readable top to bottom:
-//   configuration → model → data → training loop (val loss, train_step, log, checkpoint) → sample.
+//   configuration → model → data → training loop (val loss, HellaSwag, samples, train_step, log,
+//   checkpoint) → sample → summary.
 //
 // Launch:
 //   make && ./train_gpt                                   small model on the bundled KJV corpus (CPU ok)
 //   ./train_gpt -e d12 -i 'data/fineweb/fw_train_*.bin' -j 'data/fineweb/fw_val_*.bin'   GPT-2 124M on FineWeb (dev/data/fineweb.sh)
 //   mpirun -np 8 ./train_gpt -e d12 -p bf16 --zero 1 ...  data parallel, one rank per GPU
 //   scripts/run_multinode.sh, scripts/slurm_train.sbatch  several nodes (docs/distributed.md)
+//   ./train_gpt --resume                                  continue the newest checkpoint's run (its flags)
+//   ./train_gpt --init-from out/checkpoints -x 0 -g 64    sample (and -j, --hellaswag: evaluate) a checkpoint
 //   ./train_gpt --help                                    every flag with its default
 //
 // Where things are (include map; docs/walkthrough.md follows one step from here into every kernel):
@@ -23,7 +26,13 @@
 //                                comm_nccl.h: the same between GPUs, over NCCL
 //   llmc/checkpoint/checkpoint.h step_XXXXXXXX/ directories: HF safetensors weights, sharded optimizer state
 //   llmc/data/dataloader.h       batches of (B, T) tokens from a glob of llm.c token shards
-//   llmc/data/tokenizer.h        decoding samples, encoding a prompt (data/bpe.h: the byte-level BPE)
+//   llmc/data/tokenizer.h        decoding samples, encoding a prompt (data/bpe.h: the byte-level BPE);
+//                                data/run_tokenizer.h: the run's tokenizer, checked against its shards
+//   llmc/checkpoint/init_from.h  --init-from: a checkpoint or a transformers GPT-2 directory
+//   llmc/train/resume.h          --resume: the checkpoint's run, its flags and its log
+//   llmc/model/generate.h        samples through a KV cache (model/sampling.h: temperature, top-k, top-p)
+//   llmc/eval/hellaswag.h        HellaSwag as llm.c evaluates it
+//   llmc/train/progress.h        the step line's elapsed time, ETA and MFU; the closing summary
 //   llmc/train/schedule.h        learning-rate schedules;  llmc/train/logger.h  the JSONL run log
 //   llmc/rng.h                   deterministic random numbers
 #include "checkpoint/checkpoint.h"
