@@ -295,7 +295,7 @@ int run(int argc, char** argv) {
         plan.precision.fp8.gemms = choice.gemms;   // config.json and checkpoints record the choice
         print0("%s\n", choice.how.c_str());
     }
-    GPT model(plan.model, *backend, B, T, plan.precision, &model_comm, cfg.zero);
+    GPT model(plan.model, *backend, B, T, plan.precision, &model_comm, cfg.zero, cfg.recompute);
     model.init_weights(cfg.seed);
     plan.num_parameters = model.num_parameters();
     // fp16: dynamic loss scaling keeps small gradients above fp16's smallest subnormal

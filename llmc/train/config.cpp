@@ -137,6 +137,9 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
         ->group("Evaluation");
     app.add_option("--temperature", c.temperature, "Sampling temperature")->check(kPositive)->group("Evaluation");
 
+    app.add_option("-r,--recompute", c.recompute, "Activations recomputed in backward instead of kept for every "
+                   "layer: 0 none, 1 GELU outputs, 2 GELU and layernorm outputs (less memory, the same result)")
+        ->check(CLI::IsMember({0, 1, 2}))->group("Batch");
     app.add_option("--zero", c.zero, "0: every rank keeps the whole optimizer state; 1: ZeRO-1 (master weights and "
                    "Adam m, v sharded over ranks)")->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
     app.add_option("--checkpoint-every", c.checkpoint_every, "Write a checkpoint every N steps and at the end (0 = none)")
@@ -277,6 +280,7 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         integer("val_batches", c.val_batches),
         integer("sample_tokens", c.sample_tokens),
         number("temperature", c.temperature),
+        integer("recompute", c.recompute),
         integer("zero", c.zero),
         integer("checkpoint_every", c.checkpoint_every),
         text("checkpoint_dir", p.checkpoint_dir),
