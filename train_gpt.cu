@@ -103,6 +103,8 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     CudaOptions options;
     options.flash_attention = plan.attention == "flash";
     options.fp8_fused_casts = cfg.fp8_fused_casts;
+    options.gemm_autotune = cfg.gemm_autotune;
+    options.log_gemm_autotune = g_is_root;
     options.profile = cfg.profile;
     std::string reason;
     std::unique_ptr<Backend> backend = make_cuda_backend(act_dtype, comm.local_rank() % cuda_device_count(&reason),

@@ -159,6 +159,9 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
                    "CUDA attention: gemm (cuBLASLt batched GEMMs, T×T scores in scratch) | flash (tensor-core flash "
                    "attention, head size 64, bf16/fp16; not yet validated on a GPU)")
         ->check(CLI::IsMember({"gemm", "flash"}))->group("Runtime");
+    app.add_flag("--gemm-autotune", c.gemm_autotune,
+                 "CUDA: time cuBLASLt's candidate algorithms once per GEMM shape and keep the fastest (logged); "
+                 "default: the heuristic's first. Not yet validated on a GPU")->group("Runtime");
     app.add_option("--threads", c.threads, "CPU threads (0 = OpenMP default)")->check(kNonNegative)->group("Runtime");
     app.add_option("--seed", c.seed, "Seed for initialisation, shuffling and sampling")->group("Runtime");
     app.add_option("--log-every", c.log_every, "Print a step line every N steps")->check(kPositive)->group("Runtime");
@@ -238,6 +241,7 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
     return {
         text("device", p.device),
         text("attention", p.attention),
+        boolean("gemm_autotune", c.gemm_autotune),
         text("model", c.model),
         integer("n_layer", p.model.n_layer),
         integer("n_head", p.model.n_head),

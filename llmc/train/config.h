@@ -75,6 +75,7 @@ struct TrainConfig {
     std::string init_from = "";    // start from this checkpoint's weights with a fresh optimizer
     // runtime
     std::string device = "auto";   // auto | cpu | cuda
+    bool gemm_autotune = false;      // CUDA: time cuBLASLt's candidate algorithms per GEMM shape, keep the fastest
     std::string attention = "gemm";   // CUDA: gemm (cuBLASLt, T×T scratch) | flash (tensor cores, head size 64)
     int threads = 0;               // CPU threads; 0: OpenMP's default
     uint64_t seed = 1337;
