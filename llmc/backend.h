@@ -164,6 +164,12 @@ public:
                                         const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     virtual void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout,
                                     int rows, int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    // layernorm_backward, then q (N, C) and/or qt (C, N) = the E5M2 cast of the new dinp: the output
+    // gradient of the projection (attproj, fcproj) below, cast where it is produced
+    virtual void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                                         const void* weight, const float* mean, const float* rstd, int N, int C,
+                                         float* dinp_sums, fp8e5m2* q, fp8e5m2* qt, const Fp8ScaleSlot* scale,
+                                         Fp8Counters* counters) = 0;
     // adamw_update of one weight matrix (rows, cols), then its E4M3 copies q (rows, cols) and qt
     // (cols, rows) cast from the new working weights (the optimizer's half of delayed scaling)
     virtual void adamw_update_e4m3(float* master, void* working, float* m, float* v, const float* grads, int rows,

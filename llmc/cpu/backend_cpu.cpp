@@ -151,6 +151,13 @@ public:
                             int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         accumulate(*counters, cpu::gelu_backward_fp8(act(dinp), q, qt, act(inp), act(dout), rows, cols, scale->scale));
     }
+    void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                                 const void* weight, const float* mean, const float* rstd, int N, int C,
+                                 float* dinp_sums, fp8e5m2* q, fp8e5m2* qt, const Fp8ScaleSlot* scale,
+                                 Fp8Counters* counters) override {
+        accumulate(*counters, cpu::layernorm_backward_fp8(act(dinp), dweight, dbias, act(dout), act(inp), act(weight),
+                                                          mean, rstd, N, C, dinp_sums, q, qt, scale->scale));
+    }
     void adamw_update_e4m3(float* master, void* working, float* m, float* v, const float* grads, int rows, int cols,
                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                            fp8e4m3* q, fp8e4m3* qt, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {

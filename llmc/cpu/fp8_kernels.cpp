@@ -118,6 +118,14 @@ Fp8CastStats gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout
 }
 
 template <typename T, typename Q>
+Fp8CastStats layernorm_backward_fp8(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                                    const float* mean, const float* rstd, int N, int C, float* dinp_sums, Q* q, Q* qt,
+                                    float scale) {
+    layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_sums);
+    return quantize_transpose_fp8(q, qt, dinp, N, C, scale);
+}
+
+template <typename T, typename Q>
 Fp8CastStats adamw_update_fp8(float* master, T* working, float* m, float* v, const float* grads, int rows, int cols,
                               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                               Q* q, Q* qt, float scale) {
@@ -167,6 +175,9 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                                                             const T*, const T*, int, int, float);          \
     template Fp8CastStats gelu_backward_fp8<T, fp8e5m2>(T*, fp8e5m2*, fp8e5m2*, const T*, const T*, int, int, \
                                                         float);                                            \
+    template Fp8CastStats layernorm_backward_fp8<T, fp8e5m2>(T*, float*, float*, const T*, const T*, const T*,     \
+                                                             const float*, const float*, int, int, float*,      \
+                                                             fp8e5m2*, fp8e5m2*, float);                        \
     template Fp8CastStats adamw_update_fp8<T, fp8e4m3>(float*, T*, float*, float*, const float*, int, int, float,  \
                                                        float, float, float, float, float, int, fp8e4m3*, fp8e4m3*, \
                                                        float);

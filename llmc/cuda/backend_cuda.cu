@@ -320,6 +320,21 @@ public:
         cuda::gelu_backward_fp8<T, fp8e5m2>(act(dinp), q, qt, act(inp), act(dout), rows, cols, &scale->scale, counters,
                                             stream_);
     }
+    void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                                 const void* weight, const float* mean, const float* rstd, int N, int C,
+                                 float* dinp_sums, fp8e5m2* q, fp8e5m2* qt, const Fp8ScaleSlot* scale,
+                                 Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "layernorm_backward_e5m2", stream_);
+        if (options_.fused_kernels &&
+            cuda::layernorm_backward_fp8_fuses(act(dinp), act(dout), act(inp), act(weight), q, qt, N, C)) {
+            cuda::layernorm_backward_fp8(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
+                                         dinp_sums, q, qt, &scale->scale, counters, stream_);
+            return;
+        }
+        layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_sums);
+        cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(dinp), N, C, &scale->scale, counters, stream_,
+                                                 cuda::Unchanged{}, options_.fused_kernels);
+    }
     void adamw_update_e4m3(float* master, void* working, float* m, float* v, const float* grads, int rows, int cols,
                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                            fp8e4m3* q, fp8e4m3* qt, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {

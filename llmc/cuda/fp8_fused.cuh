@@ -7,6 +7,7 @@
 //   gelu_forward_fp8       q, qt = cast(gelu(inp))                       X of fcproj, E4M3
 //   layernorm_forward_fp8  q, qt = cast(layernorm(inp)); mean, rstd      X of qkv and fc, E4M3
 //   gelu_backward_fp8      dinp = gelu'(inp)·dout;   q, qt = cast(dinp)  dY of fc, E5M2
+//   layernorm_backward_fp8 dinp += layernorm backward; q, qt = cast(dinp)  dY of attproj, fcproj, E5M2
 //   adamw_update_fp8       AdamW on a weight matrix; q, qt = cast(W)     W of every FP8 GEMM, E4M3
 // Each value is rounded to the activation dtype T before it is cast, exactly as the unfused
 // producer's store would round it, and computed by the same device function as that producer
@@ -148,6 +149,63 @@ void adamw_update_fp8(float* master, T* working, float* m, float* v, const float
     const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, grad_scale, t);
     quantize_transpose_source(q, qt, AdamWSource<T>{master, working, m, v, grads, cols, s}, rows, cols, scale, counters,
                               stream, /*vectorised=*/true);
+}
+
+// The sink of layernorm_backward_kernel (cuda/layernorm.cuh) that casts each new dinp value — the
+// residual stream's gradient, which is the output gradient (dY) of the projection below — to FP8:
+// q (N, C) row by row, and qt (C, N): a thread owns a channel pack for the block's kLnBwdRows = 16
+// rows, so it holds each channel's 16 consecutive rows of qt in registers and writes them as one
+// 16-byte store (N a multiple of 16, every block's 16 rows whole).
+template <typename Q, int P>
+struct LayerNormBackwardCast {
+    Q* q;
+    Q* qt;
+    const float* scale_ptr;
+    Fp8Counters* counters;
+    int N, C;
+    ThreadCastStats stats;
+    Packed<unsigned char, kLnBwdRows> column[P];   // qt bytes of the pack's channels, this block's rows
+
+    template <int PP, typename T>
+    __device__ __forceinline__ void row(size_t i, int r, int c, const Packed<T, PP>& dx) {
+        static_assert(PP == P, "the sink's pack is the kernel's");
+        const float scale = *scale_ptr;
+        Packed<unsigned char, P> b;
+#pragma unroll
+        for (int k = 0; k < P; k++) {
+            b[k] = stats.cast<Q>(to_float(dx[k]), scale);
+            column[k][r] = b[k];
+        }
+        if (q != nullptr) store_packed(reinterpret_cast<unsigned char*>(q) + i * C + c, b);
+    }
+    __device__ __forceinline__ void end_pack(int row0, int c) {
+        if (qt == nullptr) return;
+#pragma unroll
+        for (int k = 0; k < P; k++) store_packed(reinterpret_cast<unsigned char*>(qt) + (size_t)(c + k) * N + row0, column[k]);
+    }
+    __device__ __forceinline__ void commit() {
+        if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters->count, (unsigned long long)N * (unsigned long long)C);
+        stats.commit(counters);
+    }
+};
+
+// Whether layernorm_backward_fp8 runs fused for these buffers: the vectorised layernorm backward,
+// whole 16-row blocks, outputs aligned for their 8- and 16-byte stores.
+template <typename T, typename Q>
+bool layernorm_backward_fp8_fuses(const T* dinp, const T* dout, const T* inp, const T* weight, const Q* q, const Q* qt,
+                                  int N, int C) {
+    return sizeof(T) == 2 && layernorm_backward_vectorised(dinp, dout, inp, weight, C) && N % kLnBwdRows == 0 &&
+           is_aligned(q, 16) && is_aligned(qt, 16);
+}
+
+// layernorm_backward (dinp +=, dweight +=, dbias +=, dinp_sums +=), then q (N, C) and qt (C, N) of the
+// new dinp, in one pass (layernorm_backward_fp8_fuses must hold). Returns at once.
+template <typename T, typename Q>
+void layernorm_backward_fp8(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                            const float* mean, const float* rstd, int N, int C, float* dinp_sums, Q* q, Q* qt,
+                            const float* scale, Fp8Counters* counters, cudaStream_t stream) {
+    LayerNormBackwardCast<Q, kPack<T>> sink{q, qt, scale, counters, N, C, {}, {}};
+    layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_sums, stream, sink);
 }
 
 }  // namespace train_gpt::cuda

@@ -108,11 +108,23 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* in
 constexpr int kLnBwdRows = 16;
 constexpr int kLnBwdMaxThreads = 256;
 
+// What else the backward does with each new dinp value: nothing (NoSink), or cast it to FP8
+// (cuda/fp8_fused.cuh, LayerNormBackwardCast: the dY of the projection whose output gradient dinp
+// is). A sink is copied into each thread: row() sees the pack (row i, channels c … c+P−1) of the
+// block's local row r, end_pack() ends a channel pack's kLnBwdRows rows, commit() ends the block
+// (every thread calls it: it may reduce across the block).
+struct NoSink {
+    template <int P, typename T>
+    __device__ __forceinline__ void row(size_t, int, int, const Packed<T, P>&) {}
+    __device__ __forceinline__ void end_pack(int, int) {}
+    __device__ __forceinline__ void commit() {}
+};
+
 // kSums: a third partial, the pack's sums of the new dinp (partials (nchunks, 3, C), else 2).
-template <int P, bool kSums, typename T>
+template <int P, bool kSums, typename T, typename Sink = NoSink>
 __global__ void __launch_bounds__(kLnBwdMaxThreads)
     layernorm_backward_kernel(T* dinp, float* partials, const T* dout, const T* inp, const T* weight,
-                              const float* mean, const float* rstd, int N, int C) {
+                              const float* mean, const float* rstd, int N, int C, Sink sink = {}) {
     __shared__ float s_mean[kLnBwdRows], s_rstd[kLnBwdRows];
     __shared__ float s_dnorm_mean[kLnBwdRows], s_dnorm_norm_mean[kLnBwdRows];
     const int row0 = blockIdx.x * kLnBwdRows;
@@ -158,8 +170,9 @@ __global__ void __launch_bounds__(kLnBwdMaxThreads)
         float dw[P], db[P], dx_sum[P];
 #pragma unroll
         for (int k = 0; k < P; k++) dw[k] = db[k] = dx_sum[k] = 0.0f;
-#pragma unroll 4
-        for (int r = 0; r < rows; r++) {
+#pragma unroll
+        for (int r = 0; r < kLnBwdRows; r++) {   // unrolled: a sink may keep a register per row
+            if (r >= rows) break;
             const size_t off = (size_t(row0) + r) * C + c;
             const Packed<T, P> xv = load_packed<P>(inp + off);
             const Packed<T, P> dv = load_packed<P>(dout + off);
@@ -177,7 +190,9 @@ __global__ void __launch_bounds__(kLnBwdMaxThreads)
                 if constexpr (kSums) dx_sum[k] += to_float(dxv[k]);
             }
             store_packed(dinp + off, dxv);
+            sink.template row<P>(size_t(row0) + r, r, c, dxv);
         }
+        sink.end_pack(row0, c);
 #pragma unroll
         for (int k = 0; k < P; k++) {
             part_w[c + k] = dw[k];
@@ -185,6 +200,7 @@ __global__ void __launch_bounds__(kLnBwdMaxThreads)
             if constexpr (kSums) part_b[C + c + k] = dx_sum[k];
         }
     }
+    sink.commit();
 }
 
 // out_j[c] += Σ_k partials[k, j, c] for the kParts outputs j (k over row chunks): dweight, dbias
@@ -222,6 +238,13 @@ __global__ void __launch_bounds__(32 * kRowsY)
 }
 
 // ---- launchers -----------------------------------------------------------------------------
+
+// Whether layernorm_backward runs in 16-byte packs: C a multiple of the pack, every base aligned.
+template <typename T>
+inline bool layernorm_backward_vectorised(const T* dinp, const T* dout, const T* inp, const T* weight, int C) {
+    return C % kPack<T> == 0 && is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
+           is_aligned(weight, 16);
+}
 
 // out null: mean and rstd only
 template <typename T>
@@ -265,14 +288,15 @@ void residual_layernorm_forward(T* residual, T* out, float* mean, float* rstd, c
     cudaCheck(cudaGetLastError());
 }
 
-// dinp_sums null: the two parameter gradients only
-template <typename T>
+// dinp_sums null: the two parameter gradients only. sink: see NoSink (vectorised packs only: the
+// caller checks layernorm_backward_vectorised).
+template <typename T, typename Sink = NoSink>
 void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
-                        const float* mean, const float* rstd, int N, int C, float* dinp_sums, cudaStream_t stream) {
+                        const float* mean, const float* rstd, int N, int C, float* dinp_sums, cudaStream_t stream,
+                        Sink sink = {}) {
     TG_CUDA_REQUIRE(N >= 0 && C > 0, "rows must be non-empty (the means divide by C)");
     if (N == 0) return;
-    const bool vec = C % kPack<T> == 0 && is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
-                     is_aligned(weight, 16);
+    const bool vec = layernorm_backward_vectorised(dinp, dout, inp, weight, C);
     const int P = vec ? kPack<T> : 1;
     // Phase 2 has one thread per channel pack: a block no wider than the row's packs (whole
     // warps), at most kLnBwdMaxThreads; phase 1 then has blockDim/32 warps for kLnBwdRows rows.
@@ -284,10 +308,12 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
         constexpr bool kSums = decltype(sums)::value;
         if (vec) {
             layernorm_backward_kernel<kPack<T>, kSums>
-                <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C);
-        } else {
+                <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C, sink);
+        } else if constexpr (std::is_same_v<Sink, NoSink>) {
             layernorm_backward_kernel<1, kSums>
                 <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C);
+        } else {
+            TG_CUDA_REQUIRE(false, "a layernorm backward sink needs the vectorised kernel");
         }
         cudaCheck(cudaGetLastError());
         constexpr int kRowsY = 32;

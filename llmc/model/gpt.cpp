@@ -392,8 +392,7 @@ void GPT::backward() {
     // is, so those two GEMMs' backward computes no bias gradient of its own.
     k_.zero(a.dresidual, NC * act_size_);
     k_.matmul_backward(a.dln, grad(kWte), nullptr, a.logits, a.lnf, param(kWte), N, C, Vp);
-    k_.layernorm_backward(a.dresidual, grad(kLnfw), grad(kLnfb), a.dln, act_at(a.residual3, (L - 1) * NC),
-                          param(kLnfw), a.lnf_mean, a.lnf_rstd, N, C, gemm_dbias(L - 1, kFcproj));
+    layernorm_backward(kLnfw, kLnfb, 0, act_at(a.residual3, (L - 1) * NC), a.lnf_mean, a.lnf_rstd, L - 1, kFcproj, N);
 
     for (int l = L - 1; l >= 0; l--) {
         const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);   // (B,T,C)
@@ -426,8 +425,7 @@ void GPT::backward() {
             k_.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C), param(kLn2b, l * C), N, C);
         }
         gelu_matmul_backward(l, kFc, a.dln, a.dfch, a.dfch_gelu, fch, ln2, fp8_fc, N);
-        k_.layernorm_backward(a.dresidual, grad(kLn2w) + l * C, grad(kLn2b) + l * C, a.dln, residual2,
-                              param(kLn2w, l * C), ln2_mean, ln2_rstd, N, C, gemm_dbias(l, kAttproj));
+        layernorm_backward(kLn2w, kLn2b, l, residual2, ln2_mean, ln2_rstd, l, kAttproj, N);
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
         matmul_backward(l, kAttproj, a.datty, a.dresidual, atty, fp8_attproj, nullptr, N);   // bias: ln2 above
@@ -436,8 +434,7 @@ void GPT::backward() {
             k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C), param(kLn1b, l * C), N, C);
         }
         matmul_backward(l, kQkv, a.dln, a.dqkv, ln1, fp8_qkv, gemm_dbias(l, kQkv), N);
-        k_.layernorm_backward(a.dresidual, grad(kLn1w) + l * C, grad(kLn1b) + l * C, a.dln, residual,
-                              param(kLn1w, l * C), ln1_mean, ln1_rstd, N, C, l > 0 ? gemm_dbias(l - 1, kFcproj) : nullptr);
+        layernorm_backward(kLn1w, kLn1b, l, residual, ln1_mean, ln1_rstd, l - 1, kFcproj, N);
     }
     k_.encoder_backward(grad(kWte), grad(kWpe), a.dresidual, inputs_, B, T, C);
 }
@@ -451,6 +448,25 @@ void* GPT::gemm_weight(int l, int g) const {
 }
 void* GPT::gemm_bias(int l, int g) const {
     return param(kBlockGemms[g].bias, (size_t)l * kBlockGemms[g].out * cfg_.n_embd);
+}
+
+// dresidual += the backward of the layernorm (weight, bias tensors ln_weight, ln_bias of layer ln_l)
+// from dln, its input inp and row statistics; the residual stream's gradient it produces is the
+// output gradient of projection g of layer l (none when l < 0: the embeddings'): its rows are summed
+// into that projection's bias gradient, and, where g runs in FP8, it is cast to E5M2 for g's backward
+void GPT::layernorm_backward(int ln_weight, int ln_bias, int ln_l, const void* inp, const float* mean,
+                             const float* rstd, int l, int g, int N) {
+    Activations& a = *acts_;
+    const int C = cfg_.n_embd;
+    float* dweight = grad(ln_weight) + (size_t)ln_l * C;
+    float* dbias = grad(ln_bias) + (size_t)ln_l * C;
+    const void* weight = param(ln_weight, (size_t)ln_l * C);
+    float* sums = l >= 0 ? gemm_dbias(l, g) : nullptr;
+    if (l >= 0 && in_fp8(g) &&
+        fp8_->layernorm_backward_cast(l, g, a.dresidual, dweight, dbias, a.dln, inp, weight, mean, rstd, N, sums)) {
+        return;
+    }
+    k_.layernorm_backward(a.dresidual, dweight, dbias, a.dln, inp, weight, mean, rstd, N, C, sums);
 }
 
 float* GPT::gemm_dbias(int l, int g) const { return grad(kBlockGemms[g].bias) + (size_t)l * kBlockGemms[g].out * cfg_.n_embd; }

@@ -172,6 +172,8 @@ private:
     void* gemm_bias(int l, int g) const;     // b[l], (out·C)
     // the block GEMMs with their inputs' producers (gpt.cpp)
     float* gemm_dbias(int l, int g) const;   // the gradient of b[l]
+    void layernorm_backward(int ln_weight, int ln_bias, int ln_l, const void* inp, const float* mean, const float* rstd,
+                            int l, int g, int N);
     void residual_layernorm_forward(void* residual, const void* a, const void* b, void* out, float* mean, float* rstd,
                                     int ln_weight, int ln_bias, int l, bool with_layernorm, int N);
     void matmul_forward(int l, int g, void* out, const void* inp, int N);

@@ -228,9 +228,21 @@ void Fp8State::gelu_backward_matmul_backward(int l, int g, void* dinp, float* dw
     backward(l, g, dinp, dweight, dbias, dfch, fuse_dy, inp, N);
 }
 
+bool Fp8State::layernorm_backward_cast(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout,
+                                       const void* inp, const void* weight, const float* mean, const float* rstd,
+                                       int N, float* dinp_sums) {
+    if (!runs(g) || needs_amax_now(kDY, l, g)) return false;
+    k_.layernorm_backward_e5m2(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, cfg_.n_embd, dinp_sums, dout_,
+                               dout_t_, scale(kDY, l, g), counters(kDY, l, g));
+    dy_cast_slot_ = (long)slot_index(kDY, l, g);
+    return true;
+}
+
 void Fp8State::backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, bool dout_cast,
                         const Source& inp, int N) {
     const int C = (int)width(g, false), OC = (int)width(g, true);
+    if (dy_cast_slot_ == (long)slot_index(kDY, l, g)) dout_cast = true;   // cast by the layernorm backward
+    dy_cast_slot_ = -1;
     Fp8ScaleSlot* sdy = scale(kDY, l, g);
     if (!dout_cast) {   // else the producer of dY has cast it already (gelu_backward_e5m2)
         if (needs_amax_now(kDY, l, g)) {

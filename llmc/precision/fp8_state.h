@@ -11,7 +11,9 @@
 //       plain cast of the attention output (attproj); the GEMM input is never written in 16 bits;
 //   W   E4M3, W (out, in) for the forward and Wᵀ (in, out) for dX, written by AdamW itself where
 //       the weight's scale is known (delayed scaling), else cast after the update;
-//   dY  E5M2, dY (N, out) for dX and dYᵀ (out, N) for dW; the dY of fc is cast inside GELU backward.
+//   dY  E5M2, dY (N, out) for dX and dYᵀ (out, N) for dW; the dY of fc is cast inside GELU backward,
+//       those of attproj and fcproj (the residual stream's gradient) inside the layernorm backward
+//       that produces it, once their scales are known (delayed scaling).
 // Hopper's FP8 GEMMs are TN only, hence both layouts. The backward of qkv and fc reads the Xᵀ its
 // forward cast kept (one per layer), or, under --recompute 2, casts it again from the layernorm of
 // the residual stream; attproj and fcproj cast their Xᵀ again in backward from atty and fch, which
@@ -96,6 +98,13 @@ public:
     };
     void matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, const Source& inp,
                          int N);
+    // The layernorm backward that produces the residual stream's gradient, which is the dY of
+    // projection g (attproj, fcproj) of layer l, casting it to E5M2 for g's backward on the way
+    // (Backend::layernorm_backward_e5m2; arguments as Backend::layernorm_backward). Returns false,
+    // having done nothing, where g does not run in FP8 or its dY scale is not known yet.
+    bool layernorm_backward_cast(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout,
+                                 const void* inp, const void* weight, const float* mean, const float* rstd, int N,
+                                 float* dinp_sums);
     // GELU backward into fc's backward: dfch (N, 4C) = gelu'(fch) ∘ dfch_gelu, as
     // Backend::gelu_backward (the bias gradient reads it), with its E5M2 cast fused in where the
     // scale is known; then fc's backward as matmul_backward with dout = dfch.
@@ -150,6 +159,7 @@ private:
     bool training_ = false;
     size_t activation_bytes_ = 0;
     std::array<bool, kNumBlockGemms> cast_by_update_{};
+    long dy_cast_slot_ = -1;         // the dY slot whose E5M2 copies a producer wrote for the next backward
     // copies
     fp8e4m3* weights_ = nullptr;     // W of every FP8 GEMM, GEMM by GEMM, L layers each
     fp8e4m3* weights_t_ = nullptr;   // Wᵀ, likewise

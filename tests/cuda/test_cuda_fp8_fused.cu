@@ -1,6 +1,7 @@
 // test_cuda_fp8_fused.cu — the FP8 casts fused into their producers (cuda/fp8_fused.cuh), through
 // the CUDA backend with --fused-kernels, in fp32, bf16 and fp16:
-//   gelu_forward_e4m3, layernorm_forward_e4m3, gelu_backward_e5m2, adamw_update_e4m3;
+//   gelu_forward_e4m3, layernorm_forward_e4m3, gelu_backward_e5m2, layernorm_backward_e5m2,
+//   adamw_update_e4m3;
 // and the vectorised cast-with-transpose (cuda/fp8.cuh, quantize_transpose_vec_kernel) against the
 // scalar one, bit for bit, on shapes of whole 64×64 tiles.
 //
@@ -193,6 +194,53 @@ TEST_P(CudaFp8FusedTest, GeluBackwardCastIsTheUnfusedCast) {
         tw.check_act("gelu backward dinp vs the CPU twin", dinp_f, act_tol(tw.dtype(), 1e-5, 2));   // as unfused
         expect_fp8_close("gelu backward q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
         expect_fp8_close("gelu backward qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf));
+    }
+}
+
+// layernorm backward with the E5M2 cast of its new dinp (the dY of attproj / fcproj): fused, it is
+// the layernorm backward followed by the cast, bit for bit (dinp, dweight, dbias, the dinp sums, q,
+// qt, statistics); rows in whole 16-row blocks take the fused kernel, ragged ones the fallback.
+TEST_P(CudaFp8FusedTest, LayernormBackwardCastIsTheUnfusedCast) {
+    Twin tw(GetParam(), fused());
+    Random r(seed_);
+    for (auto [N, C] : {std::pair<int, int>{256, 768}, {64, 192}, {33, 47}}) {
+        SCOPED_TRACE(std::to_string(N) + "x" + std::to_string(C));
+        const size_t n = (size_t)N * C;
+        Twin::Buf x = tw.act(r.normal(n, 2.0, 0.5)), w = tw.act(r.normal(C, 0.2, 1.0)), b = tw.act(r.normal(C, 0.2));
+        Twin::Buf y = tw.alloc(n * tw.act_size()), mean = tw.alloc(N * 4), rstd = tw.alloc(N * 4);
+        tw.cpu().layernorm_forward(y.c, mean.cp<float>(), rstd.cp<float>(), x.c, w.c, b.c, N, C);
+        tw.upload(mean, tw.f32_c(mean));
+        tw.upload(rstd, tw.f32_c(rstd));
+        Twin::Buf dout = tw.act(r.normal(n));
+        const std::vector<float> d0 = r.normal(n, 1e-2), dw0 = r.normal(C), db0 = r.normal(C), s0 = r.normal(C);
+        Twin::Buf dinp_f = tw.act(d0), dinp_u = tw.act(d0);   // += from the same start
+        Twin::Buf dw_f = tw.f32(dw0), dw_u = tw.f32(dw0), db_f = tw.f32(db0), db_u = tw.f32(db0);
+        Twin::Buf sums_f = tw.f32(s0), sums_u = tw.f32(s0);
+        Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
+        Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
+        Twin::Buf sc = scale_slot(tw, 57344.0f / 4.0f);
+        tw.gpu().layernorm_backward_e5m2(dinp_f.g, dw_f.gp<float>(), db_f.gp<float>(), dout.g, x.g, w.g, mean.gp<float>(),
+                                         rstd.gp<float>(), N, C, sums_f.gp<float>(), qf.gp<fp8e5m2>(),
+                                         qtf.gp<fp8e5m2>(), sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+        tw.gpu().layernorm_backward(dinp_u.g, dw_u.gp<float>(), db_u.gp<float>(), dout.g, x.g, w.g, mean.gp<float>(),
+                                    rstd.gp<float>(), N, C, sums_u.gp<float>());
+        tw.gpu().quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, N, C, sc.gp<Fp8ScaleSlot>(),
+                                         ku.gp<Fp8Counters>());
+        tw.cpu().layernorm_backward_e5m2(dinp_f.c, dw_f.cp<float>(), db_f.cp<float>(), dout.c, x.c, w.c,
+                                         mean.cp<float>(), rstd.cp<float>(), N, C, sums_f.cp<float>(), qf.cp<fp8e5m2>(),
+                                         qtf.cp<fp8e5m2>(), sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+        expect_bytes_equal("layernorm backward dinp: fused vs unfused", tw.bytes_g(dinp_f), tw.bytes_g(dinp_u),
+                           tw.act_size());
+        expect_bytes_equal("layernorm backward dweight: fused vs unfused", tw.bytes_g(dw_f), tw.bytes_g(dw_u), 4);
+        expect_bytes_equal("layernorm backward dbias: fused vs unfused", tw.bytes_g(db_f), tw.bytes_g(db_u), 4);
+        expect_bytes_equal("layernorm backward sums: fused vs unfused", tw.bytes_g(sums_f), tw.bytes_g(sums_u), 4);
+        expect_bytes_equal("layernorm backward q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
+        expect_bytes_equal("layernorm backward qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
+        expect_same_counters(tw, kf, ku);
+        tw.check_act("layernorm backward dinp vs the CPU twin", dinp_f, act_tol(tw.dtype(), 1e-5, 2));
+        tw.check_f32("layernorm backward sums vs the CPU twin", sums_f, 1e-5);
+        expect_fp8_close("layernorm backward q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
+        expect_fp8_close("layernorm backward qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf));
     }
 }
 
