@@ -181,7 +181,8 @@ selected() {
     local p pats
     [[ " $ALWAYS " == *" $1 "* || -z ${GPU_CHECK_ONLY:-} ]] && return 0
     read -r -a pats <<< "$GPU_CHECK_ONLY"
-    for p in "${pats[@]}"; do [[ $1 == $p ]] && return 0; done   # shellcheck disable=SC2053 (globs)
+    # shellcheck disable=SC2053  # $p is a glob
+    for p in "${pats[@]}"; do [[ $1 == $p ]] && return 0; done
     return 1
 }
 # write_state: the state files, then the summary (gpu_results.md, bench.json, bench.tsv) from them
