@@ -459,10 +459,20 @@ attn_note() {   # the `attn impl=$1` lines of $2, briefly
         for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         printf "%s%s·%s: fwd %s ms (%s TFLOP/s), bwd %s ms (%s)", sep, v["B"], v["NH"], v["fwd_ms"], v["fwd_tflops"], v["bwd_ms"], v["bwd_tflops"]; sep = "; " }' "$2"
 }
+# harnesses_missing NAME…: the dev/cuda harnesses not built (without a GPU: without a source; the
+# tree's build in scripts/test.sh does not make them)
+harnesses_missing() {
+    local h
+    for h in "$@"; do
+        if [[ -n $NO_GPU ]]; then [[ -f dev/cuda/$h.cu ]] || echo -n " dev/cuda/$h.cu"
+        else [[ -x $LAB_DIR/$h ]] || echo -n " $LAB_DIR/$h"; fi
+    done
+}
 step_attention_ours() {
-    local h=$LAB_DIR/attention_flash rc=0
+    local h=$LAB_DIR/attention_flash rc=0 missing
     need binaries || return
-    [[ -x $h ]] || { record FAIL "no $h (make -C dev/cuda; --prepare bundles it)"; return; }
+    missing=$(harnesses_missing attention_flash)
+    [[ -z $missing ]] || { record FAIL "no$missing (make -C dev/cuda; --prepare bundles it)"; return; }
     [[ -n $NO_GPU ]] && { verdict SKIPPED ""; return; }
     run_logged "$CUR" "$h" --dtype bf16 --reps 30 || rc=$?
     if (( rc == 0 )) && (( $(grep -c '^attn impl=flash' "$WORK/$CUR.out") == 2 )); then
@@ -577,11 +587,12 @@ step_memcheck() {
 # step_lab: the dev/cuda harnesses of LAB_HARNESSES (each checks against the CPU twin and times),
 # output in lab.log
 step_lab() {
-    local h failed="" missing=""
+    local h failed="" missing
     (( LAB )) || { record SKIPPED "LAB=0"; return; }
     need binaries || return
-    for h in $LAB_HARNESSES; do [[ -x $LAB_DIR/$h ]] || missing+=" $h"; done
-    [[ -z $missing ]] || { record FAIL "no harness$missing in $LAB_DIR"; return; }
+    # shellcheck disable=SC2086  # a list of names
+    missing=$(harnesses_missing $LAB_HARNESSES)
+    [[ -z $missing ]] || { record FAIL "no$missing (make -C dev/cuda; --prepare bundles them)"; return; }
     [[ -n $NO_GPU ]] && { verdict SKIPPED ""; return; }
     for h in $LAB_HARNESSES; do
         run_logged "lab.$h" "$LAB_DIR/$h" --reps 20 --dtype bf16 || failed+=" $h"
