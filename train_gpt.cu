@@ -103,6 +103,8 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     CudaOptions options;
     options.flash_attention = plan.attention == "flash";
     options.fp8_fused_casts = cfg.fp8_fused_casts;
+    options.gemm_autotune = cfg.gemm_autotune;
+    options.log_gemm_autotune = g_is_root;
     options.profile = cfg.profile;
     std::string reason;
     std::unique_ptr<Backend> backend = make_cuda_backend(act_dtype, comm.local_rank() % cuda_device_count(&reason),
@@ -295,7 +297,7 @@ int run(int argc, char** argv) {
         plan.precision.fp8.gemms = choice.gemms;   // config.json and checkpoints record the choice
         print0("%s\n", choice.how.c_str());
     }
-    GPT model(plan.model, *backend, B, T, plan.precision, &model_comm, cfg.zero);
+    GPT model(plan.model, *backend, B, T, plan.precision, &model_comm, cfg.zero, cfg.recompute);
     model.init_weights(cfg.seed);
     plan.num_parameters = model.num_parameters();
     // fp16: dynamic loss scaling keeps small gradients above fp16's smallest subnormal

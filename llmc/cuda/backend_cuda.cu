@@ -68,6 +68,7 @@ public:
                  device, prop.name, prop.major, prop.minor);
         }
         cudaCheck(cudaStreamCreate(&stream_));
+        cuda::set_gemm_autotune(stream_, options.gemm_autotune, options.log_gemm_autotune);
     }
     ~CudaBackend() override {
         // No throwing from a destructor: errors here are ignored.

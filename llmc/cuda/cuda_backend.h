@@ -24,6 +24,12 @@ struct CudaOptions {
     // --fp8-fused-casts: the FP8 casts fused into their producers (cuda/fp8_fused.cuh); false runs
     // the producer into scratch, then the cast: the same bits, more memory traffic (an A/B switch)
     bool fp8_fused_casts = true;
+    // --gemm-autotune: each new GEMM problem times cuBLASLt's candidate algorithms and keeps the
+    // fastest (cuda/matmul.cuh gemm()); else the heuristic's first that launches. Runs are then
+    // bit-reproducible only as far as the timing picks the same algorithms. log: one line per
+    // problem timed (rank 0's).
+    bool gemm_autotune = false;
+    bool log_gemm_autotune = false;
     // --profile: GPU time per op from CUDA events around every op (cuda/op_profiler.cuh), printed
     // when the backend is destroyed; no synchronisation is added
     bool profile = false;

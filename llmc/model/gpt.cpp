@@ -56,11 +56,12 @@ struct ActivationTensor {
     float* A::*fp32;     // set for an FP32 one
     enum Layers { kOne, kEvery } layers;
     enum Width { kOneValue, kC, k3C, k4C, kNH, kVp } width;
-    int unless_fp8 = -1;   // kEvery, but none at all when this block GEMM runs in FP8 (its input)
+    int unless_fp8 = -1;       // kEvery, but none at all when this block GEMM runs in FP8 (its input)
+    int recomputed_from = 0;   // kEvery, but one layer's only from this --recompute level on (> 0)
 };
 constexpr ActivationTensor kActivationTensors[] = {
     {&A::encoded, nullptr, ActivationTensor::kOne, ActivationTensor::kC},
-    {&A::ln1, nullptr, ActivationTensor::kEvery, ActivationTensor::kC, kQkv},
+    {&A::ln1, nullptr, ActivationTensor::kEvery, ActivationTensor::kC, kQkv, 2},
     {nullptr, &A::ln1_mean, ActivationTensor::kEvery, ActivationTensor::kOneValue},
     {nullptr, &A::ln1_rstd, ActivationTensor::kEvery, ActivationTensor::kOneValue},
     {&A::qkv, nullptr, ActivationTensor::kEvery, ActivationTensor::k3C},
@@ -68,11 +69,11 @@ constexpr ActivationTensor kActivationTensors[] = {
     {nullptr, &A::att_lse, ActivationTensor::kEvery, ActivationTensor::kNH},
     {&A::attproj, nullptr, ActivationTensor::kOne, ActivationTensor::kC},
     {&A::residual2, nullptr, ActivationTensor::kEvery, ActivationTensor::kC},
-    {&A::ln2, nullptr, ActivationTensor::kEvery, ActivationTensor::kC, kFc},
+    {&A::ln2, nullptr, ActivationTensor::kEvery, ActivationTensor::kC, kFc, 2},
     {nullptr, &A::ln2_mean, ActivationTensor::kEvery, ActivationTensor::kOneValue},
     {nullptr, &A::ln2_rstd, ActivationTensor::kEvery, ActivationTensor::kOneValue},
     {&A::fch, nullptr, ActivationTensor::kEvery, ActivationTensor::k4C},
-    {&A::fch_gelu, nullptr, ActivationTensor::kEvery, ActivationTensor::k4C, kFcproj},
+    {&A::fch_gelu, nullptr, ActivationTensor::kEvery, ActivationTensor::k4C, kFcproj, 1},
     {&A::fcproj, nullptr, ActivationTensor::kOne, ActivationTensor::kC},
     {&A::residual3, nullptr, ActivationTensor::kEvery, ActivationTensor::kC},
     {&A::lnf, nullptr, ActivationTensor::kOne, ActivationTensor::kC},
@@ -92,7 +93,7 @@ size_t aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // Bytes of tensor t for `tokens` tokens (64-byte aligned).
 size_t activation_tensor_bytes(const ActivationTensor& t, const GPTConfig& cfg, size_t tokens,
-                               const PrecisionConfig& prec) {
+                               const PrecisionConfig& prec, int recompute) {
     size_t width = 1;
     switch (t.width) {
         case ActivationTensor::kOneValue: width = 1; break;
@@ -103,30 +104,36 @@ size_t activation_tensor_bytes(const ActivationTensor& t, const GPTConfig& cfg, 
         case ActivationTensor::kVp: width = cfg.padded_vocab_size; break;
     }
     size_t layers = t.layers == ActivationTensor::kOne ? 1 : cfg.n_layer;
+    if (t.recomputed_from > 0 && recompute >= t.recomputed_from) layers = 1;
     if (t.unless_fp8 >= 0 && gemm_runs_in_fp8(prec, t.unless_fp8)) layers = 0;
     const size_t value_bytes = t.act != nullptr ? dtype_size(activation_dtype(prec.precision)) : sizeof(float);
     return aligned64(layers * tokens * width * value_bytes);
 }
 
-size_t activations_bytes(const GPTConfig& cfg, size_t tokens, const PrecisionConfig& prec) {
+size_t activations_bytes(const GPTConfig& cfg, size_t tokens, const PrecisionConfig& prec, int recompute) {
     size_t total = 0;
-    for (const ActivationTensor& t : kActivationTensors) total += activation_tensor_bytes(t, cfg, tokens, prec);
+    for (const ActivationTensor& t : kActivationTensors) total += activation_tensor_bytes(t, cfg, tokens, prec, recompute);
     return total;
 }
 
 }  // namespace
 
-size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision) {
+size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision,
+                                 int recompute) {
     const size_t tokens = (size_t)B * T;
-    size_t total = activations_bytes(cfg, tokens, precision);
-    if (precision.precision == Precision::FP8) total += Fp8State::activation_bytes_for(cfg, tokens, precision.fp8.gemms);
+    size_t total = activations_bytes(cfg, tokens, precision, recompute);
+    if (precision.precision == Precision::FP8) {
+        total += Fp8State::activation_bytes_for(cfg, tokens, precision.fp8.gemms, recompute);
+    }
     return total;
 }
 
 GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision,
-         Comm* comm, int zero)
+         Comm* comm, int zero, int recompute)
     : cfg_(cfg), k_(backend), max_B_(max_B), max_T_(max_T), prec_(precision),
-      act_size_(dtype_size(backend.act_dtype())), param_offsets_(param_tensor_offsets(cfg)), comm_(comm) {
+      act_size_(dtype_size(backend.act_dtype())), param_offsets_(param_tensor_offsets(cfg)), comm_(comm),
+      recompute_(recompute) {
+    if (recompute < 0 || recompute > 2) fail("--recompute %d: expected 0, 1 or 2", recompute);
     if (max_T > cfg.max_seq_len) {
         fail("sequence length %d exceeds the model's position table (%d)", max_T, cfg.max_seq_len);
     }
@@ -163,18 +170,18 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
     // the activations: one allocation, carved in the order of kActivationTensors
     const size_t tokens = (size_t)max_B * max_T;
     acts_ = std::make_unique<Activations>();
-    activation_bytes_ = activations_bytes(cfg, tokens, precision);
+    activation_bytes_ = activations_bytes(cfg, tokens, precision, recompute);
     acts_->base = k_.alloc(activation_bytes_);
     char* p = static_cast<char*>(acts_->base);
     for (const ActivationTensor& t : kActivationTensors) {
         if (t.act != nullptr) (*acts_).*t.act = p; else (*acts_).*t.fp32 = reinterpret_cast<float*>(p);
-        p += activation_tensor_bytes(t, cfg, tokens, precision);
+        p += activation_tensor_bytes(t, cfg, tokens, precision, recompute);
     }
     inputs_ = static_cast<int32_t*>(k_.alloc(tokens * sizeof(int32_t)));
     targets_ = static_cast<int32_t*>(k_.alloc(tokens * sizeof(int32_t)));
 
     if (precision.precision == Precision::FP8) {
-        fp8_ = std::make_unique<Fp8State>(cfg, backend, precision.fp8, params_, max_B, max_T, comm);
+        fp8_ = std::make_unique<Fp8State>(cfg, backend, precision.fp8, params_, max_B, max_T, comm, recompute);
         activation_bytes_ += fp8_->activation_bytes();
     }
 }
@@ -303,18 +310,18 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     k_.encoder_forward(a.encoded, inputs_, param(kWte), param(kWpe), B, T, C);
     for (int l = 0; l < L; l++) {
         const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);   // (B,T,C)
-        void* ln1 = act_at(a.ln1, l * NC);                 // (B,T,C), unless qkv runs in FP8
+        void* ln1 = act_at(a.ln1, recompute_ < 2 ? l * NC : 0);   // (B,T,C), unless qkv runs in FP8
         float* ln1_mean = a.ln1_mean + (size_t)l * N;      // (B,T)
         float* ln1_rstd = a.ln1_rstd + (size_t)l * N;      // (B,T)
         void* qkv = act_at(a.qkv, l * NC * 3);             // (B,T,3C)
         void* atty = act_at(a.atty, l * NC);               // (B,T,C)
         float* lse = a.att_lse + (size_t)l * N * NH;       // (B,NH,T)
         void* residual2 = act_at(a.residual2, l * NC);     // (B,T,C)
-        void* ln2 = act_at(a.ln2, l * NC);                 // (B,T,C), unless fc runs in FP8
+        void* ln2 = act_at(a.ln2, recompute_ < 2 ? l * NC : 0);   // (B,T,C), unless fc runs in FP8
         float* ln2_mean = a.ln2_mean + (size_t)l * N;
         float* ln2_rstd = a.ln2_rstd + (size_t)l * N;
         void* fch = act_at(a.fch, l * NC * 4);             // (B,T,4C)
-        void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);   // (B,T,4C), unless fcproj runs in FP8
+        void* fch_gelu = act_at(a.fch_gelu, recompute_ < 1 ? l * NC * 4 : 0);   // (B,T,4C), unless fcproj in FP8
         void* residual3 = act_at(a.residual3, l * NC);     // (B,T,C)
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
@@ -365,27 +372,47 @@ void GPT::backward() {
 
     for (int l = L - 1; l >= 0; l--) {
         const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);   // (B,T,C)
-        const void* ln1 = act_at(a.ln1, l * NC);             // (B,T,C), unless qkv runs in FP8
-        const void* qkv = act_at(a.qkv, l * NC * 3);         // (B,T,3C)
-        const void* atty = act_at(a.atty, l * NC);           // (B,T,C)
-        const float* lse = a.att_lse + (size_t)l * N * NH;   // (B,NH,T)
-        const void* residual2 = act_at(a.residual2, l * NC);
-        const void* ln2 = act_at(a.ln2, l * NC);             // (B,T,C), unless fc runs in FP8
-        const void* fch = act_at(a.fch, l * NC * 4);         // (B,T,4C)
-        const void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);   // (B,T,4C), unless fcproj runs in FP8
+        void* ln1 = act_at(a.ln1, recompute_ < 2 ? l * NC : 0);   // (B,T,C), unless qkv runs in FP8
+        float* ln1_mean = a.ln1_mean + (size_t)l * N;              // (B,T)
+        float* ln1_rstd = a.ln1_rstd + (size_t)l * N;              // (B,T)
+        const void* qkv = act_at(a.qkv, l * NC * 3);               // (B,T,3C)
+        const void* atty = act_at(a.atty, l * NC);                 // (B,T,C)
+        const float* lse = a.att_lse + (size_t)l * N * NH;         // (B,NH,T)
+        const void* residual2 = act_at(a.residual2, l * NC);       // (B,T,C)
+        void* ln2 = act_at(a.ln2, recompute_ < 2 ? l * NC : 0);    // (B,T,C), unless fc runs in FP8
+        float* ln2_mean = a.ln2_mean + (size_t)l * N;
+        float* ln2_rstd = a.ln2_rstd + (size_t)l * N;
+        const void* fch = act_at(a.fch, l * NC * 4);               // (B,T,4C)
+        void* fch_gelu = act_at(a.fch_gelu, recompute_ < 1 ? l * NC * 4 : 0);   // (B,T,4C), unless fcproj in FP8
+        // --recompute: what the forward kept for one layer only is computed again here, where a
+        // 16-bit GEMM's weight gradient reads it (the same ops on the same inputs: the same bits;
+        // the layernorm writes its row statistics again, unchanged)
+        const bool gelu_again = recompute_ >= 1 && !in_fp8(kFcproj);
+        const bool ln2_again = recompute_ >= 2 && !in_fp8(kFc), ln1_again = recompute_ >= 2 && !in_fp8(kQkv);
+        // what an FP8 GEMM casts its Xᵀ again from (fp8_state.h)
+        const Fp8State::Source fp8_fcproj{fch}, fp8_attproj{atty};
+        const Fp8State::Source fp8_fc{residual2, param(kLn2w, l * C), param(kLn2b, l * C), ln2_mean, ln2_rstd};
+        const Fp8State::Source fp8_qkv{residual, param(kLn1w, l * C), param(kLn1b, l * C), ln1_mean, ln1_rstd};
 
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        matmul_backward(l, kFcproj, a.dfch_gelu, a.dresidual, fch_gelu, fch, N);
-        gelu_matmul_backward(l, kFc, a.dln, a.dfch, a.dfch_gelu, fch, ln2, N);
+        if (gelu_again) k_.gelu_forward(fch_gelu, fch, NC * 4);
+        matmul_backward(l, kFcproj, a.dfch_gelu, a.dresidual, fch_gelu, fp8_fcproj, N);
+        if (ln2_again) {
+            k_.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C), param(kLn2b, l * C), N, C);
+        }
+        gelu_matmul_backward(l, kFc, a.dln, a.dfch, a.dfch_gelu, fch, ln2, fp8_fc, N);
         k_.layernorm_backward(a.dresidual, grad(kLn2w) + l * C, grad(kLn2b) + l * C, a.dln, residual2,
-                              param(kLn2w, l * C), a.ln2_mean + (size_t)l * N, a.ln2_rstd + (size_t)l * N, N, C);
+                              param(kLn2w, l * C), ln2_mean, ln2_rstd, N, C);
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        matmul_backward(l, kAttproj, a.datty, a.dresidual, atty, atty, N);
+        matmul_backward(l, kAttproj, a.datty, a.dresidual, atty, fp8_attproj, N);
         k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
-        matmul_backward(l, kQkv, a.dln, a.dqkv, ln1, nullptr, N);
+        if (ln1_again) {
+            k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C), param(kLn1b, l * C), N, C);
+        }
+        matmul_backward(l, kQkv, a.dln, a.dqkv, ln1, fp8_qkv, N);
         k_.layernorm_backward(a.dresidual, grad(kLn1w) + l * C, grad(kLn1b) + l * C, a.dln, residual,
-                              param(kLn1w, l * C), a.ln1_mean + (size_t)l * N, a.ln1_rstd + (size_t)l * N, N, C);
+                              param(kLn1w, l * C), ln1_mean, ln1_rstd, N, C);
     }
     k_.encoder_backward(grad(kWte), grad(kWpe), a.dresidual, inputs_, B, T, C);
 }
@@ -440,7 +467,8 @@ void GPT::gelu_matmul_forward(int l, int g, void* out, void* gelu_out, const voi
 
 // dinp (N, in·C) = dout · W[l]; dW[l] += doutᵀ · x; db[l] += Σ dout. x: the GEMM's input as the
 // forward kept it (16 bits); fp8_source: what an FP8 GEMM casts its Xᵀ from again (fp8_state.h)
-void GPT::matmul_backward(int l, int g, void* dinp, const void* dout, const void* x, const void* fp8_source, int N) {
+void GPT::matmul_backward(int l, int g, void* dinp, const void* dout, const void* x,
+                          const Fp8State::Source& fp8_source, int N) {
     const BlockGemmInfo& gemm = kBlockGemms[g];
     const int C = cfg_.n_embd;
     float* dweight = grad(gemm.weight) + (size_t)l * gemm.out * C * gemm.in * C;
@@ -455,17 +483,17 @@ void GPT::matmul_backward(int l, int g, void* dinp, const void* dout, const void
 // GELU backward into the GEMM's backward: dgelu_in (N, out·C) = gelu'(gelu_in) ∘ dgelu_out, then
 // matmul_backward with dout = dgelu_in (fc: gelu_in is fc's output, x its 16-bit input ln2)
 void GPT::gelu_matmul_backward(int l, int g, void* dinp, void* dgelu_in, const void* dgelu_out, const void* gelu_in,
-                               const void* x, int N) {
+                               const void* x, const Fp8State::Source& fp8_source, int N) {
     const BlockGemmInfo& gemm = kBlockGemms[g];
     const int C = cfg_.n_embd;
     if (in_fp8(g)) {   // the E5M2 cast of dgelu_in fused into GELU backward
         float* dweight = grad(gemm.weight) + (size_t)l * gemm.out * C * gemm.in * C;
         float* dbias = grad(gemm.bias) + (size_t)l * gemm.out * C;
-        fp8_->gelu_backward_matmul_backward(l, g, dinp, dweight, dbias, dgelu_in, gelu_in, dgelu_out, N);
+        fp8_->gelu_backward_matmul_backward(l, g, dinp, dweight, dbias, dgelu_in, gelu_in, dgelu_out, fp8_source, N);
         return;
     }
     k_.gelu_backward(dgelu_in, gelu_in, dgelu_out, (size_t)N * gemm.out * C);
-    matmul_backward(l, g, dinp, dgelu_in, x, nullptr, N);
+    matmul_backward(l, g, dinp, dgelu_in, x, fp8_source, N);
 }
 
 void GPT::zero_grad() { k_.zero(grads_, padded_params_ * sizeof(float)); }

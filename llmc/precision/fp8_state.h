@@ -13,8 +13,9 @@
 //       the weight's scale is known (delayed scaling), else cast after the update;
 //   dY  E5M2, dY (N, out) for dX and dYᵀ (out, N) for dW; the dY of fc is cast inside GELU backward.
 // Hopper's FP8 GEMMs are TN only, hence both layouts. The backward of qkv and fc reads the Xᵀ its
-// forward cast kept (one per layer); attproj and fcproj cast their Xᵀ again in backward from atty
-// and fch, which the model keeps anyway (the scale has not changed: the same bytes).
+// forward cast kept (one per layer), or, under --recompute 2, casts it again from the layernorm of
+// the residual stream; attproj and fcproj cast their Xᵀ again in backward from atty and fch, which
+// the model keeps anyway. The scale has not changed since the forward: the same bytes.
 //
 // State in the kernel set's memory, one slot per scaled tensor — the X slots of every
 // (layer, GEMM), then the W slots, then the dY slots — with L·4 GEMM instances whether or not a
@@ -51,10 +52,11 @@ class Fp8State {
 public:
     // params: the model's working weights (bf16, the flat vector of layout.h), read for the
     // weights' casts and written by the fused AdamW; comm: the ranks whose amaxes are MAX-reduced
-    // (null for one process). max_B·max_T bounds the tokens of a pass. The backend must allow
-    // these FP8 GEMM shapes (Backend::fp8_gemm_multiple): checked by the model before.
+    // (null for one process). max_B·max_T bounds the tokens of a pass; recompute: the model's
+    // --recompute level (2: qkv and fc keep no Xᵀ either). The backend must allow these FP8 GEMM
+    // shapes (Backend::fp8_gemm_multiple): checked by the model before.
     Fp8State(const GPTConfig& cfg, Backend& backend, const Fp8ScalingConfig& config, void* params, int max_B,
-             int max_T, Comm* comm);
+             int max_T, Comm* comm, int recompute = 0);
     ~Fp8State();
     Fp8State(const Fp8State&) = delete;
     Fp8State& operator=(const Fp8State&) = delete;
@@ -63,10 +65,10 @@ public:
     bool runs(int g) const { return config_.gemms >> g & 1u; }
     // Bytes of the FP8 activation copies for max_B·max_T tokens (see activation_bytes_for).
     size_t activation_bytes() const { return activation_bytes_; }
-    // The same without building one: the kept Xᵀ of qkv and fc (every layer), one layer's Xᵀ cast
-    // again in backward (attproj, fcproj), one GEMM's E5M2 dY in both layouts (the first also
-    // holds the forward's E4M3 X).
-    static size_t activation_bytes_for(const GPTConfig& cfg, size_t tokens, unsigned gemms);
+    // The same without building one: the kept Xᵀ of qkv and fc (every layer; none under
+    // --recompute 2), one layer's Xᵀ cast again in backward, one GEMM's E5M2 dY in both layouts
+    // (the first also holds the forward's E4M3 X).
+    static size_t activation_bytes_for(const GPTConfig& cfg, size_t tokens, unsigned gemms, int recompute = 0);
 
     // ---- forward (out (N, out·C) of block GEMM g of layer l) ----------------------------------
     // A training pass (followed by backward) keeps the Xᵀ its backward reads and records every
@@ -82,15 +84,23 @@ public:
     void gelu_matmul_forward(int l, int g, void* out, const void* inp, const void* bias, int N);
 
     // ---- backward (as Backend::matmul_backward: dinp (N, in·C) written, dweight, dbias accumulated)
-    // inp: what the forward's X came from, where backward casts Xᵀ again (attproj: the attention
-    // output; fcproj: fc's output, through GELU); qkv and fc read the Xᵀ kept by the forward.
-    void matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+    // What the forward's X came from, where backward casts Xᵀ again: attproj: the attention output
+    // (x); fcproj: fc's output (x), through GELU; qkv and fc, under --recompute 2 only: the residual
+    // stream (x) through the layernorm with its parameters and saved row statistics.
+    struct Source {
+        const void* x = nullptr;
+        const void* ln_weight = nullptr;
+        const void* ln_bias = nullptr;
+        const float* mean = nullptr;
+        const float* rstd = nullptr;
+    };
+    void matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, const Source& inp,
                          int N);
     // GELU backward into fc's backward: dfch (N, 4C) = gelu'(fch) ∘ dfch_gelu, as
     // Backend::gelu_backward (the bias gradient reads it), with its E5M2 cast fused in where the
     // scale is known; then fc's backward as matmul_backward with dout = dfch.
     void gelu_backward_matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, void* dfch,
-                                       const void* fch, const void* dfch_gelu, int N);
+                                       const void* fch, const void* dfch_gelu, const Source& inp, int N);
 
     // ---- the optimizer's half ----------------------------------------------------------------
     // End of step for every scaled tensor, before the update: the amaxes are MAX-reduced across
@@ -135,6 +145,7 @@ private:
     std::array<size_t, kNumParamTensors + 1> offsets_;
     size_t max_tokens_;
     Comm* comm_;
+    int recompute_;
     int instances_;                  // L · kNumBlockGemms
     bool training_ = false;
     size_t activation_bytes_ = 0;
@@ -157,6 +168,8 @@ private:
     std::vector<int> hist_len_;          // host mirror: history lengths per slot
     std::vector<int64_t> steps_;         // host mirror: end_step calls per slot
 
+    bool keeps_input_t(int g) const;
+    CastInput recast_input(int g, const Source& s) const;
     size_t width(int g, bool out) const { return (size_t)(out ? kBlockGemms[g].out : kBlockGemms[g].in) * cfg_.n_embd; }
     size_t slot_index(Operand operand, int l, int g) const;
     Fp8Counters* counters(Operand operand, int l, int g) const { return counters_ + slot_index(operand, l, g); }
@@ -171,7 +184,7 @@ private:
                     Fp8Counters* counters);
     void forward(int l, int g, void* out, const CastInput& inp, const void* bias, int N);
     void backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, bool dout_cast,
-                  const void* inp, int N);
+                  const Source& inp, int N);
 };
 
 }  // namespace train_gpt

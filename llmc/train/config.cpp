@@ -137,6 +137,9 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
         ->group("Evaluation");
     app.add_option("--temperature", c.temperature, "Sampling temperature")->check(kPositive)->group("Evaluation");
 
+    app.add_option("-r,--recompute", c.recompute, "Activations recomputed in backward instead of kept for every "
+                   "layer: 0 none, 1 GELU outputs, 2 GELU and layernorm outputs (less memory, the same result)")
+        ->check(CLI::IsMember({0, 1, 2}))->group("Batch");
     app.add_option("--zero", c.zero, "0: every rank keeps the whole optimizer state; 1: ZeRO-1 (master weights and "
                    "Adam m, v sharded over ranks)")->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
     app.add_option("--checkpoint-every", c.checkpoint_every, "Write a checkpoint every N steps and at the end (0 = none)")
@@ -156,6 +159,9 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
                    "CUDA attention: gemm (cuBLASLt batched GEMMs, T×T scores in scratch) | flash (tensor-core flash "
                    "attention, head size 64, bf16/fp16; not yet validated on a GPU)")
         ->check(CLI::IsMember({"gemm", "flash"}))->group("Runtime");
+    app.add_flag("--gemm-autotune", c.gemm_autotune,
+                 "CUDA: time cuBLASLt's candidate algorithms once per GEMM shape and keep the fastest (logged); "
+                 "default: the heuristic's first. Not yet validated on a GPU")->group("Runtime");
     app.add_option("--threads", c.threads, "CPU threads (0 = OpenMP default)")->check(kNonNegative)->group("Runtime");
     app.add_option("--seed", c.seed, "Seed for initialisation, shuffling and sampling")->group("Runtime");
     app.add_option("--log-every", c.log_every, "Print a step line every N steps")->check(kPositive)->group("Runtime");
@@ -235,6 +241,7 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
     return {
         text("device", p.device),
         text("attention", p.attention),
+        boolean("gemm_autotune", c.gemm_autotune),
         text("model", c.model),
         integer("n_layer", p.model.n_layer),
         integer("n_head", p.model.n_head),
@@ -277,6 +284,7 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         integer("val_batches", c.val_batches),
         integer("sample_tokens", c.sample_tokens),
         number("temperature", c.temperature),
+        integer("recompute", c.recompute),
         integer("zero", c.zero),
         integer("checkpoint_every", c.checkpoint_every),
         text("checkpoint_dir", p.checkpoint_dir),

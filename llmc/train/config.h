@@ -67,6 +67,7 @@ struct TrainConfig {
     float temperature = 1.0f;
     // data parallel and checkpoints
     int zero = 0;                  // 0: replicated optimizer state; 1: master weights and Adam m, v sharded (ZeRO-1)
+    int recompute = 0;             // activations recomputed in backward: 0 none, 1 GELU, 2 GELU and layernorm
     int checkpoint_every = 0;      // steps between checkpoints, plus one at the end; 0: no checkpoints
     std::string checkpoint_dir = "";   // "" = <output_dir>/checkpoints
     int keep_checkpoints = 3;      // complete checkpoints kept (older ones are deleted)
@@ -74,6 +75,7 @@ struct TrainConfig {
     std::string init_from = "";    // start from this checkpoint's weights with a fresh optimizer
     // runtime
     std::string device = "auto";   // auto | cpu | cuda
+    bool gemm_autotune = false;      // CUDA: time cuBLASLt's candidate algorithms per GEMM shape, keep the fastest
     std::string attention = "gemm";   // CUDA: gemm (cuBLASLt, T×T scratch) | flash (tensor cores, head size 64)
     int threads = 0;               // CPU threads; 0: OpenMP's default
     uint64_t seed = 1337;
