@@ -35,47 +35,56 @@ ROOT=$(pwd)
 #      sticky CUDA error that ends only its own process; then the rest of build/test_cuda;
 #   c. the flash attention against PyTorch SDPA: issue 13's first target, in about a minute;
 #   d. bf16 training with both attentions beside torch.compile at d12 and d48 (issue 13);
-#   e. fp8 against bf16 (issue 16): speed (--fp8-gemms auto at d12 as its target allows),
-#      activation memory, recompute at the batch it frees, the loss over 200 steps; then what
-#      passed in earlier runs (tracking the CPU twin, memcheck), other sizes and variants, the lab.
+#   e. cuBLASLt's timed algorithms (--gemm-autotune, never run), then fp8 against bf16 (issue 16):
+#      speed (--fp8-gemms auto at d12 as its target allows), activation memory, recompute at the
+#      batch it frees, the loss over 200 steps; then what passed in earlier runs (tracking the CPU
+#      twin, memcheck), other sizes and variants, the lab.
+# Training runs: model, batch, precision (fp8-auto: --fp8-gemms auto, FP8 where it times faster;
+# fp8-mlp: FP8 in the MLP's GEMMs only), attention, options ('-', or a comma list of r1, r2 for
+# --recompute 1|2 and tuned for --gemm-autotune; a run whose flag the trainer lacks is SKIPPED).
 STEPS=(
-#  id                     cap  function             arguments
-   "build                  20  step_build"          # MAKE_CAP when it must build
-   "machine                20  step_machine"
-   "fp8_probe              30  step_fp8_probe"
-   "data                   30  step_data"
-   "test.flash_attention   60  step_tests           *AttentionFlash*"
-   "test.step_flash        60  step_tests           *TrainingStepMatchesCpuTwin/*_flash"
-   "test.fp8_fused         60  step_tests           *Fp8Fused*"
-   "test.wmma              45  step_tests           *Wmma*"
-   "test.rest             150  step_tests           rest"
-   "attn.ours              60  step_attention_ours"
-   "attn.sdpa              60  step_attention_sdpa"
-#                                                   model B   precision attention recompute
-   "d12.bf16.flash         45  step_bench           d12  16  bf16      flash     0"
-   "d12.bf16.gemm          45  step_bench           d12  16  bf16      gemm      0"
-   "torch.d12             120  step_torch           d12  16"
-   "d48.bf16.flash         75  step_bench           d48  8   bf16      flash     0"
-   "d48.bf16.gemm          75  step_bench           d48  8   bf16      gemm      0"
-   "d12.fp8.flash          45  step_bench           d12  16  fp8       flash     0"
-   "d12.fp8-auto.flash     45  step_bench           d12  16  fp8-auto  flash     0"
-   "d48.fp8.flash          75  step_bench           d48  8   fp8       flash     0"
-   "d24.bf16.flash         50  step_bench           d24  16  bf16      flash     0"
-   "d24.fp8.flash          50  step_bench           d24  16  fp8       flash     0"
-   "d48.bf16.flash.r2.b16  90  step_bench           d48  16  bf16      flash     2"
-   "d48.fp8.flash.r2.b16   90  step_bench           d48  16  fp8       flash     2"
-   "loss200                90  step_loss            200"
-   "track.flash            60  step_track           flash"
-   "track.gemm             60  step_track           gemm"
-   "memcheck.flash         90  step_memcheck        flash"
-   "memcheck.gemm          90  step_memcheck        gemm"
-   "torch.d48             120  step_torch           d48  8"
-   "d12.fp8-mlp.flash      45  step_bench           d12  16  fp8-mlp   flash     0"
-   "d48.fp8-mlp.flash      75  step_bench           d48  8   fp8-mlp   flash     0"
-   "d36.bf16.flash         60  step_bench           d36  8   bf16      flash     0"
-   "d36.fp8.flash          60  step_bench           d36  8   fp8       flash     0"
-   "d12.fp8.gemm           45  step_bench           d12  16  fp8       gemm      0"
-   "lab                   120  step_lab"
+#  id                      cap  function             arguments
+   "build                   20  step_build"          # MAKE_CAP when it must build
+   "machine                 20  step_machine"
+   "fp8_probe               30  step_fp8_probe"
+   "data                    30  step_data"
+   "test.flash_attention    60  step_tests           *AttentionFlash*"
+   "test.step_flash         60  step_tests           *TrainingStepMatchesCpuTwin/*_flash"
+   "test.recompute          45  step_tests           *Recompute*"
+   "test.gemm_autotune      45  step_tests           *GemmAutotune*"
+   "test.fp8_fused          60  step_tests           *Fp8Fused*"
+   "test.wmma               45  step_tests           *Wmma*"
+   "test.rest              150  step_tests           rest"
+   "attn.ours               60  step_attention_ours"
+   "attn.sdpa               60  step_attention_sdpa"
+#                                                    model B   precision attention options
+   "d12.bf16.flash          45  step_bench           d12  16  bf16      flash     -"
+   "d12.bf16.gemm           45  step_bench           d12  16  bf16      gemm      -"
+   "torch.d12              120  step_torch           d12  16"
+   "d48.bf16.flash          75  step_bench           d48  8   bf16      flash     -"
+   "d48.bf16.gemm           75  step_bench           d48  8   bf16      gemm      -"
+   "d12.bf16.flash.tuned    60  step_bench           d12  16  bf16      flash     tuned"
+   "d48.bf16.flash.tuned    90  step_bench           d48  8   bf16      flash     tuned"
+   "d12.fp8.flash           45  step_bench           d12  16  fp8       flash     -"
+   "d12.fp8-auto.flash      45  step_bench           d12  16  fp8-auto  flash     -"
+   "d48.fp8.flash           75  step_bench           d48  8   fp8       flash     -"
+   "d24.bf16.flash          50  step_bench           d24  16  bf16      flash     -"
+   "d24.fp8.flash           50  step_bench           d24  16  fp8       flash     -"
+   "d48.bf16.flash.r2.b16   90  step_bench           d48  16  bf16      flash     r2"
+   "d48.fp8.flash.r2.b16    90  step_bench           d48  16  fp8       flash     r2"
+   "loss200                 90  step_loss            200"
+   "track.flash             60  step_track           flash"
+   "track.gemm              60  step_track           gemm"
+   "memcheck.flash          90  step_memcheck        flash     -"
+   "memcheck.gemm           90  step_memcheck        gemm      -"
+   "memcheck.flash.r2       90  step_memcheck        flash     r2"
+   "torch.d48              120  step_torch           d48  8"
+   "d12.fp8-mlp.flash       45  step_bench           d12  16  fp8-mlp   flash     -"
+   "d48.fp8-mlp.flash       75  step_bench           d48  8   fp8-mlp   flash     -"
+   "d36.bf16.flash          60  step_bench           d36  8   bf16      flash     -"
+   "d36.fp8.flash           60  step_bench           d36  8   fp8       flash     -"
+   "d12.fp8.gemm            45  step_bench           d12  16  fp8       gemm      -"
+   "lab                    120  step_lab"
 )
 ALWAYS="build machine fp8_probe data"       # run whatever GPU_CHECK_ONLY and the budget say
 MAKE_CAP=300                                # seconds for make -j where the bundle is stale or missing
@@ -152,7 +161,7 @@ LOG=$RESULTS/gpu_check.log
 : > "$LOG"
 rm -f "$RESULTS/lab.log"
 DATA=$WORK/data
-TRAIN="" TEST="" LAB_DIR="" NO_GPU="" TORCH_VER="" HAVE_RECOMPUTE=0
+TRAIN="" TEST="" LAB_DIR="" NO_GPU="" TORCH_VER=""
 BG_PIDS=()                                 # background processes this script started
 declare -A CPU_PID META=([budget]=$BUDGET [finished]=0 [mode]=${MODE#--})
 : > "$WORK/runs.tsv"
@@ -281,7 +290,7 @@ mem_poll_stop() {
     peak=$(grep -E '^[0-9]+$' "$WORK/mem.txt" | sort -n | tail -1)
     [[ -n $peak ]] && awk -v p="$peak" -v b="${MEM_BASE:-0}" 'BEGIN { printf "%.1f", (p - b) / 1024 }' || echo n/a
 }
-# add_run KIND L C PREC RECOMPUTE RC LOG PEAK: the current step's training run into runs.tsv
+# add_run KIND L C PREC OPTIONS RC LOG PEAK: the current step's training run into runs.tsv
 add_run() {
     local out status
     out=$("${PY[@]}" run-row "$CUR" "$1" "$RAN_MODEL" "$2" "$3" "$V" "$RAN_B" "$RAN_T" "$4" "$5" "$6" "$7" \
@@ -356,8 +365,7 @@ step_machine() {
     META[cuda]=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
     TORCH_VER=$("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)
     META[torch]=${TORCH_VER:-not installed} META[cpus]=$JOBS
-    [[ -n $TRAIN ]] && grep -q -- '--recompute' "$WORK/help.txt" && HAVE_RECOMPUTE=1
-    local what="${gpu:-no GPU seen by nvidia-smi}; nvcc ${META[cuda]:-?}; torch ${META[torch]}; $JOBS CPUs; --recompute $( (( HAVE_RECOMPUTE )) && echo yes || echo 'not yet')"
+    local what="${gpu:-no GPU seen by nvidia-smi}; nvcc ${META[cuda]:-?}; torch ${META[torch]}; $JOBS CPUs"
     if [[ $MODE == --dry-run ]]; then NO_GPU="no GPU (dry run)"
     elif [[ -z $gpu ]]; then NO_GPU="no GPU (nvidia-smi lists none)"; fi
     [[ -z $NO_GPU ]] && record PASS "$what" || record SKIPPED "$NO_GPU: $what"
@@ -497,27 +505,37 @@ step_attention_sdpa() {
 }
 
 # ---- d, e. training runs ------------------------------------------------------------------------
-# step_bench MODEL B PRECISION ATTENTION RECOMPUTE: one timed run of the trainer with --profile.
-# PRECISION fp8-auto is --fp8-gemms auto (FP8 where it times faster at start), fp8-mlp FP8 in the
-# MLP's GEMMs only; RECOMPUTE > 0 runs only where the trainer has --recompute.
+# option_flags OPTIONS: the trainer's flags for a run's options (see STEPS) in OPTION_FLAGS; false,
+# and the step SKIPPED, where the trainer lacks one (its --help, read by the build step)
+option_flags() {
+    local o f
+    OPTION_FLAGS=()
+    for o in ${1//,/ }; do
+        case $o in
+            r[0-2]) OPTION_FLAGS+=(--recompute "${o#r}") ;;
+            tuned) OPTION_FLAGS+=(--gemm-autotune) ;;
+            -) ;;
+            *) record FAIL "unknown option $o (a bug in gpu_check.sh's STEPS)"; return 1 ;;
+        esac
+    done
+    for f in "${OPTION_FLAGS[@]}"; do
+        [[ $f != --* ]] || grep -q -- "$f" "$WORK/help.txt" || { record SKIPPED "the trainer has no $f yet"; return 1; }
+    done
+}
+# step_bench MODEL B PRECISION ATTENTION OPTIONS: one timed run of the trainer with --profile
 step_bench() {
-    local model=$1 B=$2 prec=$3 attn=$4 r=$5 flags rc=0 peak L C NH
-    need binaries && need data || return
-    read -r L C NH <<< "${SHAPE[$model]}"
-    flags=(-p "${prec%%-*}" --attention "$attn" --profile -l 6e-4 -u 0)
+    local model=$1 B=$2 prec=$3 attn=$4 opts=$5 flags rc=0 peak L C NH
+    need binaries && need data && option_flags "$opts" || return
+    flags=(-p "${prec%%-*}" --attention "$attn" --profile -l 6e-4 -u 0 "${OPTION_FLAGS[@]}")
     case $prec in
         fp8-auto) flags+=(--fp8-gemms auto) ;;
         fp8-mlp) flags+=(--fp8-gemms fc,fcproj) ;;
     esac
-    if (( r > 0 )); then
-        (( HAVE_RECOMPUTE )) || { record SKIPPED "the trainer has no --recompute yet"; return; }
-        flags+=(--recompute "$r")
-    fi
     mem_poll_start
     trainer "$CUR" cuda "$model" "$B" 1024 "$(bench_steps "$model")" "${flags[@]}" || rc=$?
     peak=$(mem_poll_stop)
     read -r L C NH <<< "${SHAPE[$RAN_MODEL]}"
-    add_run engine "$L" "$C" "$prec" "$r" "$rc" "$WORK/$CUR" "$peak"
+    add_run engine "$L" "$C" "$prec" "$opts" "$rc" "$WORK/$CUR" "$peak"
     grep -m1 'fp8 GEMMs: auto' "$WORK/$CUR.out" | sed 's/^/    /'
 }
 # step_torch MODEL B: the PyTorch peer (dev/reference/gpt2.py, bf16 autocast, torch.compile, SDPA)
@@ -534,7 +552,7 @@ step_torch() {
         --n-layer "$L" --n-embd "$C" --n-head "$NH" --vocab-size "$V" --seq-len 1024 --batch-size "$B" \
         --steps "$(bench_steps "$model")" --lr 6e-4 --device cuda --dtype bf16 --compile --log "$WORK/$CUR.jsonl" || rc=$?
     peak=$(mem_poll_stop)
-    add_run torch "$L" "$C" bf16 0 "$rc" "$WORK/$CUR.jsonl" "$peak"
+    add_run torch "$L" "$C" bf16 - "$rc" "$WORK/$CUR.jsonl" "$peak"
 }
 # step_loss STEPS: fp8 against bf16 on the same data, d12 B=8 with the flash attention
 step_loss() {
@@ -566,11 +584,11 @@ step_track() {
     done
     verdict "$status" "--attention $attn; $notes"
 }
-# step_memcheck ATTENTION: compute-sanitizer memcheck on 2 fp8 training steps of d2
+# step_memcheck ATTENTION OPTIONS: compute-sanitizer memcheck on 2 fp8 training steps of d2
 step_memcheck() {
     local san rc=0 summary
-    need binaries && need data || return
-    trainer_argv "$CUR" cuda d2 4 64 2 -p fp8 --attention "$1"
+    need binaries && need data && option_flags "$2" || return
+    trainer_argv "$CUR" cuda d2 4 64 2 -p fp8 --attention "$1" "${OPTION_FLAGS[@]}"
     [[ -n $NO_GPU ]] && { run_logged "$CUR" "${TRAINER_ARGV[@]}"; verdict SKIPPED ""; return; }
     san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
     [[ -n $san ]] || { record SKIPPED "compute-sanitizer is not installed"; return; }
@@ -579,7 +597,7 @@ step_memcheck() {
     if grep -qiE 'device not supported|unable to (attach|initialize)|not supported on this' "$WORK/$CUR.out"; then
         record SKIPPED "compute-sanitizer refused the device: $(grep -m1 -iE 'not supported|unable to' "$WORK/$CUR.out")"
     elif [[ $summary == *"ERROR SUMMARY: 0 errors"* ]] && (( rc == 0 )); then
-        record PASS "2 fp8 steps of d2, --attention $1: $summary"
+        record PASS "2 fp8 steps of d2, --attention $1 ${OPTION_FLAGS[*]}: $summary"
     else
         record FAIL "${summary:-no error summary} (exit $rc): $(grep -m2 -E '^========= (Invalid|Program hit)' "$WORK/$CUR.out" | tr '\n' ' ')"
     fi

@@ -5,7 +5,7 @@ gpu_check.sh runs things and keeps its state in plain files of its work folder; 
 them into verdicts and tables. Subcommands (each prints to stdout):
 
   tests OUT RC                 a GoogleTest run's output → "PASS|FAIL|NOGPU<TAB>note"
-  run-row ID KIND MODEL L C V B T PREC RECOMPUTE RC RUNDIR OUT PEAK
+  run-row ID KIND MODEL L C V B T PREC OPTIONS RC RUNDIR OUT PEAK
                                one training run → its row of runs.tsv (RUN_FIELDS), then
                                "PASS|FAIL<TAB>note" on a second line
   track CPU_LOG CUDA_LOG PREC STEPS     → "PASS|FAIL note": the GPU run tracks the CPU twin
@@ -26,7 +26,7 @@ import tempfile
 from datetime import datetime, timezone
 
 PEAK_FLOPS = 989e12
-RUN_FIELDS = ["id", "kind", "model", "B", "T", "prec", "attention", "recompute", "status", "ms", "tok_s", "mfu",
+RUN_FIELDS = ["id", "kind", "model", "B", "T", "prec", "attention", "options", "status", "ms", "tok_s", "mfu",
               "act_gib", "peak_gib", "fp8_gemms", "profile"]
 ATTN_SHAPES = [(16, 12), (8, 25)]   # B·NH of the attention lab, T = 1024, hs 64, bf16
 
@@ -90,7 +90,7 @@ def run_row(argv):
     """One row of runs.tsv from a finished (or cut) training run: the median ms/step over steps
     ≥ 4 (over all steps where there are fewer), tokens/s, MFU, the engine's activation bytes and
     --profile's categories (from its output), the attention and FP8 GEMMs that ran (config.json)."""
-    (rid, kind, model, L, C, V, B, T, prec, recompute, rc, rundir, out, peak) = argv
+    (rid, kind, model, L, C, V, B, T, prec, options, rc, rundir, out, peak) = argv
     L, C, V, B, T, rc = int(L), int(C), int(V), int(B), int(T), int(rc)
     log = os.path.join(rundir, "log.jsonl") if os.path.isdir(rundir) else rundir
     ms = [r["ms"] for r in read_jsonl(log) if r.get("type") == "step"]
@@ -106,7 +106,7 @@ def run_row(argv):
     act = re.search(r"^memory: activations ([0-9.]+) GiB", text, re.M)
     prof = re.search(r"^profile: categories:(.*)$", text, re.M)
     row = dict.fromkeys(RUN_FIELDS, "")
-    row.update(id=rid, kind=kind, model=model, B=B, T=T, prec=prec, recompute=recompute,
+    row.update(id=rid, kind=kind, model=model, B=B, T=T, prec=prec, options=options,
                attention=config.get("attention", "sdpa" if kind == "torch" else "?"),
                fp8_gemms=config.get("fp8_gemms", "") if prec.startswith("fp8") else "",
                act_gib=act.group(1) if act else "", peak_gib=peak if peak != "n/a" else "",
@@ -216,7 +216,7 @@ def best(runs):
 
 
 def label(r):
-    extra = f", --recompute {r['recompute']}" if r["recompute"] not in ("", "0") else ""
+    extra = f", {r['options']}" if r["options"] not in ("", "-") else ""
     return f"{r['prec']}, {r['attention']}, B={r['B']}{extra}"
 
 
@@ -234,8 +234,8 @@ def targets(runs, attn, loss):
         out.append((f"attention {name} faster than PyTorch SDPA (flash backend), bf16, T=1024, B·NH 16·12 and 8·25",
                     measured or "—", verdict(ok)))
 
-    e12 = best([r for r in ok_runs(runs, kind="engine", model="d12", prec="bf16", recompute=0)])
     t12 = best(ok_runs(runs, kind="torch", model="d12"))
+    e12 = best(ok_runs(runs, kind="engine", model="d12", prec="bf16", **({"B": t12["B"]} if t12 else {})))
     ratio = float(e12["tok_s"]) / float(t12["tok_s"]) if e12 and t12 else None
     out.append(("d12 bf16 ≥ 1.3× PyTorch torch.compile tokens/s",
                 f"{ratio:.2f}× ({float(e12['tok_s']):,.0f} vs {float(t12['tok_s']):,.0f} tok/s; {label(e12)})"
@@ -265,7 +265,7 @@ def targets(runs, attn, loss):
         ratios = []
         for f in ok_runs(runs, kind="engine", model=model, prec="fp8"):
             for b in ok_runs(runs, kind="engine", model=model, prec="bf16", B=f["B"], attention=f["attention"],
-                             recompute=f["recompute"]):
+                             options=f["options"]):
                 if fnum(f["act_gib"]) and fnum(b["act_gib"]):
                     ratios.append(float(f["act_gib"]) / float(b["act_gib"]))
         if ratios:
@@ -364,7 +364,7 @@ def summary(work, results):
             vs_b = ""
             if r["kind"] == "engine" and r["prec"].startswith("fp8"):
                 b = best(ok_runs(runs, kind="engine", model=r["model"], prec="bf16", B=r["B"],
-                                 attention=r["attention"], recompute=r["recompute"]))
+                                 attention=r["attention"], options=r["options"]))
                 if b:
                     act = (f", {float(r['act_gib']) / float(b['act_gib']):.2f}×"
                            if fnum(r["act_gib"]) and fnum(b["act_gib"]) else "")
@@ -414,17 +414,17 @@ def selftest():
         write("attn.ours.out", line.format("flash", 16, 12, 0.5, 1.0) + line.format("flash", 8, 25, 0.5, 1.0)
               + line.format("gemm", 16, 12, 2, 3) + line.format("flash", 16, 12, 9, 9).replace("bf16", "fp16"))
         write("attn.sdpa.out", line.format("sdpa_flash", 16, 12, 0.6, 0.9) + line.format("sdpa_flash", 8, 25, 0.6, 1.1))
-        rows = [  # id kind model B T prec attention recompute status ms tok_s mfu act peak gemms profile
-            "d12.bf16.flash engine d12 16 1024 bf16 flash 0 ok 30 546133 41.0 4.0 8 - -",
-            "d12.bf16.gemm engine d12 16 1024 bf16 gemm 0 ok 60 273067 20.5 6.0 9 - -",
-            "torch.d12 torch d12 16 1024 bf16 sdpa 0 ok 40 409600 30.7 - 13 - -",
-            "d12.fp8.flash engine d12 16 1024 fp8 flash 0 ok 31 528516 39.7 3.0 7 all -",
-            "d12.fp8-auto.flash engine d12 16 1024 fp8-auto flash 0 ok 29 564966 42.4 3.2 7 fc -",
-            "d48.bf16.flash engine d48 8 1024 bf16 flash 0 ok 200 40960 56.0 20 40 - -",
-            "d48.fp8.flash engine d48 8 1024 fp8 flash 0 failed_(exit_1) - - - 14 - - -",
+        rows = [  # the RUN_FIELDS of each run
+            ["d12.bf16.flash", "engine", "d12", 16, 1024, "bf16", "flash", "-", "ok", 30, 546133, 41.0, 4.0, 8, "", ""],
+            ["d12.bf16.gemm", "engine", "d12", 16, 1024, "bf16", "gemm", "-", "ok", 60, 273067, 20.5, 6.0, 9, "", ""],
+            ["torch.d12", "torch", "d12", 16, 1024, "bf16", "sdpa", "-", "ok", 40, 409600, 30.7, "", 13, "", ""],
+            ["d12.fp8.flash", "engine", "d12", 16, 1024, "fp8", "flash", "-", "ok", 31, 528516, 39.7, 3.0, 7, "all", ""],
+            ["d12.fp8-auto.flash", "engine", "d12", 16, 1024, "fp8-auto", "flash", "-", "ok", 29, 564966, 42.4, 3.2, 7,
+             "fc", ""],
+            ["d48.bf16.flash", "engine", "d48", 8, 1024, "bf16", "flash", "-", "ok", 200, 40960, 56.0, 20, 40, "", ""],
+            ["d48.fp8.flash", "engine", "d48", 8, 1024, "fp8", "flash", "-", "failed (exit 1)", "", "", "", 14, "", "", ""],
         ]
-        write("runs.tsv", "".join("\t".join(c.replace("_", " ") if c != "-" else "" for c in r.split()) + "\n"
-                                  for r in rows))
+        write("runs.tsv", "".join("\t".join(map(str, r)) + "\n" for r in rows))
         write("loss.json", json.dumps({"steps": 200, "tail": 20, "bf16": 2.0, "fp8": 2.03, "rel": 0.015,
                                        "worst_step": 0.05}))
         summary(work, work)
