@@ -597,7 +597,7 @@ step_memcheck() {
     if grep -qiE 'device not supported|unable to (attach|initialize)|not supported on this' "$WORK/$CUR.out"; then
         record SKIPPED "compute-sanitizer refused the device: $(grep -m1 -iE 'not supported|unable to' "$WORK/$CUR.out")"
     elif [[ $summary == *"ERROR SUMMARY: 0 errors"* ]] && (( rc == 0 )); then
-        record PASS "2 fp8 steps of d2, --attention $1 ${OPTION_FLAGS[*]}: $summary"
+        record PASS "2 fp8 steps of d2, --attention $1${OPTION_FLAGS[*]:+ ${OPTION_FLAGS[*]}}: $summary"
     else
         record FAIL "${summary:-no error summary} (exit $rc): $(grep -m2 -E '^========= (Invalid|Program hit)' "$WORK/$CUR.out" | tr '\n' ' ')"
     fi
