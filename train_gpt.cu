@@ -102,7 +102,7 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     }
     CudaOptions options;
     options.flash_attention = plan.attention == "flash";
-    options.fp8_fused_casts = cfg.fp8_fused_casts;
+    options.fused_kernels = cfg.fused_kernels;
     options.gemm_autotune = cfg.gemm_autotune;
     options.log_gemm_autotune = g_is_root;
     options.profile = cfg.profile;

@@ -59,8 +59,10 @@ public:
         cpu::layernorm_forward(act(out), mean, rstd, act(inp), act(weight), act(bias), N, C);
     }
     void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                            const void* weight, const float* mean, const float* rstd, int N, int C) override {
-        cpu::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C);
+                            const void* weight, const float* mean, const float* rstd, int N, int C,
+                            float* dinp_sums) override {
+        cpu::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
+                                dinp_sums);
     }
     void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                         int OC) override {
@@ -80,6 +82,15 @@ public:
     void gelu_forward(void* out, const void* inp, size_t n) override { cpu::gelu_forward(act(out), act(inp), n); }
     void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
         cpu::gelu_backward(act(dinp), act(inp), act(dout), n);
+    }
+    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows,
+                            int cols) override {
+        cpu::gelu_backward_bias(act(dinp), dbias, act(inp), act(dout), rows, cols);
+    }
+    void residual_layernorm_forward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                    const void* weight, const void* bias, int N, int C) override {
+        cpu::residual_layernorm_forward(act(residual), act(out), mean, rstd, act(a), act(b), act(weight), act(bias), N,
+                                        C);
     }
     void residual_forward(void* out, const void* a, const void* b, size_t n) override {
         cpu::residual_forward(act(out), act(a), act(b), n);

@@ -146,13 +146,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, N, dout_inv_scale * inp_inv_scale, dyt.data(), N,
                     xt.data(), N, 1.0f, dweight, C);
     }
-    if (dbias == nullptr) return;
-#pragma omp parallel for
-    for (int o = 0; o < OC; o++) {
-        float sum = 0.0f;
-        for (int i = 0; i < N; i++) sum += (float)load(dout[(size_t)i * OC + o]);
-        dbias[o] += sum;
-    }
+    if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);   // as matmul_backward's
 }
 
 #define TRAIN_GPT_INSTANTIATE_FP8(T)                                                                        \

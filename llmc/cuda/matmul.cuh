@@ -8,7 +8,7 @@
 //     (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE), not in a 16-bit output, unless cuBLASLt offers
 //     nothing else for the problem;
 //   * backward OVERWRITES dinp (beta = 0, in T) and ACCUMULATES dweight and dbias (beta = 1, in FP32);
-//   * dbias is a fixed-order column sum (two small kernels), so it is bit-reproducible.
+//   * dbias is a fixed-order column sum (column_sums.cuh), so it is bit-reproducible.
 //
 // Layouts. Row-major buffers, as everywhere in the model; cuBLASLt is column-major, so a row-major
 // (R, K) matrix is read as a column-major K×R one and every GEMM below computes Dᵀ:
@@ -41,6 +41,7 @@
 // from common.cuh's scratch buffer.
 #pragma once
 
+#include "cuda/column_sums.cuh"
 #include "cuda/common.cuh"
 #include "precision/dtypes.h"
 #include "utils.h"
@@ -189,37 +190,6 @@ __global__ void add_bias_kernel(T* out, const T* bias, int N, int OC) {
     }
 }
 
-// partial (R, OC): partial[r, o] = Σ dout[i, o] over the rows i of chunk r; block (32, 8), grid (⌈OC/32⌉, R).
-// Each thread sums rows y, y + 8, … of its chunk; the 8 sums are added in order: fixed order, no atomics.
-template <typename T>
-__global__ void bias_partial_sums_kernel(float* partial, const T* dout, int N, int OC, int rows_per_chunk) {
-    __shared__ float sums[8][32];
-    const int o = blockIdx.x * 32 + threadIdx.x;
-    const int begin = blockIdx.y * rows_per_chunk;
-    const int end = min(N, begin + rows_per_chunk);
-    float sum = 0.0f;
-    if (o < OC) {
-        for (int i = begin + threadIdx.y; i < end; i += 8) sum += to_float(dout[(size_t)i * OC + o]);
-    }
-    sums[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y == 0 && o < OC) {
-        float total = 0.0f;
-        for (int y = 0; y < 8; y++) total += sums[y][threadIdx.x];
-        partial[(size_t)blockIdx.y * OC + o] = total;
-    }
-}
-
-// dbias (OC) += Σ_r partial[r, :], r = 0, 1, …, R-1 in order.
-template <typename F>
-__global__ void bias_reduce_partials_kernel(F* dbias, const F* partial, int R, int OC) {
-    const int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= OC) return;
-    F sum = 0;
-    for (int r = 0; r < R; r++) sum += partial[(size_t)r * OC + o];
-    dbias[o] += sum;
-}
-
 // ---- launch helpers --------------------------------------------------------------------------------
 
 template <typename T>
@@ -248,20 +218,6 @@ inline uint32_t pointer_alignment(const void* p) {
     uint32_t alignment = 256;
     while (alignment > 1 && address % alignment != 0) alignment /= 2;
     return alignment;
-}
-
-inline int bias_chunks(int N) { return std::min(256, std::max(1, (N + 127) / 128)); }
-
-// dbias (OC) += Σ_rows dout (N, OC), in FP32, in a fixed order; `partial` holds bias_chunks(N)·OC floats.
-template <typename T>
-void bias_backward(float* dbias, float* partial, const T* dout, int N, int OC, cudaStream_t stream) {
-    const int R = bias_chunks(N);
-    const int rows_per_chunk = (N + R - 1) / R;
-    dim3 grid((OC + 31) / 32, R), block(32, 8);
-    bias_partial_sums_kernel<<<grid, block, 0, stream>>>(partial, dout, N, OC, rows_per_chunk);
-    cudaCheck(cudaGetLastError());
-    bias_reduce_partials_kernel<<<(OC + 255) / 256, 256, 0, stream>>>(dbias, (const float*)partial, R, OC);
-    cudaCheck(cudaGetLastError());
 }
 
 // One GEMM operand as stored: column-major, `ld` elements between columns; `transposed` is its op.
@@ -522,8 +478,8 @@ void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const
              GemmOperand{dout, t, OC, true}, dweight, CUDA_R_32F, C, 1.0f, nullptr, t, false);
     }
     if (dbias != nullptr) {
-        float* partial = static_cast<float*>(scratch((size_t)bias_chunks(N) * OC * sizeof(float), stream));
-        bias_backward(dbias, partial, dout, N, OC, stream);
+        float* partial = static_cast<float*>(scratch((size_t)column_sum_chunks(N) * OC * sizeof(float), stream));
+        add_column_sums(dbias, partial, dout, N, OC, stream);
     }
 }
 
@@ -647,7 +603,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
             fail("matmul_backward_fp8: cuBLASLt ran the FP8 dinp GEMM but refuses the dweight one");
         }
     }
-    // scratch: the widened operands of the fallback | dbias partial sums (bias_chunks(N), OC)
+    // scratch: the widened operands of the fallback | dbias partial sums (column_sum_chunks(N), OC)
     using W = Fp8Widened<T>;
     const cudaDataType_t w_type = cuda_data_type<W>();
     ScratchLayout layout;
@@ -655,7 +611,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                  dy_at = layout.add(fallback ? (size_t)N * OC * sizeof(W) : 0),
                  dyt_at = layout.add(fallback ? (size_t)OC * N * sizeof(W) : 0),
                  xt_at = layout.add(fallback ? (size_t)C * N * sizeof(W) : 0),
-                 partial_at = layout.add((size_t)bias_chunks(N) * OC * sizeof(float));
+                 partial_at = layout.add((size_t)column_sum_chunks(N) * OC * sizeof(float));
     void* base = scratch(layout.bytes, stream);
     if (fallback) {   // both GEMMs in 16 bits on the widened operands (nothing was written yet)
         note_fp8_fallback("backward");
@@ -678,7 +634,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                  IfUnsupported::Fail, host_value(dout_inv_scale, stream) * host_value(inp_inv_scale, stream));
         }
     }
-    if (dbias != nullptr) bias_backward(dbias, at_offset<float>(base, partial_at), dout, N, OC, stream);
+    if (dbias != nullptr) add_column_sums(dbias, at_offset<float>(base, partial_at), dout, N, OC, stream);
 }
 
 }  // namespace train_gpt::cuda

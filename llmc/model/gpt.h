@@ -171,12 +171,13 @@ private:
     void* gemm_weight(int l, int g) const;   // W[l] of block GEMM g, (out·C, in·C)
     void* gemm_bias(int l, int g) const;     // b[l], (out·C)
     // the block GEMMs with their inputs' producers (gpt.cpp)
-    void layernorm_matmul_forward(int l, int g, void* out, void* ln, float* mean, float* rstd, const void* inp,
-                                  int ln_weight, int ln_bias, int N);
+    float* gemm_dbias(int l, int g) const;   // the gradient of b[l]
+    void residual_layernorm_forward(void* residual, const void* a, const void* b, void* out, float* mean, float* rstd,
+                                    int ln_weight, int ln_bias, int l, bool with_layernorm, int N);
     void matmul_forward(int l, int g, void* out, const void* inp, int N);
     void gelu_matmul_forward(int l, int g, void* out, void* gelu_out, const void* inp, int N);
     void matmul_backward(int l, int g, void* dinp, const void* dout, const void* x, const Fp8State::Source& fp8_source,
-                         int N);
+                         float* dbias, int N);
     void gelu_matmul_backward(int l, int g, void* dinp, void* dgelu_in, const void* dgelu_out, const void* gelu_in,
                               const void* x, const Fp8State::Source& fp8_source, int N);
 };

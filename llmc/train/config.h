@@ -55,7 +55,6 @@ struct TrainConfig {
     int fp8_margin = 0;
     std::string fp8_recipe = "delayed";      // delayed | current
     std::string fp8_gemms = "all";           // all | none | comma list of qkv, attproj, fc, fcproj | auto
-    bool fp8_fused_casts = true;             // CUDA: casts inside the operands' producers (off: producer, then cast)
     int fp8_telemetry_every = 50;            // steps between FP8 telemetry records in the log; 0: never
     int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
     int inject_nonfinite_step = -1;          // testing: poison a gradient at this step (0-based)
@@ -75,6 +74,7 @@ struct TrainConfig {
     std::string init_from = "";    // start from this checkpoint's weights with a fresh optimizer
     // runtime
     std::string device = "auto";   // auto | cpu | cuda
+    bool fused_kernels = false;      // CUDA: fused ops as one kernel (off: the validated separate kernels)
     bool gemm_autotune = false;      // CUDA: time cuBLASLt's candidate algorithms per GEMM shape, keep the fastest
     std::string attention = "gemm";   // CUDA: gemm (cuBLASLt, T×T scratch) | flash (tensor cores, head size 64)
     int threads = 0;               // CPU threads; 0: OpenMP's default
