@@ -35,56 +35,60 @@ ROOT=$(pwd)
 #      sticky CUDA error that ends only its own process; then the rest of build/test_cuda;
 #   c. the flash attention against PyTorch SDPA: issue 13's first target, in about a minute;
 #   d. bf16 training with both attentions beside torch.compile at d12 and d48 (issue 13);
-#   e. cuBLASLt's timed algorithms (--gemm-autotune, never run), then fp8 against bf16 (issue 16):
-#      speed (--fp8-gemms auto at d12 as its target allows), activation memory, recompute at the
-#      batch it frees, the loss over 200 steps; then what passed in earlier runs (tracking the CPU
-#      twin, memcheck), other sizes and variants, the lab.
+#   e. the opt-in kernels (--fused-kernels, --gemm-autotune, never run), then fp8 against bf16
+#      (issue 16) with the fused kernels (the FP8 casts in their producers): speed (--fp8-gemms
+#      auto at d12 as its target allows), activation memory, recompute at the batch it frees, the
+#      loss over 200 steps; then what passed in earlier runs (tracking the CPU twin, memcheck),
+#      other sizes and variants, the lab.
 # Training runs: model, batch, precision (fp8-auto: --fp8-gemms auto, FP8 where it times faster;
-# fp8-mlp: FP8 in the MLP's GEMMs only), attention, options ('-', or a comma list of r1, r2 for
-# --recompute 1|2 and tuned for --gemm-autotune; a run whose flag the trainer lacks is SKIPPED).
+# fp8-mlp: FP8 in the MLP's GEMMs only), attention, options ('-', or a comma list of fused for
+# --fused-kernels true, tuned for --gemm-autotune, r1 and r2 for --recompute 1|2; a run whose flag
+# the trainer lacks is SKIPPED).
 STEPS=(
-#  id                      cap  function             arguments
-   "build                   20  step_build"          # MAKE_CAP when it must build
-   "machine                 20  step_machine"
-   "fp8_probe               30  step_fp8_probe"
-   "data                    30  step_data"
-   "test.flash_attention    60  step_tests           *AttentionFlash*"
-   "test.step_flash         60  step_tests           *TrainingStepMatchesCpuTwin/*_flash"
-   "test.recompute          45  step_tests           *Recompute*"
-   "test.gemm_autotune      45  step_tests           *GemmAutotune*"
-   "test.fp8_fused          60  step_tests           *Fp8Fused*"
-   "test.wmma               45  step_tests           *Wmma*"
-   "test.rest              150  step_tests           rest"
-   "attn.ours               60  step_attention_ours"
-   "attn.sdpa               60  step_attention_sdpa"
+#  id                           cap  function        arguments
+   "build                        20  step_build"     # MAKE_CAP when it must build
+   "machine                      20  step_machine"
+   "fp8_probe                    30  step_fp8_probe"
+   "data                         30  step_data"
+   "test.flash_attention         60  step_tests      *AttentionFlash*"
+   "test.step_flash              60  step_tests      *TrainingStepMatchesCpuTwin/*_flash"
+   "test.fused_ops               60  step_tests      *FusedOps*:*FusedKernels*"
+   "test.recompute               45  step_tests      *Recompute*"
+   "test.gemm_autotune           45  step_tests      *GemmAutotune*"
+   "test.fp8_fused               60  step_tests      *Fp8Fused*"
+   "test.wmma                    45  step_tests      *Wmma*"
+   "test.rest                   150  step_tests      rest"
+   "attn.ours                    60  step_attention_ours"
+   "attn.sdpa                    60  step_attention_sdpa"
 #                                                    model B   precision attention options
-   "d12.bf16.flash          45  step_bench           d12  16  bf16      flash     -"
-   "d12.bf16.gemm           45  step_bench           d12  16  bf16      gemm      -"
-   "torch.d12              120  step_torch           d12  16"
-   "d48.bf16.flash          75  step_bench           d48  8   bf16      flash     -"
-   "d48.bf16.gemm           75  step_bench           d48  8   bf16      gemm      -"
-   "d12.bf16.flash.tuned    60  step_bench           d12  16  bf16      flash     tuned"
-   "d48.bf16.flash.tuned    90  step_bench           d48  8   bf16      flash     tuned"
-   "d12.fp8.flash           45  step_bench           d12  16  fp8       flash     -"
-   "d12.fp8-auto.flash      45  step_bench           d12  16  fp8-auto  flash     -"
-   "d48.fp8.flash           75  step_bench           d48  8   fp8       flash     -"
-   "d24.bf16.flash          50  step_bench           d24  16  bf16      flash     -"
-   "d24.fp8.flash           50  step_bench           d24  16  fp8       flash     -"
-   "d48.bf16.flash.r2.b16   90  step_bench           d48  16  bf16      flash     r2"
-   "d48.fp8.flash.r2.b16    90  step_bench           d48  16  fp8       flash     r2"
-   "loss200                 90  step_loss            200"
-   "track.flash             60  step_track           flash"
-   "track.gemm              60  step_track           gemm"
-   "memcheck.flash          90  step_memcheck        flash     -"
-   "memcheck.gemm           90  step_memcheck        gemm      -"
-   "memcheck.flash.r2       90  step_memcheck        flash     r2"
-   "torch.d48              120  step_torch           d48  8"
-   "d12.fp8-mlp.flash       45  step_bench           d12  16  fp8-mlp   flash     -"
-   "d48.fp8-mlp.flash       75  step_bench           d48  8   fp8-mlp   flash     -"
-   "d36.bf16.flash          60  step_bench           d36  8   bf16      flash     -"
-   "d36.fp8.flash           60  step_bench           d36  8   fp8       flash     -"
-   "d12.fp8.gemm            45  step_bench           d12  16  fp8       gemm      -"
-   "lab                    120  step_lab"
+   "d12.bf16.flash               45  step_bench      d12  16  bf16      flash     -"
+   "d12.bf16.gemm                45  step_bench      d12  16  bf16      gemm      -"
+   "torch.d12                   120  step_torch      d12  16"
+   "d48.bf16.flash               75  step_bench      d48  8   bf16      flash     -"
+   "d48.bf16.gemm                75  step_bench      d48  8   bf16      gemm      -"
+   "d12.bf16.flash.fused         45  step_bench      d12  16  bf16      flash     fused"
+   "d12.bf16.flash.fused.tuned   60  step_bench      d12  16  bf16      flash     fused,tuned"
+   "d48.bf16.flash.fused.tuned   90  step_bench      d48  8   bf16      flash     fused,tuned"
+   "d12.fp8.flash.fused          45  step_bench      d12  16  fp8       flash     fused"
+   "d12.fp8-auto.flash.fused     45  step_bench      d12  16  fp8-auto  flash     fused"
+   "d48.bf16.flash.fused         75  step_bench      d48  8   bf16      flash     fused"
+   "d48.fp8.flash.fused          75  step_bench      d48  8   fp8       flash     fused"
+   "d24.bf16.flash.fused         50  step_bench      d24  16  bf16      flash     fused"
+   "d24.fp8.flash.fused          50  step_bench      d24  16  fp8       flash     fused"
+   "d48.bf16.flash.fused.r2.b16  90  step_bench      d48  16  bf16      flash     fused,r2"
+   "d48.fp8.flash.fused.r2.b16   90  step_bench      d48  16  fp8       flash     fused,r2"
+   "loss200                      90  step_loss       200 flash fused"
+   "track.flash                  60  step_track      flash"
+   "track.gemm                   60  step_track      gemm"
+   "memcheck.flash.fused.r2      90  step_memcheck   flash     fused,r2"
+   "memcheck.gemm                90  step_memcheck   gemm      -"
+   "torch.d48                   120  step_torch      d48  8"
+   "d12.fp8-mlp.flash.fused      45  step_bench      d12  16  fp8-mlp   flash     fused"
+   "d48.fp8-mlp.flash.fused      75  step_bench      d48  8   fp8-mlp   flash     fused"
+   "d36.bf16.flash.fused         60  step_bench      d36  8   bf16      flash     fused"
+   "d36.fp8.flash.fused          60  step_bench      d36  8   fp8       flash     fused"
+   "d12.fp8.gemm                 45  step_bench      d12  16  fp8       gemm      -"
+   "lab                         120  step_lab"
 )
 ALWAYS="build machine fp8_probe data"       # run whatever GPU_CHECK_ONLY and the budget say
 MAKE_CAP=300                                # seconds for make -j where the bundle is stale or missing
@@ -512,8 +516,9 @@ option_flags() {
     OPTION_FLAGS=()
     for o in ${1//,/ }; do
         case $o in
-            r[0-2]) OPTION_FLAGS+=(--recompute "${o#r}") ;;
+            fused) OPTION_FLAGS+=(--fused-kernels true) ;;
             tuned) OPTION_FLAGS+=(--gemm-autotune) ;;
+            r[0-2]) OPTION_FLAGS+=(--recompute "${o#r}") ;;
             -) ;;
             *) record FAIL "unknown option $o (a bug in gpu_check.sh's STEPS)"; return 1 ;;
         esac
@@ -554,16 +559,16 @@ step_torch() {
     peak=$(mem_poll_stop)
     add_run torch "$L" "$C" bf16 - "$rc" "$WORK/$CUR.jsonl" "$peak"
 }
-# step_loss STEPS: fp8 against bf16 on the same data, d12 B=8 with the flash attention
+# step_loss STEPS ATTENTION OPTIONS: fp8 against bf16 on the same data, d12 B=8
 step_loss() {
     local p v
-    need binaries && need data || return
+    need binaries && need data && option_flags "$3" || return
     for p in bf16 fp8; do
-        trainer "$CUR.$p" cuda d12 8 1024 "$1" -p "$p" --attention flash -l 6e-4 -u 20 --seed 1337
+        trainer "$CUR.$p" cuda d12 8 1024 "$1" -p "$p" --attention "$2" "${OPTION_FLAGS[@]}" -l 6e-4 -u 20 --seed 1337
     done
     v=$("${PY[@]}" loss "$WORK/$CUR.bf16/log.jsonl" "$WORK/$CUR.fp8/log.jsonl" "$RAN_STEPS" "$WORK/loss.json" 2>> "$LOG")
     [[ $v == PASS* || $v == FAIL* ]] || STEP_BAD="the loss verdict failed (gpu_check_report.py loss)"
-    verdict "${v%% *}" "d12 B=8 T=1024, --attention flash: ${v#* }"
+    verdict "${v%% *}" "d12 B=8 T=1024, --attention $2 ${OPTION_FLAGS[*]}: ${v#* }"
 }
 # step_track ATTENTION: 20 steps of d2 (C=128, B=8, T=256, lr 3e-3) in bf16 and fp8 on the GPU
 # against the CPU twin's runs (same seed, config, data; started by the data step)
