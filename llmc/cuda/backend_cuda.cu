@@ -276,12 +276,14 @@ public:
     void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "quantize_transpose_e4m3", stream_);
-        cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_);
+        cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_,
+                                                 cuda::Unchanged{}, options_.fused_kernels);
     }
     void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "quantize_transpose_e5m2", stream_);
-        cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_);
+        cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_,
+                                                 cuda::Unchanged{}, options_.fused_kernels);
     }
     void gelu_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* inp, int rows, int cols, const Fp8ScaleSlot* scale,
                            Fp8Counters* counters) override {

@@ -23,9 +23,10 @@ struct CudaOptions {
     bool flash_attention = false;
     // --fused-kernels: the ops that fuse two steps run as one kernel — the FP8 casts fused into their
     // producers (cuda/fp8_fused.cuh), the residual add fused into the next layernorm, the bias
-    // gradients summed by the layernorm and GELU backward that write their input. false: the two
-    // steps as the separate kernels validated on a GPU (the same bits), the default until the
-    // fused ones are
+    // gradients summed by the layernorm and GELU backward that write their input — and the FP8
+    // casts with transpose run the vectorised kernel (cuda/fp8.cuh). false: the two steps as the
+    // separate kernels validated on a GPU, the scalar cast (the same bits), the default until the
+    // new ones are
     bool fused_kernels = false;
     // --gemm-autotune: each new GEMM problem times cuBLASLt's candidate algorithms and keeps the
     // fastest (cuda/matmul.cuh gemm()); else the heuristic's first that launches. Runs are then

@@ -14,7 +14,8 @@
 // (no multiply-add contraction left to the compiler): fused and unfused give the same bits,
 // statistics included.
 // Only the forward casts are needed with a scale not yet known (a just-in-time amax): called with
-// q = qt = null they produce the statistics alone.
+// q = qt = null they produce the statistics alone. These fused casts run the vectorised
+// cast-with-transpose (cuda/fp8.cuh) wherever the shape allows, the same bytes as the scalar one.
 #pragma once
 
 #include "cuda/adamw.cuh"
@@ -33,6 +34,7 @@ struct GeluRounded {
 // (r, c) → layernorm(inp)[r, c] as layernorm_forward stores it in T, from the row statistics
 template <typename T>
 struct LayerNormSource {
+    using Value = T;
     const T* inp;   // (N, C)
     const float* mean;
     const float* rstd;
@@ -44,12 +46,25 @@ struct LayerNormSource {
                                         to_float(bias[c]));
         return to_float(from_float<T>(y));
     }
+    template <int P>
+    __device__ __forceinline__ void values(int r, int c, float* v) const {
+        const Packed<T, P> xv = load_packed_cs<P>(inp + (size_t)r * C + c);
+        const Packed<T, P> wv = load_packed<P>(weight + c);
+        const Packed<T, P> bv = load_packed<P>(bias + c);
+        const float m = mean[r], s = rstd[r];
+#pragma unroll
+        for (int k = 0; k < P; k++) {
+            v[k] = to_float(from_float<T>(layernorm_value(to_float(xv[k]), m, s, to_float(wv[k]), to_float(bv[k]))));
+        }
+    }
+    bool aligned() const { return is_aligned(inp, 16) && is_aligned(weight, 16) && is_aligned(bias, 16); }
 };
 
 // (r, c) → dinp[r, c] = gelu'(inp)·dout, stored in T and returned (gelu_backward's value): the
 // cast's single visit of each element writes it too
 template <typename T>
 struct GeluBackwardSource {
+    using Value = T;
     T* dinp;   // (rows, cols)
     const T* inp;
     const T* dout;
@@ -60,6 +75,20 @@ struct GeluBackwardSource {
         dinp[i] = v;
         return to_float(v);
     }
+    template <int P>
+    __device__ __forceinline__ void values(int r, int c, float* v) const {
+        const size_t i = (size_t)r * cols + c;
+        const Packed<T, P> xv = load_packed_cs<P>(inp + i);
+        const Packed<T, P> dv = load_packed_cs<P>(dout + i);
+        Packed<T, P> out;
+#pragma unroll
+        for (int k = 0; k < P; k++) {
+            out[k] = from_float<T>(gelu_backward_value(to_float(xv[k]), to_float(dv[k])));
+            v[k] = to_float(out[k]);
+        }
+        store_packed(dinp + i, out);
+    }
+    bool aligned() const { return is_aligned(dinp, 16) && is_aligned(inp, 16) && is_aligned(dout, 16); }
 };
 
 // (r, c) → the AdamW update of W[r, c], returning the new working weight (the optimizer's half of
@@ -73,16 +102,23 @@ struct AdamWSource {
     const float* grads;
     int cols;
     AdamWScalars s;
+    using Value = T;
     __device__ __forceinline__ float operator()(int r, int c) const {
         return to_float(adamw_element((size_t)r * cols + c, master, working, m, v, grads, s));
     }
+    template <int P>
+    __device__ __forceinline__ void values(int r, int c, float* out) const {   // FP32 state: element by element
+#pragma unroll
+        for (int k = 0; k < P; k++) out[k] = (*this)(r, c + k);
+    }
+    bool aligned() const { return true; }
 };
 
 // q (rows, cols) and/or qt (cols, rows) from gelu(inp (rows, cols)). Returns at once.
 template <typename T, typename Q>
 void gelu_forward_fp8(Q* q, Q* qt, const T* inp, int rows, int cols, const float* scale, Fp8Counters* counters,
                       cudaStream_t stream) {
-    quantize_transpose_fp8(q, qt, inp, rows, cols, scale, counters, stream, GeluRounded<T>{});
+    quantize_transpose_fp8(q, qt, inp, rows, cols, scale, counters, stream, GeluRounded<T>{}, /*vectorised=*/true);
 }
 
 // mean, rstd (N) of inp (N, C), then q (N, C) and/or qt (C, N) from layernorm(inp). Returns at once.
@@ -91,7 +127,7 @@ void layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, 
                            int C, const float* scale, Fp8Counters* counters, cudaStream_t stream) {
     layernorm_forward<T>(nullptr, mean, rstd, inp, weight, bias, N, C, stream);   // the statistics only
     quantize_transpose_source(q, qt, LayerNormSource<T>{inp, mean, rstd, weight, bias, C}, N, C, scale, counters,
-                              stream);
+                              stream, /*vectorised=*/true);
 }
 
 // dinp (rows, cols) = gelu'(inp) · dout, then q (rows, cols) and qt (cols, rows) from dinp, in
@@ -100,7 +136,7 @@ template <typename T, typename Q>
 void gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, const float* scale,
                        Fp8Counters* counters, cudaStream_t stream) {
     quantize_transpose_source(q, qt, GeluBackwardSource<T>{dinp, inp, dout, cols}, rows, cols, scale, counters,
-                              stream);
+                              stream, /*vectorised=*/true);
 }
 
 // adamw_update of one weight matrix (rows, cols), then q (rows, cols) and qt (cols, rows) of the
@@ -111,7 +147,7 @@ void adamw_update_fp8(float* master, T* working, float* m, float* v, const float
                       const float* scale, Fp8Counters* counters, cudaStream_t stream) {
     const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, grad_scale, t);
     quantize_transpose_source(q, qt, AdamWSource<T>{master, working, m, v, grads, cols, s}, rows, cols, scale, counters,
-                              stream);
+                              stream, /*vectorised=*/true);
 }
 
 }  // namespace train_gpt::cuda

@@ -1,6 +1,8 @@
 // test_cuda_fp8_fused.cu — the FP8 casts fused into their producers (cuda/fp8_fused.cuh), through
-// the CUDA backend, in fp32, bf16 and fp16:
-//   gelu_forward_e4m3, layernorm_forward_e4m3, gelu_backward_e5m2, adamw_update_e4m3.
+// the CUDA backend with --fused-kernels, in fp32, bf16 and fp16:
+//   gelu_forward_e4m3, layernorm_forward_e4m3, gelu_backward_e5m2, adamw_update_e4m3;
+// and the vectorised cast-with-transpose (cuda/fp8.cuh, quantize_transpose_vec_kernel) against the
+// scalar one, bit for bit, on shapes of whole 64×64 tiles.
 //
 // Two properties each:
 //   1. fused = unfused on the GPU, bit for bit: the producer op writing its output in the
@@ -19,6 +21,11 @@
 #include "tests/cuda/cuda_test_util.h"
 
 #include "cpu/fp8_kernels.h"
+#include "cuda/fp8.cuh"
+#include "tests/cuda/test_stream.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstring>
@@ -30,7 +37,15 @@ namespace {
 
 // rows × cols: ragged 32×32 tiles on both sides, a GPT-2 (B·T, 4C) slice, more row tiles than
 // one grid column holds
-const std::pair<int, int> kShapes[] = {{33, 47}, {256, 3072}, {4100, 96}};
+// whole 64×64 tiles (the vectorised cast-with-transpose) and shapes that are not (the scalar one)
+const std::pair<int, int> kShapes[] = {{33, 47}, {256, 3072}, {128, 768}, {4100, 96}};
+
+// the backend's fused ops run fused (CudaOptions::fused_kernels, --fused-kernels)
+CudaOptions fused() {
+    CudaOptions o;
+    o.fused_kernels = true;
+    return o;
+}
 
 Twin::Buf scale_slot(Twin& tw, float s) { return tw.raw(std::vector<Fp8ScaleSlot>{Fp8ScaleSlot{1.0f / s, s, 0, {}}}); }
 
@@ -76,7 +91,7 @@ const Layouts kLayouts[] = {{true, false, "q only"}, {false, true, "qt only"}, {
 }  // namespace
 
 TEST_P(CudaFp8FusedTest, GeluForwardCastIsTheUnfusedCast) {
-    Twin tw(GetParam());
+    Twin tw(GetParam(), fused());
     Random r(seed_);
     for (auto [rows, cols] : kShapes) {
         SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
@@ -111,7 +126,7 @@ TEST_P(CudaFp8FusedTest, GeluForwardCastIsTheUnfusedCast) {
 }
 
 TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
-    Twin tw(GetParam());
+    Twin tw(GetParam(), fused());
     Random r(seed_);
     for (auto [N, C] : kShapes) {
         SCOPED_TRACE(std::to_string(N) + "x" + std::to_string(C));
@@ -153,7 +168,7 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
 }
 
 TEST_P(CudaFp8FusedTest, GeluBackwardCastIsTheUnfusedCast) {
-    Twin tw(GetParam());
+    Twin tw(GetParam(), fused());
     Random r(seed_);
     for (auto [rows, cols] : kShapes) {
         SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
@@ -182,7 +197,7 @@ TEST_P(CudaFp8FusedTest, GeluBackwardCastIsTheUnfusedCast) {
 }
 
 TEST_P(CudaFp8FusedTest, AdamWCastIsTheUnfusedCast) {
-    Twin tw(GetParam());
+    Twin tw(GetParam(), fused());
     Random r(seed_);
     const std::pair<int, int> shapes[] = {{33, 47}, {3072, 768}};   // ragged tiles; GPT-2's fc weight
     for (auto [rows, cols] : shapes) {
@@ -227,3 +242,55 @@ TEST_P(CudaFp8FusedTest, AdamWCastIsTheUnfusedCast) {
 
 INSTANTIATE_TEST_SUITE_P(AllDTypes, CudaFp8FusedTest, ::testing::Values(DType::F32, DType::BF16, DType::F16),
                          dtype_param_name);
+
+// The vectorised cast-with-transpose writes the scalar kernel's bytes, and the same statistics, for
+// both formats, both layouts, one layout, and values that saturate, flush and are NaN.
+TEST_F(CudaTest, VectorisedCastIsTheScalarCast) {
+    for (DType d : {DType::BF16, DType::F16}) {
+        for (auto [rows, cols] : {std::pair<int, int>{64, 64}, {128, 768}, {256, 3072}, {192, 320}}) {
+            SCOPED_TRACE(std::string(dtype_name(d)) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+            Twin tw(d);
+            Random r(seed_);
+            const size_t n = (size_t)rows * cols;
+            std::vector<float> x = r.normal(n, 3.0);
+            for (size_t i = 0; i < n; i += 97) x[i] = 1e-9f;     // flushes at this scale
+            for (size_t i = 5; i < n; i += 1009) x[i] = 1e6f;    // saturates
+            x[n / 2] = NAN;
+            Twin::Buf xb = tw.act(x);
+            Twin::Buf sc = scale_slot(tw, 448.0f / 8.0f);
+            TestStream stream;
+            for (bool e4m3 : {true, false}) {
+                for (int layouts : {3, 2}) {   // q and qt; qt only
+                    Twin::Buf qs = tw.poisoned(n), qts = tw.poisoned(n), qv = tw.poisoned(n), qtv = tw.poisoned(n);
+                    Twin::Buf ks = tw.alloc(sizeof(Fp8Counters)), kv = tw.alloc(sizeof(Fp8Counters));
+                    auto cast = [&](Twin::Buf& q, Twin::Buf& qt, Twin::Buf& k, bool vectorised) {
+                        auto run = [&](auto tag) {
+                            using E = decltype(tag);
+                            const E* src = xb.gp<E>();
+                            if (e4m3) {
+                                cuda::quantize_transpose_fp8<E, fp8e4m3>(layouts & 1 ? q.gp<fp8e4m3>() : nullptr,
+                                                                         qt.gp<fp8e4m3>(), src, rows, cols,
+                                                                         &sc.gp<Fp8ScaleSlot>()->scale,
+                                                                         k.gp<Fp8Counters>(), stream.s, cuda::Unchanged{},
+                                                                         vectorised);
+                            } else {
+                                cuda::quantize_transpose_fp8<E, fp8e5m2>(layouts & 1 ? q.gp<fp8e5m2>() : nullptr,
+                                                                         qt.gp<fp8e5m2>(), src, rows, cols,
+                                                                         &sc.gp<Fp8ScaleSlot>()->scale,
+                                                                         k.gp<Fp8Counters>(), stream.s, cuda::Unchanged{},
+                                                                         vectorised);
+                            }
+                        };
+                        if (d == DType::BF16) run(__nv_bfloat16{}); else run(__half{});
+                    };
+                    cast(qs, qts, ks, false);
+                    cast(qv, qtv, kv, true);
+                    cudaCheck(cudaStreamSynchronize(stream.s));
+                    if (layouts & 1) expect_bytes_equal("q: vectorised vs scalar", tw.bytes_g(qv), tw.bytes_g(qs));
+                    expect_bytes_equal("qt: vectorised vs scalar", tw.bytes_g(qtv), tw.bytes_g(qts));
+                    expect_same_counters(tw, kv, ks);
+                }
+            }
+        }
+    }
+}
