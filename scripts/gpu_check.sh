@@ -55,7 +55,7 @@ STEPS=(
    "test.fused_ops               60  step_tests      *FusedOps*:*FusedKernels*"
    "test.recompute               45  step_tests      *Recompute*"
    "test.gemm_autotune           45  step_tests      *GemmAutotune*"
-   "test.fp8_fused               60  step_tests      *Fp8Fused*"
+   "test.fp8_casts               60  step_tests      *Fp8Fused*:*VectorisedCast*"
    "test.wmma                    45  step_tests      *Wmma*"
    "test.rest                   150  step_tests      rest"
    "attn.ours                    60  step_attention_ours"
