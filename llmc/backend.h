@@ -164,6 +164,10 @@ public:
                                         const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     virtual void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout,
                                     int rows, int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    // attention_forward, then q (B·T, C) = the E4M3 cast of out, as quantize_e4m3 casts it: attproj's
+    // X, cast where it is produced
+    virtual void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int T, int C,
+                                        int NH, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     // layernorm_backward, then q (N, C) and/or qt (C, N) = the E5M2 cast of the new dinp: the output
     // gradient of the projection (attproj, fcproj) below, cast where it is produced
     virtual void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,

@@ -151,6 +151,11 @@ public:
                             int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         accumulate(*counters, cpu::gelu_backward_fp8(act(dinp), q, qt, act(inp), act(dout), rows, cols, scale->scale));
     }
+    void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int Tlen, int C, int NH,
+                                const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        cpu::attention_forward(act(out), lse, act(qkv), B, Tlen, C, NH);
+        accumulate(*counters, cpu::quantize_fp8(q, act(out), (size_t)B * Tlen * C, scale->scale));
+    }
     void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                                  const void* weight, const float* mean, const float* rstd, int N, int C,
                                  float* dinp_sums, fp8e5m2* q, fp8e5m2* qt, const Fp8ScaleSlot* scale,

@@ -320,6 +320,19 @@ public:
         cuda::gelu_backward_fp8<T, fp8e5m2>(act(dinp), q, qt, act(inp), act(dout), rows, cols, &scale->scale, counters,
                                             stream_);
     }
+    void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int Tlen, int C, int NH,
+                                const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "attention_forward_e4m3", stream_);
+        if constexpr (!std::is_same_v<T, float>) {
+            if (options_.fused_kernels && flash_attention(C / NH)) {   // the cast in the flash epilogue
+                cuda::attention_forward_flash_fp8(act(out), lse, q, act(qkv), B, Tlen, C, NH, &scale->scale, counters,
+                                                  stream_);
+                return;
+            }
+        }
+        attention_forward(out, lse, qkv, B, Tlen, C, NH);
+        cuda::quantize_fp8<T, fp8e4m3>(q, act(out), (size_t)B * Tlen * C, &scale->scale, counters, stream_);
+    }
     void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                                  const void* weight, const float* mean, const float* rstd, int N, int C,
                                  float* dinp_sums, fp8e5m2* q, fp8e5m2* qt, const Fp8ScaleSlot* scale,

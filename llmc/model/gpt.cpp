@@ -336,7 +336,9 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
         } else {
             matmul_forward(l, kQkv, qkv, ln1, N);
         }
-        k_.attention_forward(atty, lse, qkv, B, T, C, NH);
+        if (!(in_fp8(kAttproj) && fp8_->attention_forward_cast(l, atty, lse, qkv, B, T, NH))) {
+            k_.attention_forward(atty, lse, qkv, B, T, C, NH);
+        }
         matmul_forward(l, kAttproj, a.attproj, atty, N);
         residual_layernorm_forward(residual2, residual, a.attproj, ln2, ln2_mean, ln2_rstd, kLn2w, kLn2b, l,
                                    !in_fp8(kFc), N);

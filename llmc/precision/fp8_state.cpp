@@ -181,8 +181,22 @@ void Fp8State::gelu_matmul_forward(int l, int g, void* out, const void* inp, con
     forward(l, g, out, CastInput{CastInput::kGelu, inp}, bias, N);
 }
 
+bool Fp8State::attention_forward_cast(int l, void* out, float* lse, const void* qkv, int B, int T, int NH) {
+    if (!runs(kAttproj) || needs_amax_now(kX, l, kAttproj)) return false;
+    k_.attention_forward_e4m3(out, lse, x_, qkv, B, T, cfg_.n_embd, NH, scale(kX, l, kAttproj),
+                              training_ ? counters(kX, l, kAttproj) : spare_counters());
+    x_cast_slot_ = (long)slot_index(kX, l, kAttproj);
+    return true;
+}
+
 void Fp8State::forward(int l, int g, void* out, const CastInput& inp, const void* bias, int N) {
     const int C = (int)width(g, false), OC = (int)width(g, true);
+    const bool cast_by_producer = x_cast_slot_ == (long)slot_index(kX, l, g);   // attention_forward_cast
+    x_cast_slot_ = -1;
+    if (cast_by_producer) {
+        k_.matmul_forward_fp8(out, x_, scale(kX, l, g), weight(l, g, false), scale(kW, l, g), bias, N, C, OC);
+        return;
+    }
     // X → E4M3 with its scale (just in time on the first step / every step of the current recipe:
     // the statistics of a cast that writes nothing give the amax first)
     Fp8ScaleSlot* sx = scale(kX, l, g);

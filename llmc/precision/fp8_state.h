@@ -7,8 +7,9 @@
 // weights' E4M3 copies; checkpoints save to_json(). A bf16, fp16 or fp32 step never enters it.
 //
 // Each FP8 GEMM out = X · Wᵀ + b has three scaled operands (fp8_scaling.h has the recipe):
-//   X   E4M3, cast by the kernel that produces it: layernorm (qkv, fc), GELU (fcproj), or a
-//       plain cast of the attention output (attproj); the GEMM input is never written in 16 bits;
+//   X   E4M3, cast by the kernel that produces it: layernorm (qkv, fc), GELU (fcproj), the
+//       attention (attproj, whose 16-bit input atty attention backward keeps anyway), or, where a
+//       scale is not known yet, a cast of its own; a 16-bit layernorm or GELU output is never written;
 //   W   E4M3, W (out, in) for the forward and Wᵀ (in, out) for dX, written by AdamW itself where
 //       the weight's scale is known (delayed scaling), else cast after the update;
 //   dY  E5M2, dY (N, out) for dX and dYᵀ (out, N) for dW; the dY of fc is cast inside GELU backward,
@@ -80,8 +81,14 @@ public:
     // E4M3 (and its row mean, rstd (N) for backward), never 16-bit values.
     void layernorm_matmul_forward(int l, int g, void* out, float* mean, float* rstd, const void* inp,
                                   const void* ln_weight, const void* ln_bias, const void* bias, int N);
-    // out = inp · W[l]ᵀ + bias (attproj: inp is the attention output)
+    // out = inp · W[l]ᵀ + bias (attproj: inp is the attention output; its E4M3 cast comes from the
+    // attention itself where attention_forward_cast ran)
     void matmul_forward(int l, int g, void* out, const void* inp, const void* bias, int N);
+    // The attention of layer l (Backend::attention_forward) whose output is attproj's X, with that
+    // X's E4M3 cast for attproj's forward done as it is written (Backend::attention_forward_e4m3).
+    // Returns false, having done nothing, where attproj does not run in FP8 or X's scale is not
+    // known yet.
+    bool attention_forward_cast(int l, void* out, float* lse, const void* qkv, int B, int T, int NH);
     // out = gelu(inp) · W[l]ᵀ + bias (fcproj: inp is fc's output): GELU writes E4M3 only
     void gelu_matmul_forward(int l, int g, void* out, const void* inp, const void* bias, int N);
 
@@ -159,7 +166,8 @@ private:
     bool training_ = false;
     size_t activation_bytes_ = 0;
     std::array<bool, kNumBlockGemms> cast_by_update_{};
-    long dy_cast_slot_ = -1;         // the dY slot whose E5M2 copies a producer wrote for the next backward
+    long dy_cast_slot_ = -1;
+    long x_cast_slot_ = -1;          // the X slot whose E4M3 copy a producer wrote for the next forward         // the dY slot whose E5M2 copies a producer wrote for the next backward
     // copies
     fp8e4m3* weights_ = nullptr;     // W of every FP8 GEMM, GEMM by GEMM, L layers each
     fp8e4m3* weights_t_ = nullptr;   // Wᵀ, likewise

@@ -1,7 +1,7 @@
 // test_cuda_fp8_fused.cu — the FP8 casts fused into their producers (cuda/fp8_fused.cuh), through
 // the CUDA backend with --fused-kernels, in fp32, bf16 and fp16:
-//   gelu_forward_e4m3, layernorm_forward_e4m3, gelu_backward_e5m2, layernorm_backward_e5m2,
-//   adamw_update_e4m3;
+//   gelu_forward_e4m3, layernorm_forward_e4m3, attention_forward_e4m3 (the flash epilogue),
+//   gelu_backward_e5m2, layernorm_backward_e5m2, adamw_update_e4m3;
 // and the vectorised cast-with-transpose (cuda/fp8.cuh, quantize_transpose_vec_kernel) against the
 // scalar one, bit for bit, on shapes of whole 64×64 tiles.
 //
@@ -241,6 +241,38 @@ TEST_P(CudaFp8FusedTest, LayernormBackwardCastIsTheUnfusedCast) {
         tw.check_f32("layernorm backward sums vs the CPU twin", sums_f, 1e-5);
         expect_fp8_close("layernorm backward q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
         expect_fp8_close("layernorm backward qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf));
+    }
+}
+
+// The attention output's E4M3 cast (attproj's X) in the flash attention's epilogue: the bytes and
+// statistics of the attention followed by quantize_e4m3, and out, lse unchanged by it. The GEMM
+// attention (and FP32) run the attention then the cast: the same check holds trivially there.
+TEST_P(CudaFp8FusedTest, AttentionCastIsTheUnfusedCast) {
+    CudaOptions options = fused();
+    options.flash_attention = true;
+    Twin tw(GetParam(), options);
+    Random r(seed_);
+    struct Shape { int B, T, C, NH; };
+    for (const Shape& s : {Shape{2, 77, 128, 2}, Shape{1, 256, 192, 3}}) {   // head size 64; T ragged and whole
+        SCOPED_TRACE("B=" + std::to_string(s.B) + " T=" + std::to_string(s.T));
+        const size_t n = (size_t)s.B * s.T * s.C;
+        Twin::Buf qkv = tw.act(r.normal((size_t)s.B * s.T * 3 * s.C, 1.5));
+        Twin::Buf out_f = tw.poisoned_act(n), out_u = tw.poisoned_act(n);
+        Twin::Buf lse_f = tw.poisoned_f32((size_t)s.B * s.NH * s.T), lse_u = tw.poisoned_f32((size_t)s.B * s.NH * s.T);
+        Twin::Buf qf = tw.poisoned(n), qu = tw.poisoned(n);
+        Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
+        Twin::Buf sc = scale_slot(tw, 448.0f / 2.0f);
+        tw.gpu().attention_forward_e4m3(out_f.g, lse_f.gp<float>(), qf.gp<fp8e4m3>(), qkv.g, s.B, s.T, s.C, s.NH,
+                                        sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+        tw.gpu().attention_forward(out_u.g, lse_u.gp<float>(), qkv.g, s.B, s.T, s.C, s.NH);
+        tw.gpu().quantize_e4m3(qu.gp<fp8e4m3>(), out_u.g, n, sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+        tw.cpu().attention_forward_e4m3(out_f.c, lse_f.cp<float>(), qf.cp<fp8e4m3>(), qkv.c, s.B, s.T, s.C, s.NH,
+                                        sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+        expect_bytes_equal("attention out: fused vs unfused", tw.bytes_g(out_f), tw.bytes_g(out_u), tw.act_size());
+        expect_bytes_equal("attention lse: fused vs unfused", tw.bytes_g(lse_f), tw.bytes_g(lse_u), 4);
+        expect_bytes_equal("attention q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
+        expect_same_counters(tw, kf, ku);
+        expect_fp8_close("attention q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
     }
 }
 
