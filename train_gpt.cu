@@ -118,7 +118,9 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     }
     CudaOptions options;
     options.flash_attention = plan.attention == "flash";
-    options.fp8_fused_casts = cfg.fp8_fused_casts;
+    options.fused_kernels = cfg.fused_kernels;
+    options.gemm_autotune = cfg.gemm_autotune;
+    options.log_gemm_autotune = g_is_root;
     options.profile = cfg.profile;
     std::string reason;
     std::unique_ptr<Backend> backend = make_cuda_backend(act_dtype, comm.local_rank() % cuda_device_count(&reason),
@@ -351,7 +353,7 @@ int run(int argc, char** argv) {
     // activations for (B, T) where the run trains or evaluates; sampling alone has buffers of its own
     const bool forwards = !data.train.empty() || !data.val.empty() || !cfg.hellaswag.empty();
     const int model_B = forwards ? B : 1, model_T = forwards ? T : 1;
-    GPT model(plan.model, *backend, model_B, model_T, plan.precision, &model_comm, cfg.zero);
+    GPT model(plan.model, *backend, model_B, model_T, plan.precision, &model_comm, cfg.zero, cfg.recompute);
     model.init_weights(cfg.seed);
     plan.num_parameters = model.num_parameters();
     // fp16: dynamic loss scaling keeps small gradients above fp16's smallest subnormal

@@ -77,10 +77,16 @@ public:
     virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
                                    const void* weight, const void* bias, int N, int C) = 0;
     // dinp (N,C) += the input gradient (dinp is the residual stream's gradient: the residual
-    // connection adds it); dweight, dbias (C) += their gradients (summed over rows)
+    // connection adds it); dweight, dbias (C) += their gradients (summed over rows); dinp_sums (C)
+    // += Σ_rows of the new dinp, if non-null — the bias gradient of the projection whose output
+    // gradient dinp is (attproj, fcproj: the residual stream's), folded into this pass
     virtual void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout,
                                     const void* inp, const void* weight, const float* mean,
-                                    const float* rstd, int N, int C) = 0;
+                                    const float* rstd, int N, int C, float* dinp_sums) = 0;
+    // residual (N,C) = a + b, then out, mean, rstd = layernorm_forward of the residual: the
+    // residual add fused into the next layernorm (one pass instead of two over the residual)
+    virtual void residual_layernorm_forward(void* residual, void* out, float* mean, float* rstd, const void* a,
+                                            const void* b, const void* weight, const void* bias, int N, int C) = 0;
     // out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC); bias may be null. FP32 accumulation
     // (a 16-bit GEMM on tensor cores), the output rounded once.
     virtual void matmul_forward(void* out, const void* inp, const void* weight, const void* bias,
@@ -108,6 +114,10 @@ public:
     virtual void gelu_forward(void* out, const void* inp, size_t n) = 0;
     // dinp (n) = gelu'(inp) · dout
     virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) = 0;
+    // gelu_backward over (rows, cols), then dbias (cols) += Σ_rows dinp: the bias gradient of the GEMM
+    // whose output gradient dinp is (fc), folded into this pass
+    virtual void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows,
+                                    int cols) = 0;
     // out (n) = a + b
     virtual void residual_forward(void* out, const void* a, const void* b, size_t n) = 0;
     // Softmax + cross-entropy over the first V of Vp logits per row, in FP32, without a
@@ -160,6 +170,16 @@ public:
                                         const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     virtual void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout,
                                     int rows, int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    // attention_forward, then q (B·T, C) = the E4M3 cast of out, as quantize_e4m3 casts it: attproj's
+    // X, cast where it is produced
+    virtual void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int T, int C,
+                                        int NH, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    // layernorm_backward, then q (N, C) and/or qt (C, N) = the E5M2 cast of the new dinp: the output
+    // gradient of the projection (attproj, fcproj) below, cast where it is produced
+    virtual void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                                         const void* weight, const float* mean, const float* rstd, int N, int C,
+                                         float* dinp_sums, fp8e5m2* q, fp8e5m2* qt, const Fp8ScaleSlot* scale,
+                                         Fp8Counters* counters) = 0;
     // adamw_update of one weight matrix (rows, cols), then its E4M3 copies q (rows, cols) and qt
     // (cols, rows) cast from the new working weights (the optimizer's half of delayed scaling)
     virtual void adamw_update_e4m3(float* master, void* working, float* m, float* v, const float* grads, int rows,

@@ -69,6 +69,9 @@ run_suite test_cuda build/test_cuda --gtest_color=no
 run_check check_spills scripts/check_spills.sh
 # The code references in docs/walkthrough.md and README.md name files and functions that exist.
 run_check check_docs python3 scripts/check_docs.py
+# gpu_check.sh's steps without a GPU: each GPU step checks its wiring (trainer flags on 2 CPU
+# steps, test filters, scripts) and reports SKIPPED; the summary and its targets are computed.
+run_check gpu_check_dry_run scripts/gpu_check.sh --dry-run
 # The README's commands, run as written (shortened) in a scratch directory.
 run_check check_readme scripts/check_readme.sh
 # The build's behaviour: quiet output, and a CPU-only trainer where there is no nvcc.

@@ -101,9 +101,14 @@ TEST(CpuKernels, LayerNormBackwardMatchesFiniteDifferences) {
         return weighted_sum(y, w);
     };
     loss();
-    std::vector<double> dx(N * C, 0.0), dweight(C, 0.0), dbias(C, 0.0);
+    std::vector<double> dx(N * C, 0.0), dweight(C, 0.0), dbias(C, 0.0), dx_sums(C, 0.5);
     k::layernorm_backward(dx.data(), dweight.data(), dbias.data(), w.data(), x.data(), weight.data(), mean.data(),
-                          rstd.data(), N, C);
+                          rstd.data(), N, C, dx_sums.data());
+    for (int c = 0; c < C; c++) {   // the sums of the new dinp over rows, added to what was there
+        double sum = 0.5;
+        for (int i = 0; i < N; i++) sum += dx[i * C + c];
+        EXPECT_NEAR(dx_sums[c], sum, 1e-12);
+    }
     expect_gradient_matches(dx, finite_difference(x, loss), "dinp");
     expect_gradient_matches(dweight, finite_difference(weight, loss), "dweight");
     expect_gradient_matches(dbias, finite_difference(bias, loss), "dbias");
@@ -292,4 +297,35 @@ TEST(CpuKernels, AdamWMatchesTheUpdateRule) {
         }
     }
     for (int i = 0; i < 4; i++) EXPECT_NEAR(p[i], pr[i], 2e-7) << i;   // fp32 state: ~1 ulp of 0.5..2
+}
+
+// The fused ops of the CPU kernel set are their parts in sequence, exactly (the CUDA fused kernels
+// are held to these): residual + layernorm, GELU backward + the sums of its output, and the column
+// sums themselves against a direct double sum.
+TEST(CpuKernels, FusedOpsAreTheirPartsInSequence) {
+    const int N = 7, C = 12;
+    auto a = randn(N * C, 30), b = randn(N * C, 31), weight = randn(C, 32), bias = randn(C, 33);
+    std::vector<double> res(N * C), out(N * C), mean(N), rstd(N);
+    k::residual_layernorm_forward(res.data(), out.data(), mean.data(), rstd.data(), a.data(), b.data(), weight.data(),
+                                  bias.data(), N, C);
+    std::vector<double> res2(N * C), out2(N * C), mean2(N), rstd2(N);
+    k::residual_forward(res2.data(), a.data(), b.data(), (size_t)N * C);
+    k::layernorm_forward(out2.data(), mean2.data(), rstd2.data(), res2.data(), weight.data(), bias.data(), N, C);
+    EXPECT_EQ(res, res2);
+    EXPECT_EQ(out, out2);
+    EXPECT_EQ(mean, mean2);
+    EXPECT_EQ(rstd, rstd2);
+
+    auto x = randn(N * C, 34, 2.0), dy = randn(N * C, 35);
+    std::vector<double> dx(N * C, 9.0), sums(C, 0.25), dx2(N * C), sums2(C, 0.25);
+    k::gelu_backward_bias(dx.data(), sums.data(), x.data(), dy.data(), N, C);
+    k::gelu_backward(dx2.data(), x.data(), dy.data(), (size_t)N * C);
+    k::add_column_sums(sums2.data(), dx2.data(), N, C);
+    EXPECT_EQ(dx, dx2);
+    EXPECT_EQ(sums, sums2);
+    for (int c = 0; c < C; c++) {
+        double direct = 0.25;
+        for (int i = 0; i < N; i++) direct += dx2[i * C + c];
+        EXPECT_NEAR(sums2[c], direct, 1e-12);
+    }
 }

@@ -254,6 +254,34 @@ TEST(Fp8Kernels, FusedCastsCastTheProducersRoundedOutput) {
             }
         }
     }
+    {   // layernorm backward: dinp +=, the parameter gradients and the sums of the new dinp as
+        // layernorm_backward leaves them, then the E5M2 cast of the new dinp
+        std::vector<float> mean(rows), rstd(rows);
+        std::vector<bf16> y(n);
+        k::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, cols);
+        std::vector<bf16> start(n), ref(n);
+        for (bf16& d : start) d = bf16::from_float((float)(1e-3 * rng.normal()));
+        ref = start;
+        std::vector<float> dw_ref(cols, 0.5f), db_ref(cols, -0.5f), sums_ref(cols, 0.25f);
+        std::vector<float> dw = dw_ref, db = db_ref, sums = sums_ref;
+        k::layernorm_backward(ref.data(), dw_ref.data(), db_ref.data(), dout.data(), x.data(), w.data(), mean.data(),
+                              rstd.data(), rows, cols, sums_ref.data());
+        std::vector<fp8e5m2> q(n), qt(n);
+        const float s5 = 57344.0f / 0.01f;
+        k::layernorm_backward_fp8(start.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                                  rstd.data(), rows, cols, sums.data(), q.data(), qt.data(), s5);
+        EXPECT_EQ(dw, dw_ref);
+        EXPECT_EQ(db, db_ref);
+        EXPECT_EQ(sums, sums_ref);
+        for (int r = 0; r < rows; r++) {
+            for (int c = 0; c < cols; c++) {
+                const size_t i = (size_t)r * cols + c;
+                ASSERT_EQ(start[i].bits, ref[i].bits);
+                ASSERT_EQ(q[i].bits, fp8e5m2::from_float(ref[i].to_float() * s5).bits);
+                ASSERT_EQ(qt[(size_t)c * rows + r].bits, q[i].bits);
+            }
+        }
+    }
     {   // AdamW: the update as adamw_update, then the E4M3 cast of the new bf16 working weights
         std::vector<float> master(n), m(n, 1e-4f), v(n, 1e-6f), grads(n);
         for (float& p : master) p = (float)(0.02 * rng.normal());

@@ -5,7 +5,9 @@
 //   amax           bound: bit-identical (an exact max; NaN if any NaN)
 //   quantize e4m3  q bit-identical, and the statistics (amax, saturated, flushed, NaN) equal
 //   quantize e5m2  the same
-//   quantize_transpose (E4M3, both layouts of (B·T, width·C)): q and qᵀ bit-identical, statistics equal
+//   quantize_transpose (E4M3, both layouts of (B·T, width·C)): q and qᵀ bit-identical, statistics equal,
+//                  for the scalar kernel and the vectorised one (16-bit inputs), timed beside a
+//                  plain device copy of the input (the bandwidth ceiling, measured in the same run)
 // The inputs span every FP8 regime at the chosen scale (normal, subnormal, flushed, saturated).
 // Bytes: amax reads n values; a cast reads n values and writes n bytes (2n with the transpose).
 // amax returns its result to the host, so its time includes that synchronisation; the casts
@@ -100,6 +102,21 @@ static int run(const Args& a) {
                 std::printf("  check %-28s %-4s statistics %s%s\n", (what + "quantize_transpose stats").c_str(), dt,
                             okt ? "equal" : "DIFFER", okt ? "" : "  FAIL");
                 g_failed |= !okt;
+                // the vectorised kernel (--fused-kernels): the same bytes and statistics
+                if constexpr (sizeof(H) == 2) {
+                    d_q4.poison();
+                    d_qt.poison();
+                    cudaCheck(cudaMemset(kt.ptr, 0, sizeof(Fp8Counters)));
+                    gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, rows, cols, d_scale.ptr,
+                                                kt.ptr, stream, gpu::Unchanged{}, /*vectorised=*/true);
+                    cudaCheck(cudaStreamSynchronize(stream));
+                    check_bytes((what + "quantize_transpose_vec q").c_str(), dt, d_q4.template download<fp8e4m3>(), q4);
+                    check_bytes((what + "quantize_transpose_vec qt").c_str(), dt, d_qt.template download<fp8e4m3>(), qt);
+                    const bool okv = same_stats(to_cast_stats(kt.template download<Fp8Counters>()[0]), ct);
+                    std::printf("  check %-28s %-4s statistics %s%s\n", (what + "quantize_transpose_vec stats").c_str(),
+                                dt, okv ? "equal" : "DIFFER", okv ? "" : "  FAIL");
+                    g_failed |= !okv;
+                }
             }
             const double s = sizeof(H);
             float ms = time_ms([&] { gpu::amax(d_x.ptr, n, stream); }, a.reps, stream);
@@ -114,6 +131,17 @@ static int run(const Args& a) {
             ms = time_ms([&] { gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, a.B * a.T,
                                                            width * a.C, d_scale.ptr, counters.ptr, stream); }, a.reps, stream);
             report((what + "quantize_transpose_e4m3").c_str(), dt, ms, n * (s + 2), 2.0 * n, peak_flops<H>());
+            if constexpr (sizeof(H) == 2) {
+                ms = time_ms([&] { gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, a.B * a.T,
+                                                               width * a.C, d_scale.ptr, counters.ptr, stream,
+                                                               gpu::Unchanged{}, /*vectorised=*/true); }, a.reps, stream);
+                report((what + "quantize_transpose_vec_e4m3").c_str(), dt, ms, n * (s + 2), 2.0 * n, peak_flops<H>());
+            }
+            // the ceiling: a plain device copy of the same input bytes (read n·s, write n·s)
+            DeviceBuffer<D> d_copy(n);
+            ms = time_ms([&] { cudaCheck(cudaMemcpyAsync(d_copy.ptr, d_x.ptr, n * sizeof(D), cudaMemcpyDeviceToDevice,
+                                                         stream)); }, a.reps, stream);
+            report((what + "copy (ceiling)").c_str(), dt, ms, 2 * n * s, 0.0, peak_flops<H>());
         }
     });
 }

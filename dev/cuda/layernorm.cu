@@ -43,9 +43,9 @@ static int run(const Args& a) {
             std::vector<H> dinp = dinp0;
             std::vector<float> dw = dw0, db = db0;
             cpu::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(),
-                                    rstd.data(), N, C);
+                                    rstd.data(), N, C, nullptr);
             gpu::layernorm_backward(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, d_mean.ptr,
-                                    d_rstd.ptr, N, C, stream);
+                                    d_rstd.ptr, N, C, nullptr, stream);
             cudaCheck(cudaStreamSynchronize(stream));
             check("layernorm_backward dinp", dt, d_dinp.template download<H>(), dinp, tol<H>(1e-5, 2));
             check("layernorm_backward dweight", dt, d_dw.template download<float>(), dw, 1e-5);
@@ -55,7 +55,7 @@ static int run(const Args& a) {
                                                         N, C, stream); }, a.reps, stream);
         report("layernorm_forward", dt, ms, 2 * NC * s + 2.0 * C * s + 8.0 * N, 8 * NC, peak_flops<H>());
         ms = time_ms([&] { gpu::layernorm_backward(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr,
-                                                   d_mean.ptr, d_rstd.ptr, N, C, stream); }, a.reps, stream);
+                                                   d_mean.ptr, d_rstd.ptr, N, C, nullptr, stream); }, a.reps, stream);
         report("layernorm_backward", dt, ms, 4 * NC * s + C * s + 8.0 * N + 16.0 * C, 14 * NC, peak_flops<H>());
     });
 }

@@ -59,8 +59,10 @@ public:
         cpu::layernorm_forward(act(out), mean, rstd, act(inp), act(weight), act(bias), N, C);
     }
     void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                            const void* weight, const float* mean, const float* rstd, int N, int C) override {
-        cpu::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C);
+                            const void* weight, const float* mean, const float* rstd, int N, int C,
+                            float* dinp_sums) override {
+        cpu::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
+                                dinp_sums);
     }
     void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                         int OC) override {
@@ -83,6 +85,15 @@ public:
     void gelu_forward(void* out, const void* inp, size_t n) override { cpu::gelu_forward(act(out), act(inp), n); }
     void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
         cpu::gelu_backward(act(dinp), act(inp), act(dout), n);
+    }
+    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows,
+                            int cols) override {
+        cpu::gelu_backward_bias(act(dinp), dbias, act(inp), act(dout), rows, cols);
+    }
+    void residual_layernorm_forward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                    const void* weight, const void* bias, int N, int C) override {
+        cpu::residual_layernorm_forward(act(residual), act(out), mean, rstd, act(a), act(b), act(weight), act(bias), N,
+                                        C);
     }
     void residual_forward(void* out, const void* a, const void* b, size_t n) override {
         cpu::residual_forward(act(out), act(a), act(b), n);
@@ -142,6 +153,18 @@ public:
     void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
                             int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         accumulate(*counters, cpu::gelu_backward_fp8(act(dinp), q, qt, act(inp), act(dout), rows, cols, scale->scale));
+    }
+    void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int Tlen, int C, int NH,
+                                const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        cpu::attention_forward(act(out), lse, act(qkv), B, Tlen, C, NH);
+        accumulate(*counters, cpu::quantize_fp8(q, act(out), (size_t)B * Tlen * C, scale->scale));
+    }
+    void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                                 const void* weight, const float* mean, const float* rstd, int N, int C,
+                                 float* dinp_sums, fp8e5m2* q, fp8e5m2* qt, const Fp8ScaleSlot* scale,
+                                 Fp8Counters* counters) override {
+        accumulate(*counters, cpu::layernorm_backward_fp8(act(dinp), dweight, dbias, act(dout), act(inp), act(weight),
+                                                          mean, rstd, N, C, dinp_sums, q, qt, scale->scale));
     }
     void adamw_update_e4m3(float* master, void* working, float* m, float* v, const float* grads, int rows, int cols,
                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,

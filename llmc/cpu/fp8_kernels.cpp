@@ -118,6 +118,14 @@ Fp8CastStats gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout
 }
 
 template <typename T, typename Q>
+Fp8CastStats layernorm_backward_fp8(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                                    const float* mean, const float* rstd, int N, int C, float* dinp_sums, Q* q, Q* qt,
+                                    float scale) {
+    layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_sums);
+    return quantize_transpose_fp8(q, qt, dinp, N, C, scale);
+}
+
+template <typename T, typename Q>
 Fp8CastStats adamw_update_fp8(float* master, T* working, float* m, float* v, const float* grads, int rows, int cols,
                               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                               Q* q, Q* qt, float scale) {
@@ -146,13 +154,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, C, N, dout_inv_scale * inp_inv_scale, dyt.data(), N,
                     xt.data(), N, 1.0f, dweight, C);
     }
-    if (dbias == nullptr) return;
-#pragma omp parallel for
-    for (int o = 0; o < OC; o++) {
-        float sum = 0.0f;
-        for (int i = 0; i < N; i++) sum += (float)load(dout[(size_t)i * OC + o]);
-        dbias[o] += sum;
-    }
+    if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);   // as matmul_backward's
 }
 
 #define TRAIN_GPT_INSTANTIATE_FP8(T)                                                                        \
@@ -173,6 +175,9 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                                                             const T*, const T*, int, int, float);          \
     template Fp8CastStats gelu_backward_fp8<T, fp8e5m2>(T*, fp8e5m2*, fp8e5m2*, const T*, const T*, int, int, \
                                                         float);                                            \
+    template Fp8CastStats layernorm_backward_fp8<T, fp8e5m2>(T*, float*, float*, const T*, const T*, const T*,     \
+                                                             const float*, const float*, int, int, float*,      \
+                                                             fp8e5m2*, fp8e5m2*, float);                        \
     template Fp8CastStats adamw_update_fp8<T, fp8e4m3>(float*, T*, float*, float*, const float*, int, int, float,  \
                                                        float, float, float, float, float, int, fp8e4m3*, fp8e4m3*, \
                                                        float);

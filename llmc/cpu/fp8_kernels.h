@@ -55,6 +55,14 @@ Fp8CastStats layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const 
 template <typename T, typename Q>
 Fp8CastStats gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, float scale);
 
+// layernorm_backward (cpu/kernels.h: dinp +=, dweight +=, dbias +=, dinp_sums += if non-null), then
+// q (N, C), qt (C, N) = the cast of the new dinp: the dY of the projection whose output gradient the
+// residual stream's gradient is
+template <typename T, typename Q>
+Fp8CastStats layernorm_backward_fp8(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                                    const float* mean, const float* rstd, int N, int C, float* dinp_sums, Q* q, Q* qt,
+                                    float scale);
+
 // adamw_update (cpu/kernels.h) of one weight matrix (rows, cols), then q (rows, cols), qt
 // (cols, rows) = the cast of the new working weights
 template <typename T, typename Q>

@@ -111,8 +111,27 @@ void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* inp, con
 }
 
 template <typename T>
+void add_column_sums(acc_t<T>* sums, const T* x, int rows, int cols) {
+#pragma omp parallel for
+    for (int c0 = 0; c0 < cols; c0 += kColumnBlock) {
+        const int c1 = std::min(cols, c0 + kColumnBlock);
+        for (int i = 0; i < rows; i++) {
+            const T* row = x + (size_t)i * cols;
+            for (int c = c0; c < c1; c++) sums[c] += load(row[c]);
+        }
+    }
+}
+
+template <typename T>
+void residual_layernorm_forward(T* residual, T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* a, const T* b,
+                                const T* weight, const T* bias, int N, int C) {
+    residual_forward(residual, a, b, (size_t)N * C);
+    layernorm_forward(out, mean, rstd, residual, weight, bias, N, C);
+}
+
+template <typename T>
 void layernorm_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout, const T* inp, const T* weight,
-                        const acc_t<T>* mean, const acc_t<T>* rstd, int N, int C) {
+                        const acc_t<T>* mean, const acc_t<T>* rstd, int N, int C, acc_t<T>* dinp_sums) {
     using Acc = acc_t<T>;
     // dinp = rstd · (dnorm − mean(dnorm) − norm · mean(dnorm · norm)), dnorm = weight · dout
 #pragma omp parallel for
@@ -148,6 +167,7 @@ void layernorm_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* do
             }
         }
     }
+    if (dinp_sums != nullptr) add_column_sums(dinp_sums, dinp, N, C);
 }
 
 template <typename T>
@@ -192,15 +212,7 @@ void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout,
         for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] = store<T>(dinp_wide[i]);
     }
     gemm(true, false, OC, C, N, Acc(1), dy, OC, x, C, Acc(1), dweight, C);   // dweight += (OC,N)·(N,C)
-    if (dbias == nullptr) return;
-#pragma omp parallel for
-    for (int o0 = 0; o0 < OC; o0 += kColumnBlock) {
-        int o1 = std::min(OC, o0 + kColumnBlock);
-        for (int i = 0; i < N; i++) {
-            const Acc* row = dy + (size_t)i * OC;
-            for (int o = o0; o < o1; o++) dbias[o] += row[o];
-        }
-    }
+    if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);
 }
 
 // One row of causal attention, the one place attention_forward and attention_decode compute it:
@@ -354,6 +366,12 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) {
 }
 
 template <typename T>
+void gelu_backward_bias(T* dinp, acc_t<T>* dbias, const T* inp, const T* dout, int rows, int cols) {
+    gelu_backward(dinp, inp, dout, (size_t)rows * cols);
+    add_column_sums(dbias, dinp, rows, cols);
+}
+
+template <typename T>
 void residual_forward(T* out, const T* a, const T* b, size_t n) {
 #pragma omp parallel for
     for (size_t i = 0; i < n; i++) out[i] = store<T>(load(a[i]) + load(b[i]));
@@ -418,8 +436,12 @@ void adamw_update(acc_t<T>* master, T* working, acc_t<T>* m, acc_t<T>* v, const 
     template void encoder_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int);                   \
     template void encoder_backward<T>(acc_t<T>*, acc_t<T>*, const T*, const int32_t*, int, int, int);          \
     template void layernorm_forward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, int, int);      \
+    template void add_column_sums<T>(acc_t<T>*, const T*, int, int);                                           \
+    template void residual_layernorm_forward<T>(T*, T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*,        \
+                                                const T*, int, int);                                            \
+    template void gelu_backward_bias<T>(T*, acc_t<T>*, const T*, const T*, int, int);                         \
     template void layernorm_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*,                \
-                                        const acc_t<T>*, const acc_t<T>*, int, int);                           \
+                                        const acc_t<T>*, const acc_t<T>*, int, int, acc_t<T>*);                \
     template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                          \
     template void matmul_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, int, int, int);   \
     template void attention_forward<T>(T*, acc_t<T>*, const T*, int, int, int, int);                           \

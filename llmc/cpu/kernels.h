@@ -44,13 +44,20 @@ void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, 
 template <typename T>
 void encoder_backward(acc_t<T>* dwte, acc_t<T>* dwpe, const T* dout, const int32_t* tokens, int B, int Tlen, int C);
 
-// Backend::layernorm_forward / layernorm_backward
+// Backend::layernorm_forward / layernorm_backward (dinp_sums may be null)
 template <typename T>
 void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* inp, const T* weight, const T* bias,
                        int N, int C);
 template <typename T>
 void layernorm_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout, const T* inp, const T* weight,
-                        const acc_t<T>* mean, const acc_t<T>* rstd, int N, int C);
+                        const acc_t<T>* mean, const acc_t<T>* rstd, int N, int C, acc_t<T>* dinp_sums);
+// Backend::residual_layernorm_forward: residual_forward, then layernorm_forward of its output
+template <typename T>
+void residual_layernorm_forward(T* residual, T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* a, const T* b,
+                                const T* weight, const T* bias, int N, int C);
+// sums (cols) += Σ_rows x (rows, cols), each column summed in row order: the bias gradients
+template <typename T>
+void add_column_sums(acc_t<T>* sums, const T* x, int rows, int cols);
 
 // Backend::matmul_forward / matmul_backward. For 16-bit T the operands are widened to FP32
 // (exact) and multiplied by the BLAS with FP32 accumulation, like a tensor-core GEMM with FP32
@@ -82,6 +89,9 @@ template <typename T>
 void gelu_forward(T* out, const T* inp, size_t n);
 template <typename T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n);
+// Backend::gelu_backward_bias: gelu_backward, then add_column_sums of its output into dbias
+template <typename T>
+void gelu_backward_bias(T* dinp, acc_t<T>* dbias, const T* inp, const T* dout, int rows, int cols);
 
 template <typename T>
 void residual_forward(T* out, const T* a, const T* b, size_t n);

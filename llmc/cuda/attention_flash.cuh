@@ -3,6 +3,8 @@
 //
 //   attention_forward_flash (out (B,T,C), lse (B,NH,T) FP32, qkv (B,T,3C))
 //   attention_backward_flash(dqkv (B,T,3C) OVERWRITTEN, dout (B,T,C), qkv, out, lse)
+//   attention_forward_flash_fp8: the forward, and out's FP8 cast (attproj's X) written by the
+//                            epilogue from the same registers (OutputCast; the cast of quantize_fp8)
 //
 // Naive loop (per b, h, query t; scale = 1/√64, keys j ≤ t):
 //   s_j = scale·q_t·k_j;  P_j = exp(s_j − max s) / Σ exp(s_j − max s);  out_t = Σ_j P_j v_j
@@ -89,6 +91,7 @@
 
 #include "cuda/attention_flash_tiling.h"
 #include "cuda/common.cuh"
+#include "cuda/fp8.cuh"
 #include "cuda/mma_fragments.h"
 #include "cuda/mma_ptx.cuh"
 #include "precision/precision.h"
@@ -302,11 +305,36 @@ __device__ __forceinline__ void forward_tile(float (&o)[kFwdMT][kHsNTiles][4], f
     }
 }
 
+// What the forward's epilogue does besides storing out: nothing, or cast out to FP8 (attproj's X)
+// as it is stored. pair() sees two consecutive values of out (element i of (B·T, C) and i + 1), each
+// already the rounded value stored; commit() ends the block (every thread calls it).
+struct NoOutputCast {
+    __device__ __forceinline__ void pair(size_t, float, float) {}
+    __device__ __forceinline__ void commit() {}
+};
+template <typename Q>
+struct OutputCast {
+    Q* q;                    // (B·T, C)
+    const float* scale_ptr;  // the cast's scale (Fp8ScaleSlot::scale)
+    Fp8Counters* counters;
+    size_t n;                // B·T·C: the count the block 0 commits
+    ThreadCastStats stats;
+    __device__ __forceinline__ void pair(size_t i, float lo, float hi) {
+        const float s = *scale_ptr;
+        const unsigned short b = (unsigned short)(stats.cast<Q>(lo, s) | (stats.cast<Q>(hi, s) << 8));
+        *reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(q) + i) = b;   // i even: aligned
+    }
+    __device__ __forceinline__ void commit() {
+        if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters->count, (unsigned long long)n);
+        stats.commit(counters);
+    }
+};
+
 // grid: B·NH·ceil(T/128) blocks (longest_first_query_block), kFwdThreads threads, kFwdSmemBytes shared.
-template <typename T>
+template <typename T, typename Cast = NoOutputCast>
 __global__ void __launch_bounds__(kFwdThreads, 2)
 attention_forward_flash_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tlen,
-                               int C, int NH, int BH, float scale, float scale_log2) {
+                               int C, int NH, int BH, float scale, float scale_log2, Cast cast = {}) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* Qs = reinterpret_cast<T*>(smem_raw);                       // (128, 64)
     T* Ks = Qs + fl::kFwdQueryRows * kHs;                         // 2 stages of (64, 64)
@@ -382,15 +410,18 @@ attention_forward_flash_kernel(T* __restrict__ out, float* __restrict__ lse, con
             const int t = r0 + mma::kM * mt + mma::c_coord(lane, 2 * hh).row;
             if (t >= Tlen) continue;
             const float inv = 1.0f / row_sum;
-            T* dst = out + ((size_t)b * Tlen + t) * C + (size_t)h * kHs;   // row t of (B, T, C), head h
+            const size_t row = ((size_t)b * Tlen + t) * C + (size_t)h * kHs;   // row t of (B, T, C), head h
+            T* dst = out + row;
 #pragma unroll
             for (int nt = 0; nt < kHsNTiles; nt++) {
                 const int col = mma::kN * nt + mma::c_coord(lane, 2 * hh).col;   // even: 4-byte aligned pair
-                *reinterpret_cast<uint32_t*>(dst + col) =
-                    ptx::pack2<T>(o[mt][nt][2 * hh] * inv, o[mt][nt][2 * hh + 1] * inv);
+                const float lo = o[mt][nt][2 * hh] * inv, hi = o[mt][nt][2 * hh + 1] * inv;
+                *reinterpret_cast<uint32_t*>(dst + col) = ptx::pack2<T>(lo, hi);
+                cast.pair(row + col, ptx::round_to<T>(lo), ptx::round_to<T>(hi));
             }
             if (mma::thread_in_group(lane) == 0) lse[(size_t)ti.bh * Tlen + t] = fmaf(m[mt][hh], scale, logf(row_sum));
         }
+    cast.commit();
 }
 
 // ---- backward ----------------------------------------------------------------------------------
@@ -724,11 +755,9 @@ constexpr void check_type() {
 
 }  // namespace attention_flash_detail
 
-// out (B,T,C), lse (B,NH,T) FP32 ← causal attention of qkv (B,T,3C); overwrites out and lse.
-// T = __nv_bfloat16 or __half; C = 64·NH; buffers 16-byte aligned.
-template <typename T>
-void attention_forward_flash(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, cudaStream_t stream) {
-    using namespace attention_flash_detail;
+namespace attention_flash_detail {
+template <typename T, typename Cast>
+void launch_forward(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, Cast cast, cudaStream_t stream) {
     check_type<T>();
     check_args("attention_forward_flash", B, Tlen, C, NH, {qkv}, {out, lse});
     if (B == 0 || Tlen == 0) return;
@@ -736,10 +765,27 @@ void attention_forward_flash(T* out, float* lse, const T* qkv, int B, int Tlen, 
     const float scale_log2 = scale * fl::kLog2e;
     const int BH = B * NH;
     const int blocks = BH * fl::ceil_div_int(Tlen, fl::kFwdQueryRows);
-    auto kernel = attention_forward_flash_kernel<T>;
+    auto kernel = attention_forward_flash_kernel<T, Cast>;
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kFwdSmemBytes));
-    kernel<<<blocks, kFwdThreads, kFwdSmemBytes, stream>>>(out, lse, qkv, Tlen, C, NH, BH, scale, scale_log2);
+    kernel<<<blocks, kFwdThreads, kFwdSmemBytes, stream>>>(out, lse, qkv, Tlen, C, NH, BH, scale, scale_log2, cast);
     cudaCheck(cudaGetLastError());
+}
+}  // namespace attention_flash_detail
+
+// out (B,T,C), lse (B,NH,T) FP32 ← causal attention of qkv (B,T,3C); overwrites out and lse.
+// T = __nv_bfloat16 or __half; C = 64·NH; buffers 16-byte aligned.
+template <typename T>
+void attention_forward_flash(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, cudaStream_t stream) {
+    attention_flash_detail::launch_forward(out, lse, qkv, B, Tlen, C, NH, attention_flash_detail::NoOutputCast{}, stream);
+}
+
+// The same, and q (B·T, C) = saturate(out · *scale) in Q (E4M3: attproj's X) from the epilogue's
+// registers, as quantize_fp8 casts out, with its statistics accumulated into *counters.
+template <typename T, typename Q>
+void attention_forward_flash_fp8(T* out, float* lse, Q* q, const T* qkv, int B, int Tlen, int C, int NH,
+                                 const float* scale, Fp8Counters* counters, cudaStream_t stream) {
+    attention_flash_detail::OutputCast<Q> cast{q, scale, counters, (size_t)B * Tlen * C, {}};
+    attention_flash_detail::launch_forward(out, lse, qkv, B, Tlen, C, NH, cast, stream);
 }
 
 // dqkv (B,T,3C) ← gradient of attention_forward_flash from dout (B,T,C) and the forward's qkv,

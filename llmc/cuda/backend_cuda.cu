@@ -68,6 +68,7 @@ public:
                  device, prop.name, prop.major, prop.minor);
         }
         cudaCheck(cudaStreamCreate(&stream_));
+        cuda::set_gemm_autotune(stream_, options.gemm_autotune, options.log_gemm_autotune);
     }
     ~CudaBackend() override {
         // No throwing from a destructor: errors here are ignored.
@@ -158,10 +159,17 @@ public:
         cuda::layernorm_forward(act(out), mean, rstd, act(inp), act(weight), act(bias), N, C, stream_);
     }
     void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                            const void* weight, const float* mean, const float* rstd, int N, int C) override {
+                            const void* weight, const float* mean, const float* rstd, int N, int C,
+                            float* dinp_sums) override {
         const cuda::OpProfiler::Scope timed(profiler(), "layernorm_backward", stream_);
+        if (!options_.fused_kernels && dinp_sums != nullptr) {   // the layernorm, then the sums of its output
+            cuda::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
+                                     nullptr, stream_);
+            cuda::add_column_sums(dinp_sums, column_partials(N, C), act(dinp), N, C, stream_);
+            return;
+        }
         cuda::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
-                                 stream_);
+                                 dinp_sums, stream_);
     }
     void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                         int OC) override {
@@ -205,6 +213,27 @@ public:
     void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward", stream_);
         cuda::gelu_backward(act(dinp), act(inp), act(dout), n, stream_);
+    }
+    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows,
+                            int cols) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward_bias", stream_);
+        if (!options_.fused_kernels) {   // GELU backward, then the sums of its output
+            cuda::gelu_backward(act(dinp), act(inp), act(dout), (size_t)rows * cols, stream_);
+            cuda::add_column_sums(dbias, column_partials(rows, cols), act(dinp), rows, cols, stream_);
+            return;
+        }
+        cuda::gelu_backward_bias(act(dinp), dbias, act(inp), act(dout), rows, cols, stream_);
+    }
+    void residual_layernorm_forward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                    const void* weight, const void* bias, int N, int C) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "residual_layernorm_forward", stream_);
+        if (!options_.fused_kernels) {   // the residual add, then the layernorm
+            cuda::residual_forward(act(residual), act(a), act(b), (size_t)N * C, stream_);
+            cuda::layernorm_forward(act(out), mean, rstd, act(residual), act(weight), act(bias), N, C, stream_);
+            return;
+        }
+        cuda::residual_layernorm_forward(act(residual), act(out), mean, rstd, act(a), act(b), act(weight), act(bias),
+                                         N, C, stream_);
     }
     void residual_forward(void* out, const void* a, const void* b, size_t n) override {
         const cuda::OpProfiler::Scope timed(profiler(), "residual_forward", stream_);
@@ -251,17 +280,19 @@ public:
     void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "quantize_transpose_e4m3", stream_);
-        cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_);
+        cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_,
+                                                 cuda::Unchanged{}, options_.fused_kernels);
     }
     void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "quantize_transpose_e5m2", stream_);
-        cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_);
+        cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(x), rows, cols, &scale->scale, counters, stream_,
+                                                 cuda::Unchanged{}, options_.fused_kernels);
     }
     void gelu_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* inp, int rows, int cols, const Fp8ScaleSlot* scale,
                            Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_forward_e4m3", stream_);
-        if (!options_.fp8_fused_casts) {   // the producer into scratch, then the cast (the same bits, more traffic)
+        if (!options_.fused_kernels) {   // the producer into scratch, then the cast (the same bits, more traffic)
             T* y = unfused_scratch((size_t)rows * cols);
             cuda::gelu_forward(y, act(inp), (size_t)rows * cols, stream_);
             cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, y, rows, cols, &scale->scale, counters, stream_);
@@ -273,7 +304,7 @@ public:
                                 const void* bias, int N, int C, const Fp8ScaleSlot* scale,
                                 Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "layernorm_forward_e4m3", stream_);
-        if (!options_.fp8_fused_casts) {
+        if (!options_.fused_kernels) {
             T* y = unfused_scratch((size_t)N * C);
             cuda::layernorm_forward(y, mean, rstd, act(inp), act(weight), act(bias), N, C, stream_);
             cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, y, N, C, &scale->scale, counters, stream_);
@@ -285,7 +316,7 @@ public:
     void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
                             int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward_e5m2", stream_);
-        if (!options_.fp8_fused_casts) {
+        if (!options_.fused_kernels) {
             cuda::gelu_backward(act(dinp), act(inp), act(dout), (size_t)rows * cols, stream_);
             cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(dinp), rows, cols, &scale->scale, counters, stream_);
             return;
@@ -293,11 +324,39 @@ public:
         cuda::gelu_backward_fp8<T, fp8e5m2>(act(dinp), q, qt, act(inp), act(dout), rows, cols, &scale->scale, counters,
                                             stream_);
     }
+    void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int Tlen, int C, int NH,
+                                const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "attention_forward_e4m3", stream_);
+        if constexpr (!std::is_same_v<T, float>) {
+            if (options_.fused_kernels && flash_attention(C / NH)) {   // the cast in the flash epilogue
+                cuda::attention_forward_flash_fp8(act(out), lse, q, act(qkv), B, Tlen, C, NH, &scale->scale, counters,
+                                                  stream_);
+                return;
+            }
+        }
+        attention_forward(out, lse, qkv, B, Tlen, C, NH);
+        cuda::quantize_fp8<T, fp8e4m3>(q, act(out), (size_t)B * Tlen * C, &scale->scale, counters, stream_);
+    }
+    void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                                 const void* weight, const float* mean, const float* rstd, int N, int C,
+                                 float* dinp_sums, fp8e5m2* q, fp8e5m2* qt, const Fp8ScaleSlot* scale,
+                                 Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "layernorm_backward_e5m2", stream_);
+        if (options_.fused_kernels &&
+            cuda::layernorm_backward_fp8_fuses(act(dinp), act(dout), act(inp), act(weight), q, qt, N, C)) {
+            cuda::layernorm_backward_fp8(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
+                                         dinp_sums, q, qt, &scale->scale, counters, stream_);
+            return;
+        }
+        layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_sums);
+        cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(dinp), N, C, &scale->scale, counters, stream_,
+                                                 cuda::Unchanged{}, options_.fused_kernels);
+    }
     void adamw_update_e4m3(float* master, void* working, float* m, float* v, const float* grads, int rows, int cols,
                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                            fp8e4m3* q, fp8e4m3* qt, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "adamw_update_e4m3", stream_);
-        if (!options_.fp8_fused_casts) {
+        if (!options_.fused_kernels) {
             cuda::adamw_update(master, act(working), m, v, grads, (size_t)rows * cols, lr, beta1, beta2, eps,
                                weight_decay, grad_scale, t, stream_);
             cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(working), rows, cols, &scale->scale, counters, stream_);
@@ -343,6 +402,10 @@ private:
     cuda::OpProfiler profiler_;   // enabled by --profile
     cudaStream_t stream_ = nullptr;
     T* unfused_scratch(size_t n) { return static_cast<T*>(cuda::scratch(n * sizeof(T), stream_)); }
+    // the partial sums of add_column_sums over (rows, cols), in the scratch buffer
+    float* column_partials(int rows, int cols) {
+        return static_cast<float*>(cuda::scratch((size_t)cuda::column_sum_chunks(rows) * cols * sizeof(float), stream_));
+    }
     cuda::OpProfiler* profiler() { return profiler_.enabled() ? &profiler_ : nullptr; }
 };
 

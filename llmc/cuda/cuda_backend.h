@@ -21,9 +21,19 @@ struct CudaOptions {
     // the flash attention (cuda/attention_flash.cuh: mma.sync tensor cores, nothing T×T), which
     // runs where cuda_flash_attention_supports() says so; elsewhere the GEMM attention runs
     bool flash_attention = false;
-    // --fp8-fused-casts: the FP8 casts fused into their producers (cuda/fp8_fused.cuh); false runs
-    // the producer into scratch, then the cast: the same bits, more memory traffic (an A/B switch)
-    bool fp8_fused_casts = true;
+    // --fused-kernels: the ops that fuse two steps run as one kernel — the FP8 casts fused into their
+    // producers (cuda/fp8_fused.cuh), the residual add fused into the next layernorm, the bias
+    // gradients summed by the layernorm and GELU backward that write their input — and the FP8
+    // casts with transpose run the vectorised kernel (cuda/fp8.cuh). false: the two steps as the
+    // separate kernels validated on a GPU, the scalar cast (the same bits), the default until the
+    // new ones are
+    bool fused_kernels = false;
+    // --gemm-autotune: each new GEMM problem times cuBLASLt's candidate algorithms and keeps the
+    // fastest (cuda/matmul.cuh gemm()); else the heuristic's first that launches. Runs are then
+    // bit-reproducible only as far as the timing picks the same algorithms. log: one line per
+    // problem timed (rank 0's).
+    bool gemm_autotune = false;
+    bool log_gemm_autotune = false;
     // --profile: GPU time per op from CUDA events around every op (cuda/op_profiler.cuh), printed
     // when the backend is destroyed; no synchronisation is added
     bool profile = false;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "cuda/common.cuh"
+#include "cuda/fp8_cast_tile.h"
 #include "precision/fp8_scaling.h"
 
 #include <cuda_fp8.h>
@@ -165,13 +166,23 @@ __global__ void __launch_bounds__(kFp8Threads)
 // hit 32 different banks. Tile rows beyond gridDim.y are walked in a loop (any number of rows).
 constexpr int kTile = 32;
 
-// x (rows, cols) in T, each value through map
+// x (rows, cols) in T, each value through map. A source gives one value (operator()), or P
+// consecutive values of a row (values<P>: the vectorised kernel; c a multiple of P, one 16-byte load
+// of T for P = 16 / sizeof(T)).
 template <typename T, typename Map = Unchanged>
 struct TensorSource {
+    using Value = T;
     const T* x;
     int cols;
     Map map;
     __device__ __forceinline__ float operator()(int r, int c) const { return map(to_float(x[(size_t)r * cols + c])); }
+    template <int P>
+    __device__ __forceinline__ void values(int r, int c, float* v) const {
+        const Packed<T, P> xv = load_packed_cs<P>(x + (size_t)r * cols + c);
+#pragma unroll
+        for (int k = 0; k < P; k++) v[k] = map(to_float(xv[k]));
+    }
+    bool aligned() const { return is_aligned(x, 16); }
 };
 
 template <typename Q, typename Source>
@@ -207,6 +218,55 @@ __global__ void __launch_bounds__(kFp8Threads)
         }
     }
     if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+        atomicAdd(&counters->count, (unsigned long long)rows * (unsigned long long)cols);
+    }
+    stats.commit(counters);
+}
+
+// ---- quantize with transpose, vectorised ---------------------------------------------------------
+// The same outputs and statistics as quantize_transpose_fp8_kernel, for tensors of whole 64×64
+// tiles of a 16-bit source (cast_tile::fits): 16-byte loads, 8-byte stores into q, 16-byte stores
+// into qt through a shared tile without bank conflicts; the geometry (which thread handles which
+// bytes) is cuda/fp8_cast_tile.h's, tested on the CPU. Each block walks tiles blockIdx.x,
+// blockIdx.x + gridDim.x, … and commits its statistics once.
+// Naive equivalent: for r, c: b = cast(src(r, c)); q[r·cols + c] = b; qt[c·rows + r] = b.
+template <typename Q, typename Source>
+__global__ void __launch_bounds__(cast_tile::kThreads)
+    quantize_transpose_vec_kernel(Q* q, Q* qt, Fp8Counters* counters, Source src, int rows, int cols,
+                                  const float* scale_ptr) {
+    namespace ct = cast_tile;
+    static_assert(sizeof(typename Source::Value) == 2, "one 16-byte load is kVec values of a 16-bit type");
+    const float scale = *scale_ptr;
+    __shared__ alignas(16) unsigned char tile[ct::kTileBytes];
+    unsigned char* qb = reinterpret_cast<unsigned char*>(q);
+    unsigned char* qtb = reinterpret_cast<unsigned char*>(qt);
+    const int t = threadIdx.x;
+    const int tiles_c = cols / ct::kCols, tiles = (rows / ct::kRows) * tiles_c;
+    ThreadCastStats stats;
+    for (int tile_id = blockIdx.x; tile_id < tiles; tile_id += gridDim.x) {
+        const int r0 = (tile_id / tiles_c) * ct::kRows, c0 = (tile_id % tiles_c) * ct::kCols;
+#pragma unroll
+        for (int p = 0; p < ct::kPasses; p++) {
+            const ct::Coord at = ct::load_coord(t, p);
+            float v[ct::kVec];
+            src.template values<ct::kVec>(r0 + at.row, c0 + at.col, v);
+            Packed<unsigned char, ct::kVec> b;
+#pragma unroll
+            for (int k = 0; k < ct::kVec; k++) b[k] = stats.cast<Q>(v[k], scale);
+            if (qb != nullptr) store_packed(qb + (size_t)(r0 + at.row) * cols + c0 + at.col, b);
+            store_packed(tile + ct::smem_offset(at.row, at.col), b);
+        }
+        if (qtb != nullptr) {
+            __syncthreads();
+            const ct::Coord at = ct::store_t_coord(t);   // column at.col, rows at.row … at.row + 15
+            Packed<unsigned char, ct::kTBytes> column;
+#pragma unroll
+            for (int j = 0; j < ct::kTBytes; j++) column[j] = tile[ct::smem_offset(at.row + j, at.col)];
+            store_packed(qtb + (size_t)(c0 + at.col) * rows + r0 + at.row, column);
+            __syncthreads();   // the tile is rewritten by the next one
+        }
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
         atomicAdd(&counters->count, (unsigned long long)rows * (unsigned long long)cols);
     }
     stats.commit(counters);
@@ -264,12 +324,23 @@ void quantize_fp8(Q* q, const T* x, size_t n, const float* scale, Fp8Counters* c
     cudaCheck(cudaGetLastError());
 }
 
-// q (rows, cols) and/or qt (cols, rows) = qᵀ of the cast of src(r, c) (quantize_transpose_fp8_kernel).
+// q (rows, cols) and/or qt (cols, rows) = qᵀ of the cast of src(r, c): quantize_transpose_fp8_kernel,
+// or, with vectorised and where the shape, the source and the outputs allow it,
+// quantize_transpose_vec_kernel (the same bytes and statistics).
 template <typename Q, typename Source>
 void quantize_transpose_source(Q* q, Q* qt, Source src, int rows, int cols, const float* scale, Fp8Counters* counters,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, bool vectorised = false) {
     static_assert(sizeof(Q) == 1, "FP8 storage is one byte");
     if (rows <= 0 || cols <= 0) return;
+    if constexpr (sizeof(typename Source::Value) == 2) {
+        if (vectorised && cast_tile::fits(rows, cols) && src.aligned() && is_aligned(q, 16) && is_aligned(qt, 16)) {
+            const int tiles = (rows / cast_tile::kRows) * (cols / cast_tile::kCols);
+            quantize_transpose_vec_kernel<<<std::min(tiles, kFp8MaxBlocks), cast_tile::kThreads, 0, stream>>>(
+                q, qt, counters, src, rows, cols, scale);
+            cudaCheck(cudaGetLastError());
+            return;
+        }
+    }
     // every column tile gets a block column; the row tiles are shared out so that the grid stays
     // near kFp8MaxBlocks blocks (each block walks its row tiles; see block_commit_stats)
     const int col_tiles = (cols + kTile - 1) / kTile, row_tiles = (rows + kTile - 1) / kTile;
@@ -281,15 +352,17 @@ void quantize_transpose_source(Q* q, Q* qt, Source src, int rows, int cols, cons
 
 // q (rows, cols) and/or qt (cols, rows) = qᵀ of the cast of map(x) (cpu::quantize_transpose_fp8);
 // statistics accumulated into *counters (device memory); both null: statistics only. Returns at once.
+// vectorised: the vectorised kernel where it applies (--fused-kernels; the same bytes).
 template <typename T, typename Q, typename Map = Unchanged>
 void quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols, const float* scale, Fp8Counters* counters,
-                            cudaStream_t stream, Map map = {}) {
+                            cudaStream_t stream, Map map = {}, bool vectorised = false) {
     if (rows <= 0 || cols <= 0) return;
     if (qt == nullptr) {   // one layout (or none): the vectorised flat cast
         quantize_fp8(q, x, (size_t)rows * cols, scale, counters, stream, map);
         return;
     }
-    quantize_transpose_source(q, qt, TensorSource<T, Map>{x, cols, map}, rows, cols, scale, counters, stream);
+    quantize_transpose_source(q, qt, TensorSource<T, Map>{x, cols, map}, rows, cols, scale, counters, stream,
+                              vectorised);
 }
 
 // ---- the scale state (fp8_scaling.h: Fp8ScaleSlot and the rules shared with the CPU) -----------
@@ -313,16 +386,17 @@ __device__ __forceinline__ float counters_amax(const Fp8Counters& c) {
     return is_nan_f32(a) ? __uint_as_float(0x7fc00000u) : a;
 }
 
-__global__ void fp8_scale_from_counters_kernel(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max,
-                                               int margin) {
+// (static: kernels defined in a header, one copy per translation unit)
+static __global__ void fp8_scale_from_counters_kernel(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max,
+                                                      int margin) {
     slot->scale = fp8_scale_rule(counters_amax(*counters), fp8_max, margin, slot->scale);
     slot->inv_scale = 1.0f / slot->scale;
 }
 
 // One thread per slot: fp8_end_step_rule, as the CPU kernel set runs it.
-__global__ void fp8_end_step_kernel(Fp8ScaleSlot* slots, float* history, const Fp8Counters* counters,
-                                    const float* amaxes, int n, int n_e4m3, int H, bool most_recent, int margin,
-                                    bool delayed) {
+static __global__ void fp8_end_step_kernel(Fp8ScaleSlot* slots, float* history, const Fp8Counters* counters,
+                                           const float* amaxes, int n, int n_e4m3, int H, bool most_recent,
+                                           int margin, bool delayed) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float amax = amaxes != nullptr ? amaxes[i] : counters_amax(counters[i]);
@@ -330,7 +404,7 @@ __global__ void fp8_end_step_kernel(Fp8ScaleSlot* slots, float* history, const F
                       i < n_e4m3 ? fp8e4m3::max_finite : fp8e5m2::max_finite, H, most_recent, margin, delayed);
 }
 
-__global__ void fp8_amaxes_kernel(float* amaxes, const Fp8Counters* counters, int n) {
+static __global__ void fp8_amaxes_kernel(float* amaxes, const Fp8Counters* counters, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) amaxes[i] = counters_amax(counters[i]);
 }

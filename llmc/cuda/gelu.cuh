@@ -7,8 +7,11 @@
 // context; tanhf (CUDA's, ≤ 2 ulp, no fast-math) vs the host's tanhf is the only difference from
 // the CPU, far below one ulp of bf16/fp16.
 // One thread per 16-byte pack; the last pack of an n not divisible by the pack runs scalar.
+// gelu_backward_bias also sums its output over the rows (the bias gradient of fc) in the same pass,
+// through column_sums.cuh's fixed-order partial sums.
 #pragma once
 
+#include "cuda/column_sums.cuh"
 #include "cuda/common.cuh"
 
 namespace train_gpt::cuda {
@@ -93,6 +96,30 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n, cudaStream_t 
         gelu_backward_kernel<1><<<blocks, kThreads, 0, stream>>>(dinp, inp, dout, n);
     }
     cudaCheck(cudaGetLastError());
+}
+
+// (i, o) → dinp[i, o] = gelu'(inp)·dout, stored in T and returned: the column sums' single visit of
+// each element computes and writes it (gelu_backward_bias)
+template <typename T>
+struct GeluBackwardColumns {
+    T* dinp;   // (rows, cols)
+    const T* inp;
+    const T* dout;
+    int cols;
+    __device__ __forceinline__ float operator()(int i, int o) const {
+        const size_t k = (size_t)i * cols + o;
+        const T v = from_float<T>(gelu_backward_value(to_float(inp[k]), to_float(dout[k])));
+        dinp[k] = v;
+        return to_float(v);
+    }
+};
+
+// dinp (rows, cols) = gelu'(inp) · dout and dbias (cols) += Σ_rows dinp, in one pass over the
+// elements (column_sums.cuh's order; its partials in the scratch buffer). Returns at once.
+template <typename T>
+void gelu_backward_bias(T* dinp, float* dbias, const T* inp, const T* dout, int rows, int cols, cudaStream_t stream) {
+    float* partial = static_cast<float*>(scratch((size_t)column_sum_chunks(rows) * cols * sizeof(float), stream));
+    add_column_sums_of(dbias, partial, GeluBackwardColumns<T>{dinp, inp, dout, cols}, rows, cols, stream);
 }
 
 }  // namespace train_gpt::cuda

@@ -7,11 +7,12 @@
 // accumulates: llmc/backend.h. The headers:
 //   common.cuh          cudaCheck, storage conversions, warp/block reductions, the per-stream scratch
 //   encoder.cuh         encoder_forward, encoder_backward
-//   layernorm.cuh       layernorm_forward, layernorm_backward
+//   layernorm.cuh       layernorm_forward, residual_layernorm_forward, layernorm_backward
+//   column_sums.cuh     add_column_sums (the bias gradients: fixed-order sums over rows)
 //   matmul.cuh          matmul_forward, matmul_backward, matmul_forward_fp8, matmul_backward_fp8 (cuBLASLt)
 //   attention_gemm.cuh  attention_forward_gemm, attention_backward_gemm (cuBLASLt batched GEMMs, T×T in scratch)
 //   attention_decode.cuh attention_decode (new queries against a KV cache: sampling)
-//   gelu.cuh            gelu_forward, gelu_backward
+//   gelu.cuh            gelu_forward, gelu_backward, gelu_backward_bias
 //   residual.cuh        residual_forward
 //   classifier.cuh      fused_classifier
 //   fp8.cuh             amax, amax_into, quantize_fp8, quantize_transpose_fp8, the FP8 scale state ops
@@ -27,6 +28,7 @@
 #include "cuda/attention_decode.cuh"
 #include "cuda/attention_gemm.cuh"
 #include "cuda/classifier.cuh"
+#include "cuda/column_sums.cuh"
 #include "cuda/encoder.cuh"
 #include "cuda/fp8.cuh"
 #include "cuda/fp8_fused.cuh"

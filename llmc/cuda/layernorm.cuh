@@ -4,7 +4,10 @@
 // computes them like the CPU: mean first, then the variance as the mean of (x − mean)² (two
 // passes, no E[x²] − mean² cancellation), biased, eps = 1e-5, rstd = 1 / sqrt(var + eps) with an
 // IEEE sqrt and divide. Backward ACCUMULATES: dinp += (one rounding per element),
-// dweight += and dbias += (FP32).
+// dweight += and dbias += (FP32), and, if asked, dinp_sums += Σ_rows of the new dinp (FP32).
+// residual_layernorm_forward fuses the residual add before it: residual = round(a + b) in the
+// forward's first pass, then the layernorm of the rounded residual (residual.cuh's add, bit for
+// bit), in one kernel.
 //
 // Determinism of dweight / dbias (sums over all N rows): no atomics. Block k of the backward
 // kernel owns rows [16k, 16k + 16) and writes its per-channel partial sums (rows in order) to a
@@ -15,6 +18,8 @@
 #pragma once
 
 #include "cuda/common.cuh"
+
+#include <type_traits>
 
 namespace train_gpt::cuda {
 
@@ -30,17 +35,28 @@ __device__ __forceinline__ float layernorm_value(float x, float mean, float rstd
 // ---- forward: one warp per row -------------------------------------------------------------
 // Lane l handles packs l, l+32, … of the row; x is re-read (from L1/L2) for each of the three
 // passes instead of being held in registers, so any C works. out null: the statistics only.
-template <int P, typename T>
-__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
-                                         const T* bias, int N, int C) {
+// kResidual: x = inp is first written as round(a + b) by the first pass (each lane then re-reads
+// only the packs it wrote itself: no synchronisation needed).
+template <int P, bool kResidual, typename T>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* inp, const T* a, const T* b,
+                                         const T* weight, const T* bias, int N, int C) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= N) return;   // the whole warp leaves together: the shuffles below stay full-warp
-    const T* x = inp + size_t(row) * C;   // (C)
+    T* x = inp + size_t(row) * C;   // (C)
 
     float sum = 0.0f;
     for (int c = lane * P; c < C; c += 32 * P) {
-        const Packed<T, P> xv = load_packed<P>(x + c);
+        Packed<T, P> xv;
+        if constexpr (kResidual) {   // x = a + b, rounded once (residual_forward's value)
+            const Packed<T, P> av = load_packed_cs<P>(a + size_t(row) * C + c);
+            const Packed<T, P> bv = load_packed_cs<P>(b + size_t(row) * C + c);
+#pragma unroll
+            for (int k = 0; k < P; k++) xv[k] = from_float<T>(to_float(av[k]) + to_float(bv[k]));
+            store_packed(x + c, xv);
+        } else {
+            xv = load_packed<P>(x + c);
+        }
 #pragma unroll
         for (int k = 0; k < P; k++) sum += to_float(xv[k]);
     }
@@ -92,10 +108,23 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 constexpr int kLnBwdRows = 16;
 constexpr int kLnBwdMaxThreads = 256;
 
-template <int P, typename T>
+// What else the backward does with each new dinp value: nothing (NoSink), or cast it to FP8
+// (cuda/fp8_fused.cuh, LayerNormBackwardCast: the dY of the projection whose output gradient dinp
+// is). A sink is copied into each thread: row() sees the pack (row i, channels c … c+P−1) of the
+// block's local row r, end_pack() ends a channel pack's kLnBwdRows rows, commit() ends the block
+// (every thread calls it: it may reduce across the block).
+struct NoSink {
+    template <int P, typename T>
+    __device__ __forceinline__ void row(size_t, int, int, const Packed<T, P>&) {}
+    __device__ __forceinline__ void end_pack(int, int) {}
+    __device__ __forceinline__ void commit() {}
+};
+
+// kSums: a third partial, the pack's sums of the new dinp (partials (nchunks, 3, C), else 2).
+template <int P, bool kSums, typename T, typename Sink = NoSink>
 __global__ void __launch_bounds__(kLnBwdMaxThreads)
     layernorm_backward_kernel(T* dinp, float* partials, const T* dout, const T* inp, const T* weight,
-                              const float* mean, const float* rstd, int N, int C) {
+                              const float* mean, const float* rstd, int N, int C, Sink sink = {}) {
     __shared__ float s_mean[kLnBwdRows], s_rstd[kLnBwdRows];
     __shared__ float s_dnorm_mean[kLnBwdRows], s_dnorm_norm_mean[kLnBwdRows];
     const int row0 = blockIdx.x * kLnBwdRows;
@@ -132,16 +161,18 @@ __global__ void __launch_bounds__(kLnBwdMaxThreads)
     }
     __syncthreads();
 
-    // phase 2: dinp, and this block's dweight / dbias partials, channel pack per thread
-    float* part_w = partials + size_t(blockIdx.x) * 2 * C;   // (C)
-    float* part_b = part_w + C;                              // (C)
+    // phase 2: dinp, and this block's dweight / dbias (/ dinp sums) partials, channel pack per thread
+    constexpr int kParts = kSums ? 3 : 2;
+    float* part_w = partials + size_t(blockIdx.x) * kParts * C;   // (C)
+    float* part_b = part_w + C;                                   // (C)
     for (int c = threadIdx.x * P; c < C; c += blockDim.x * P) {
         const Packed<T, P> wv = load_packed<P>(weight + c);
-        float dw[P], db[P];
+        float dw[P], db[P], dx_sum[P];
 #pragma unroll
-        for (int k = 0; k < P; k++) dw[k] = db[k] = 0.0f;
-#pragma unroll 4
-        for (int r = 0; r < rows; r++) {
+        for (int k = 0; k < P; k++) dw[k] = db[k] = dx_sum[k] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kLnBwdRows; r++) {   // unrolled: a sink may keep a register per row
+            if (r >= rows) break;
             const size_t off = (size_t(row0) + r) * C + c;
             const Packed<T, P> xv = load_packed<P>(inp + off);
             const Packed<T, P> dv = load_packed<P>(dout + off);
@@ -156,49 +187,64 @@ __global__ void __launch_bounds__(kLnBwdMaxThreads)
                 dxv[k] = from_float<T>(to_float(dxv[k]) + (dnorm - a - norm * b) * s);
                 dw[k] += norm * dyk;
                 db[k] += dyk;
+                if constexpr (kSums) dx_sum[k] += to_float(dxv[k]);
             }
             store_packed(dinp + off, dxv);
+            sink.template row<P>(size_t(row0) + r, r, c, dxv);
         }
+        sink.end_pack(row0, c);
 #pragma unroll
         for (int k = 0; k < P; k++) {
             part_w[c + k] = dw[k];
             part_b[c + k] = db[k];
+            if constexpr (kSums) part_b[C + c + k] = dx_sum[k];
         }
     }
+    sink.commit();
 }
 
-// dweight[c] += Σ_k partials[k, 0, c];  dbias[c] += Σ_k partials[k, 1, c]  (k over row chunks).
-// Block (32, 32): x picks the channel, y sums chunks y, y+32, … in order; then thread y = 0 adds
-// the 32 sums in order. A fixed tree: deterministic. Naive equivalent:
+// out_j[c] += Σ_k partials[k, j, c] for the kParts outputs j (k over row chunks): dweight, dbias
+// and, with three parts, the dinp sums. Block (32, 32): x picks the channel, y sums chunks y,
+// y+32, … in order; then thread y = 0 adds the 32 sums in order. A fixed tree: deterministic.
+// Naive equivalent:
 //   for (c) { float s = 0; for (k) s += partials[k][0][c]; dweight[c] += s; }
-template <int kRowsY>
+template <int kRowsY, int kParts>
 __global__ void __launch_bounds__(32 * kRowsY)
-    layernorm_param_reduce_kernel(float* dweight, float* dbias, const float* partials, int nchunks, int C) {
-    __shared__ float s_w[kRowsY][33], s_b[kRowsY][33];   // +1 column: no bank conflicts
+    layernorm_param_reduce_kernel(float* dweight, float* dbias, float* dinp_sums, const float* partials, int nchunks,
+                                  int C) {
+    __shared__ float s_sum[kParts][kRowsY][33];   // +1 column: no bank conflicts
     const int c = blockIdx.x * 32 + threadIdx.x;
-    float w = 0.0f, b = 0.0f;
+    float sum[kParts] = {};
     if (c < C) {
         for (int k = threadIdx.y; k < nchunks; k += kRowsY) {
-            w += partials[size_t(k) * 2 * C + c];
-            b += partials[size_t(k) * 2 * C + C + c];
+#pragma unroll
+            for (int j = 0; j < kParts; j++) sum[j] += partials[(size_t(k) * kParts + j) * C + c];
         }
     }
-    s_w[threadIdx.y][threadIdx.x] = w;
-    s_b[threadIdx.y][threadIdx.x] = b;
+#pragma unroll
+    for (int j = 0; j < kParts; j++) s_sum[j][threadIdx.y][threadIdx.x] = sum[j];
     __syncthreads();
     if (threadIdx.y == 0 && c < C) {
-        float tw = 0.0f, tb = 0.0f;
+        float total[kParts] = {};
 #pragma unroll
         for (int y = 0; y < kRowsY; y++) {
-            tw += s_w[y][threadIdx.x];
-            tb += s_b[y][threadIdx.x];
+#pragma unroll
+            for (int j = 0; j < kParts; j++) total[j] += s_sum[j][y][threadIdx.x];
         }
-        dweight[c] += tw;
-        dbias[c] += tb;
+        dweight[c] += total[0];
+        dbias[c] += total[1];
+        if constexpr (kParts == 3) dinp_sums[c] += total[2];
     }
 }
 
 // ---- launchers -----------------------------------------------------------------------------
+
+// Whether layernorm_backward runs in 16-byte packs: C a multiple of the pack, every base aligned.
+template <typename T>
+inline bool layernorm_backward_vectorised(const T* dinp, const T* dout, const T* inp, const T* weight, int C) {
+    return C % kPack<T> == 0 && is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
+           is_aligned(weight, 16);
+}
 
 // out null: mean and rstd only
 template <typename T>
@@ -211,38 +257,71 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
     const bool vec = C % kPack<T> == 0 && is_aligned(out, 16) && is_aligned(inp, 16) && is_aligned(weight, 16) &&
                      is_aligned(bias, 16);
     const unsigned blocks = unsigned(ceil_div(N, kThreads / 32));
+    T* x = const_cast<T*>(inp);   // read only (kResidual = false)
     if (vec) {
-        layernorm_forward_kernel<kPack<T>><<<blocks, kThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
+        layernorm_forward_kernel<kPack<T>, false>
+            <<<blocks, kThreads, 0, stream>>>(out, mean, rstd, x, (const T*)nullptr, (const T*)nullptr, weight, bias, N, C);
     } else {
-        layernorm_forward_kernel<1><<<blocks, kThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
+        layernorm_forward_kernel<1, false>
+            <<<blocks, kThreads, 0, stream>>>(out, mean, rstd, x, (const T*)nullptr, (const T*)nullptr, weight, bias, N, C);
     }
     cudaCheck(cudaGetLastError());
 }
 
+// residual (N,C) = a + b, then out, mean, rstd = the layernorm of residual, in one kernel
 template <typename T>
+void residual_layernorm_forward(T* residual, T* out, float* mean, float* rstd, const T* a, const T* b,
+                                const T* weight, const T* bias, int N, int C, cudaStream_t stream) {
+    TG_CUDA_REQUIRE(N >= 0 && C > 0, "rows must be non-empty (the mean divides by C)");
+    if (N == 0) return;
+    constexpr int kThreads = 256;   // 8 warps = 8 rows per block
+    const bool vec = C % kPack<T> == 0 && is_aligned(out, 16) && is_aligned(residual, 16) && is_aligned(a, 16) &&
+                     is_aligned(b, 16) && is_aligned(weight, 16) && is_aligned(bias, 16);
+    const unsigned blocks = unsigned(ceil_div(N, kThreads / 32));
+    if (vec) {
+        layernorm_forward_kernel<kPack<T>, true>
+            <<<blocks, kThreads, 0, stream>>>(out, mean, rstd, residual, a, b, weight, bias, N, C);
+    } else {
+        layernorm_forward_kernel<1, true><<<blocks, kThreads, 0, stream>>>(out, mean, rstd, residual, a, b, weight, bias,
+                                                                           N, C);
+    }
+    cudaCheck(cudaGetLastError());
+}
+
+// dinp_sums null: the two parameter gradients only. sink: see NoSink (vectorised packs only: the
+// caller checks layernorm_backward_vectorised).
+template <typename T, typename Sink = NoSink>
 void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
-                        const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
+                        const float* mean, const float* rstd, int N, int C, float* dinp_sums, cudaStream_t stream,
+                        Sink sink = {}) {
     TG_CUDA_REQUIRE(N >= 0 && C > 0, "rows must be non-empty (the means divide by C)");
     if (N == 0) return;
-    const bool vec = C % kPack<T> == 0 && is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
-                     is_aligned(weight, 16);
+    const bool vec = layernorm_backward_vectorised(dinp, dout, inp, weight, C);
     const int P = vec ? kPack<T> : 1;
     // Phase 2 has one thread per channel pack: a block no wider than the row's packs (whole
     // warps), at most kLnBwdMaxThreads; phase 1 then has blockDim/32 warps for kLnBwdRows rows.
     const int threads = std::min(kLnBwdMaxThreads, round_up(ceil_div(C, P), 32));
     const int nchunks = ceil_div(N, kLnBwdRows);
-    float* partials = static_cast<float*>(scratch(sizeof(float) * 2 * size_t(nchunks) * C, stream));   // (nchunks, 2, C)
-    if (vec) {
-        layernorm_backward_kernel<kPack<T>>
-            <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C);
-    } else {
-        layernorm_backward_kernel<1><<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C);
-    }
-    cudaCheck(cudaGetLastError());
-    constexpr int kRowsY = 32;
-    layernorm_param_reduce_kernel<kRowsY>
-        <<<unsigned(ceil_div(C, 32)), dim3(32, kRowsY), 0, stream>>>(dweight, dbias, partials, nchunks, C);
-    cudaCheck(cudaGetLastError());
+    const int parts = dinp_sums != nullptr ? 3 : 2;
+    float* partials = static_cast<float*>(scratch(sizeof(float) * parts * size_t(nchunks) * C, stream));   // (nchunks, parts, C)
+    auto launch = [&](auto sums) {
+        constexpr bool kSums = decltype(sums)::value;
+        if (vec) {
+            layernorm_backward_kernel<kPack<T>, kSums>
+                <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C, sink);
+        } else if constexpr (std::is_same_v<Sink, NoSink>) {
+            layernorm_backward_kernel<1, kSums>
+                <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C);
+        } else {
+            TG_CUDA_REQUIRE(false, "a layernorm backward sink needs the vectorised kernel");
+        }
+        cudaCheck(cudaGetLastError());
+        constexpr int kRowsY = 32;
+        layernorm_param_reduce_kernel<kRowsY, kSums ? 3 : 2><<<unsigned(ceil_div(C, 32)), dim3(32, kRowsY), 0, stream>>>(
+            dweight, dbias, dinp_sums, partials, nchunks, C);
+        cudaCheck(cudaGetLastError());
+    };
+    if (dinp_sums != nullptr) launch(std::true_type{}); else launch(std::false_type{});
 }
 
 }  // namespace train_gpt::cuda

@@ -8,7 +8,7 @@
 //     (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE), not in a 16-bit output, unless cuBLASLt offers
 //     nothing else for the problem;
 //   * backward OVERWRITES dinp (beta = 0, in T) and ACCUMULATES dweight and dbias (beta = 1, in FP32);
-//   * dbias is a fixed-order column sum (two small kernels), so it is bit-reproducible.
+//   * dbias is a fixed-order column sum (column_sums.cuh), so it is bit-reproducible.
 //
 // Layouts. Row-major buffers, as everywhere in the model; cuBLASLt is column-major, so a row-major
 // (R, K) matrix is read as a column-major K×R one and every GEMM below computes Dᵀ:
@@ -41,6 +41,7 @@
 // from common.cuh's scratch buffer.
 #pragma once
 
+#include "cuda/column_sums.cuh"
 #include "cuda/common.cuh"
 #include "precision/dtypes.h"
 #include "utils.h"
@@ -61,6 +62,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace train_gpt::cuda {
 
@@ -84,7 +86,7 @@ struct GemmAlgo {
 };
 
 // Everything that decides which cuBLASLt algorithms can run a GEMM: its shape, types, layouts,
-// pointer alignments, epilogue, scaling and batch. Equal problems reuse the algorithm found first.
+// pointer alignments, epilogue, scaling and batch. Equal problems share one GemmPlan.
 struct GemmProblem {
     int64_t m, n, k;
     int64_t a_type, b_type, d_type, bias_type;   // cudaDataType_t; bias_type -1: no bias
@@ -102,17 +104,42 @@ struct GemmProblem {
     bool operator<(const GemmProblem& o) const { return fields() < o.fields(); }
 };
 
+// The cuBLASLt descriptors of one problem, built once, and the algorithm chosen for it. Only the
+// pointers (bias, FP8 scale factors) change from call to call: gemm() sets them before each launch.
+struct GemmPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;   // C is D (in place)
+    cublasLtMatmulPreference_t pref = nullptr;
+    bool searched = false;              // the algorithm below was looked for
+    std::optional<GemmAlgo> algo;       // nullopt after a search: cuBLASLt cannot run the problem
+    GemmPlan() = default;
+    GemmPlan(const GemmPlan&) = delete;
+    GemmPlan& operator=(const GemmPlan&) = delete;
+    ~GemmPlan() {   // errors ignored: destructors do not throw
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        if (d) cublasLtMatrixLayoutDestroy(d);
+        if (b) cublasLtMatrixLayoutDestroy(b);
+        if (a) cublasLtMatrixLayoutDestroy(a);
+        if (op) cublasLtMatmulDescDestroy(op);
+    }
+};
+
 struct GemmContext {
     int device = -1;
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;      // (kCublasWorkspaceBytes)
-    std::map<GemmProblem, std::optional<GemmAlgo>> algos;   // per problem (gemm()); nullopt: unsupported
+    std::map<GemmProblem, std::unique_ptr<GemmPlan>> plans;   // per problem (gemm())
+    // --gemm-autotune: time the heuristic's candidates for each new problem and keep the fastest
+    // (else the first that launches); log: print one line per problem timed
+    bool autotune = false;
+    bool log_autotune = false;
 
     explicit GemmContext(int dev) : device(dev) {
         cublasCheck(cublasLtCreate(&handle));
         cudaCheck(cudaMalloc(&workspace, kCublasWorkspaceBytes));
     }
     ~GemmContext() {   // errors ignored: destructors do not throw
+        plans.clear();
         cudaFree(workspace);
         cublasLtDestroy(handle);
     }
@@ -163,37 +190,6 @@ __global__ void add_bias_kernel(T* out, const T* bias, int N, int OC) {
     }
 }
 
-// partial (R, OC): partial[r, o] = Σ dout[i, o] over the rows i of chunk r; block (32, 8), grid (⌈OC/32⌉, R).
-// Each thread sums rows y, y + 8, … of its chunk; the 8 sums are added in order: fixed order, no atomics.
-template <typename T>
-__global__ void bias_partial_sums_kernel(float* partial, const T* dout, int N, int OC, int rows_per_chunk) {
-    __shared__ float sums[8][32];
-    const int o = blockIdx.x * 32 + threadIdx.x;
-    const int begin = blockIdx.y * rows_per_chunk;
-    const int end = min(N, begin + rows_per_chunk);
-    float sum = 0.0f;
-    if (o < OC) {
-        for (int i = begin + threadIdx.y; i < end; i += 8) sum += to_float(dout[(size_t)i * OC + o]);
-    }
-    sums[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y == 0 && o < OC) {
-        float total = 0.0f;
-        for (int y = 0; y < 8; y++) total += sums[y][threadIdx.x];
-        partial[(size_t)blockIdx.y * OC + o] = total;
-    }
-}
-
-// dbias (OC) += Σ_r partial[r, :], r = 0, 1, …, R-1 in order.
-template <typename F>
-__global__ void bias_reduce_partials_kernel(F* dbias, const F* partial, int R, int OC) {
-    const int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= OC) return;
-    F sum = 0;
-    for (int r = 0; r < R; r++) sum += partial[(size_t)r * OC + o];
-    dbias[o] += sum;
-}
-
 // ---- launch helpers --------------------------------------------------------------------------------
 
 template <typename T>
@@ -224,20 +220,6 @@ inline uint32_t pointer_alignment(const void* p) {
     return alignment;
 }
 
-inline int bias_chunks(int N) { return std::min(256, std::max(1, (N + 127) / 128)); }
-
-// dbias (OC) += Σ_rows dout (N, OC), in FP32, in a fixed order; `partial` holds bias_chunks(N)·OC floats.
-template <typename T>
-void bias_backward(float* dbias, float* partial, const T* dout, int N, int OC, cudaStream_t stream) {
-    const int R = bias_chunks(N);
-    const int rows_per_chunk = (N + R - 1) / R;
-    dim3 grid((OC + 31) / 32, R), block(32, 8);
-    bias_partial_sums_kernel<<<grid, block, 0, stream>>>(partial, dout, N, OC, rows_per_chunk);
-    cudaCheck(cudaGetLastError());
-    bias_reduce_partials_kernel<<<(OC + 255) / 256, 256, 0, stream>>>(dbias, (const float*)partial, R, OC);
-    cudaCheck(cudaGetLastError());
-}
-
 // One GEMM operand as stored: column-major, `ld` elements between columns; `transposed` is its op.
 struct GemmOperand {
     const void* ptr;
@@ -256,67 +238,45 @@ struct GemmBatch {
 // What gemm() does when cuBLASLt cannot run the problem at all.
 enum class IfUnsupported { Fail, ReturnFalse };
 
-// D (m×n, column-major, leading dimension ldd) = alpha · op(A) · op(B) [· scales] + beta · D [+ bias (m)],
-// `batch.count` times. FP32 compute and scale type; FP8 factors come through the scale pointers. Returns false only with IfUnsupported::ReturnFalse, when no algorithm cuBLASLt offers
-// for the problem accepts it at launch (nothing was written).
-//
-// The algorithm: the first of cuBLASLt's heuristic candidates (up to 8) that launches, found once
-// per problem and cached. The heuristic can offer an algorithm that cublasLtMatmul then refuses
-// with CUBLAS_STATUS_NOT_SUPPORTED (seen for FP8 on CUDA 13 / H200): the next candidate is tried.
-// A refused launch writes nothing, so trying is safe even when D accumulates (beta = 1).
-inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, const GemmOperand& a,
-                 const GemmOperand& b, void* d, cudaDataType_t d_type, int ldd, float beta, const void* bias,
-                 cudaDataType_t bias_type, bool fast_accum, const GemmBatch& batch = {},
-                 IfUnsupported if_unsupported = IfUnsupported::Fail, float alpha = 1.0f) {
+// Sets the GEMMs of `stream` to time the heuristic's candidates for each new problem (--gemm-autotune)
+// and, with log, to print one line per problem timed.
+inline void set_gemm_autotune(cudaStream_t stream, bool autotune, bool log) {
     GemmContext& ctx = gemm_context(stream);
-    const bool fp8 = is_fp8(a.type) || is_fp8(b.type);
+    ctx.autotune = autotune;
+    ctx.log_autotune = log;
+}
 
-    // descriptors, destroyed on every path (fail() throws)
-    struct Descriptors {
-        cublasLtMatmulDesc_t op = nullptr;
-        cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-        cublasLtMatmulPreference_t pref = nullptr;
-        ~Descriptors() {
-            if (pref) cublasLtMatmulPreferenceDestroy(pref);
-            if (d) cublasLtMatrixLayoutDestroy(d);
-            if (b) cublasLtMatrixLayoutDestroy(b);
-            if (a) cublasLtMatrixLayoutDestroy(a);
-            if (op) cublasLtMatmulDescDestroy(op);
-        }
-    } desc;
+namespace detail {
 
-    cublasCheck(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    if (bias != nullptr) {
+// The descriptors of a problem (everything but the pointers, which gemm() sets per call).
+inline std::unique_ptr<GemmPlan> make_gemm_plan(const GemmProblem& p, bool transposed_a, bool transposed_b,
+                                                bool has_bias, bool fast_accum, const GemmBatch& batch) {
+    auto plan = std::make_unique<GemmPlan>();
+    const cudaDataType_t a_type = (cudaDataType_t)p.a_type, b_type = (cudaDataType_t)p.b_type;
+    const cudaDataType_t d_type = (cudaDataType_t)p.d_type;
+    cublasCheck(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t op_a = transposed_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = transposed_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    if (has_bias) {
         const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-        const int32_t type = bias_type;
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+        const int32_t type = (int32_t)p.bias_type;
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
     }
-    if (a.scale != nullptr) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.scale,
-                                                   sizeof(a.scale)));
-    }
-    if (b.scale != nullptr) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b.scale,
-                                                   sizeof(b.scale)));
-    }
-    if (fp8) {
+    if (p.fp8) {
         const int8_t fast = fast_accum ? 1 : 0;
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
     }
-
     // stored shapes: op(A) is m×k, op(B) is k×n
-    cublasCheck(cublasLtMatrixLayoutCreate(&desc.a, a.type, a.transposed ? k : m, a.transposed ? m : k, a.ld));
-    cublasCheck(cublasLtMatrixLayoutCreate(&desc.b, b.type, b.transposed ? n : k, b.transposed ? k : n, b.ld));
-    cublasCheck(cublasLtMatrixLayoutCreate(&desc.d, d_type, m, n, ldd));   // C is D (in place)
+    const int64_t m = p.m, n = p.n, k = p.k;
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan->a, a_type, transposed_a ? k : m, transposed_a ? m : k, p.lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan->b, b_type, transposed_b ? n : k, transposed_b ? k : n, p.ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan->d, d_type, m, n, p.ldd));
     if (batch.count > 1) {
         const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
-            {desc.a, batch.stride_a}, {desc.b, batch.stride_b}, {desc.d, batch.stride_d}};
+            {plan->a, batch.stride_a}, {plan->b, batch.stride_b}, {plan->d, batch.stride_d}};
         for (const auto& [layout, stride] : layouts) {
             cublasCheck(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch.count,
                                                          sizeof(batch.count)));
@@ -324,61 +284,113 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
                                                          sizeof(stride)));
         }
     }
-
-    cublasCheck(cublasLtMatmulPreferenceCreate(&desc.pref));
+    cublasCheck(cublasLtMatmulPreferenceCreate(&plan->pref));
     const uint64_t workspace = kCublasWorkspaceBytes;
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(plan->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                      sizeof(workspace)));
-    const uint32_t align_a = pointer_alignment(a.ptr), align_b = pointer_alignment(b.ptr),
-                   align_d = pointer_alignment(d);
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+    const uint32_t align_a = (uint32_t)p.align_a, align_b = (uint32_t)p.align_b, align_d = (uint32_t)p.align_d;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(plan->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
                                                      sizeof(align_a)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(plan->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
                                                      sizeof(align_b)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(plan->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
                                                      sizeof(align_d)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(plan->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
                                                      sizeof(align_d)));
+    return plan;
+}
 
-    // C is D (in place) when beta ≠ 0; with beta = 0 cuBLASLt reads no C, and a null C is also
-    // tried (some FP8 kernels of CUDA 13 refuse C = D, XLA reports).
-    auto launch = [&](const GemmAlgo& choice) {
-        return cublasLtMatmul(ctx.handle, desc.op, &alpha, a.ptr, desc.a, b.ptr, desc.b, &beta,
-                              choice.null_c ? nullptr : d, desc.d, d, desc.d, &choice.algo, ctx.workspace,
-                              kCublasWorkspaceBytes, stream);
-    };
+// Bytes the output D of problem p spans (every batch).
+inline size_t gemm_output_bytes(const GemmProblem& p) {
+    const size_t one = (size_t)p.ldd * (size_t)p.n;
+    const size_t elements = p.batch_count > 1 ? (size_t)(p.batch_count - 1) * (size_t)p.stride_d + one : one;
+    return elements * data_type_size((cudaDataType_t)p.d_type);
+}
+
+}  // namespace detail
+
+// D (m×n, column-major, leading dimension ldd) = alpha · op(A) · op(B) [· scales] + beta · D [+ bias (m)],
+// `batch.count` times. FP32 compute and scale type; FP8 factors come through the scale pointers.
+// Returns false only with IfUnsupported::ReturnFalse, when no algorithm cuBLASLt offers for the
+// problem accepts it at launch (nothing was written).
+//
+// Each problem (GemmProblem: shape, types, layouts, alignments, epilogue, batch) gets its
+// descriptors once (GemmPlan); a call only sets the pointers and launches. The algorithm is chosen
+// once per problem among cuBLASLt's heuristic candidates (up to 8): the first that launches, or,
+// with --gemm-autotune (set_gemm_autotune), the fastest of those that launch, each timed on a
+// scratch output (3 launches after a warm-up) so the caller's D is written exactly once. The
+// heuristic can offer an algorithm that cublasLtMatmul then refuses with
+// CUBLAS_STATUS_NOT_SUPPORTED (seen for FP8 on CUDA 13 / H200): the next candidate is tried. A
+// refused launch writes nothing, so trying is safe even when D accumulates (beta = 1).
+inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, const GemmOperand& a,
+                 const GemmOperand& b, void* d, cudaDataType_t d_type, int ldd, float beta, const void* bias,
+                 cudaDataType_t bias_type, bool fast_accum, const GemmBatch& batch = {},
+                 IfUnsupported if_unsupported = IfUnsupported::Fail, float alpha = 1.0f) {
+    GemmContext& ctx = gemm_context(stream);
+    const bool fp8 = is_fp8(a.type) || is_fp8(b.type);
     GemmProblem key{};
     key.m = m, key.n = n, key.k = k;
     key.a_type = a.type, key.b_type = b.type, key.d_type = d_type, key.bias_type = bias != nullptr ? bias_type : -1;
     key.a_transposed = a.transposed, key.b_transposed = b.transposed;
     key.lda = a.ld, key.ldb = b.ld, key.ldd = ldd;
-    key.align_a = align_a, key.align_b = align_b, key.align_d = align_d;
+    key.align_a = pointer_alignment(a.ptr), key.align_b = pointer_alignment(b.ptr), key.align_d = pointer_alignment(d);
     key.align_bias = bias != nullptr ? pointer_alignment(bias) : 0;
     key.fp8 = fp8 ? 1 + fast_accum : 0;
     key.beta_nonzero = beta != 0.0f, key.alpha_not_one = alpha != 1.0f;
     key.batch_count = batch.count, key.stride_a = batch.stride_a, key.stride_b = batch.stride_b;
     key.stride_d = batch.stride_d;
-    auto cached = ctx.algos.find(key);
-    if (cached != ctx.algos.end()) {
-        if (!cached->second.has_value()) return false;   // known unsupported (ReturnFalse callers only)
-        cublasCheck(launch(*cached->second));
+    std::unique_ptr<GemmPlan>& slot = ctx.plans[key];
+    if (!slot) slot = detail::make_gemm_plan(key, a.transposed, b.transposed, bias != nullptr, fast_accum, batch);
+    GemmPlan& plan = *slot;
+
+    // this call's pointers
+    if (bias != nullptr) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    if (a.scale != nullptr) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.scale,
+                                                   sizeof(a.scale)));
+    }
+    if (b.scale != nullptr) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b.scale,
+                                                   sizeof(b.scale)));
+    }
+    // C is D (in place) when beta ≠ 0; with beta = 0 cuBLASLt reads no C, and a null C is also
+    // tried (some FP8 kernels of CUDA 13 refuse C = D, XLA reports).
+    auto launch = [&](const GemmAlgo& choice, void* out) {
+        return cublasLtMatmul(ctx.handle, plan.op, &alpha, a.ptr, plan.a, b.ptr, plan.b, &beta,
+                              choice.null_c ? nullptr : out, plan.d, out, plan.d, &choice.algo, ctx.workspace,
+                              kCublasWorkspaceBytes, stream);
+    };
+    if (plan.searched) {
+        if (!plan.algo) return false;   // known unsupported (ReturnFalse callers only)
+        cublasCheck(launch(*plan.algo, d));
         return true;
     }
+
     // First time for this problem. Split-K partial sums in FP32 only: an in-place or output-type
     // reduction would round a 16-bit output more than once. If no algorithm qualifies, take any
     // (a correct result that may round twice beats no result).
+    plan.searched = true;
     const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
     const uint32_t preferred = data_type_size(d_type) < 4 ? uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) : any;
     cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
     int offered = 0;
+    std::vector<GemmAlgo> runnable;   // autotune: every candidate that launches
+    void* probe = nullptr;            // autotune: the scratch output the candidates are timed on
+    struct ProbeBuffer {
+        void*& p;
+        ~ProbeBuffer() { if (p) cudaFree(p); }
+    } probe_guard{probe};
+    if (ctx.autotune) cudaCheck(cudaMalloc(&probe, detail::gemm_output_bytes(key)));
     for (uint32_t schemes : {preferred, any}) {
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(plan.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                          &schemes, sizeof(schemes)));
         std::array<cublasLtMatmulHeuristicResult_t, 8> candidates{};
         int found = 0;
         // no qualifying algorithm comes back as CUBLAS_STATUS_NOT_SUPPORTED (found = 0): try the next mask
-        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.op, desc.a, desc.b, desc.d,
-                                                                     desc.d, desc.pref, (int)candidates.size(),
+        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan.op, plan.a, plan.b, plan.d,
+                                                                     plan.d, plan.pref, (int)candidates.size(),
                                                                      candidates.data(), &found);
         if (status == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
         else cublasCheck(status);
@@ -388,19 +400,50 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
                 if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
                 offered++;
                 const GemmAlgo choice{candidates[i].algo, null_c};
-                last = launch(choice);
+                last = launch(choice, ctx.autotune ? probe : d);
                 if (last == CUBLAS_STATUS_SUCCESS) {
-                    ctx.algos.emplace(key, choice);
-                    return true;
+                    if (!ctx.autotune) {
+                        plan.algo = choice;
+                        return true;
+                    }
+                    runnable.push_back(choice);
+                    continue;
                 }
                 if (last != CUBLAS_STATUS_NOT_SUPPORTED) cublasCheck(last);
             }
+            if (!runnable.empty()) break;
         }
+        if (!runnable.empty()) break;
     }
-    if (if_unsupported == IfUnsupported::ReturnFalse) {
-        ctx.algos.emplace(key, std::nullopt);
-        return false;
+    if (!runnable.empty()) {   // autotune: time every candidate that launched, keep the fastest
+        cudaEvent_t start, stop;
+        cudaCheck(cudaEventCreate(&start));
+        cudaCheck(cudaEventCreate(&stop));
+        float best_ms = 0.0f, first_ms = 0.0f;
+        size_t best = 0;
+        for (size_t i = 0; i < runnable.size(); i++) {
+            cublasCheck(launch(runnable[i], probe));   // warm-up
+            cudaCheck(cudaEventRecord(start, stream));
+            for (int rep = 0; rep < 3; rep++) cublasCheck(launch(runnable[i], probe));
+            cudaCheck(cudaEventRecord(stop, stream));
+            cudaCheck(cudaEventSynchronize(stop));
+            float ms = 0.0f;
+            cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+            ms /= 3.0f;
+            if (i == 0) first_ms = ms;
+            if (i == 0 || ms < best_ms) best_ms = ms, best = i;
+        }
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        plan.algo = runnable[best];
+        if (ctx.log_autotune) {
+            std::printf("gemm autotune: %s m=%d n=%d k=%d batch %d: %zu candidates, #%zu fastest %.4f ms (first %.4f ms)\n",
+                        what, m, n, k, batch.count, runnable.size(), best, best_ms, first_ms);
+        }
+        cublasCheck(launch(*plan.algo, d));
+        return true;
     }
+    if (if_unsupported == IfUnsupported::ReturnFalse) return false;   // plan.algo stays nullopt
     fail("%s: cuBLASLt cannot run m=%d n=%d k=%d (A %s type %d, B %s type %d, D type %d, bias %s, batch %d): "
          "%d algorithm(s) offered, the last launch said %s",
          what, m, n, k, a.transposed ? "T" : "N", (int)a.type, b.transposed ? "T" : "N", (int)b.type, (int)d_type,
@@ -435,8 +478,8 @@ void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const
              GemmOperand{dout, t, OC, true}, dweight, CUDA_R_32F, C, 1.0f, nullptr, t, false);
     }
     if (dbias != nullptr) {
-        float* partial = static_cast<float*>(scratch((size_t)bias_chunks(N) * OC * sizeof(float), stream));
-        bias_backward(dbias, partial, dout, N, OC, stream);
+        float* partial = static_cast<float*>(scratch((size_t)column_sum_chunks(N) * OC * sizeof(float), stream));
+        add_column_sums(dbias, partial, dout, N, OC, stream);
     }
 }
 
@@ -560,7 +603,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
             fail("matmul_backward_fp8: cuBLASLt ran the FP8 dinp GEMM but refuses the dweight one");
         }
     }
-    // scratch: the widened operands of the fallback | dbias partial sums (bias_chunks(N), OC)
+    // scratch: the widened operands of the fallback | dbias partial sums (column_sum_chunks(N), OC)
     using W = Fp8Widened<T>;
     const cudaDataType_t w_type = cuda_data_type<W>();
     ScratchLayout layout;
@@ -568,7 +611,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                  dy_at = layout.add(fallback ? (size_t)N * OC * sizeof(W) : 0),
                  dyt_at = layout.add(fallback ? (size_t)OC * N * sizeof(W) : 0),
                  xt_at = layout.add(fallback ? (size_t)C * N * sizeof(W) : 0),
-                 partial_at = layout.add((size_t)bias_chunks(N) * OC * sizeof(float));
+                 partial_at = layout.add((size_t)column_sum_chunks(N) * OC * sizeof(float));
     void* base = scratch(layout.bytes, stream);
     if (fallback) {   // both GEMMs in 16 bits on the widened operands (nothing was written yet)
         note_fp8_fallback("backward");
@@ -591,7 +634,7 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                  IfUnsupported::Fail, host_value(dout_inv_scale, stream) * host_value(inp_inv_scale, stream));
         }
     }
-    if (dbias != nullptr) bias_backward(dbias, at_offset<float>(base, partial_at), dout, N, OC, stream);
+    if (dbias != nullptr) add_column_sums(dbias, at_offset<float>(base, partial_at), dout, N, OC, stream);
 }
 
 }  // namespace train_gpt::cuda

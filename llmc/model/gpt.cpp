@@ -56,11 +56,12 @@ struct ActivationTensor {
     float* A::*fp32;     // set for an FP32 one
     enum Layers { kOne, kEvery } layers;
     enum Width { kOneValue, kC, k3C, k4C, kNH, kVp } width;
-    int unless_fp8 = -1;   // kEvery, but none at all when this block GEMM runs in FP8 (its input)
+    int unless_fp8 = -1;       // kEvery, but none at all when this block GEMM runs in FP8 (its input)
+    int recomputed_from = 0;   // kEvery, but one layer's only from this --recompute level on (> 0)
 };
 constexpr ActivationTensor kActivationTensors[] = {
     {&A::encoded, nullptr, ActivationTensor::kOne, ActivationTensor::kC},
-    {&A::ln1, nullptr, ActivationTensor::kEvery, ActivationTensor::kC, kQkv},
+    {&A::ln1, nullptr, ActivationTensor::kEvery, ActivationTensor::kC, kQkv, 2},
     {nullptr, &A::ln1_mean, ActivationTensor::kEvery, ActivationTensor::kOneValue},
     {nullptr, &A::ln1_rstd, ActivationTensor::kEvery, ActivationTensor::kOneValue},
     {&A::qkv, nullptr, ActivationTensor::kEvery, ActivationTensor::k3C},
@@ -68,11 +69,11 @@ constexpr ActivationTensor kActivationTensors[] = {
     {nullptr, &A::att_lse, ActivationTensor::kEvery, ActivationTensor::kNH},
     {&A::attproj, nullptr, ActivationTensor::kOne, ActivationTensor::kC},
     {&A::residual2, nullptr, ActivationTensor::kEvery, ActivationTensor::kC},
-    {&A::ln2, nullptr, ActivationTensor::kEvery, ActivationTensor::kC, kFc},
+    {&A::ln2, nullptr, ActivationTensor::kEvery, ActivationTensor::kC, kFc, 2},
     {nullptr, &A::ln2_mean, ActivationTensor::kEvery, ActivationTensor::kOneValue},
     {nullptr, &A::ln2_rstd, ActivationTensor::kEvery, ActivationTensor::kOneValue},
     {&A::fch, nullptr, ActivationTensor::kEvery, ActivationTensor::k4C},
-    {&A::fch_gelu, nullptr, ActivationTensor::kEvery, ActivationTensor::k4C, kFcproj},
+    {&A::fch_gelu, nullptr, ActivationTensor::kEvery, ActivationTensor::k4C, kFcproj, 1},
     {&A::fcproj, nullptr, ActivationTensor::kOne, ActivationTensor::kC},
     {&A::residual3, nullptr, ActivationTensor::kEvery, ActivationTensor::kC},
     {&A::lnf, nullptr, ActivationTensor::kOne, ActivationTensor::kC},
@@ -92,7 +93,7 @@ size_t aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // Bytes of tensor t for `tokens` tokens (64-byte aligned).
 size_t activation_tensor_bytes(const ActivationTensor& t, const GPTConfig& cfg, size_t tokens,
-                               const PrecisionConfig& prec) {
+                               const PrecisionConfig& prec, int recompute) {
     size_t width = 1;
     switch (t.width) {
         case ActivationTensor::kOneValue: width = 1; break;
@@ -103,30 +104,36 @@ size_t activation_tensor_bytes(const ActivationTensor& t, const GPTConfig& cfg, 
         case ActivationTensor::kVp: width = cfg.padded_vocab_size; break;
     }
     size_t layers = t.layers == ActivationTensor::kOne ? 1 : cfg.n_layer;
+    if (t.recomputed_from > 0 && recompute >= t.recomputed_from) layers = 1;
     if (t.unless_fp8 >= 0 && gemm_runs_in_fp8(prec, t.unless_fp8)) layers = 0;
     const size_t value_bytes = t.act != nullptr ? dtype_size(activation_dtype(prec.precision)) : sizeof(float);
     return aligned64(layers * tokens * width * value_bytes);
 }
 
-size_t activations_bytes(const GPTConfig& cfg, size_t tokens, const PrecisionConfig& prec) {
+size_t activations_bytes(const GPTConfig& cfg, size_t tokens, const PrecisionConfig& prec, int recompute) {
     size_t total = 0;
-    for (const ActivationTensor& t : kActivationTensors) total += activation_tensor_bytes(t, cfg, tokens, prec);
+    for (const ActivationTensor& t : kActivationTensors) total += activation_tensor_bytes(t, cfg, tokens, prec, recompute);
     return total;
 }
 
 }  // namespace
 
-size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision) {
+size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision,
+                                 int recompute) {
     const size_t tokens = (size_t)B * T;
-    size_t total = activations_bytes(cfg, tokens, precision);
-    if (precision.precision == Precision::FP8) total += Fp8State::activation_bytes_for(cfg, tokens, precision.fp8.gemms);
+    size_t total = activations_bytes(cfg, tokens, precision, recompute);
+    if (precision.precision == Precision::FP8) {
+        total += Fp8State::activation_bytes_for(cfg, tokens, precision.fp8.gemms, recompute);
+    }
     return total;
 }
 
 GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision,
-         Comm* comm, int zero)
+         Comm* comm, int zero, int recompute)
     : cfg_(cfg), k_(backend), max_B_(max_B), max_T_(max_T), prec_(precision),
-      act_size_(dtype_size(backend.act_dtype())), param_offsets_(param_tensor_offsets(cfg)), comm_(comm) {
+      act_size_(dtype_size(backend.act_dtype())), param_offsets_(param_tensor_offsets(cfg)), comm_(comm),
+      recompute_(recompute) {
+    if (recompute < 0 || recompute > 2) fail("--recompute %d: expected 0, 1 or 2", recompute);
     if (max_T > cfg.max_seq_len) {
         fail("sequence length %d exceeds the model's position table (%d)", max_T, cfg.max_seq_len);
     }
@@ -163,18 +170,18 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
     // the activations: one allocation, carved in the order of kActivationTensors
     const size_t tokens = (size_t)max_B * max_T;
     acts_ = std::make_unique<Activations>();
-    activation_bytes_ = activations_bytes(cfg, tokens, precision);
+    activation_bytes_ = activations_bytes(cfg, tokens, precision, recompute);
     acts_->base = k_.alloc(activation_bytes_);
     char* p = static_cast<char*>(acts_->base);
     for (const ActivationTensor& t : kActivationTensors) {
         if (t.act != nullptr) (*acts_).*t.act = p; else (*acts_).*t.fp32 = reinterpret_cast<float*>(p);
-        p += activation_tensor_bytes(t, cfg, tokens, precision);
+        p += activation_tensor_bytes(t, cfg, tokens, precision, recompute);
     }
     inputs_ = static_cast<int32_t*>(k_.alloc(tokens * sizeof(int32_t)));
     targets_ = static_cast<int32_t*>(k_.alloc(tokens * sizeof(int32_t)));
 
     if (precision.precision == Precision::FP8) {
-        fp8_ = std::make_unique<Fp8State>(cfg, backend, precision.fp8, params_, max_B, max_T, comm);
+        fp8_ = std::make_unique<Fp8State>(cfg, backend, precision.fp8, params_, max_B, max_T, comm, recompute);
         activation_bytes_ += fp8_->activation_bytes();
     }
 }
@@ -301,34 +308,58 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     }
 
     k_.encoder_forward(a.encoded, inputs_, param(kWte), param(kWpe), B, T, C);
+    // a block's first layernorm (ln1) is done by the residual add that ends the block before it; the
+    // first block's here (the FP8 qkv GEMM does its own, inside its input's cast)
+    if (!in_fp8(kQkv)) {
+        k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, param(kLn1w), param(kLn1b), N, C);
+    }
     for (int l = 0; l < L; l++) {
         const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);   // (B,T,C)
-        void* ln1 = act_at(a.ln1, l * NC);                 // (B,T,C), unless qkv runs in FP8
-        float* ln1_mean = a.ln1_mean + (size_t)l * N;      // (B,T)
-        float* ln1_rstd = a.ln1_rstd + (size_t)l * N;      // (B,T)
-        void* qkv = act_at(a.qkv, l * NC * 3);             // (B,T,3C)
-        void* atty = act_at(a.atty, l * NC);               // (B,T,C)
-        float* lse = a.att_lse + (size_t)l * N * NH;       // (B,NH,T)
-        void* residual2 = act_at(a.residual2, l * NC);     // (B,T,C)
-        void* ln2 = act_at(a.ln2, l * NC);                 // (B,T,C), unless fc runs in FP8
+        void* ln1 = act_at(a.ln1, recompute_ < 2 ? l * NC : 0);   // (B,T,C), unless qkv runs in FP8
+        float* ln1_mean = a.ln1_mean + (size_t)l * N;              // (B,T)
+        float* ln1_rstd = a.ln1_rstd + (size_t)l * N;              // (B,T)
+        void* qkv = act_at(a.qkv, l * NC * 3);                     // (B,T,3C)
+        void* atty = act_at(a.atty, l * NC);                       // (B,T,C)
+        float* lse = a.att_lse + (size_t)l * N * NH;               // (B,NH,T)
+        void* residual2 = act_at(a.residual2, l * NC);             // (B,T,C)
+        void* ln2 = act_at(a.ln2, recompute_ < 2 ? l * NC : 0);    // (B,T,C), unless fc runs in FP8
         float* ln2_mean = a.ln2_mean + (size_t)l * N;
         float* ln2_rstd = a.ln2_rstd + (size_t)l * N;
-        void* fch = act_at(a.fch, l * NC * 4);             // (B,T,4C)
-        void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);   // (B,T,4C), unless fcproj runs in FP8
-        void* residual3 = act_at(a.residual3, l * NC);     // (B,T,C)
+        void* fch = act_at(a.fch, l * NC * 4);                     // (B,T,4C)
+        void* fch_gelu = act_at(a.fch_gelu, recompute_ < 1 ? l * NC * 4 : 0);   // (B,T,4C), unless fcproj in FP8
+        void* residual3 = act_at(a.residual3, l * NC);             // (B,T,C)
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        layernorm_matmul_forward(l, kQkv, qkv, ln1, ln1_mean, ln1_rstd, residual, kLn1w, kLn1b, N);
-        k_.attention_forward(atty, lse, qkv, B, T, C, NH);
+        if (in_fp8(kQkv)) {   // ln1 of the residual, cast to E4M3 as it is computed
+            fp8_->layernorm_matmul_forward(l, kQkv, qkv, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C),
+                                           param(kLn1b, l * C), gemm_bias(l, kQkv), N);
+        } else {
+            matmul_forward(l, kQkv, qkv, ln1, N);
+        }
+        if (!(in_fp8(kAttproj) && fp8_->attention_forward_cast(l, atty, lse, qkv, B, T, NH))) {
+            k_.attention_forward(atty, lse, qkv, B, T, C, NH);
+        }
         matmul_forward(l, kAttproj, a.attproj, atty, N);
-        k_.residual_forward(residual2, residual, a.attproj, NC);
+        residual_layernorm_forward(residual2, residual, a.attproj, ln2, ln2_mean, ln2_rstd, kLn2w, kLn2b, l,
+                                   !in_fp8(kFc), N);
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        layernorm_matmul_forward(l, kFc, fch, ln2, ln2_mean, ln2_rstd, residual2, kLn2w, kLn2b, N);
+        if (in_fp8(kFc)) {
+            fp8_->layernorm_matmul_forward(l, kFc, fch, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C),
+                                           param(kLn2b, l * C), gemm_bias(l, kFc), N);
+        } else {
+            matmul_forward(l, kFc, fch, ln2, N);
+        }
         gelu_matmul_forward(l, kFcproj, a.fcproj, fch_gelu, fch, N);
-        k_.residual_forward(residual3, residual2, a.fcproj, NC);
+        // the block's output, and the next layernorm of it: the next block's ln1, or lnf
+        if (l + 1 < L) {
+            void* next_ln1 = act_at(a.ln1, recompute_ < 2 ? (l + 1) * NC : 0);
+            residual_layernorm_forward(residual3, residual2, a.fcproj, next_ln1, ln1_mean + N, ln1_rstd + N, kLn1w,
+                                       kLn1b, l + 1, !in_fp8(kQkv), N);
+        } else {
+            residual_layernorm_forward(residual3, residual2, a.fcproj, a.lnf, a.lnf_mean, a.lnf_rstd, kLnfw, kLnfb, 0,
+                                       true, N);
+        }
     }
-    const void* final_residual = act_at(a.residual3, (L - 1) * NC);
-    k_.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, final_residual, param(kLnfw), param(kLnfb), N, C);
     k_.matmul_forward(a.logits, a.lnf, param(kWte), nullptr, N, C, Vp);   // tied LM head, (B,T,Vp)
 
     last_B_ = B;
@@ -358,34 +389,54 @@ void GPT::backward() {
     // block (top to bottom) adds its two branches' input gradients through its layernorms'
     // backward, and the embeddings read it. The other gradient buffers are overwritten by the op
     // that produces them (backend.h), so this is the one zero fill of a backward.
+    // Each layernorm's backward also sums its output gradient — the residual stream's — over the
+    // rows: that is the bias gradient of the projection (fcproj, attproj) whose output gradient it
+    // is, so those two GEMMs' backward computes no bias gradient of its own.
     k_.zero(a.dresidual, NC * act_size_);
     k_.matmul_backward(a.dln, grad(kWte), nullptr, a.logits, a.lnf, param(kWte), N, C, Vp);
-    k_.layernorm_backward(a.dresidual, grad(kLnfw), grad(kLnfb), a.dln, act_at(a.residual3, (L - 1) * NC),
-                          param(kLnfw), a.lnf_mean, a.lnf_rstd, N, C);
+    layernorm_backward(kLnfw, kLnfb, 0, act_at(a.residual3, (L - 1) * NC), a.lnf_mean, a.lnf_rstd, L - 1, kFcproj, N);
 
     for (int l = L - 1; l >= 0; l--) {
         const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);   // (B,T,C)
-        const void* ln1 = act_at(a.ln1, l * NC);             // (B,T,C), unless qkv runs in FP8
-        const void* qkv = act_at(a.qkv, l * NC * 3);         // (B,T,3C)
-        const void* atty = act_at(a.atty, l * NC);           // (B,T,C)
-        const float* lse = a.att_lse + (size_t)l * N * NH;   // (B,NH,T)
-        const void* residual2 = act_at(a.residual2, l * NC);
-        const void* ln2 = act_at(a.ln2, l * NC);             // (B,T,C), unless fc runs in FP8
-        const void* fch = act_at(a.fch, l * NC * 4);         // (B,T,4C)
-        const void* fch_gelu = act_at(a.fch_gelu, l * NC * 4);   // (B,T,4C), unless fcproj runs in FP8
+        void* ln1 = act_at(a.ln1, recompute_ < 2 ? l * NC : 0);   // (B,T,C), unless qkv runs in FP8
+        float* ln1_mean = a.ln1_mean + (size_t)l * N;              // (B,T)
+        float* ln1_rstd = a.ln1_rstd + (size_t)l * N;              // (B,T)
+        const void* qkv = act_at(a.qkv, l * NC * 3);               // (B,T,3C)
+        const void* atty = act_at(a.atty, l * NC);                 // (B,T,C)
+        const float* lse = a.att_lse + (size_t)l * N * NH;         // (B,NH,T)
+        const void* residual2 = act_at(a.residual2, l * NC);       // (B,T,C)
+        void* ln2 = act_at(a.ln2, recompute_ < 2 ? l * NC : 0);    // (B,T,C), unless fc runs in FP8
+        float* ln2_mean = a.ln2_mean + (size_t)l * N;
+        float* ln2_rstd = a.ln2_rstd + (size_t)l * N;
+        const void* fch = act_at(a.fch, l * NC * 4);               // (B,T,4C)
+        void* fch_gelu = act_at(a.fch_gelu, recompute_ < 1 ? l * NC * 4 : 0);   // (B,T,4C), unless fcproj in FP8
+        // --recompute: what the forward kept for one layer only is computed again here, where a
+        // 16-bit GEMM's weight gradient reads it (the same ops on the same inputs: the same bits;
+        // the layernorm writes its row statistics again, unchanged)
+        const bool gelu_again = recompute_ >= 1 && !in_fp8(kFcproj);
+        const bool ln2_again = recompute_ >= 2 && !in_fp8(kFc), ln1_again = recompute_ >= 2 && !in_fp8(kQkv);
+        // what an FP8 GEMM casts its Xᵀ again from (fp8_state.h)
+        const Fp8State::Source fp8_fcproj{fch}, fp8_attproj{atty};
+        const Fp8State::Source fp8_fc{residual2, param(kLn2w, l * C), param(kLn2b, l * C), ln2_mean, ln2_rstd};
+        const Fp8State::Source fp8_qkv{residual, param(kLn1w, l * C), param(kLn1b, l * C), ln1_mean, ln1_rstd};
 
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        matmul_backward(l, kFcproj, a.dfch_gelu, a.dresidual, fch_gelu, fch, N);
-        gelu_matmul_backward(l, kFc, a.dln, a.dfch, a.dfch_gelu, fch, ln2, N);
-        k_.layernorm_backward(a.dresidual, grad(kLn2w) + l * C, grad(kLn2b) + l * C, a.dln, residual2,
-                              param(kLn2w, l * C), a.ln2_mean + (size_t)l * N, a.ln2_rstd + (size_t)l * N, N, C);
+        if (gelu_again) k_.gelu_forward(fch_gelu, fch, NC * 4);
+        matmul_backward(l, kFcproj, a.dfch_gelu, a.dresidual, fch_gelu, fp8_fcproj, nullptr, N);   // bias: lnf / ln1 above
+        if (ln2_again) {
+            k_.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C), param(kLn2b, l * C), N, C);
+        }
+        gelu_matmul_backward(l, kFc, a.dln, a.dfch, a.dfch_gelu, fch, ln2, fp8_fc, N);
+        layernorm_backward(kLn2w, kLn2b, l, residual2, ln2_mean, ln2_rstd, l, kAttproj, N);
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        matmul_backward(l, kAttproj, a.datty, a.dresidual, atty, atty, N);
+        matmul_backward(l, kAttproj, a.datty, a.dresidual, atty, fp8_attproj, nullptr, N);   // bias: ln2 above
         k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
-        matmul_backward(l, kQkv, a.dln, a.dqkv, ln1, nullptr, N);
-        k_.layernorm_backward(a.dresidual, grad(kLn1w) + l * C, grad(kLn1b) + l * C, a.dln, residual,
-                              param(kLn1w, l * C), a.ln1_mean + (size_t)l * N, a.ln1_rstd + (size_t)l * N, N, C);
+        if (ln1_again) {
+            k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C), param(kLn1b, l * C), N, C);
+        }
+        matmul_backward(l, kQkv, a.dln, a.dqkv, ln1, fp8_qkv, gemm_dbias(l, kQkv), N);
+        layernorm_backward(kLn1w, kLn1b, l, residual, ln1_mean, ln1_rstd, l - 1, kFcproj, N);
     }
     k_.encoder_backward(grad(kWte), grad(kWpe), a.dresidual, inputs_, B, T, C);
 }
@@ -401,19 +452,39 @@ void* GPT::gemm_bias(int l, int g) const {
     return param(kBlockGemms[g].bias, (size_t)l * kBlockGemms[g].out * cfg_.n_embd);
 }
 
-// out (N, out·C) = layernorm(inp) · W[l]ᵀ + b, the layernorm (weights ln_weight, ln_bias of layer l)
-// into ln (N, C) with its row statistics mean, rstd (N)
-void GPT::layernorm_matmul_forward(int l, int g, void* out, void* ln, float* mean, float* rstd, const void* inp,
-                                   int ln_weight, int ln_bias, int N) {
+// dresidual += the backward of the layernorm (weight, bias tensors ln_weight, ln_bias of layer ln_l)
+// from dln, its input inp and row statistics; the residual stream's gradient it produces is the
+// output gradient of projection g of layer l (none when l < 0: the embeddings'): its rows are summed
+// into that projection's bias gradient, and, where g runs in FP8, it is cast to E5M2 for g's backward
+void GPT::layernorm_backward(int ln_weight, int ln_bias, int ln_l, const void* inp, const float* mean,
+                             const float* rstd, int l, int g, int N) {
+    Activations& a = *acts_;
     const int C = cfg_.n_embd;
-    const void* lnw = param(ln_weight, (size_t)l * C);
-    const void* lnb = param(ln_bias, (size_t)l * C);
-    if (in_fp8(g)) {
-        fp8_->layernorm_matmul_forward(l, g, out, mean, rstd, inp, lnw, lnb, gemm_bias(l, g), N);
+    float* dweight = grad(ln_weight) + (size_t)ln_l * C;
+    float* dbias = grad(ln_bias) + (size_t)ln_l * C;
+    const void* weight = param(ln_weight, (size_t)ln_l * C);
+    float* sums = l >= 0 ? gemm_dbias(l, g) : nullptr;
+    if (l >= 0 && in_fp8(g) &&
+        fp8_->layernorm_backward_cast(l, g, a.dresidual, dweight, dbias, a.dln, inp, weight, mean, rstd, N, sums)) {
         return;
     }
-    k_.layernorm_forward(ln, mean, rstd, inp, lnw, lnb, N, C);
-    k_.matmul_forward(out, ln, gemm_weight(l, g), gemm_bias(l, g), N, C, kBlockGemms[g].out * C);
+    k_.layernorm_backward(a.dresidual, dweight, dbias, a.dln, inp, weight, mean, rstd, N, C, sums);
+}
+
+float* GPT::gemm_dbias(int l, int g) const { return grad(kBlockGemms[g].bias) + (size_t)l * kBlockGemms[g].out * cfg_.n_embd; }
+
+// residual (N, C) = a + b, and, when with_layernorm, out, mean, rstd = the layernorm of it with the
+// parameters ln_weight, ln_bias of layer l: one op (the FP8 GEMM that reads an FP8 layernorm does
+// the layernorm itself, in its cast)
+void GPT::residual_layernorm_forward(void* residual, const void* a, const void* b, void* out, float* mean, float* rstd,
+                                     int ln_weight, int ln_bias, int l, bool with_layernorm, int N) {
+    const int C = cfg_.n_embd;
+    if (!with_layernorm) {
+        k_.residual_forward(residual, a, b, (size_t)N * C);
+        return;
+    }
+    k_.residual_layernorm_forward(residual, out, mean, rstd, a, b, param(ln_weight, (size_t)l * C),
+                                  param(ln_bias, (size_t)l * C), N, C);
 }
 
 // out (N, out·C) = inp · W[l]ᵀ + b
@@ -438,13 +509,14 @@ void GPT::gelu_matmul_forward(int l, int g, void* out, void* gelu_out, const voi
                       kBlockGemms[g].out * C);
 }
 
-// dinp (N, in·C) = dout · W[l]; dW[l] += doutᵀ · x; db[l] += Σ dout. x: the GEMM's input as the
-// forward kept it (16 bits); fp8_source: what an FP8 GEMM casts its Xᵀ from again (fp8_state.h)
-void GPT::matmul_backward(int l, int g, void* dinp, const void* dout, const void* x, const void* fp8_source, int N) {
+// dinp (N, in·C) = dout · W[l]; dW[l] += doutᵀ · x; dbias += Σ dout (the bias gradient, unless the
+// caller sums it elsewhere: null). x: the GEMM's input as the forward kept it (16 bits); fp8_source:
+// what an FP8 GEMM casts its Xᵀ from again (fp8_state.h)
+void GPT::matmul_backward(int l, int g, void* dinp, const void* dout, const void* x,
+                          const Fp8State::Source& fp8_source, float* dbias, int N) {
     const BlockGemmInfo& gemm = kBlockGemms[g];
     const int C = cfg_.n_embd;
     float* dweight = grad(gemm.weight) + (size_t)l * gemm.out * C * gemm.in * C;
-    float* dbias = grad(gemm.bias) + (size_t)l * gemm.out * C;
     if (in_fp8(g)) {
         fp8_->matmul_backward(l, g, dinp, dweight, dbias, dout, fp8_source, N);
         return;
@@ -453,19 +525,20 @@ void GPT::matmul_backward(int l, int g, void* dinp, const void* dout, const void
 }
 
 // GELU backward into the GEMM's backward: dgelu_in (N, out·C) = gelu'(gelu_in) ∘ dgelu_out, then
-// matmul_backward with dout = dgelu_in (fc: gelu_in is fc's output, x its 16-bit input ln2)
+// matmul_backward with dout = dgelu_in (fc: gelu_in is fc's output, x its 16-bit input ln2). In 16
+// bits GELU backward also sums its output over the rows: the GEMM's bias gradient.
 void GPT::gelu_matmul_backward(int l, int g, void* dinp, void* dgelu_in, const void* dgelu_out, const void* gelu_in,
-                               const void* x, int N) {
+                               const void* x, const Fp8State::Source& fp8_source, int N) {
     const BlockGemmInfo& gemm = kBlockGemms[g];
     const int C = cfg_.n_embd;
     if (in_fp8(g)) {   // the E5M2 cast of dgelu_in fused into GELU backward
         float* dweight = grad(gemm.weight) + (size_t)l * gemm.out * C * gemm.in * C;
         float* dbias = grad(gemm.bias) + (size_t)l * gemm.out * C;
-        fp8_->gelu_backward_matmul_backward(l, g, dinp, dweight, dbias, dgelu_in, gelu_in, dgelu_out, N);
+        fp8_->gelu_backward_matmul_backward(l, g, dinp, dweight, dbias, dgelu_in, gelu_in, dgelu_out, fp8_source, N);
         return;
     }
-    k_.gelu_backward(dgelu_in, gelu_in, dgelu_out, (size_t)N * gemm.out * C);
-    matmul_backward(l, g, dinp, dgelu_in, x, nullptr, N);
+    k_.gelu_backward_bias(dgelu_in, gemm_dbias(l, g), gelu_in, dgelu_out, N, gemm.out * C);
+    matmul_backward(l, g, dinp, dgelu_in, x, fp8_source, nullptr, N);
 }
 
 void GPT::zero_grad() { k_.zero(grads_, padded_params_ * sizeof(float)); }

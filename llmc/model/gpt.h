@@ -60,8 +60,11 @@ class GPT {
 public:
     // The backend's activation dtype must be activation_dtype(precision.precision).
     // comm: null for a single process; zero: 0 (replicated optimizer state) or 1 (ZeRO-1).
+    // recompute (--recompute): which activations backward computes again instead of keeping every
+    // layer's: 0 none; 1 the GELU output; 2 also the layernorm outputs (and, in fp8 mode, the E4M3
+    // Xᵀ of qkv and fc). The same ops on the same inputs: every bit of training is unchanged.
     GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision = {},
-        Comm* comm = nullptr, int zero = 0);
+        Comm* comm = nullptr, int zero = 0, int recompute = 0);
     ~GPT();
     GPT(const GPT&) = delete;
     GPT& operator=(const GPT&) = delete;
@@ -101,7 +104,8 @@ public:
     // activations, the backward scratch, the logits, and in fp8 mode the E4M3/E5M2 copies.
     size_t activation_bytes() const { return activation_bytes_; }
     // What activation_bytes() would be for a model of cfg at (B, T), without building it.
-    static size_t activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision);
+    static size_t activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision,
+                                       int recompute = 0);
 
     // Optimizer state of this rank, for checkpoints: the flat FP32 range [state_begin, +state_size)
     // of the parameter vector (all of it without ZeRO-1). which: "master" (the FP32 master weights,
@@ -150,6 +154,7 @@ private:
     float* adam_v_ = nullptr;
     // data parallel
     Comm* comm_ = nullptr;
+    int recompute_ = 0;            // --recompute: 1 GELU output, 2 also layernorm outputs
     int world_ = 1, rank_ = 0;
     bool sharded_ = false;         // ZeRO-1 with more than one rank
     size_t padded_params_ = 0;     // num_params_ rounded up to a multiple of world_
@@ -173,13 +178,17 @@ private:
     void* gemm_weight(int l, int g) const;   // W[l] of block GEMM g, (out·C, in·C)
     void* gemm_bias(int l, int g) const;     // b[l], (out·C)
     // the block GEMMs with their inputs' producers (gpt.cpp)
-    void layernorm_matmul_forward(int l, int g, void* out, void* ln, float* mean, float* rstd, const void* inp,
-                                  int ln_weight, int ln_bias, int N);
+    float* gemm_dbias(int l, int g) const;   // the gradient of b[l]
+    void layernorm_backward(int ln_weight, int ln_bias, int ln_l, const void* inp, const float* mean, const float* rstd,
+                            int l, int g, int N);
+    void residual_layernorm_forward(void* residual, const void* a, const void* b, void* out, float* mean, float* rstd,
+                                    int ln_weight, int ln_bias, int l, bool with_layernorm, int N);
     void matmul_forward(int l, int g, void* out, const void* inp, int N);
     void gelu_matmul_forward(int l, int g, void* out, void* gelu_out, const void* inp, int N);
-    void matmul_backward(int l, int g, void* dinp, const void* dout, const void* x, const void* fp8_source, int N);
+    void matmul_backward(int l, int g, void* dinp, const void* dout, const void* x, const Fp8State::Source& fp8_source,
+                         float* dbias, int N);
     void gelu_matmul_backward(int l, int g, void* dinp, void* dgelu_in, const void* dgelu_out, const void* gelu_in,
-                              const void* x, int N);
+                              const void* x, const Fp8State::Source& fp8_source, int N);
 };
 
 }  // namespace train_gpt

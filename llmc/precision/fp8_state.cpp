@@ -16,19 +16,20 @@ constexpr const char* kOperandName[] = {"x", "w", "dy"};
 
 // Whether the backward of GEMM g reads an Xᵀ kept by the forward (qkv, fc: X is a layernorm
 // output, which nothing else keeps) or casts it again from what the model keeps anyway (attproj:
-// the attention output; fcproj: fc's output, through GELU). The cast is deterministic and the
-// scale has not changed since the forward, so it is the same Xᵀ, bit for bit, at the price of one
-// elementwise pass instead of 1 + 4 bytes per token and channel of every layer.
-bool keeps_input_t(int g) { return g == kQkv || g == kFc; }
+// the attention output; fcproj: fc's output, through GELU; qkv and fc too under --recompute 2, from
+// the residual stream through the layernorm). The cast is deterministic and the scale has not
+// changed since the forward, so it is the same Xᵀ, bit for bit, at the price of one elementwise
+// pass instead of 1 + 4 bytes per token and channel of every layer.
+bool input_t_kept(int g, int recompute) { return (g == kQkv || g == kFc) && recompute < 2; }
 
 struct ActivationSizes { size_t kept_t = 0, recast_t = 0, dout = 0; };
-ActivationSizes activation_sizes(const GPTConfig& cfg, size_t tokens, unsigned gemms) {
+ActivationSizes activation_sizes(const GPTConfig& cfg, size_t tokens, unsigned gemms, int recompute) {
     const size_t L = cfg.n_layer, C = cfg.n_embd;
     ActivationSizes sizes;
     for (int g = 0; g < kNumBlockGemms; g++) {
         if (!(gemms >> g & 1u)) continue;
         const BlockGemmInfo& gemm = kBlockGemms[g];
-        if (keeps_input_t(g)) {
+        if (input_t_kept(g, recompute)) {
             sizes.kept_t += L * tokens * gemm.in * C;
         } else {
             sizes.recast_t = std::max(sizes.recast_t, tokens * gemm.in * C);
@@ -40,22 +41,23 @@ ActivationSizes activation_sizes(const GPTConfig& cfg, size_t tokens, unsigned g
 
 }  // namespace
 
-size_t Fp8State::activation_bytes_for(const GPTConfig& cfg, size_t tokens, unsigned gemms) {
-    const ActivationSizes s = activation_sizes(cfg, tokens, gemms);
+size_t Fp8State::activation_bytes_for(const GPTConfig& cfg, size_t tokens, unsigned gemms, int recompute) {
+    const ActivationSizes s = activation_sizes(cfg, tokens, gemms, recompute);
     return s.kept_t + s.recast_t + 2 * s.dout;
 }
 
 Fp8State::Fp8State(const GPTConfig& cfg, Backend& backend, const Fp8ScalingConfig& config, void* params, int max_B,
-                   int max_T, Comm* comm)
+                   int max_T, Comm* comm, int recompute)
     : cfg_(cfg), k_(backend), config_(config), params_(params), offsets_(param_tensor_offsets(cfg)),
-      max_tokens_((size_t)max_B * max_T), comm_(comm), instances_(cfg.n_layer * kNumBlockGemms) {
+      max_tokens_((size_t)max_B * max_T), comm_(comm), recompute_(recompute),
+      instances_(cfg.n_layer * kNumBlockGemms) {
     config_.validate();
     const size_t L = cfg.n_layer;
     size_t weight_bytes = 0;
     for (int g = 0; g < kNumBlockGemms; g++) {
         if (runs(g)) weight_bytes += L * width(g, true) * width(g, false);   // 16-bit GEMMs keep none
     }
-    const ActivationSizes sizes = activation_sizes(cfg, max_tokens_, config.gemms);
+    const ActivationSizes sizes = activation_sizes(cfg, max_tokens_, config.gemms, recompute);
     weights_ = static_cast<fp8e4m3*>(k_.alloc(weight_bytes));
     weights_t_ = static_cast<fp8e4m3*>(k_.alloc(weight_bytes));
     inputs_t_ = static_cast<fp8e4m3*>(k_.alloc(sizes.kept_t));
@@ -63,7 +65,7 @@ Fp8State::Fp8State(const GPTConfig& cfg, Backend& backend, const Fp8ScalingConfi
     dout_ = static_cast<fp8e5m2*>(k_.alloc(sizes.dout));
     dout_t_ = static_cast<fp8e5m2*>(k_.alloc(sizes.dout));
     x_ = reinterpret_cast<fp8e4m3*>(dout_);   // the forward's cast of X and the backward's of dY never overlap
-    activation_bytes_ = activation_bytes_for(cfg, max_tokens_, config.gemms);
+    activation_bytes_ = activation_bytes_for(cfg, max_tokens_, config.gemms, recompute);
 
     const size_t S = 3 * (size_t)instances_, H = (size_t)config_.amax_history;
     scales_ = static_cast<Fp8ScaleSlot*>(k_.alloc(S * sizeof(Fp8ScaleSlot)));
@@ -87,6 +89,20 @@ Fp8State::~Fp8State() {
 }
 
 // ---- where things are -----------------------------------------------------------------------------
+
+bool Fp8State::keeps_input_t(int g) const { return input_t_kept(g, recompute_); }
+
+// The cast that makes GEMM g's Xᵀ again in backward, from what the model passes (Source).
+Fp8State::CastInput Fp8State::recast_input(int g, const Source& s) const {
+    switch (g) {
+        case kFcproj: return CastInput{CastInput::kGelu, s.x};
+        case kQkv:
+        case kFc:
+            return CastInput{CastInput::kLayerNorm, s.x, s.ln_weight, s.ln_bias, const_cast<float*>(s.mean),
+                             const_cast<float*>(s.rstd)};
+        default: return CastInput{CastInput::kTensor, s.x};
+    }
+}
 
 // Slot of a scaled tensor in the state arrays: the X block, the W block, the dY block, each
 // (layer, GEMM) in layer-major order.
@@ -165,8 +181,22 @@ void Fp8State::gelu_matmul_forward(int l, int g, void* out, const void* inp, con
     forward(l, g, out, CastInput{CastInput::kGelu, inp}, bias, N);
 }
 
+bool Fp8State::attention_forward_cast(int l, void* out, float* lse, const void* qkv, int B, int T, int NH) {
+    if (!runs(kAttproj) || needs_amax_now(kX, l, kAttproj)) return false;
+    k_.attention_forward_e4m3(out, lse, x_, qkv, B, T, cfg_.n_embd, NH, scale(kX, l, kAttproj),
+                              training_ ? counters(kX, l, kAttproj) : spare_counters());
+    x_cast_slot_ = (long)slot_index(kX, l, kAttproj);
+    return true;
+}
+
 void Fp8State::forward(int l, int g, void* out, const CastInput& inp, const void* bias, int N) {
     const int C = (int)width(g, false), OC = (int)width(g, true);
+    const bool cast_by_producer = x_cast_slot_ == (long)slot_index(kX, l, g);   // attention_forward_cast
+    x_cast_slot_ = -1;
+    if (cast_by_producer) {
+        k_.matmul_forward_fp8(out, x_, scale(kX, l, g), weight(l, g, false), scale(kW, l, g), bias, N, C, OC);
+        return;
+    }
     // X → E4M3 with its scale (just in time on the first step / every step of the current recipe:
     // the statistics of a cast that writes nothing give the amax first)
     Fp8ScaleSlot* sx = scale(kX, l, g);
@@ -194,12 +224,12 @@ void Fp8State::forward(int l, int g, void* out, const CastInput& inp, const void
 // ---- backward -------------------------------------------------------------------------------------
 
 void Fp8State::matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout,
-                               const void* inp, int N) {
+                               const Source& inp, int N) {
     backward(l, g, dinp, dweight, dbias, dout, /*dout_cast=*/false, inp, N);
 }
 
 void Fp8State::gelu_backward_matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, void* dfch,
-                                             const void* fch, const void* dfch_gelu, int N) {
+                                             const void* fch, const void* dfch_gelu, const Source& inp, int N) {
     const int cols = (int)width(g, true);
     // dY of fc = GELU's input gradient: with its scale known (delayed scaling after step 0), the
     // E5M2 cast is fused into GELU backward
@@ -209,12 +239,24 @@ void Fp8State::gelu_backward_matmul_backward(int l, int g, void* dinp, float* dw
     } else {
         k_.gelu_backward(dfch, fch, dfch_gelu, (size_t)N * cols);
     }
-    backward(l, g, dinp, dweight, dbias, dfch, fuse_dy, nullptr, N);
+    backward(l, g, dinp, dweight, dbias, dfch, fuse_dy, inp, N);
+}
+
+bool Fp8State::layernorm_backward_cast(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout,
+                                       const void* inp, const void* weight, const float* mean, const float* rstd,
+                                       int N, float* dinp_sums) {
+    if (!runs(g) || needs_amax_now(kDY, l, g)) return false;
+    k_.layernorm_backward_e5m2(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, cfg_.n_embd, dinp_sums, dout_,
+                               dout_t_, scale(kDY, l, g), counters(kDY, l, g));
+    dy_cast_slot_ = (long)slot_index(kDY, l, g);
+    return true;
 }
 
 void Fp8State::backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, bool dout_cast,
-                        const void* inp, int N) {
+                        const Source& inp, int N) {
     const int C = (int)width(g, false), OC = (int)width(g, true);
+    if (dy_cast_slot_ == (long)slot_index(kDY, l, g)) dout_cast = true;   // cast by the layernorm backward
+    dy_cast_slot_ = -1;
     Fp8ScaleSlot* sdy = scale(kDY, l, g);
     if (!dout_cast) {   // else the producer of dY has cast it already (gelu_backward_e5m2)
         if (needs_amax_now(kDY, l, g)) {
@@ -226,10 +268,7 @@ void Fp8State::backward(int l, int g, void* dinp, float* dweight, float* dbias, 
     }
     // Xᵀ: kept by the forward, or cast again from what backward keeps (its statistics, counted by
     // the forward's cast already, go to the spare slot)
-    if (!keeps_input_t(g)) {
-        const CastInput again{g == kFcproj ? CastInput::kGelu : CastInput::kTensor, inp};
-        cast_input(again, nullptr, input_t(l, g, N), N, C, scale(kX, l, g), spare_counters());
-    }
+    if (!keeps_input_t(g)) cast_input(recast_input(g, inp), nullptr, input_t(l, g, N), N, C, scale(kX, l, g), spare_counters());
     k_.matmul_backward_fp8(dinp, dweight, dbias, dout_, dout_t_, sdy, dout, input_t(l, g, N), scale(kX, l, g),
                            weight(l, g, true), scale(kW, l, g), N, C, OC);
 }

@@ -7,14 +7,18 @@
 // weights' E4M3 copies; checkpoints save to_json(). A bf16, fp16 or fp32 step never enters it.
 //
 // Each FP8 GEMM out = X · Wᵀ + b has three scaled operands (fp8_scaling.h has the recipe):
-//   X   E4M3, cast by the kernel that produces it: layernorm (qkv, fc), GELU (fcproj), or a
-//       plain cast of the attention output (attproj); the GEMM input is never written in 16 bits;
+//   X   E4M3, cast by the kernel that produces it: layernorm (qkv, fc), GELU (fcproj), the
+//       attention (attproj, whose 16-bit input atty attention backward keeps anyway), or, where a
+//       scale is not known yet, a cast of its own; a 16-bit layernorm or GELU output is never written;
 //   W   E4M3, W (out, in) for the forward and Wᵀ (in, out) for dX, written by AdamW itself where
 //       the weight's scale is known (delayed scaling), else cast after the update;
-//   dY  E5M2, dY (N, out) for dX and dYᵀ (out, N) for dW; the dY of fc is cast inside GELU backward.
+//   dY  E5M2, dY (N, out) for dX and dYᵀ (out, N) for dW; the dY of fc is cast inside GELU backward,
+//       those of attproj and fcproj (the residual stream's gradient) inside the layernorm backward
+//       that produces it, once their scales are known (delayed scaling).
 // Hopper's FP8 GEMMs are TN only, hence both layouts. The backward of qkv and fc reads the Xᵀ its
-// forward cast kept (one per layer); attproj and fcproj cast their Xᵀ again in backward from atty
-// and fch, which the model keeps anyway (the scale has not changed: the same bytes).
+// forward cast kept (one per layer), or, under --recompute 2, casts it again from the layernorm of
+// the residual stream; attproj and fcproj cast their Xᵀ again in backward from atty and fch, which
+// the model keeps anyway. The scale has not changed since the forward: the same bytes.
 //
 // State in the kernel set's memory, one slot per scaled tensor — the X slots of every
 // (layer, GEMM), then the W slots, then the dY slots — with L·4 GEMM instances whether or not a
@@ -51,10 +55,11 @@ class Fp8State {
 public:
     // params: the model's working weights (bf16, the flat vector of layout.h), read for the
     // weights' casts and written by the fused AdamW; comm: the ranks whose amaxes are MAX-reduced
-    // (null for one process). max_B·max_T bounds the tokens of a pass. The backend must allow
-    // these FP8 GEMM shapes (Backend::fp8_gemm_multiple): checked by the model before.
+    // (null for one process). max_B·max_T bounds the tokens of a pass; recompute: the model's
+    // --recompute level (2: qkv and fc keep no Xᵀ either). The backend must allow these FP8 GEMM
+    // shapes (Backend::fp8_gemm_multiple): checked by the model before.
     Fp8State(const GPTConfig& cfg, Backend& backend, const Fp8ScalingConfig& config, void* params, int max_B,
-             int max_T, Comm* comm);
+             int max_T, Comm* comm, int recompute = 0);
     ~Fp8State();
     Fp8State(const Fp8State&) = delete;
     Fp8State& operator=(const Fp8State&) = delete;
@@ -63,10 +68,10 @@ public:
     bool runs(int g) const { return config_.gemms >> g & 1u; }
     // Bytes of the FP8 activation copies for max_B·max_T tokens (see activation_bytes_for).
     size_t activation_bytes() const { return activation_bytes_; }
-    // The same without building one: the kept Xᵀ of qkv and fc (every layer), one layer's Xᵀ cast
-    // again in backward (attproj, fcproj), one GEMM's E5M2 dY in both layouts (the first also
-    // holds the forward's E4M3 X).
-    static size_t activation_bytes_for(const GPTConfig& cfg, size_t tokens, unsigned gemms);
+    // The same without building one: the kept Xᵀ of qkv and fc (every layer; none under
+    // --recompute 2), one layer's Xᵀ cast again in backward, one GEMM's E5M2 dY in both layouts
+    // (the first also holds the forward's E4M3 X).
+    static size_t activation_bytes_for(const GPTConfig& cfg, size_t tokens, unsigned gemms, int recompute = 0);
 
     // ---- forward (out (N, out·C) of block GEMM g of layer l) ----------------------------------
     // A training pass (followed by backward) keeps the Xᵀ its backward reads and records every
@@ -76,21 +81,42 @@ public:
     // E4M3 (and its row mean, rstd (N) for backward), never 16-bit values.
     void layernorm_matmul_forward(int l, int g, void* out, float* mean, float* rstd, const void* inp,
                                   const void* ln_weight, const void* ln_bias, const void* bias, int N);
-    // out = inp · W[l]ᵀ + bias (attproj: inp is the attention output)
+    // out = inp · W[l]ᵀ + bias (attproj: inp is the attention output; its E4M3 cast comes from the
+    // attention itself where attention_forward_cast ran)
     void matmul_forward(int l, int g, void* out, const void* inp, const void* bias, int N);
+    // The attention of layer l (Backend::attention_forward) whose output is attproj's X, with that
+    // X's E4M3 cast for attproj's forward done as it is written (Backend::attention_forward_e4m3).
+    // Returns false, having done nothing, where attproj does not run in FP8 or X's scale is not
+    // known yet.
+    bool attention_forward_cast(int l, void* out, float* lse, const void* qkv, int B, int T, int NH);
     // out = gelu(inp) · W[l]ᵀ + bias (fcproj: inp is fc's output): GELU writes E4M3 only
     void gelu_matmul_forward(int l, int g, void* out, const void* inp, const void* bias, int N);
 
     // ---- backward (as Backend::matmul_backward: dinp (N, in·C) written, dweight, dbias accumulated)
-    // inp: what the forward's X came from, where backward casts Xᵀ again (attproj: the attention
-    // output; fcproj: fc's output, through GELU); qkv and fc read the Xᵀ kept by the forward.
-    void matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+    // What the forward's X came from, where backward casts Xᵀ again: attproj: the attention output
+    // (x); fcproj: fc's output (x), through GELU; qkv and fc, under --recompute 2 only: the residual
+    // stream (x) through the layernorm with its parameters and saved row statistics.
+    struct Source {
+        const void* x = nullptr;
+        const void* ln_weight = nullptr;
+        const void* ln_bias = nullptr;
+        const float* mean = nullptr;
+        const float* rstd = nullptr;
+    };
+    void matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, const Source& inp,
                          int N);
+    // The layernorm backward that produces the residual stream's gradient, which is the dY of
+    // projection g (attproj, fcproj) of layer l, casting it to E5M2 for g's backward on the way
+    // (Backend::layernorm_backward_e5m2; arguments as Backend::layernorm_backward). Returns false,
+    // having done nothing, where g does not run in FP8 or its dY scale is not known yet.
+    bool layernorm_backward_cast(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout,
+                                 const void* inp, const void* weight, const float* mean, const float* rstd, int N,
+                                 float* dinp_sums);
     // GELU backward into fc's backward: dfch (N, 4C) = gelu'(fch) ∘ dfch_gelu, as
     // Backend::gelu_backward (the bias gradient reads it), with its E5M2 cast fused in where the
     // scale is known; then fc's backward as matmul_backward with dout = dfch.
     void gelu_backward_matmul_backward(int l, int g, void* dinp, float* dweight, float* dbias, void* dfch,
-                                       const void* fch, const void* dfch_gelu, int N);
+                                       const void* fch, const void* dfch_gelu, const Source& inp, int N);
 
     // ---- the optimizer's half ----------------------------------------------------------------
     // End of step for every scaled tensor, before the update: the amaxes are MAX-reduced across
@@ -135,10 +161,13 @@ private:
     std::array<size_t, kNumParamTensors + 1> offsets_;
     size_t max_tokens_;
     Comm* comm_;
+    int recompute_;
     int instances_;                  // L · kNumBlockGemms
     bool training_ = false;
     size_t activation_bytes_ = 0;
     std::array<bool, kNumBlockGemms> cast_by_update_{};
+    long dy_cast_slot_ = -1;
+    long x_cast_slot_ = -1;          // the X slot whose E4M3 copy a producer wrote for the next forward         // the dY slot whose E5M2 copies a producer wrote for the next backward
     // copies
     fp8e4m3* weights_ = nullptr;     // W of every FP8 GEMM, GEMM by GEMM, L layers each
     fp8e4m3* weights_t_ = nullptr;   // Wᵀ, likewise
@@ -157,6 +186,8 @@ private:
     std::vector<int> hist_len_;          // host mirror: history lengths per slot
     std::vector<int64_t> steps_;         // host mirror: end_step calls per slot
 
+    bool keeps_input_t(int g) const;
+    CastInput recast_input(int g, const Source& s) const;
     size_t width(int g, bool out) const { return (size_t)(out ? kBlockGemms[g].out : kBlockGemms[g].in) * cfg_.n_embd; }
     size_t slot_index(Operand operand, int l, int g) const;
     Fp8Counters* counters(Operand operand, int l, int g) const { return counters_ + slot_index(operand, l, g); }
@@ -171,7 +202,7 @@ private:
                     Fp8Counters* counters);
     void forward(int l, int g, void* out, const CastInput& inp, const void* bias, int N);
     void backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, bool dout_cast,
-                  const void* inp, int N);
+                  const Source& inp, int N);
 };
 
 }  // namespace train_gpt

@@ -115,9 +115,6 @@ void add_flags(CLI::App& app, TrainConfig& c) {
             },
             "GEMMS"))
         ->group("Precision");
-    app.add_option("--fp8-fused-casts", c.fp8_fused_casts,
-                   "fp8, CUDA: cast each GEMM operand inside the kernel that produces it (false: the producer, then "
-                   "the cast; the same bits, more memory traffic)")->group("Precision");
     app.add_option("--fp8-telemetry-every", c.fp8_telemetry_every,
                    "fp8: log per-tensor amax/scale/saturation every N steps (0 = never)")->check(kNonNegative)->group("Precision");
     app.add_option("--max-skipped-steps", c.max_skipped_steps,
@@ -151,6 +148,9 @@ void add_flags(CLI::App& app, TrainConfig& c) {
     app.add_option("--sample-seed", c.sample_seed, "Seed of the samples' draws (-1 = from --seed)")
         ->check(numeric(-1.0))->group("Evaluation");
 
+    app.add_option("-r,--recompute", c.recompute, "Activations recomputed in backward instead of kept for every "
+                   "layer: 0 none, 1 GELU outputs, 2 GELU and layernorm outputs (less memory, the same result)")
+        ->check(CLI::IsMember({0, 1, 2}))->group("Batch");
     app.add_option("-z,--zero", c.zero, "0: every rank keeps the whole optimizer state; 1: ZeRO-1 (master weights and "
                    "Adam m, v sharded over ranks)")->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
     app.add_option("-n,--checkpoint-every", c.checkpoint_every, "Write a checkpoint every N steps and at the end (0 = none)")
@@ -177,6 +177,13 @@ void add_flags(CLI::App& app, TrainConfig& c) {
                    "CUDA attention: gemm (cuBLASLt batched GEMMs, T×T scores in scratch) | flash (tensor-core flash "
                    "attention, head size 64, bf16/fp16; not yet validated on a GPU)")
         ->check(CLI::IsMember({"gemm", "flash"}))->group("Runtime");
+    app.add_option("--fused-kernels", c.fused_kernels,
+                   "CUDA: run fused ops as one kernel (FP8 casts in their producers, residual add + layernorm, bias "
+                   "gradients in layernorm and GELU backward); false: as the separate kernels validated on a GPU, "
+                   "the same bits. Not yet validated on a GPU")->group("Runtime");
+    app.add_flag("--gemm-autotune", c.gemm_autotune,
+                 "CUDA: time cuBLASLt's candidate algorithms once per GEMM shape and keep the fastest (logged); "
+                 "default: the heuristic's first. Not yet validated on a GPU")->group("Runtime");
     app.add_option("--threads", c.threads, "CPU threads (0 = OpenMP default)")->check(kNonNegative)->group("Runtime");
     app.add_option("--seed", c.seed, "Seed for initialisation, shuffling and sampling")->group("Runtime");
     app.add_option("--log-every", c.log_every, "Print a step line every N steps")->check(kPositive)->group("Runtime");
@@ -416,6 +423,8 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
     return {
         text("device", p.device),
         text("attention", p.attention),
+        boolean("fused_kernels", c.fused_kernels),
+        boolean("gemm_autotune", c.gemm_autotune),
         text("model", c.model),
         integer("n_layer", p.model.n_layer),
         integer("n_head", p.model.n_head),
@@ -453,7 +462,6 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         fp8 ? text("fp8_amax_algo", fp8_amax_algo_name(f.algo)) : none("fp8_amax_algo"),
         fp8 ? integer("fp8_margin", f.margin) : none("fp8_margin"),
         fp8 ? text("fp8_gemms", fp8_gemms_name(f.gemms)) : none("fp8_gemms"),
-        fp8 ? boolean("fp8_fused_casts", c.fp8_fused_casts) : none("fp8_fused_casts"),
         integer("val_every", c.val_every),
         integer("val_batches", c.val_batches),
         text("hellaswag", c.hellaswag),
@@ -464,6 +472,7 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         number("temperature", c.temperature),
         integer("top_k", c.top_k),
         number("top_p", c.top_p),
+        integer("recompute", c.recompute),
         integer("zero", c.zero),
         text("init_from", c.init_from),
         integer("checkpoint_every", c.checkpoint_every),

@@ -57,7 +57,6 @@ struct TrainConfig {
     int fp8_margin = 0;
     std::string fp8_recipe = "delayed";      // delayed | current
     std::string fp8_gemms = "all";           // all | none | comma list of qkv, attproj, fc, fcproj | auto
-    bool fp8_fused_casts = true;             // CUDA: casts inside the operands' producers (off: producer, then cast)
     int fp8_telemetry_every = 50;            // steps between FP8 telemetry records in the log; 0: never
     int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
     int inject_nonfinite_step = -1;          // testing: poison a gradient at this step (0-based)
@@ -76,6 +75,7 @@ struct TrainConfig {
     int64_t sample_seed = -1;   // -1: from --seed
     // data parallel and checkpoints
     int zero = 0;                  // 0: replicated optimizer state; 1: master weights and Adam m, v sharded (ZeRO-1)
+    int recompute = 0;             // activations recomputed in backward: 0 none, 1 GELU, 2 GELU and layernorm
     int checkpoint_every = 0;      // steps between checkpoints, plus one at the end; 0: no checkpoints
     std::string checkpoint_dir = "";   // "" = <output_dir>/checkpoints
     int keep_checkpoints = 3;      // complete checkpoints kept (older ones are deleted)
@@ -84,6 +84,8 @@ struct TrainConfig {
                                    // step directory, or a transformers GPT-2 directory (checkpoint/init_from.h)
     // runtime
     std::string device = "auto";   // auto | cpu | cuda
+    bool fused_kernels = false;      // CUDA: fused ops as one kernel (off: the validated separate kernels)
+    bool gemm_autotune = false;      // CUDA: time cuBLASLt's candidate algorithms per GEMM shape, keep the fastest
     std::string attention = "gemm";   // CUDA: gemm (cuBLASLt, T×T scratch) | flash (tensor cores, head size 64)
     int threads = 0;               // CPU threads; 0: OpenMP's default
     uint64_t seed = 1337;

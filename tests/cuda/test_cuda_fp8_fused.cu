@@ -1,6 +1,9 @@
 // test_cuda_fp8_fused.cu — the FP8 casts fused into their producers (cuda/fp8_fused.cuh), through
-// the CUDA backend, in fp32, bf16 and fp16:
-//   gelu_forward_e4m3, layernorm_forward_e4m3, gelu_backward_e5m2, adamw_update_e4m3.
+// the CUDA backend with --fused-kernels, in fp32, bf16 and fp16:
+//   gelu_forward_e4m3, layernorm_forward_e4m3, attention_forward_e4m3 (the flash epilogue),
+//   gelu_backward_e5m2, layernorm_backward_e5m2, adamw_update_e4m3;
+// and the vectorised cast-with-transpose (cuda/fp8.cuh, quantize_transpose_vec_kernel) against the
+// scalar one, bit for bit, on shapes of whole 64×64 tiles.
 //
 // Two properties each:
 //   1. fused = unfused on the GPU, bit for bit: the producer op writing its output in the
@@ -19,6 +22,11 @@
 #include "tests/cuda/cuda_test_util.h"
 
 #include "cpu/fp8_kernels.h"
+#include "cuda/fp8.cuh"
+#include "tests/cuda/test_stream.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstring>
@@ -30,7 +38,15 @@ namespace {
 
 // rows × cols: ragged 32×32 tiles on both sides, a GPT-2 (B·T, 4C) slice, more row tiles than
 // one grid column holds
-const std::pair<int, int> kShapes[] = {{33, 47}, {256, 3072}, {4100, 96}};
+// whole 64×64 tiles (the vectorised cast-with-transpose) and shapes that are not (the scalar one)
+const std::pair<int, int> kShapes[] = {{33, 47}, {256, 3072}, {128, 768}, {4100, 96}};
+
+// the backend's fused ops run fused (CudaOptions::fused_kernels, --fused-kernels)
+CudaOptions fused() {
+    CudaOptions o;
+    o.fused_kernels = true;
+    return o;
+}
 
 Twin::Buf scale_slot(Twin& tw, float s) { return tw.raw(std::vector<Fp8ScaleSlot>{Fp8ScaleSlot{1.0f / s, s, 0, {}}}); }
 
@@ -76,7 +92,7 @@ const Layouts kLayouts[] = {{true, false, "q only"}, {false, true, "qt only"}, {
 }  // namespace
 
 TEST_P(CudaFp8FusedTest, GeluForwardCastIsTheUnfusedCast) {
-    Twin tw(GetParam());
+    Twin tw(GetParam(), fused());
     Random r(seed_);
     for (auto [rows, cols] : kShapes) {
         SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
@@ -111,7 +127,7 @@ TEST_P(CudaFp8FusedTest, GeluForwardCastIsTheUnfusedCast) {
 }
 
 TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
-    Twin tw(GetParam());
+    Twin tw(GetParam(), fused());
     Random r(seed_);
     for (auto [N, C] : kShapes) {
         SCOPED_TRACE(std::to_string(N) + "x" + std::to_string(C));
@@ -153,7 +169,7 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
 }
 
 TEST_P(CudaFp8FusedTest, GeluBackwardCastIsTheUnfusedCast) {
-    Twin tw(GetParam());
+    Twin tw(GetParam(), fused());
     Random r(seed_);
     for (auto [rows, cols] : kShapes) {
         SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
@@ -181,8 +197,87 @@ TEST_P(CudaFp8FusedTest, GeluBackwardCastIsTheUnfusedCast) {
     }
 }
 
+// layernorm backward with the E5M2 cast of its new dinp (the dY of attproj / fcproj): fused, it is
+// the layernorm backward followed by the cast, bit for bit (dinp, dweight, dbias, the dinp sums, q,
+// qt, statistics); rows in whole 16-row blocks take the fused kernel, ragged ones the fallback.
+TEST_P(CudaFp8FusedTest, LayernormBackwardCastIsTheUnfusedCast) {
+    Twin tw(GetParam(), fused());
+    Random r(seed_);
+    for (auto [N, C] : {std::pair<int, int>{256, 768}, {64, 192}, {33, 47}}) {
+        SCOPED_TRACE(std::to_string(N) + "x" + std::to_string(C));
+        const size_t n = (size_t)N * C;
+        Twin::Buf x = tw.act(r.normal(n, 2.0, 0.5)), w = tw.act(r.normal(C, 0.2, 1.0)), b = tw.act(r.normal(C, 0.2));
+        Twin::Buf y = tw.alloc(n * tw.act_size()), mean = tw.alloc(N * 4), rstd = tw.alloc(N * 4);
+        tw.cpu().layernorm_forward(y.c, mean.cp<float>(), rstd.cp<float>(), x.c, w.c, b.c, N, C);
+        tw.upload(mean, tw.f32_c(mean));
+        tw.upload(rstd, tw.f32_c(rstd));
+        Twin::Buf dout = tw.act(r.normal(n));
+        const std::vector<float> d0 = r.normal(n, 1e-2), dw0 = r.normal(C), db0 = r.normal(C), s0 = r.normal(C);
+        Twin::Buf dinp_f = tw.act(d0), dinp_u = tw.act(d0);   // += from the same start
+        Twin::Buf dw_f = tw.f32(dw0), dw_u = tw.f32(dw0), db_f = tw.f32(db0), db_u = tw.f32(db0);
+        Twin::Buf sums_f = tw.f32(s0), sums_u = tw.f32(s0);
+        Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
+        Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
+        Twin::Buf sc = scale_slot(tw, 57344.0f / 4.0f);
+        tw.gpu().layernorm_backward_e5m2(dinp_f.g, dw_f.gp<float>(), db_f.gp<float>(), dout.g, x.g, w.g, mean.gp<float>(),
+                                         rstd.gp<float>(), N, C, sums_f.gp<float>(), qf.gp<fp8e5m2>(),
+                                         qtf.gp<fp8e5m2>(), sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+        tw.gpu().layernorm_backward(dinp_u.g, dw_u.gp<float>(), db_u.gp<float>(), dout.g, x.g, w.g, mean.gp<float>(),
+                                    rstd.gp<float>(), N, C, sums_u.gp<float>());
+        tw.gpu().quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, N, C, sc.gp<Fp8ScaleSlot>(),
+                                         ku.gp<Fp8Counters>());
+        tw.cpu().layernorm_backward_e5m2(dinp_f.c, dw_f.cp<float>(), db_f.cp<float>(), dout.c, x.c, w.c,
+                                         mean.cp<float>(), rstd.cp<float>(), N, C, sums_f.cp<float>(), qf.cp<fp8e5m2>(),
+                                         qtf.cp<fp8e5m2>(), sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+        expect_bytes_equal("layernorm backward dinp: fused vs unfused", tw.bytes_g(dinp_f), tw.bytes_g(dinp_u),
+                           tw.act_size());
+        expect_bytes_equal("layernorm backward dweight: fused vs unfused", tw.bytes_g(dw_f), tw.bytes_g(dw_u), 4);
+        expect_bytes_equal("layernorm backward dbias: fused vs unfused", tw.bytes_g(db_f), tw.bytes_g(db_u), 4);
+        expect_bytes_equal("layernorm backward sums: fused vs unfused", tw.bytes_g(sums_f), tw.bytes_g(sums_u), 4);
+        expect_bytes_equal("layernorm backward q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
+        expect_bytes_equal("layernorm backward qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
+        expect_same_counters(tw, kf, ku);
+        tw.check_act("layernorm backward dinp vs the CPU twin", dinp_f, act_tol(tw.dtype(), 1e-5, 2));
+        tw.check_f32("layernorm backward sums vs the CPU twin", sums_f, 1e-5);
+        expect_fp8_close("layernorm backward q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
+        expect_fp8_close("layernorm backward qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf));
+    }
+}
+
+// The attention output's E4M3 cast (attproj's X) in the flash attention's epilogue: the bytes and
+// statistics of the attention followed by quantize_e4m3, and out, lse unchanged by it. The GEMM
+// attention (and FP32) run the attention then the cast: the same check holds trivially there.
+TEST_P(CudaFp8FusedTest, AttentionCastIsTheUnfusedCast) {
+    CudaOptions options = fused();
+    options.flash_attention = true;
+    Twin tw(GetParam(), options);
+    Random r(seed_);
+    struct Shape { int B, T, C, NH; };
+    for (const Shape& s : {Shape{2, 77, 128, 2}, Shape{1, 256, 192, 3}}) {   // head size 64; T ragged and whole
+        SCOPED_TRACE("B=" + std::to_string(s.B) + " T=" + std::to_string(s.T));
+        const size_t n = (size_t)s.B * s.T * s.C;
+        Twin::Buf qkv = tw.act(r.normal((size_t)s.B * s.T * 3 * s.C, 1.5));
+        Twin::Buf out_f = tw.poisoned_act(n), out_u = tw.poisoned_act(n);
+        Twin::Buf lse_f = tw.poisoned_f32((size_t)s.B * s.NH * s.T), lse_u = tw.poisoned_f32((size_t)s.B * s.NH * s.T);
+        Twin::Buf qf = tw.poisoned(n), qu = tw.poisoned(n);
+        Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
+        Twin::Buf sc = scale_slot(tw, 448.0f / 2.0f);
+        tw.gpu().attention_forward_e4m3(out_f.g, lse_f.gp<float>(), qf.gp<fp8e4m3>(), qkv.g, s.B, s.T, s.C, s.NH,
+                                        sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+        tw.gpu().attention_forward(out_u.g, lse_u.gp<float>(), qkv.g, s.B, s.T, s.C, s.NH);
+        tw.gpu().quantize_e4m3(qu.gp<fp8e4m3>(), out_u.g, n, sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+        tw.cpu().attention_forward_e4m3(out_f.c, lse_f.cp<float>(), qf.cp<fp8e4m3>(), qkv.c, s.B, s.T, s.C, s.NH,
+                                        sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+        expect_bytes_equal("attention out: fused vs unfused", tw.bytes_g(out_f), tw.bytes_g(out_u), tw.act_size());
+        expect_bytes_equal("attention lse: fused vs unfused", tw.bytes_g(lse_f), tw.bytes_g(lse_u), 4);
+        expect_bytes_equal("attention q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
+        expect_same_counters(tw, kf, ku);
+        expect_fp8_close("attention q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
+    }
+}
+
 TEST_P(CudaFp8FusedTest, AdamWCastIsTheUnfusedCast) {
-    Twin tw(GetParam());
+    Twin tw(GetParam(), fused());
     Random r(seed_);
     const std::pair<int, int> shapes[] = {{33, 47}, {3072, 768}};   // ragged tiles; GPT-2's fc weight
     for (auto [rows, cols] : shapes) {
@@ -227,3 +322,55 @@ TEST_P(CudaFp8FusedTest, AdamWCastIsTheUnfusedCast) {
 
 INSTANTIATE_TEST_SUITE_P(AllDTypes, CudaFp8FusedTest, ::testing::Values(DType::F32, DType::BF16, DType::F16),
                          dtype_param_name);
+
+// The vectorised cast-with-transpose writes the scalar kernel's bytes, and the same statistics, for
+// both formats, both layouts, one layout, and values that saturate, flush and are NaN.
+TEST_F(CudaTest, VectorisedCastIsTheScalarCast) {
+    for (DType d : {DType::BF16, DType::F16}) {
+        for (auto [rows, cols] : {std::pair<int, int>{64, 64}, {128, 768}, {256, 3072}, {192, 320}}) {
+            SCOPED_TRACE(std::string(dtype_name(d)) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+            Twin tw(d);
+            Random r(seed_);
+            const size_t n = (size_t)rows * cols;
+            std::vector<float> x = r.normal(n, 3.0);
+            for (size_t i = 0; i < n; i += 97) x[i] = 1e-9f;     // flushes at this scale
+            for (size_t i = 5; i < n; i += 1009) x[i] = 1e6f;    // saturates
+            x[n / 2] = NAN;
+            Twin::Buf xb = tw.act(x);
+            Twin::Buf sc = scale_slot(tw, 448.0f / 8.0f);
+            TestStream stream;
+            for (bool e4m3 : {true, false}) {
+                for (int layouts : {3, 2}) {   // q and qt; qt only
+                    Twin::Buf qs = tw.poisoned(n), qts = tw.poisoned(n), qv = tw.poisoned(n), qtv = tw.poisoned(n);
+                    Twin::Buf ks = tw.alloc(sizeof(Fp8Counters)), kv = tw.alloc(sizeof(Fp8Counters));
+                    auto cast = [&](Twin::Buf& q, Twin::Buf& qt, Twin::Buf& k, bool vectorised) {
+                        auto run = [&](auto tag) {
+                            using E = decltype(tag);
+                            const E* src = xb.gp<E>();
+                            if (e4m3) {
+                                cuda::quantize_transpose_fp8<E, fp8e4m3>(layouts & 1 ? q.gp<fp8e4m3>() : nullptr,
+                                                                         qt.gp<fp8e4m3>(), src, rows, cols,
+                                                                         &sc.gp<Fp8ScaleSlot>()->scale,
+                                                                         k.gp<Fp8Counters>(), stream.s, cuda::Unchanged{},
+                                                                         vectorised);
+                            } else {
+                                cuda::quantize_transpose_fp8<E, fp8e5m2>(layouts & 1 ? q.gp<fp8e5m2>() : nullptr,
+                                                                         qt.gp<fp8e5m2>(), src, rows, cols,
+                                                                         &sc.gp<Fp8ScaleSlot>()->scale,
+                                                                         k.gp<Fp8Counters>(), stream.s, cuda::Unchanged{},
+                                                                         vectorised);
+                            }
+                        };
+                        if (d == DType::BF16) run(__nv_bfloat16{}); else run(__half{});
+                    };
+                    cast(qs, qts, ks, false);
+                    cast(qv, qtv, kv, true);
+                    cudaCheck(cudaStreamSynchronize(stream.s));
+                    if (layouts & 1) expect_bytes_equal("q: vectorised vs scalar", tw.bytes_g(qv), tw.bytes_g(qs));
+                    expect_bytes_equal("qt: vectorised vs scalar", tw.bytes_g(qtv), tw.bytes_g(qts));
+                    expect_same_counters(tw, kv, ks);
+                }
+            }
+        }
+    }
+}

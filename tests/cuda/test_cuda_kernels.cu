@@ -180,9 +180,9 @@ TEST_P(CudaDTypeTest, LayernormBackwardAccumulates) {
         Twin::Buf dinp = tw.act(r.normal((size_t)N * C));
         Twin::Buf dw = tw.f32(r.normal(C)), db = tw.f32(r.normal(C));
         tw.cpu().layernorm_backward(dinp.c, dw.cp<float>(), db.cp<float>(), dout.c, inp.c, w.c, mean.cp<float>(),
-                                    rstd.cp<float>(), N, C);
+                                    rstd.cp<float>(), N, C, nullptr);
         tw.gpu().layernorm_backward(dinp.g, dw.gp<float>(), db.gp<float>(), dout.g, inp.g, w.g, mean.gp<float>(),
-                                    rstd.gp<float>(), N, C);
+                                    rstd.gp<float>(), N, C, nullptr);
         tw.check_act("layernorm_backward dinp", dinp, act_tol(d, kF32, 2));
         tw.check_f32("layernorm_backward dweight", dw, kF32);
         tw.check_f32("layernorm_backward dbias", db, kF32);
