@@ -400,13 +400,6 @@ std::string to_chars(const std::string& bytes) {
     return s;
 }
 
-bool is_file(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return false;
-    std::fclose(f);
-    return true;
-}
-
 }  // namespace
 
 Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe) {
@@ -556,7 +549,7 @@ Bpe Bpe::load(const std::string& dir_or_file) {
     const std::string& p = dir_or_file;
     if (p.size() >= 9 && p.compare(p.size() - 9, 9, ".tiktoken") == 0) return load_tiktoken(p);
     const std::string encoder = p + "/encoder.json", vocab = p + "/vocab.bpe";
-    if (!is_file(encoder) || !is_file(vocab)) {
+    if (!file_exists(encoder) || !file_exists(vocab)) {   // either one not regular: load_gpt2 names it
         fail("%s: expected a directory with encoder.json and vocab.bpe, or a .tiktoken file", p.c_str());
     }
     return load_gpt2(encoder, vocab);

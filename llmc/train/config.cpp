@@ -149,7 +149,8 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
 
     app.add_option("--device", c.device, "Kernel set: auto (GPU if present, else CPU) | cpu | cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->group("Runtime");
-    app.add_option("--threads", c.threads, "CPU threads (0 = OpenMP default)")->check(kNonNegative)->group("Runtime");
+    app.add_option("--threads", c.threads, "CPU threads, at most 1024 (0 = OpenMP default)")
+        ->check(numeric(0, 1024))->group("Runtime");
     app.add_option("--seed", c.seed, "Seed for initialisation, shuffling and sampling")->group("Runtime");
     app.add_option("--log-every", c.log_every, "Print a step line every N steps")->check(kPositive)->group("Runtime");
 
