@@ -100,6 +100,7 @@ FILE* open_file(const std::string& path, const char* mode) {
 }
 
 void read_exact(void* dst, size_t size, size_t count, FILE* f, const std::string& path) {
+    if (size == 0 || count == 0) return;   // nothing to read (and dst may be null)
     size_t got = std::fread(dst, size, count, f);
     if (got != count) {
         fail("%s: unexpected end of file (wanted %zu items of %zu bytes, got %zu)",
@@ -108,6 +109,7 @@ void read_exact(void* dst, size_t size, size_t count, FILE* f, const std::string
 }
 
 void write_exact(const void* src, size_t size, size_t count, FILE* f, const std::string& path) {
+    if (size == 0 || count == 0) return;   // nothing to write (and src may be null)
     if (std::fwrite(src, size, count, f) != count) {
         fail("%s: write failed: %s", path.c_str(), std::strerror(errno));
     }

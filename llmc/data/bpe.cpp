@@ -490,6 +490,9 @@ Bpe Bpe::load_tiktoken(const std::string& path) {
         return v;
     }();
     const std::string text = read_file(path);
+    // Ranks are 0..N-1, one per line, so a rank is below the file's line count: a rank beyond it
+    // is refused before the table grows to hold it.
+    const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
     std::vector<std::string> tokens;
     std::vector<char> have;
     size_t line_no = 0;
@@ -530,6 +533,10 @@ Bpe Bpe::load_tiktoken(const std::string& path) {
             bad("invalid rank");
         }
         const size_t rank = std::stoul(std::string(rank_text));
+        if (rank >= lines) {
+            fail("%s:%zu: rank %zu, but the file has only %zu lines (ranks must be 0..N-1, one per line)",
+                 path.c_str(), line_no, rank, lines);
+        }
         if (rank >= tokens.size()) {
             tokens.resize(rank + 1);
             have.resize(rank + 1, 0);
