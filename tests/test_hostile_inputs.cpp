@@ -182,6 +182,26 @@ TEST(HostileInputs, TiktokenRankBeyondTheFileIsRefusedBeforeAllocating) {
     EXPECT_FALSE(file_exists(dir.file("out")));
 }
 
+// A token longer than tokenizer.bin can store is refused as the vocabulary loads, before anything
+// is written (and before the pair table, whose work grows with the square of a token's length: a
+// 500 kB token took 30 s).
+TEST(HostileInputs, BpeTokenOfMoreThan255BytesIsRefusedBeforeAnythingIsWritten) {
+    ScratchDir dir;
+    write_text(dir.file("book.txt"), "In the beginning.\n");
+    std::string ranks;
+    const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int b = 0; b < 256; b++) {   // the 256 single bytes, base64
+        ranks += std::string{b64[b >> 2], b64[(b & 3) << 4], '=', '='} + " " + std::to_string(b) + "\n";
+    }
+    ranks += std::string(344, 'Q') + " 256\n";   // 344 base64 characters: 258 bytes
+    const std::string vocab = dir.file("long.tiktoken");
+    write_text(vocab, ranks);
+    expect_refused(run(prepare_text("--input '" + dir.file("book.txt") + "' --out-dir '" + dir.file("out") +
+                                    "' --tokenizer bpe --bpe-dir '" + vocab + "'")),
+                   {vocab, "token 256 has 258 bytes; a token has at most 255"});
+    EXPECT_FALSE(file_exists(dir.file("out")));
+}
+
 // ---- checkpoint manifests -----------------------------------------------------------------------
 
 namespace {

@@ -205,6 +205,11 @@ Bpe::Bpe(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merge
     for (int id = 0; id < n - 1; id++) {
         const std::string& t = tokens_[id];
         if (t.empty()) fail("%s: token %d is empty", origin.c_str(), id);
+        // tokenizer.bin stores a token's length in one byte; the bound also keeps the pair table
+        // below linear in the vocabulary's bytes (each split of each token is looked up)
+        if (t.size() > 255) {
+            fail("%s: token %d has %zu bytes; a token has at most 255", origin.c_str(), id, t.size());
+        }
         if (!id_of_.emplace(t, id).second) {
             fail("%s: tokens %d and %d have the same bytes", origin.c_str(), id_of_[t], id);
         }
