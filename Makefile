@@ -94,6 +94,32 @@ test: all $(TEST_BIN) $(CUDA_TEST_BIN)
 	$(TEST_BIN)
 	$(CUDA_TEST_BIN)
 
+# ---- fuzzing (scripts/fuzz.sh): the libFuzzer harnesses tests/fuzz/fuzz_*.cpp, one binary each
+# in build/fuzz/, built with clang, ASan and UBSan (any UBSan report stops the run) over only the
+# host sources that read files (and what they call); coverage-instrumented for libFuzzer.
+FUZZ_CXX      ?= clang++-14
+FUZZ_BUILD    := $(BUILD)/fuzz
+FUZZ_FLAGS    := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_LIB_SRCS := llmc/utils.cpp llmc/json_fields.cpp $(wildcard llmc/data/*.cpp llmc/checkpoint/*.cpp) \
+                 llmc/model/gpt.cpp llmc/precision/precision.cpp llmc/precision/fp8_scaling.cpp \
+                 llmc/precision/loss_scaler.cpp
+FUZZ_LIB      := $(FUZZ_BUILD)/libfuzz_host.a
+FUZZERS       := $(patsubst tests/fuzz/%.cpp,$(FUZZ_BUILD)/%,$(sort $(wildcard tests/fuzz/fuzz_*.cpp)))
+
+.PHONY: fuzzers
+fuzzers: $(FUZZERS)
+
+$(FUZZ_BUILD)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(CPPFLAGS) -std=c++17 -MMD -MP $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_LIB_SRCS:%.cpp=$(FUZZ_BUILD)/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ -lpcre2-8 -lxxhash
+
 clean:
 	rm -rf $(BUILD) train_gpt
 

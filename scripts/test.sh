@@ -67,6 +67,9 @@ done
 run_suite test_cuda build/test_cuda --gtest_color=no
 # No CUDA kernel may spill registers (sm_90a, every CUDA source; one check per compiled function).
 run_check check_spills scripts/check_spills.sh
+# Every loader of a file the trainer or the data tool reads, fuzzed under ASan + UBSan for 20 s
+# (tests/fuzz/README.md); one check per harness.
+run_check fuzz scripts/fuzz.sh 20
 
 echo
 printf '%s\n' "${summaries[@]}"
