@@ -88,6 +88,15 @@ inline int run_command(const std::string& command, std::string* output) {
         std::fclose(f);
     }
     std::remove(name);
+#if defined(__SANITIZE_ADDRESS__)
+    // A sanitizer build (scripts/sanitize.sh): a report from the command fails the calling test,
+    // even one that expects the command to fail.
+    for (const char* report : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: "}) {
+        if (output->find(report) != std::string::npos) {
+            ADD_FAILURE() << "sanitizer report (" << report << ") from: " << command << "\n" << *output;
+        }
+    }
+#endif
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
