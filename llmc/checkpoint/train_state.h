@@ -1,6 +1,10 @@
-// train_state.h — the trainer's own resumable state, as JSON text for the checkpoint manifest:
-// the step counters and the fp16 loss scaler. (The model's state — weights, Adam moments, FP8
-// scaling — and the data position are saved by their owners.)
+// train_state.h — the trainer's own resumable state, as JSON text for the checkpoint manifest
+// (its "extra" and "loss_scaler" fields): the step counters and the fp16 loss scaler. (The
+// model's state — weights, Adam moments, FP8 scaling — and the data position are saved by their
+// owners.)
+//
+// Reading checks every field's type and range (llmc/json_fields.h) and fails naming `origin`
+// (the manifest) and the field: "<origin>: \"extra.updates\" must be an integer in [0, ...]".
 #pragma once
 
 #include "precision/loss_scaler.h"
@@ -16,8 +20,8 @@ struct TrainCounters {
 };
 
 std::string counters_to_json(const TrainCounters& c);
-TrainCounters counters_from_json(const std::string& json);   // fails on a malformed text
+TrainCounters counters_from_json(const std::string& json, const std::string& origin = "checkpoint");
 std::string loss_scaler_to_json(const LossScaler& s);
-void loss_scaler_from_json(LossScaler& s, const std::string& json);
+void loss_scaler_from_json(LossScaler& s, const std::string& json, const std::string& origin = "checkpoint");
 
 }  // namespace train_gpt
