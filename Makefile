@@ -25,6 +25,7 @@ TRAIN_GPT ?= train_gpt
 # Hopper: sm_90a enables the FP8 / wgmma instructions. Override for other GPUs.
 GENCODE  ?= -gencode=arch=compute_90a,code=sm_90a
 BUILD    := build
+comma    := ,
 
 CPPFLAGS := -I. -Illmc -I$(CUDA_HOME)/include -I/usr/include/x86_64-linux-gnu/openblas-pthread
 CXXFLAGS ?= -O3 -march=native
@@ -135,6 +136,69 @@ test: all $(TEST_BIN) $(CUDA_TEST_BIN)
 	$(TEST_BIN)
 	$(CUDA_TEST_BIN)
 endif
+
+# ---- fuzzing (scripts/fuzz.sh): the libFuzzer harnesses tests/fuzz/fuzz_*.cpp, one binary each
+# in build/fuzz/, built with clang, ASan and UBSan (any UBSan report stops the run) over only the
+# host sources that read files (and what they call); coverage-instrumented for libFuzzer.
+FUZZ_CXX      ?= clang++-14
+FUZZ_BUILD    := $(BUILD)/fuzz
+FUZZ_FLAGS    := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_LIB_SRCS := llmc/utils.cpp llmc/json_fields.cpp $(wildcard llmc/data/*.cpp llmc/checkpoint/*.cpp llmc/eval/*.cpp) \
+                 llmc/model/gpt.cpp llmc/model/layout.cpp llmc/precision/precision.cpp llmc/precision/fp8_scaling.cpp \
+                 llmc/precision/loss_scaler.cpp llmc/precision/fp8_state.cpp
+FUZZ_LIB      := $(FUZZ_BUILD)/libfuzz_host.a
+FUZZERS       := $(patsubst tests/fuzz/%.cpp,$(FUZZ_BUILD)/%,$(sort $(wildcard tests/fuzz/fuzz_*.cpp)))
+
+.PHONY: fuzzers
+fuzzers: $(FUZZERS)
+
+$(FUZZ_BUILD)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(call quiet,CLANG,$<)$(FUZZ_CXX) $(CPPFLAGS) -std=c++17 -MMD -MP $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_LIB_SRCS:%.cpp=$(FUZZ_BUILD)/%.o)
+	@rm -f $@
+	$(call quiet,AR,$@)ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
+	$(call quiet,LINK,$@)$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ -lpcre2-8 -lxxhash
+
+# ---- sanitizers (scripts/sanitize.sh): the host library, the data tools, the trainer and the CPU
+# test suite with ASan + UBSan (g++; any UBSan report is fatal), in build/sanitize/. The CUDA
+# kernel set and the NCCL Comm (llmc/**/*.cu) are the usual build's objects, linked in
+# uninstrumented; the trainer's own host code (train_gpt.cu) gets the sanitizers through nvcc's
+# host compiler. build/sanitize/test_cpu runs build/sanitize/train_gpt and prepare_text.
+SAN_BUILD    := $(BUILD)/sanitize
+SAN_FLAGS    := -g -fno-omit-frame-pointer -fsanitize=address -fsanitize=undefined -fno-sanitize-recover=all
+SAN_CXXFLAGS := -O2 -march=native -std=c++17 -fopenmp -Wall -Wextra -MMD -MP $(SAN_FLAGS)
+SAN_LIB      := $(SAN_BUILD)/libtrain_gpt.a
+SAN_TOOLS    := $(TOOL_NAMES:%=$(SAN_BUILD)/%)
+
+.PHONY: sanitize
+sanitize: $(SAN_BUILD)/test_cpu $(SAN_BUILD)/train_gpt $(SAN_TOOLS)
+
+$(SAN_BUILD)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(call quiet,CXX,$<)$(CXX) $(CPPFLAGS) $(SAN_CXXFLAGS) -c $< -o $@
+
+$(SAN_BUILD)/llmc/distributed/comm_mpi.o: CPPFLAGS += $(MPI_CPPFLAGS)
+
+$(SAN_BUILD)/train_gpt.o: train_gpt.cu
+	@mkdir -p $(dir $@)
+	$(call quiet,NVCC,$<)$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -Xcompiler $(subst $(eval) ,$(comma),$(strip $(SAN_FLAGS))) -c $< -o $@
+
+$(SAN_LIB): $(LIB_SRCS:%.cpp=$(SAN_BUILD)/%.o) $(LIB_CU_SRCS:%.cu=$(BUILD)/%.o)
+	@rm -f $@
+	$(call quiet,AR,$@)ar rcs $@ $^
+
+$(SAN_BUILD)/train_gpt: $(SAN_BUILD)/train_gpt.o $(SAN_LIB)
+	$(call quiet,LINK,$@)$(CXX) -fopenmp $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+
+$(SAN_TOOLS): $(SAN_BUILD)/%: $(SAN_BUILD)/dev/data/%.o $(DATA_OBJS:$(BUILD)/%=$(SAN_BUILD)/%) $(SAN_LIB)
+	$(call quiet,LINK,$@)$(CXX) -fopenmp $(SAN_FLAGS) $^ -o $@ $(LDLIBS)
+
+$(SAN_BUILD)/test_cpu: $(TEST_OBJS:$(BUILD)/%=$(SAN_BUILD)/%) $(DATA_OBJS:$(BUILD)/%=$(SAN_BUILD)/%) $(SAN_LIB)
+	$(call quiet,LINK,$@)$(CXX) -fopenmp $(SAN_FLAGS) $^ -o $@ $(LDLIBS) -lgtest -lgtest_main
 
 clean:
 	rm -rf $(BUILD) $(TRAIN_GPT)

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -35,16 +36,71 @@ void fail(const char* fmt, ...) {
     throw Error(s);
 }
 
+namespace {
+
+// What a non-regular file is, for messages.
+const char* file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    return "a special file";
+}
+
+const char* access_name(int flags) { return (flags & O_ACCMODE) == O_RDONLY ? "reading" : "writing"; }
+
+}  // namespace
+
+int open_regular_file(const std::string& path, int flags) {
+    const char* p = path.c_str();
+    // O_NONBLOCK: opening a FIFO would otherwise wait for its other end before it can be refused.
+    const int fd = ::open(p, flags | O_NONBLOCK | O_CLOEXEC, 0666);
+    struct stat st;
+    if (fd < 0) {
+        const int err = errno;
+        // A FIFO opened for writing without a reader fails (ENXIO): name what it is instead.
+        if (::stat(p, &st) == 0 && !S_ISREG(st.st_mode)) {
+            fail("cannot open %s for %s: it is %s, not a regular file", p, access_name(flags), file_kind(st.st_mode));
+        }
+        fail("cannot open %s for %s: %s", p, access_name(flags), std::strerror(err));
+    }
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        fail("cannot open %s for %s: cannot stat it: %s", p, access_name(flags), std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail("cannot open %s for %s: it is %s, not a regular file", p, access_name(flags), file_kind(st.st_mode));
+    }
+    // Regular files ignore O_NONBLOCK; clear it all the same, so the descriptor is an ordinary one.
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
 FILE* open_file(const std::string& path, const char* mode) {
-    FILE* f = std::fopen(path.c_str(), mode);
+    // fopen's modes as open(2) flags: r, w, a, each optionally with + (and b, which is a no-op).
+    const bool plus = std::strchr(mode, '+') != nullptr;
+    int flags;
+    switch (mode[0]) {
+        case 'r': flags = plus ? O_RDWR : O_RDONLY; break;
+        case 'w': flags = (plus ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC; break;
+        case 'a': flags = (plus ? O_RDWR : O_WRONLY) | O_CREAT | O_APPEND; break;
+        default: fail("open_file(%s): unsupported mode \"%s\"", path.c_str(), mode);
+    }
+    const int fd = open_regular_file(path, flags);
+    FILE* f = ::fdopen(fd, mode);
     if (!f) {
-        fail("cannot open %s for %s: %s", path.c_str(),
-             mode[0] == 'r' ? "reading" : "writing", std::strerror(errno));
+        const int err = errno;
+        ::close(fd);
+        fail("cannot open %s for %s: %s", path.c_str(), access_name(flags), std::strerror(err));
     }
     return f;
 }
 
 void read_exact(void* dst, size_t size, size_t count, FILE* f, const std::string& path) {
+    if (size == 0 || count == 0) return;   // nothing to read (and dst may be null)
     size_t got = std::fread(dst, size, count, f);
     if (got != count) {
         fail("%s: unexpected end of file (wanted %zu items of %zu bytes, got %zu)",
@@ -53,9 +109,22 @@ void read_exact(void* dst, size_t size, size_t count, FILE* f, const std::string
 }
 
 void write_exact(const void* src, size_t size, size_t count, FILE* f, const std::string& path) {
+    if (size == 0 || count == 0) return;   // nothing to write (and src may be null)
     if (std::fwrite(src, size, count, f) != count) {
         fail("%s: write failed: %s", path.c_str(), std::strerror(errno));
     }
+}
+
+std::string read_file_text(const std::string& path) {
+    FILE* f = open_file(path, "rb");
+    std::string text;
+    char buf[1 << 16];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
+    const bool error = std::ferror(f) != 0;
+    std::fclose(f);
+    if (error) fail("read error in %s", path.c_str());
+    return text;
 }
 
 void write_file_atomic(const std::string& path, const void* bytes, size_t size) {
@@ -85,8 +154,11 @@ void make_dirs(const std::string& path) {
         pos = path.find('/', pos + 1);
         partial = path.substr(0, pos);
         if (partial.empty()) continue;
-        if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-            fail("cannot create directory %s: %s", partial.c_str(), std::strerror(errno));
+        if (::mkdir(partial.c_str(), 0755) == 0) continue;
+        if (errno != EEXIST) fail("cannot create directory %s: %s", partial.c_str(), std::strerror(errno));
+        struct stat st;
+        if (::stat(partial.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fail("cannot create directory %s: it exists and is not a directory", partial.c_str());
         }
     }
 }

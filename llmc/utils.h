@@ -24,17 +24,27 @@ std::string vformat(const char* fmt, va_list args);
 // Throw train_gpt::Error with a printf-style message.
 [[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
-// fopen that fails with "cannot open <path> for <mode>: <strerror>".
+// fopen(path, mode) for regular files only. Fails with "cannot open <path> for <reading|writing>:
+// <strerror>", or, for a directory, FIFO, socket or device, "...: it is a FIFO (named pipe), not
+// a regular file". The open never blocks: a FIFO is refused, not waited on.
 FILE* open_file(const std::string& path, const char* mode);
+// The same check for a file descriptor: open(2) with `flags` (O_RDONLY, O_WRONLY | O_CREAT ...),
+// failing as open_file does unless `path` is a regular file. The caller closes it.
+int open_regular_file(const std::string& path, int flags);
 // fread/fwrite of exactly `count` items or fail naming `path`.
 void read_exact(void* dst, size_t size, size_t count, FILE* f, const std::string& path);
 void write_exact(const void* src, size_t size, size_t count, FILE* f, const std::string& path);
+
+// The whole of a regular file (open_file's checks and messages).
+std::string read_file_text(const std::string& path);
 
 // Write `bytes` to `path` atomically: into path + ".tmp", fsync, then rename.
 // A crash leaves either the old file or the complete new one, never a torn one.
 void write_file_atomic(const std::string& path, const void* bytes, size_t size);
 
 bool file_exists(const std::string& path);
-void make_dirs(const std::string& path);  // mkdir -p; fails with the path on error
+// mkdir -p; fails naming the path if it cannot be created or exists as something other than a
+// directory (a file, a FIFO).
+void make_dirs(const std::string& path);
 
 }  // namespace train_gpt

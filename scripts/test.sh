@@ -72,6 +72,9 @@ run_check check_docs python3 scripts/check_docs.py
 # gpu_check.sh's steps without a GPU: each GPU step checks its wiring (trainer flags on 2 CPU
 # steps, test filters, scripts) and reports SKIPPED; the summary and its targets are computed.
 run_check gpu_check_dry_run scripts/gpu_check.sh --dry-run
+# Every loader of a file the trainer or the data tool reads, fuzzed under ASan + UBSan for 20 s
+# (tests/fuzz/README.md); one check per harness.
+run_check fuzz scripts/fuzz.sh 20
 # The README's commands, run as written (shortened) in a scratch directory.
 run_check check_readme scripts/check_readme.sh
 # The build's behaviour: quiet output, and a CPU-only trainer where there is no nvcc.

@@ -15,7 +15,6 @@ using namespace train_gpt::test;
 namespace {
 
 std::string prepare_text() { return build_dir() + "/prepare_text"; }
-std::string train_gpt_binary() { return repo_root() + "/train_gpt"; }
 
 // A text of a few kB: enough for shards of a tiny model and a BPE of a few hundred tokens.
 std::string some_text() {

@@ -520,7 +520,7 @@ TEST(DataLoaderPrepareText, BpeShardsDecodeToTheDocumentsAndTrain) {
     }
 
     // The engine trains on them and samples words.
-    ASSERT_EQ(run_command(repo_root() + "/train_gpt -i '" + dir.file("a/x_train_*.bin") + "' -j '" +
+    ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("a/x_train_*.bin") + "' -j '" +
                               dir.file("a/x_val_*.bin") + "' --tokenizer " + dir.file("a/tokenizer.bin") +
                               " -e d2 --n-embd 32 -b 2 -t 16 -m 1 -x 2 -v 0 -g 8 -o " + dir.file("run"),
                           &output), 0) << output;

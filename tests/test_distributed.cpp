@@ -36,7 +36,7 @@ struct Corpus {
     // a 2-layer, 32-wide model; B is per rank, so B·ranks is the global batch
     std::string train_gpt(int ranks, int B, const std::string& out, const std::string& extra) const {
         std::string launcher = ranks > 1 ? format("mpirun --oversubscribe --allow-run-as-root -np %d ", ranks) : "";
-        return launcher + repo_root() + "/train_gpt -i '" + dir.file("train_*.bin") + "' -j '' --tokenizer '" +
+        return launcher + train_gpt_binary() + " -i '" + dir.file("train_*.bin") + "' -j '' --tokenizer '" +
                dir.file("tokenizer.bin") + "' -e d2 --n-embd 32 -t 16 -g 0 --threads 1 --warmup-steps 2 " +
                format("-b %d -o '%s' ", B, out.c_str()) + extra;
     }

@@ -51,6 +51,9 @@ TEST(HellaSwag, ReadsTheOfficialFormatAndTokenisesEndingsWithALeadingSpace) {
     EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 0, "endings": ["a", "b", "c"]})"), bad + ":2: \"endings\" is not an array of four");
     EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 4, "endings": ["a", "b", "c", "d"]})"), bad + ":2: \"label\" 4 is not 0..3");
     EXPECT_CONTAINS(error_for(R"({"ctx": "x", "endings": ["a", "b", "c", "d"]})"), bad + ":2: not a HellaSwag example");
+    // (found by fuzzing load_hellaswag: a label no int holds)
+    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 2.5e126, "endings": ["a", "b", "c", "d"]})"), "is not 0..3");
+    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 1, "endings": ["a", 7, "c", "d"]})"), bad + ":2: not a HellaSwag example");
     EXPECT_CONTAINS(error_for("not json"), bad + ":2: not a HellaSwag example");
     write_text(bad, "\n");
     EXPECT_CONTAINS(error_of([&] { load_hellaswag(bad, gpt2); }), "holds no HellaSwag examples");
@@ -91,7 +94,7 @@ TEST(HellaSwag, ChoicesAndAccNormAreThoseOfThePyTorchComputation) {
         for (int ranks : {1, 2}) {
             const std::string run = dir.file("run" + std::to_string(T) + "_" + std::to_string(ranks));
             const std::string launch = ranks > 1 ? "mpirun --oversubscribe --allow-run-as-root -np 2 " : "";
-            ASSERT_EQ(run_command(launch + repo_root() + "/train_gpt --init-from '" + model + "' -x 0 --hellaswag '" +
+            ASSERT_EQ(run_command(launch + train_gpt_binary() + " --init-from '" + model + "' -x 0 --hellaswag '" +
                                   fixture() + "' -t " + std::to_string(T) + " -b 3 -g 0 --threads 1 -o '" + run + "'", &out), 0)
                 << out;
             EXPECT_CONTAINS(out, "| hellaswag acc_norm");

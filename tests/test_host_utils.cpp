@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <fcntl.h>
 #include <set>
+#include <sys/stat.h>
 
 using namespace train_gpt;
 using namespace train_gpt::test;
@@ -224,4 +226,46 @@ TEST(Utils, FormatAndAtomicWriteAndMakeDirs) {
     EXPECT_FALSE(file_exists(dir.file("a/b/c/f.txt.tmp")));
     EXPECT_CONTAINS(error_of([&] { open_file(dir.file("nope/x"), "rb"); }), dir.file("nope/x"));
     EXPECT_CONTAINS(error_of([] { fail("value %d", 3); }), "value 3");
+}
+
+TEST(Utils, OpenFileTakesOnlyRegularFilesAndNeverBlocks) {
+    ScratchDir dir;
+    write_text(dir.file("plain"), "abc");
+    for (const char* mode : {"rb", "r+", "ab", "wb"}) std::fclose(open_file(dir.file("plain"), mode));
+    make_dirs(dir.file("sub"));
+    ASSERT_EQ(mkfifo(dir.file("pipe").c_str(), 0644), 0);
+    for (const char* mode : {"rb", "wb", "a"}) {
+        SCOPED_TRACE(mode);
+        // no writer (or reader) on the other end: a blocking open would wait here forever
+        const std::string fifo = error_of([&] { open_file(dir.file("pipe"), mode); });
+        EXPECT_CONTAINS(fifo, dir.file("pipe"));
+        EXPECT_CONTAINS(fifo, "it is a FIFO (named pipe), not a regular file");
+        EXPECT_CONTAINS(error_of([&] { open_file(dir.file("sub"), mode); }), dir.file("sub"));
+    }
+    EXPECT_CONTAINS(error_of([&] { open_file(dir.file("sub"), "rb"); }), "it is a directory, not a regular file");
+    EXPECT_CONTAINS(error_of([&] { open_regular_file("/dev/null", O_RDONLY); }), "it is a character device");
+    EXPECT_CONTAINS(error_of([&] { open_file(dir.file("plain"), "x"); }), "unsupported mode");
+}
+
+TEST(Utils, ReadFileTextReadsAWholeRegularFile) {
+    ScratchDir dir;
+    std::string bytes(200000, 'x');
+    bytes[7] = '\0';   // binary-safe, longer than one read
+    write_text(dir.file("f"), bytes);
+    EXPECT_EQ(read_file_text(dir.file("f")), bytes);
+    write_text(dir.file("empty"), "");
+    EXPECT_EQ(read_file_text(dir.file("empty")), "");
+    EXPECT_CONTAINS(error_of([&] { read_file_text(dir.file("none")); }), "cannot open " + dir.file("none"));
+    EXPECT_CONTAINS(error_of([&] { read_file_text(dir.path); }), "not a regular file");
+}
+
+TEST(Utils, MakeDirsRefusesAPathThatIsNotADirectory) {
+    ScratchDir dir;
+    write_text(dir.file("file"), "mine");
+    EXPECT_CONTAINS(error_of([&] { make_dirs(dir.file("file")); }),
+                    "cannot create directory " + dir.file("file") + ": it exists and is not a directory");
+    EXPECT_CONTAINS(error_of([&] { make_dirs(dir.file("file/below")); }), dir.file("file"));
+    EXPECT_EQ(read_text(dir.file("file")), "mine");
+    make_dirs(dir.file("d/e"));
+    make_dirs(dir.file("d/e"));   // existing directories are fine
 }

@@ -25,7 +25,6 @@ std::string python() {
     const char* env = std::getenv("TRAIN_GPT_PYTHON");
     return env != nullptr ? env : "/usr/bin/python3";
 }
-std::string train_gpt_binary() { return repo_root() + "/train_gpt"; }
 
 // The last line of output that parses as a JSON object.
 nlohmann::json last_json(const std::string& output) {
@@ -167,6 +166,12 @@ TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining
     // what the engine cannot compute, and what is not a model
     EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("relu") + "' -x 0 -g 0", &out), 0);
     EXPECT_CONTAINS(out, dir.file("relu") + "/config.json: activation_function \"relu\"");
+    // (found by fuzzing gpt_config_from_hf: a field of the wrong type)
+    std::string config = read_text(dir.file("relu/config.json"));
+    config.replace(config.find("\"relu\""), 6, "0.1");
+    write_text(dir.file("relu/config.json"), config);
+    EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("relu") + "' -x 0 -g 0", &out), 0);
+    EXPECT_CONTAINS(out, dir.file("relu") + "/config.json: activation_function must be a string, got 0.1");
     EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("d") + "' -x 0 -g 0", &out), 0);
     EXPECT_CONTAINS(out, "--init-from " + dir.file("d") + ": not a checkpoint");
     EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("lm") + "' -e d4 -x 0 -g 0", &out), 0);

@@ -35,7 +35,7 @@ TEST(PlotRun, WritesAPngOfTheLossLearningRateNormAndPrecisionTelemetry) {
     std::vector<uint32_t> tokens(text.begin(), text.end());
     write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
     Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
-    const std::string base = repo_root() + "/train_gpt -i '" + dir.file("train_*.bin") + "' -j '" + dir.file("train_*.bin") +
+    const std::string base = train_gpt_binary() + " -i '" + dir.file("train_*.bin") + "' -j '" + dir.file("train_*.bin") +
                              "' -e d2 --n-embd 32 -b 2 -t 16 -m 1 -v 2 -g 0 --threads 1 ";
     std::string out;
     ASSERT_EQ(run_command(base + "-x 4 -p fp16 --checkpoint-every 2 -o '" + dir.file("fp16") + "'", &out), 0) << out;

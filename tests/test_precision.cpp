@@ -110,7 +110,7 @@ struct TinyRun {
         Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
     }
     std::string command(const std::string& extra) const {
-        return repo_root() + "/train_gpt -i '" + dir.file("train_*.bin") + "' -j '' --tokenizer '" +
+        return train_gpt_binary() + " -i '" + dir.file("train_*.bin") + "' -j '' --tokenizer '" +
                dir.file("tokenizer.bin") + "' -e d2 --n-embd 32 -b 2 -t 16 -g 0 -o '" + dir.file("out") + "' " + extra;
     }
 };

@@ -34,8 +34,6 @@ struct TinyCorpus {
     }
 };
 
-std::string train_gpt_binary() { return repo_root() + "/train_gpt"; }
-
 // Runs train_gpt with args; expects failure; returns its output.
 std::string expect_failure(const std::string& args) {
     std::string output;

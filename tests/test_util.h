@@ -55,10 +55,22 @@ inline std::string build_dir() {
     return dir.substr(0, dir.rfind('/'));
 }
 
-// The repository root: the parent of build/.
+// The repository root: the nearest directory above build_dir() that holds train_gpt.cu (build/
+// for the usual build, build/sanitize/ for scripts/sanitize.sh's).
 inline std::string repo_root() {
-    std::string b = build_dir();
-    return b.substr(0, b.rfind('/'));
+    std::string dir = build_dir();
+    while (dir.rfind('/') != std::string::npos) {
+        dir = dir.substr(0, dir.rfind('/'));
+        if (access((dir + "/train_gpt.cu").c_str(), F_OK) == 0) return dir;
+    }
+    return "..";
+}
+
+// The trainer under test: the one beside the test binary where there is one (scripts/sanitize.sh
+// builds it there), else the repository's ./train_gpt.
+inline std::string train_gpt_binary() {
+    const std::string beside = build_dir() + "/train_gpt";
+    return access(beside.c_str(), X_OK) == 0 ? beside : repo_root() + "/train_gpt";
 }
 
 // Runs a shell command; returns its exit code and leaves its stdout+stderr in *output.
@@ -76,6 +88,15 @@ inline int run_command(const std::string& command, std::string* output) {
         std::fclose(f);
     }
     std::remove(name);
+#if defined(__SANITIZE_ADDRESS__)
+    // A sanitizer build (scripts/sanitize.sh): a report from the command fails the calling test,
+    // even one that expects the command to fail.
+    for (const char* report : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: "}) {
+        if (output->find(report) != std::string::npos) {
+            ADD_FAILURE() << "sanitizer report (" << report << ") from: " << command << "\n" << *output;
+        }
+    }
+#endif
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

@@ -96,8 +96,7 @@ std::string human_bytes(double b) {
 
 // pread of exactly [begin, end) of a file.
 std::string read_range(const std::string& path, int64_t begin, int64_t end) {
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) fail("cannot open %s for reading: %s", path.c_str(), std::strerror(errno));
+    const int fd = open_regular_file(path, O_RDONLY);
     std::string bytes(static_cast<size_t>(end - begin), '\0');
     size_t done = 0;
     while (done < bytes.size()) {
@@ -658,7 +657,9 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--jsonl-field", opt.jsonl_field, "JSONL: the field holding each document's text")
         ->capture_default_str();
-    app.add_option("--threads", opt.threads, "tokenizer threads (0 = all cores)")->capture_default_str();
+    app.add_option("--threads", opt.threads, "tokenizer threads, at most 1024 (0 = all cores)")
+        ->check(CLI::Range(0, 1024))
+        ->capture_default_str();
     app.add_option("--token-bytes", opt.token_bytes, "shard token width: 0 = auto (uint16 if the vocabulary fits), 2, 4")
         ->check(CLI::IsMember({0, 2, 4}))
         ->capture_default_str();

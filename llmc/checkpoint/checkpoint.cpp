@@ -3,6 +3,8 @@
 
 #include "precision/dtypes.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/train_state.h"
+#include "json_fields.h"
 #include "utils.h"
 
 #include <nlohmann/json.hpp>
@@ -11,9 +13,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cfloat>
+#include <climits>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,6 +34,9 @@ constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleWeightsName = "model.safetensors";   // transformers' unsharded save
 constexpr const char* kManifestFormat = "train_gpt checkpoint";
 constexpr int kManifestVersion = 1;
+// The largest data position a manifest may hold: far beyond any run (2^62 samples), with room to
+// count on from it without overflow.
+constexpr int64_t kMaxDataPosition = int64_t(1) << 62;
 
 // Offset of each engine tensor in the flat parameter vector (as GPT::offset_of).
 std::array<size_t, kNumParamTensors + 1> param_offsets(const GPTConfig& cfg) {
@@ -412,6 +420,86 @@ void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_di
 
 // ---- reading ----------------------------------------------------------------------------------
 
+namespace {
+
+// The FP8 scaling state as GPT::fp8_state_json writes it and GPT::restore_fp8_state reads it: an
+// array with one object per FP8 GEMM, {"x" | "w" | "dy": {"scale": s > 0, "history": [amax >= 0,
+// ...], "steps": n >= 0}}, every number within float range; or null.
+void check_fp8_state(const nlohmann::json& fp8, const std::string& path) {
+    if (fp8.is_null()) return;
+    if (!fp8.is_array()) fail("%s: \"fp8\" must be an array of per-GEMM scaling states", path.c_str());
+    for (size_t g = 0; g < fp8.size(); g++) {
+        const JsonObject gemm(fp8[g], path, format("fp8[%zu]", g));
+        for (const char* operand : {"x", "w", "dy"}) {
+            const JsonObject t = gemm.object(operand);
+            t.real("scale", std::numeric_limits<float>::denorm_min(), FLT_MAX);
+            t.integer("steps", 0, INT64_MAX);
+            const nlohmann::json& history = t.at("history");
+            if (!history.is_array()) fail("%s: \"%s\" must be an array", path.c_str(), t.field("history").c_str());
+            for (size_t k = 0; k < history.size(); k++) {
+                json_real(history[k], 0.0, FLT_MAX, path, t.field("history") + format("[%zu]", k));
+            }
+        }
+    }
+}
+
+}  // namespace
+
+CheckpointManifest parse_manifest(const std::string& text, const std::string& path) {
+    const char* p = path.c_str();
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        fail("%s: not valid JSON (%s)", p, e.what());
+    }
+    if (!j.is_object() || !j.contains("format") || j["format"] != kManifestFormat) {
+        fail("%s: not a train_gpt checkpoint manifest (no \"format\": \"%s\")", p, kManifestFormat);
+    }
+    const JsonObject top(j, path);
+    const int64_t version = top.integer("version", 0, INT_MAX);
+    if (version != kManifestVersion) fail("%s: manifest version %lld, this build reads %d", p, (long long)version, kManifestVersion);
+    CheckpointManifest m;
+    m.step = top.integer("step", 0, INT_MAX);   // the trainer counts steps in an int
+    m.world_size = (int)top.integer("world_size", 1, INT_MAX);
+    const JsonObject model = top.object("model");
+    const std::pair<const char*, int*> shape[] = {
+        {"n_layer", &m.model.n_layer},       {"n_head", &m.model.n_head},
+        {"n_embd", &m.model.n_embd},         {"vocab_size", &m.model.vocab_size},
+        {"padded_vocab_size", &m.model.padded_vocab_size}, {"max_seq_len", &m.model.max_seq_len}};
+    for (const auto& [key, field] : shape) *field = (int)model.integer(key, 1, INT_MAX);
+    m.train_config_json = text_of(top.at("train_config"));
+    m.data_position = top.integer("data_position", 0, kMaxDataPosition);
+    m.rng_state = top.string("rng_state");
+    m.loss_scaler_json = text_of(top.at("loss_scaler"));
+    m.fp8_json = text_of(top.at("fp8"));
+    m.extra_json = text_of(top.at("extra"));
+    // the trainer's state, checked here as its owners read it, so that a bad value stops a resume
+    // before anything is written
+    if (!m.loss_scaler_json.empty()) {
+        LossScaler probe;
+        loss_scaler_from_json(probe, m.loss_scaler_json, path);
+    }
+    if (!m.extra_json.empty()) counters_from_json(m.extra_json, path);
+    check_fp8_state(top.at("fp8"), path);
+
+    const JsonObject files = top.object("files");
+    for (const auto& [name, rec] : files.value().items()) {
+        if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+            fail("%s: invalid file name '%s'", p, name.c_str());
+        }
+        const JsonObject file = files.object(name);
+        CheckpointManifest::FileRecord r;
+        r.bytes = (uint64_t)file.integer("bytes", 0, INT64_MAX);
+        const std::string h = file.string("xxh3_64");
+        char* end = nullptr;
+        r.xxh3 = std::strtoull(h.c_str(), &end, 16);
+        if (h.size() != 16 || *end != '\0') fail("%s: file %s has a malformed checksum '%s'", p, name.c_str(), h.c_str());
+        m.files[name] = r;
+    }
+    return m;
+}
+
 CheckpointManifest read_manifest(const std::string& dir) {
     const char* d = dir.c_str();
     std::error_code ec;
@@ -421,49 +509,14 @@ CheckpointManifest read_manifest(const std::string& dir) {
     if (!file_exists(path)) {
         fail("%s is not a checkpoint: it has no %s (an unfinished save is a *.tmp directory)", d, kManifestName);
     }
-    const char* p = path.c_str();
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(read_whole(path));
-    } catch (const nlohmann::json::exception& e) {
-        fail("%s: not valid JSON (%s)", p, e.what());
-    }
-    if (!j.is_object() || j.value("format", "") != kManifestFormat) {
-        fail("%s: not a train_gpt checkpoint manifest (no \"format\": \"%s\")", p, kManifestFormat);
-    }
-    CheckpointManifest m;
-    try {
-        const int version = j.at("version").get<int>();
-        if (version != kManifestVersion) fail("%s: manifest version %d, this build reads %d", p, version, kManifestVersion);
-        m.step = j.at("step").get<int64_t>();
-        m.world_size = j.at("world_size").get<int>();
-        const auto& model = j.at("model");
-        m.model.n_layer = model.at("n_layer").get<int>();
-        m.model.n_head = model.at("n_head").get<int>();
-        m.model.n_embd = model.at("n_embd").get<int>();
-        m.model.vocab_size = model.at("vocab_size").get<int>();
-        m.model.padded_vocab_size = model.at("padded_vocab_size").get<int>();
-        m.model.max_seq_len = model.at("max_seq_len").get<int>();
-        m.train_config_json = text_of(j.at("train_config"));
-        m.data_position = j.at("data_position").get<int64_t>();
-        m.rng_state = j.at("rng_state").get<std::string>();
-        m.loss_scaler_json = text_of(j.at("loss_scaler"));
-        m.fp8_json = text_of(j.at("fp8"));
-        m.extra_json = text_of(j.at("extra"));
-        for (const auto& [name, rec] : j.at("files").items()) {
-            if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
-                fail("%s: invalid file name '%s'", p, name.c_str());
-            }
-            CheckpointManifest::FileRecord r;
-            r.bytes = rec.at("bytes").get<uint64_t>();
-            const std::string h = rec.at("xxh3_64").get<std::string>();
-            char* end = nullptr;
-            r.xxh3 = std::strtoull(h.c_str(), &end, 16);
-            if (h.size() != 16 || *end != '\0') fail("%s: file %s has a malformed checksum '%s'", p, name.c_str(), h.c_str());
-            m.files[name] = r;
-        }
-    } catch (const nlohmann::json::exception& e) {
-        fail("%s: malformed manifest (%s)", p, e.what());
+    CheckpointManifest m = parse_manifest(read_whole(path), path);
+    // a step_<N> directory holds the checkpoint of step N
+    std::string name = dir;
+    while (name.size() > 1 && name.back() == '/') name.pop_back();
+    const int64_t named_step = parse_step_name(fs::path(name).filename().string());
+    if (named_step >= 0 && named_step != m.step) {
+        fail("%s: \"step\" is %lld, but the directory is named for step %lld", path.c_str(), (long long)m.step,
+             (long long)named_step);
     }
     return m;
 }
@@ -586,7 +639,7 @@ std::vector<float> read_state_range(const std::string& dir, const GPTConfig& cfg
             const size_t at = t.name.rfind('@');
             const int p = at == std::string::npos ? -1 : param_index(t.name.substr(prefix.size(), at - prefix.size()));
             const std::string digits = at == std::string::npos ? "" : t.name.substr(at + 1);
-            if (p < 0 || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+            if (p < 0 || digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) {
                 fail("%s: tensor '%s' is not a state slice <which>/<tensor>@<offset>", f.path().c_str(), t.name.c_str());
             }
             const size_t offset = std::stoull(digits), len = t.numel();

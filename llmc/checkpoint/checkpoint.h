@@ -48,8 +48,9 @@
 
 namespace train_gpt {
 
-// What a checkpoint records besides tensors. The *_json fields are JSON texts (any JSON value;
-// "" means null) stored as JSON inside manifest.json, so the manifest stays readable.
+// What a checkpoint records besides tensors. The *_json fields are JSON texts ("" means null)
+// stored as JSON inside manifest.json, so the manifest stays readable; reading checks the ones
+// with a known shape (loss_scaler, fp8, extra: see parse_manifest).
 struct CheckpointManifest {
     int64_t step = 0;                  // optimizer steps completed
     GPTConfig model;                   // the model's shape; checked on load (check_model_config)
@@ -57,9 +58,9 @@ struct CheckpointManifest {
     std::string train_config_json;     // the resolved run configuration
     int64_t data_position = 0;         // train loader position: global sample index
     std::string rng_state;             // opaque text (e.g. a std::mt19937_64 written with <<)
-    std::string loss_scaler_json;      // fp16 dynamic loss-scale state
+    std::string loss_scaler_json;      // fp16 dynamic loss-scale state (train_state.h)
     std::string fp8_json;              // FP8 delayed-scaling state (amax histories, scales)
-    std::string extra_json;            // anything else the trainer needs to resume
+    std::string extra_json;            // the trainer's counters (train_state.h)
     struct FileRecord {
         uint64_t bytes = 0;
         uint64_t xxh3 = 0;             // XXH3_64bits of the whole file, seed 0
@@ -124,8 +125,15 @@ void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_di
 
 // ---- reading ----------------------------------------------------------------------------------
 
-// Reads manifest.json (fails if `dir` is not a checkpoint, or the manifest is malformed).
+// Reads manifest.json (fails if `dir` is not a checkpoint, or the manifest is malformed), with the
+// checks of parse_manifest, and that a step_<N> directory's manifest records step N.
 CheckpointManifest read_manifest(const std::string& dir);
+// The manifest in `text` (the contents of `path`), every field checked before use: present, of its
+// type and in range (the step and the model's shape positive ints, positions and sizes
+// non-negative integers, numbers finite), and the trainer's state in it as its owners read it —
+// loss_scaler and extra (train_state.h), fp8 (GPT::fp8_state_json's per-GEMM scales, histories and
+// step counts). Errors name `path` and the field.
+CheckpointManifest parse_manifest(const std::string& text, const std::string& path);
 // Fails, naming the field and both values, if the checkpoint's model differs from `expected`.
 void check_model_config(const CheckpointManifest& manifest, const GPTConfig& expected, const std::string& dir);
 // Checks that every file the manifest lists exists with its recorded size and XXH3 checksum.

@@ -7,8 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 namespace train_gpt {
 
@@ -19,18 +17,21 @@ bool is_directory(const std::string& path) { return file_exists(path + "/."); }
 }  // namespace
 
 GPTConfig gpt_config_from_hf(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot read %s", path.c_str());
-    std::stringstream text;
-    text << in.rdbuf();
+    const std::string bytes = read_file_text(path);
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(text.str());
+        j = nlohmann::json::parse(bytes);
     } catch (const nlohmann::json::exception& e) {
         fail("%s: not valid JSON (%s)", path.c_str(), e.what());
     }
     if (!j.is_object()) fail("%s: not a JSON object", path.c_str());
-    if (j.value("model_type", "") != "gpt2") {
+    // a text field, or its default where absent; fails if it is there but not a string
+    auto text = [&](const char* key, const char* absent) -> std::string {
+        if (!j.contains(key)) return absent;
+        if (!j[key].is_string()) fail("%s: %s must be a string, got %s", path.c_str(), key, j[key].dump().c_str());
+        return j[key].get<std::string>();
+    };
+    if (text("model_type", "") != "gpt2") {
         fail("%s: model_type is %s; --init-from takes GPT-2 models (model_type \"gpt2\")", path.c_str(),
              j.contains("model_type") ? j["model_type"].dump().c_str() : "missing");
     }
@@ -49,7 +50,7 @@ GPTConfig gpt_config_from_hf(const std::string& path) {
     cfg.padded_vocab_size = pad_vocab(cfg.vocab_size);
     if (cfg.n_embd % cfg.n_head != 0) fail("%s: n_embd %d is not divisible by n_head %d", path.c_str(), cfg.n_embd, cfg.n_head);
     // what the engine computes, field by field (GPT2Config's defaults where a field is absent)
-    const std::string act = j.value("activation_function", "gelu_new");
+    const std::string act = text("activation_function", "gelu_new");
     if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
         fail("%s: activation_function \"%s\"; the engine computes GELU with the tanh approximation (gelu_new)",
              path.c_str(), act.c_str());

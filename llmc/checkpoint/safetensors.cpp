@@ -1,6 +1,7 @@
 // safetensors.cpp — see safetensors.h.
 #include "checkpoint/safetensors.h"
 
+#include "json_fields.h"
 #include "precision/dtypes.h"
 #include "utils.h"
 
@@ -169,15 +170,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         if (!shape.is_array()) fail("%s: tensor '%s': shape is not an array", p, tn);
         for (const auto& d : shape) {
             if (!d.is_number_integer()) fail("%s: tensor '%s': shape %s is not a list of integers", p, tn, shape.dump().c_str());
-            t.shape.push_back(d.get<int64_t>());
+            t.shape.push_back(json_integer(d, 0, INT64_MAX, path, name + ".shape"));
         }
         const size_t bytes = checked_numel(t.shape, path, name) * entry->size;
         const nlohmann::json& off = v["data_offsets"];
         if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
             fail("%s: tensor '%s': data_offsets %s is not [begin, end]", p, tn, off.dump().c_str());
         }
-        t.begin = off[0].get<uint64_t>();
-        t.end = off[1].get<uint64_t>();
+        t.begin = (uint64_t)json_integer(off[0], 0, INT64_MAX, path, name + ".data_offsets");
+        t.end = (uint64_t)json_integer(off[1], 0, INT64_MAX, path, name + ".data_offsets");
         if (t.end < t.begin || t.end - t.begin != bytes) {
             fail("%s: tensor '%s': data_offsets [%llu, %llu] do not hold %s %s (%zu bytes)", p, tn,
                  (unsigned long long)t.begin, (unsigned long long)t.end, entry->name, shape_str(t.shape).c_str(), bytes);
@@ -252,7 +253,7 @@ std::vector<float> SafetensorsFile::read_floats(const std::string& name) const {
     std::vector<float> out(t.numel());
     switch (t.dtype) {
         case StDType::F32:
-            std::memcpy(out.data(), bytes.data(), bytes.size());
+            if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());   // empty: both null
             break;
         case StDType::BF16:
             for (size_t i = 0; i < out.size(); i++) {

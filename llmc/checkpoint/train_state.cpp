@@ -1,11 +1,26 @@
 // train_state.cpp — see train_state.h.
 #include "checkpoint/train_state.h"
 
+#include "json_fields.h"
 #include "utils.h"
 
-#include <nlohmann/json.hpp>
+#include <cfloat>
+#include <climits>
+#include <limits>
 
 namespace train_gpt {
+
+namespace {
+
+nlohmann::json parse(const std::string& text, const std::string& origin, const char* field) {
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        fail("%s: \"%s\" is not valid JSON (%s)", origin.c_str(), field, e.what());
+    }
+}
+
+}  // namespace
 
 std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json) {
     nlohmann::ordered_json j{{"updates", c.updates}, {"skipped", c.skipped}, {"tokens", c.tokens},
@@ -14,27 +29,22 @@ std::string trainer_state_to_json(const TrainCounters& c, const std::string& fla
     return j.dump();
 }
 
-TrainCounters counters_from_json(const std::string& text) {
-    try {
-        auto j = nlohmann::json::parse(text);
-        TrainCounters c;
-        c.updates = j.at("updates").get<int64_t>();
-        c.skipped = j.at("skipped").get<int64_t>();
-        c.tokens = j.value("tokens", int64_t(0));
-        c.seconds = j.value("seconds", 0.0);
-        return c;
-    } catch (const nlohmann::json::exception& e) {
-        fail("checkpoint trainer state is malformed: %s", e.what());
-    }
+TrainCounters counters_from_json(const std::string& text, const std::string& origin) {
+    const nlohmann::json j = parse(text, origin, "extra");
+    const JsonObject o(j, origin, "extra");
+    // updates is AdamW's step t, an int in the optimizer
+    TrainCounters c{o.integer("updates", 0, INT_MAX), o.integer("skipped", 0, INT64_MAX)};
+    if (o.has("tokens")) c.tokens = o.integer("tokens", 0, INT64_MAX);   // checkpoints before them: 0
+    if (o.has("seconds")) c.seconds = o.real("seconds", 0, DBL_MAX);
+    return c;
 }
 
-std::string run_flags_from_json(const std::string& text) {
-    try {
-        auto j = nlohmann::json::parse(text);
-        return j.contains("flags") ? j["flags"].dump() : "";
-    } catch (const nlohmann::json::exception& e) {
-        fail("checkpoint trainer state is malformed: %s", e.what());
-    }
+std::string run_flags_from_json(const std::string& text, const std::string& origin) {
+    const nlohmann::json j = parse(text, origin, "extra");
+    const JsonObject o(j, origin, "extra");
+    if (!o.has("flags")) return "";
+    if (!j["flags"].is_object()) fail("%s: \"extra.flags\" must be an object", origin.c_str());
+    return j["flags"].dump();
 }
 
 std::string loss_scaler_to_json(const LossScaler& s) {
@@ -42,14 +52,12 @@ std::string loss_scaler_to_json(const LossScaler& s) {
                           {"skipped", s.skipped_steps()}}.dump();
 }
 
-void loss_scaler_from_json(LossScaler& s, const std::string& text) {
-    try {
-        auto j = nlohmann::json::parse(text);
-        s.restore(j.at("scale").get<float>(), j.at("clean_streak").get<int>(), j.at("floor_streak").get<int>(),
-                  j.at("skipped").get<int64_t>());
-    } catch (const nlohmann::json::exception& e) {
-        fail("checkpoint loss-scaler state is malformed: %s", e.what());
-    }
+void loss_scaler_from_json(LossScaler& s, const std::string& text, const std::string& origin) {
+    const nlohmann::json j = parse(text, origin, "loss_scaler");
+    const JsonObject o(j, origin, "loss_scaler");
+    // any positive float: a finite, non-zero scale
+    s.restore((float)o.real("scale", std::numeric_limits<float>::denorm_min(), FLT_MAX), (int)o.integer("clean_streak", 0, INT_MAX),
+              (int)o.integer("floor_streak", 0, INT_MAX), o.integer("skipped", 0, INT64_MAX));
 }
 
 }  // namespace train_gpt

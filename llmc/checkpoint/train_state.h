@@ -1,6 +1,10 @@
-// train_state.h — the trainer's own resumable state, as JSON text for the checkpoint manifest:
-// the step counters with the run's flags, and the fp16 loss scaler. (The model's state — weights,
-// Adam moments, FP8 scaling — and the data position are saved by their owners.)
+// train_state.h — the trainer's own resumable state, as JSON text for the checkpoint manifest
+// (its "extra" and "loss_scaler" fields): the step counters with the run's flags, and the fp16
+// loss scaler. (The model's state — weights, Adam moments, FP8 scaling — and the data position
+// are saved by their owners.)
+//
+// Reading checks every field's type and range (llmc/json_fields.h) and fails naming `origin`
+// (the manifest) and the field: "<origin>: \"extra.updates\" must be an integer in [0, ...]".
 #pragma once
 
 #include "precision/loss_scaler.h"
@@ -19,11 +23,11 @@ struct TrainCounters {
 
 // The manifest's trainer record: the counters and the run's flags (train/config.h: flags_json).
 std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json);
-// The counters (tokens and seconds 0 where a checkpoint has none); fails on a malformed text.
-TrainCounters counters_from_json(const std::string& json);
+// The counters (tokens and seconds 0 where a checkpoint has none).
+TrainCounters counters_from_json(const std::string& json, const std::string& origin = "checkpoint");
 // The run's flags as flags_json() wrote them, or "" where the checkpoint records none.
-std::string run_flags_from_json(const std::string& json);
+std::string run_flags_from_json(const std::string& json, const std::string& origin = "checkpoint");
 std::string loss_scaler_to_json(const LossScaler& s);
-void loss_scaler_from_json(LossScaler& s, const std::string& json);
+void loss_scaler_from_json(LossScaler& s, const std::string& json, const std::string& origin = "checkpoint");
 
 }  // namespace train_gpt

@@ -205,6 +205,11 @@ Bpe::Bpe(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merge
     for (int id = 0; id < n - 1; id++) {
         const std::string& t = tokens_[id];
         if (t.empty()) fail("%s: token %d is empty", origin.c_str(), id);
+        // tokenizer.bin stores a token's length in one byte; the bound also keeps the pair table
+        // below linear in the vocabulary's bytes (each split of each token is looked up)
+        if (t.size() > 255) {
+            fail("%s: token %d has %zu bytes; a token has at most 255", origin.c_str(), id, t.size());
+        }
         if (!id_of_.emplace(t, id).second) {
             fail("%s: tokens %d and %d have the same bytes", origin.c_str(), id_of_[t], id);
         }
@@ -400,13 +405,6 @@ std::string to_chars(const std::string& bytes) {
     return s;
 }
 
-bool is_file(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return false;
-    std::fclose(f);
-    return true;
-}
-
 }  // namespace
 
 Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe) {
@@ -497,6 +495,9 @@ Bpe Bpe::load_tiktoken(const std::string& path) {
         return v;
     }();
     const std::string text = read_file(path);
+    // Ranks are 0..N-1, one per line, so a rank is below the file's line count: a rank beyond it
+    // is refused before the table grows to hold it.
+    const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
     std::vector<std::string> tokens;
     std::vector<char> have;
     size_t line_no = 0;
@@ -537,6 +538,10 @@ Bpe Bpe::load_tiktoken(const std::string& path) {
             bad("invalid rank");
         }
         const size_t rank = std::stoul(std::string(rank_text));
+        if (rank >= lines) {
+            fail("%s:%zu: rank %zu, but the file has only %zu lines (ranks must be 0..N-1, one per line)",
+                 path.c_str(), line_no, rank, lines);
+        }
         if (rank >= tokens.size()) {
             tokens.resize(rank + 1);
             have.resize(rank + 1, 0);
@@ -556,7 +561,7 @@ Bpe Bpe::load(const std::string& dir_or_file) {
     const std::string& p = dir_or_file;
     if (p.size() >= 9 && p.compare(p.size() - 9, 9, ".tiktoken") == 0) return load_tiktoken(p);
     const std::string encoder = p + "/encoder.json", vocab = p + "/vocab.bpe";
-    if (!is_file(encoder) || !is_file(vocab)) {
+    if (!file_exists(encoder) || !file_exists(vocab)) {   // either one not regular: load_gpt2 names it
         fail("%s: expected a directory with encoder.json and vocab.bpe, or a .tiktoken file", p.c_str());
     }
     return load_gpt2(encoder, vocab);

@@ -13,9 +13,9 @@
 //      0..255 are the single bytes in GPT-2's order, merges follow in the order learned,
 //      and <|endoftext|> is the last id (GPT-2: 50256). Special tokens in the text are text.
 //
-// Invariant: every id in [0, vocab_size) has non-empty bytes, no two ids have the same bytes
-// (except that <|endoftext|>'s text may also be reachable as ordinary tokens), and
-// decode(encode(x)) == x for every byte string x.
+// Invariant: every id in [0, vocab_size) has 1..255 bytes (what tokenizer.bin can store), no two
+// ids have the same bytes (except that <|endoftext|>'s text may also be reachable as ordinary
+// tokens), and decode(encode(x)) == x for every byte string x.
 //
 // Files. GPT-2's pair: encoder.json maps each token, written in GPT-2's byte-to-unicode
 // alphabet (byte 0x20 = "Ġ"), to its id; vocab.bpe is "#version: 0.2" then one merge

@@ -23,8 +23,7 @@ struct DataLoader::MappedShard {
 
     MappedShard(const std::string& path, bool random_access) {
         info = read_shard_header(path);  // validates magic, version, exact size
-        int fd = ::open(path.c_str(), O_RDONLY);
-        if (fd < 0) fail("cannot open %s for reading: %s", path.c_str(), std::strerror(errno));
+        const int fd = open_regular_file(path, O_RDONLY);
         struct stat st;
         if (::fstat(fd, &st) != 0) {
             int err = errno;

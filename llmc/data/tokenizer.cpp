@@ -4,6 +4,8 @@
 #include "data/bpe.h"
 #include "utils.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <sys/stat.h>
 
@@ -34,41 +36,45 @@ Tokenizer Tokenizer::byte_level() {
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
-    // The whole file in memory: a GPT-2 table is ~0.5 MB.
+    // The header first: the file is checked to be a tokenizer, and its vocab size to fit the
+    // file, before anything is allocated from it. Then the table, whole: GPT-2's is ~0.5 MB.
     FILE* f = open_file(path, "rb");
-    struct stat st;
-    if (::fstat(fileno(f), &st) != 0) {
-        std::fclose(f);
-        fail("%s: cannot stat", path.c_str());
-    }
-    std::vector<unsigned char> bytes(static_cast<size_t>(st.st_size));  // (file size,)
+    std::vector<unsigned char> bytes;  // (file size,)
+    uint32_t header[kTokenizerHeaderInts];  // (256,)
+    const size_t header_bytes = sizeof(header);  // 1024
     try {
-        read_exact(bytes.data(), 1, bytes.size(), f, path);
+        struct stat st;
+        if (::fstat(fileno(f), &st) != 0) fail("%s: cannot stat: %s", path.c_str(), std::strerror(errno));
+        const size_t file_bytes = static_cast<size_t>(st.st_size);
+        if (file_bytes < header_bytes) {
+            fail("%s: incomplete tokenizer header (file has %zu bytes, the header alone is %zu)", path.c_str(),
+                 file_bytes, header_bytes);
+        }
+        read_exact(header, sizeof(uint32_t), kTokenizerHeaderInts, f, path);
+        if (header[0] != kTokenizerMagic) {
+            fail("%s: bad magic number %u in tokenizer header (expected %u); not a tokenizer file", path.c_str(),
+                 header[0], kTokenizerMagic);
+        }
+        if (header[1] != 1 && header[1] != 2) {
+            fail("%s: unsupported tokenizer version %u (expected 1 or 2)", path.c_str(), header[1]);
+        }
+        // Every token takes at least 2 bytes (its length, then at least one byte).
+        const size_t max_vocab = std::min<size_t>((file_bytes - header_bytes) / 2, INT32_MAX);
+        if (header[2] < 1 || header[2] > max_vocab) {
+            fail("%s: bad vocab size %u in tokenizer header: the file's %zu bytes after the header hold at most "
+                 "%zu tokens",
+                 path.c_str(), header[2], file_bytes - header_bytes, max_vocab);
+        }
+        bytes.resize(file_bytes);
+        std::memcpy(bytes.data(), header, header_bytes);
+        read_exact(bytes.data() + header_bytes, 1, file_bytes - header_bytes, f, path);
     } catch (...) {
         std::fclose(f);
         throw;
     }
     std::fclose(f);
 
-    const size_t header_bytes = kTokenizerHeaderInts * sizeof(uint32_t);  // 1024
-    if (bytes.size() < header_bytes) {
-        fail("%s: incomplete tokenizer header (file has %zu bytes, the header alone is %zu)",
-             path.c_str(), bytes.size(), header_bytes);
-    }
-    uint32_t header[kTokenizerHeaderInts];  // (256,)
-    std::memcpy(header, bytes.data(), header_bytes);
-    if (header[0] != kTokenizerMagic) {
-        fail("%s: bad magic number %u in tokenizer header (expected %u); not a tokenizer file",
-             path.c_str(), header[0], kTokenizerMagic);
-    }
-    const uint32_t version = header[1];
-    if (version != 1 && version != 2) {
-        fail("%s: unsupported tokenizer version %u (expected 1 or 2)", path.c_str(), version);
-    }
-    const uint32_t vocab_size = header[2];
-    if (vocab_size < 1 || vocab_size > static_cast<uint32_t>(INT32_MAX)) {
-        fail("%s: bad vocab size %u in tokenizer header", path.c_str(), vocab_size);
-    }
+    const uint32_t version = header[1], vocab_size = header[2];
     // Version 1 predates the eot field; llm.c fixed it to GPT-2's 50256.
     const uint32_t eot = version == 1 ? 50256 : header[3];
     if (eot >= vocab_size) {

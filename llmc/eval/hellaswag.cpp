@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 
 namespace train_gpt {
 
@@ -14,11 +13,14 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
     if (!tokenizer.can_encode()) {
         fail("HellaSwag needs a tokenizer that encodes text; %s has no BPE merges", tokenizer.origin().c_str());
     }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot open %s for reading", path.c_str());
+    const std::string text = read_file_text(path);
     std::vector<HellaSwagExample> examples;
     int line_no = 0;
-    for (std::string line; std::getline(in, line);) {
+    for (size_t pos = 0; pos < text.size();) {
+        size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos) eol = text.size();
+        const std::string line = text.substr(pos, eol - pos);
+        pos = eol + 1;
         line_no++;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         HellaSwagExample ex;
@@ -26,8 +28,11 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
             const nlohmann::json j = nlohmann::json::parse(line);
             const auto& endings = j.at("endings");
             if (!endings.is_array() || endings.size() != 4) fail("\"endings\" is not an array of four");
-            ex.label = j.at("label").get<int>();
-            if (ex.label < 0 || ex.label > 3) fail("\"label\" %d is not 0..3", ex.label);
+            const nlohmann::json& label = j.at("label");
+            if (!label.is_number_integer() || label.get<int64_t>() < 0 || label.get<int64_t>() > 3) {
+                fail("\"label\" %s is not 0..3", label.dump().c_str());
+            }
+            ex.label = (int)label.get<int64_t>();
             ex.context = tokenizer.encode(j.at("ctx").get<std::string>());
             for (int e = 0; e < 4; e++) {
                 ex.endings[e] = tokenizer.encode(" " + endings[e].get<std::string>());

@@ -184,7 +184,8 @@ void add_flags(CLI::App& app, TrainConfig& c) {
     app.add_flag("--gemm-autotune", c.gemm_autotune,
                  "CUDA: time cuBLASLt's candidate algorithms once per GEMM shape and keep the fastest (logged); "
                  "default: the heuristic's first. Not yet validated on a GPU")->group("Runtime");
-    app.add_option("--threads", c.threads, "CPU threads (0 = OpenMP default)")->check(kNonNegative)->group("Runtime");
+    app.add_option("--threads", c.threads, "CPU threads, at most 1024 (0 = OpenMP default)")
+        ->check(numeric(0, 1024))->group("Runtime");
     app.add_option("--seed", c.seed, "Seed for initialisation, shuffling and sampling")->group("Runtime");
     app.add_option("--log-every", c.log_every, "Print a step line every N steps")->check(kPositive)->group("Runtime");
     app.add_flag("--profile", c.profile, "CUDA: GPU time per kernel-set op (CUDA events, no added synchronisation), "

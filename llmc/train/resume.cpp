@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <sstream>
 
 namespace train_gpt {
@@ -24,8 +23,7 @@ std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, co
 
 void truncate_log_for_resume(const std::string& path, int64_t step) {
     if (!file_exists(path)) return;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot read %s", path.c_str());
+    std::istringstream in(read_file_text(path));
     std::vector<std::string> lines;
     std::vector<nlohmann::json> records;
     for (std::string line; std::getline(in, line);) {

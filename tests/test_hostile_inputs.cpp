@@ -1,0 +1,284 @@
+// test_hostile_inputs.cpp — the real binaries (./train_gpt, build/prepare_text) given odd paths
+// and hostile files: each is refused at start with a non-zero exit and a message naming the path
+// and the problem, without blocking, crashing or allocating what the file cannot hold, and
+// without writing or overwriting anything.
+//   * odd paths: a FIFO or a directory where a file is expected (shard, tokenizer, input,
+//     vocabulary), a file where a directory is expected, thread counts out of range;
+//   * size fields beyond the file (tokenizer.bin's vocab size, a .tiktoken rank);
+//   * checkpoint manifests with values of the wrong type or out of range.
+// Commands run under `timeout`, so a regression that blocks fails instead of hanging the suite,
+// and (outside sanitizer builds, whose shadow memory needs the address space) under an 8 GiB
+// address-space limit, so one that allocates what a header claims fails instead of swapping.
+#include "data/shard.h"
+#include "data/tokenizer.h"
+#include "test_util.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <sys/stat.h>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+const char* const kLimits = "timeout 60 ";
+#else
+const char* const kLimits = "ulimit -v 8388608; timeout 60 ";   // 8 GiB of address space
+#endif
+
+struct Result {
+    int rc;
+    std::string output;
+};
+
+Result run(const std::string& command) {
+    Result r;
+    r.rc = run_command(kLimits + command, &r.output);
+    return r;
+}
+
+// A refusal: an error exit (1..123: not the timeout's 124, not 128 + a signal), and every part in
+// the output.
+void expect_refused(const Result& r, const std::vector<std::string>& parts) {
+    EXPECT_TRUE(r.rc >= 1 && r.rc <= 123) << "exit " << r.rc
+                                          << " (124: blocked until the timeout; 128 + N or -1: killed by signal N)\n"
+                                          << r.output;
+    for (const std::string& part : parts) EXPECT_CONTAINS(r.output, part);
+}
+
+// Every file under `dir` with its size and a hash of its contents: "nothing written or
+// overwritten" checks.
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+    std::map<std::string, std::string> files;
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) return files;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (!e.is_regular_file()) {
+            files[e.path().string()] = "<dir>";
+            continue;
+        }
+        const std::string bytes = read_text(e.path().string());
+        files[e.path().string()] = format("%zu bytes, hash %zx", bytes.size(), std::hash<std::string>()(bytes));
+    }
+    return files;
+}
+
+// A byte-level corpus and tokenizer in a scratch directory, and the flags of a tiny CPU run on it.
+struct Corpus {
+    ScratchDir dir;
+    Corpus() {
+        std::string text;
+        for (int i = 0; i < 100; i++) text += "In the beginning was the word. ";
+        std::vector<uint32_t> tokens(text.begin(), text.end());
+        write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+        Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
+    }
+    std::string train_gpt(const std::string& flags) const {
+        return train_gpt_binary() + " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" +
+               dir.file("train_*.bin") + "' --tokenizer '" + dir.file("tokenizer.bin") + "' -o '" + dir.file("out") +
+               "' " + flags;
+    }
+};
+
+std::string prepare_text(const std::string& args) { return build_dir() + "/prepare_text " + args; }
+
+}  // namespace
+
+// ---- odd paths ---------------------------------------------------------------------------------
+
+TEST(HostileInputs, FifoAsAShardIsRefusedWithoutWaitingForAWriter) {
+    Corpus c;
+    const std::string fifo = c.dir.file("pipe_000000.bin");
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+    expect_refused(run(c.train_gpt("-x 1 -i '" + c.dir.file("pipe_*.bin") + "'")),
+                   {fifo, "it is a FIFO (named pipe), not a regular file"});
+    EXPECT_FALSE(file_exists(c.dir.file("out"))) << "nothing may be written";
+}
+
+TEST(HostileInputs, DirectoryAsAShardIsRefused) {
+    Corpus c;
+    const std::string dir = c.dir.file("dir_000000.bin");
+    make_dirs(dir);
+    expect_refused(run(c.train_gpt("-x 1 -i '" + c.dir.file("dir_*.bin") + "'")),
+                   {dir, "it is a directory, not a regular file"});
+    EXPECT_FALSE(file_exists(c.dir.file("out")));
+}
+
+TEST(HostileInputs, DirectoryOrFifoAsTheTokenizerIsRefused) {
+    Corpus c;
+    const std::string dir = c.dir.file("tokenizer_dir");
+    make_dirs(dir);
+    expect_refused(run(c.train_gpt("-x 1 --tokenizer '" + dir + "'")), {dir, "it is a directory, not a regular file"});
+    const std::string fifo = c.dir.file("tokenizer_pipe");
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+    expect_refused(run(c.train_gpt("-x 1 --tokenizer '" + fifo + "'")), {fifo, "it is a FIFO"});
+    EXPECT_FALSE(file_exists(c.dir.file("out")));
+}
+
+TEST(HostileInputs, FileAsTheOutputDirectoryIsRefusedAndKept) {
+    Corpus c;
+    const std::string file = c.dir.file("not_a_dir");
+    write_text(file, "mine\n");
+    expect_refused(run(c.train_gpt("-x 1 -o '" + file + "'")), {file, "exists and is not a directory"});
+    EXPECT_EQ(read_text(file), "mine\n");
+}
+
+TEST(HostileInputs, PrepareTextRefusesFifosAsInputOrVocabulary) {
+    ScratchDir dir;
+    const std::string fifo = dir.file("pipe.txt");
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+    expect_refused(run(prepare_text("--input '" + fifo + "' --out-dir '" + dir.file("out") + "'")),
+                   {fifo, "it is a FIFO"});
+    write_text(dir.file("book.txt"), "In the beginning.\n");
+    const std::string vocab = dir.file("pipe.tiktoken");
+    ASSERT_EQ(mkfifo(vocab.c_str(), 0644), 0);
+    expect_refused(run(prepare_text("--input '" + dir.file("book.txt") + "' --out-dir '" + dir.file("out") +
+                                    "' --tokenizer bpe --bpe-dir '" + vocab + "'")),
+                   {vocab, "it is a FIFO"});
+    EXPECT_FALSE(file_exists(dir.file("out")));
+}
+
+TEST(HostileInputs, ThreadCountsAreBounded) {
+    Corpus c;
+    expect_refused(run(c.train_gpt("-x 1 --threads 100000")), {"--threads", "100000", "1024"});
+    EXPECT_FALSE(file_exists(c.dir.file("out")));
+    write_text(c.dir.file("book.txt"), "In the beginning.\n");
+    const Result r = run(prepare_text("--input '" + c.dir.file("book.txt") + "' --out-dir '" + c.dir.file("data") +
+                                      "' --threads 100000"));
+    expect_refused(r, {"--threads", "100000", "1024"});
+    EXPECT_FALSE(file_exists(c.dir.file("data")));
+}
+
+// ---- size fields beyond the file ----------------------------------------------------------------
+
+TEST(HostileInputs, TokenizerVocabSizeBeyondTheFileIsRefusedBeforeAllocating) {
+    Corpus c;
+    // a 1.6 kB tokenizer.bin whose header claims 2^31 - 1 tokens (64 GB of strings)
+    std::string bytes = read_text(c.dir.file("tokenizer.bin"));
+    const uint32_t vocab = 0x7fffffff;
+    std::memcpy(&bytes[8], &vocab, 4);
+    const std::string path = c.dir.file("huge_vocab.bin");
+    write_text(path, bytes);
+    expect_refused(run(c.train_gpt("-x 1 --tokenizer '" + path + "'")),
+                   {path, "bad vocab size 2147483647", "hold at most"});
+    EXPECT_FALSE(file_exists(c.dir.file("out")));
+}
+
+TEST(HostileInputs, TiktokenRankBeyondTheFileIsRefusedBeforeAllocating) {
+    ScratchDir dir;
+    write_text(dir.file("book.txt"), "In the beginning.\n");
+    const std::string vocab = dir.file("ranks.tiktoken");
+    write_text(vocab, "YQ== 999999999\n");   // one token ("a") with rank 10^9 - 1: a 32 GB table
+    expect_refused(run(prepare_text("--input '" + dir.file("book.txt") + "' --out-dir '" + dir.file("out") +
+                                    "' --tokenizer bpe --bpe-dir '" + vocab + "'")),
+                   {vocab + ":1", "rank 999999999", "only 2 lines"});
+    EXPECT_FALSE(file_exists(dir.file("out")));
+}
+
+// A token longer than tokenizer.bin can store is refused as the vocabulary loads, before anything
+// is written (and before the pair table, whose work grows with the square of a token's length: a
+// 500 kB token took 30 s).
+TEST(HostileInputs, BpeTokenOfMoreThan255BytesIsRefusedBeforeAnythingIsWritten) {
+    ScratchDir dir;
+    write_text(dir.file("book.txt"), "In the beginning.\n");
+    std::string ranks;
+    const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int b = 0; b < 256; b++) {   // the 256 single bytes, base64
+        ranks += std::string{b64[b >> 2], b64[(b & 3) << 4], '=', '='} + " " + std::to_string(b) + "\n";
+    }
+    ranks += std::string(344, 'Q') + " 256\n";   // 344 base64 characters: 258 bytes
+    const std::string vocab = dir.file("long.tiktoken");
+    write_text(vocab, ranks);
+    expect_refused(run(prepare_text("--input '" + dir.file("book.txt") + "' --out-dir '" + dir.file("out") +
+                                    "' --tokenizer bpe --bpe-dir '" + vocab + "'")),
+                   {vocab, "token 256 has 258 bytes; a token has at most 255"});
+    EXPECT_FALSE(file_exists(dir.file("out")));
+}
+
+// ---- checkpoint manifests -----------------------------------------------------------------------
+
+namespace {
+
+// A checkpoint of a 2-step run, and a way to damage one field of its manifest.
+struct Checkpointed {
+    Corpus c;
+    std::string checkpoint, manifest_path, manifest;
+    Checkpointed() {
+        std::string output;
+        EXPECT_EQ(run_command(c.train_gpt("-x 2 --checkpoint-every 2"), &output), 0) << output;
+        checkpoint = c.dir.file("out/checkpoints/step_00000002");
+        manifest_path = checkpoint + "/manifest.json";
+        manifest = read_text(manifest_path);
+    }
+    // Sets the field at `pointer` (a JSON pointer, "/model/n_layer") to `value` (JSON text).
+    void set(const std::string& pointer, const std::string& value) {
+        nlohmann::json j = nlohmann::json::parse(manifest);
+        j[nlohmann::json::json_pointer(pointer)] = nlohmann::json::parse(value);
+        write_text(manifest_path, j.dump(2));
+    }
+};
+
+}  // namespace
+
+TEST(HostileInputs, ManifestValuesOfTheWrongTypeOrOutOfRangeAreRefused) {
+    Checkpointed ck;
+    const struct {
+        const char* pointer;
+        const char* value;
+        const char* problem;
+    } cases[] = {
+        {"/step", "-5", "\"step\" must be an integer in [0, 2147483647], got -5"},
+        {"/step", "1e300", "\"step\" must be an integer in [0, 2147483647], got 1e+300"},
+        {"/step", "\"2\"", "\"step\" must be an integer"},
+        {"/step", "2.0", "\"step\" must be an integer"},
+        {"/step", "4", "\"step\" is 4, but the directory is named for step 2"},
+        {"/world_size", "0", "\"world_size\" must be an integer in [1,"},
+        {"/model/n_layer", "-2", "\"model.n_layer\" must be an integer in [1,"},
+        {"/model/n_embd", "1e300", "\"model.n_embd\" must be an integer"},
+        {"/data_position", "-1", "\"data_position\" must be an integer in [0,"},
+        {"/data_position", "1e300", "\"data_position\" must be an integer"},
+        {"/rng_state", "7", "\"rng_state\" must be a string"},
+        {"/extra/updates", "-1", "\"extra.updates\" must be an integer in [0,"},
+        {"/extra/skipped", "1.5", "\"extra.skipped\" must be an integer"},
+        {"/loss_scaler", R"({"scale": 1e39, "clean_streak": 0, "floor_streak": 0, "skipped": 0})",
+         "\"loss_scaler.scale\" must be a finite number"},
+        {"/loss_scaler", R"({"scale": -1, "clean_streak": 0, "floor_streak": 0, "skipped": 0})",
+         "\"loss_scaler.scale\" must be a finite number"},
+        {"/fp8", R"([{"x": {"scale": 1, "history": [1], "steps": 1}}])", "\"fp8[0].w\" is missing"},
+        {"/fp8", R"([{"x": {"scale": 1, "history": [-1], "steps": 1}, "w": {}, "dy": {}}])",
+         "\"fp8[0].x.history[0]\" must be a finite number in [0,"},
+        {"/files/config.json/bytes", "-1", "\"files.config.json.bytes\" must be an integer in [0,"},
+    };
+    for (const auto& k : cases) {
+        SCOPED_TRACE(std::string(k.pointer) + " = " + k.value);
+        ck.set(k.pointer, k.value);
+        const auto before = snapshot(ck.c.dir.path);
+        // --init-from reads the manifest and nothing else of the run
+        expect_refused(run(ck.c.train_gpt("-x 4 --init-from '" + ck.checkpoint + "' -o '" + ck.c.dir.file("fresh") + "'")),
+                       {ck.manifest_path, k.problem});
+        EXPECT_EQ(snapshot(ck.c.dir.path), before) << "nothing may be written or changed";
+    }
+}
+
+// --resume with a manifest whose step is negative: never a run from a negative step (that trained
+// with a negative learning rate and wrote step_-0000004), and the checkpoint stays as it was.
+TEST(HostileInputs, ResumeNeverTrainsFromANegativeStep) {
+    Checkpointed ck;
+    ck.set("/step", "-5");
+    const auto checkpoints_before = snapshot(ck.c.dir.file("out/checkpoints"));
+    const Result r = run(ck.c.train_gpt("-x 4 --checkpoint-every 2 --resume"));
+    EXPECT_NE(r.rc, 0) << r.output;
+    EXPECT_EQ(r.output.find("step -4/4"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("lr -"), std::string::npos) << r.output;
+    for (const auto& e : fs::directory_iterator(ck.c.dir.file("out/checkpoints"))) {
+        EXPECT_EQ(e.path().filename().string().find("step_-"), std::string::npos) << e.path();
+    }
+    EXPECT_EQ(snapshot(ck.c.dir.file("out/checkpoints")), checkpoints_before);
+}
