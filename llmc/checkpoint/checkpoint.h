@@ -38,7 +38,7 @@
 //   weights = read_weights(*dir, cfg);   master = read_state_range(*dir, cfg, StateTensor::Master, b, e); …
 #pragma once
 
-#include "model/gpt.h"
+#include "model/layout.h"
 
 #include <cstdint>
 #include <map>

@@ -1,12 +1,11 @@
 // hellaswag.h — HellaSwag, evaluated as llm.c evaluates it: completion style, acc_norm.
 //
-// The file is the official hellaswag_val.jsonl (dev/data/hellaswag.sh downloads it): one JSON
-// object per line with "ctx" (the context), "endings" (four candidate continuations) and "label"
-// (the index of the right one). Each example becomes four token rows, context + ending, with the
-// ending tokenised with a leading space: encode(ctx) + encode(" " + ending). The model reads each
-// row; an ending's score is the mean cross-entropy of its tokens (each predicted from everything
-// before it), and the predicted ending is the one of lowest mean loss: acc_norm, the accuracy llm.c
-// reports (GPT-2 124M: about 0.2955). acc takes the lowest summed loss instead. Ties go to the
+// The examples come from the official hellaswag_val.jsonl (eval/hellaswag_data.h: the file,
+// tokenised). Each example becomes four token rows, context + ending, the ending tokenised with a
+// leading space: encode(ctx) + encode(" " + ending). The model reads each row; an ending's score
+// is the mean cross-entropy of its tokens (each predicted from everything before it), and the
+// predicted ending is the one of lowest mean loss: acc_norm, the accuracy llm.c reports (GPT-2
+// 124M: about 0.2955). acc takes the lowest summed loss instead. Ties go to the
 // lower index (torch.argmin's rule).
 //
 // A row longer than the model's window (T + 1 tokens: T inputs and the target after the last)
@@ -15,26 +14,15 @@
 // Examples are split over the ranks (rank r takes r, r + W, ...); every rank gets every result.
 #pragma once
 
-#include "data/tokenizer.h"
 #include "distributed/comm.h"
+#include "eval/hellaswag_data.h"
 #include "model/gpt.h"
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace train_gpt {
-
-struct HellaSwagExample {
-    int label = 0;                          // 0..3
-    std::vector<int> context;               // encode(ctx)
-    std::array<std::vector<int>, 4> endings;   // encode(" " + ending)
-};
-
-// The first `limit` examples (0: all) of a hellaswag jsonl file, tokenised; fails naming the file
-// and line for a line that is not an example.
-std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Tokenizer& tokenizer, int limit = 0);
 
 struct HellaSwagResult {
     int64_t examples = 0, correct = 0, correct_norm = 0;

@@ -1,9 +1,9 @@
-// fuzz_hellaswag.cpp — a HellaSwag jsonl (eval/hellaswag.h: load_hellaswag), tokenised with the
+// fuzz_hellaswag.cpp — a HellaSwag jsonl (eval/hellaswag_data.h: load_hellaswag), tokenised with the
 // byte-level tokenizer, as ./train_gpt --hellaswag reads it.
 // Invariants of a file that loads: at least one example, every label in 0..3, a non-empty
 // context and four non-empty endings, every id in the vocabulary.
 #include "data/tokenizer.h"
-#include "eval/hellaswag.h"
+#include "eval/hellaswag_data.h"
 #include "fuzz_util.h"
 
 using namespace train_gpt;

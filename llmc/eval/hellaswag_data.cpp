@@ -1,0 +1,52 @@
+// hellaswag_data.cpp — see hellaswag_data.h.
+#include "eval/hellaswag_data.h"
+
+#include "utils.h"
+
+#include <nlohmann/json.hpp>
+
+namespace train_gpt {
+
+std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Tokenizer& tokenizer, int limit) {
+    if (!tokenizer.can_encode()) {
+        fail("HellaSwag needs a tokenizer that encodes text; %s has no BPE merges", tokenizer.origin().c_str());
+    }
+    const std::string text = read_file_text(path);
+    std::vector<HellaSwagExample> examples;
+    int line_no = 0;
+    for (size_t pos = 0; pos < text.size();) {
+        size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos) eol = text.size();
+        const std::string line = text.substr(pos, eol - pos);
+        pos = eol + 1;
+        line_no++;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        HellaSwagExample ex;
+        try {
+            const nlohmann::json j = nlohmann::json::parse(line);
+            const auto& endings = j.at("endings");
+            if (!endings.is_array() || endings.size() != 4) fail("\"endings\" is not an array of four");
+            const nlohmann::json& label = j.at("label");
+            if (!label.is_number_integer() || label.get<int64_t>() < 0 || label.get<int64_t>() > 3) {
+                fail("\"label\" %s is not 0..3", label.dump().c_str());
+            }
+            ex.label = (int)label.get<int64_t>();
+            ex.context = tokenizer.encode(j.at("ctx").get<std::string>());
+            for (int e = 0; e < 4; e++) {
+                ex.endings[e] = tokenizer.encode(" " + endings[e].get<std::string>());
+                if (ex.endings[e].empty()) fail("ending %d is empty", e);
+            }
+            if (ex.context.empty()) fail("\"ctx\" is empty");
+        } catch (const nlohmann::json::exception& e) {
+            fail("%s:%d: not a HellaSwag example (%s)", path.c_str(), line_no, e.what());
+        } catch (const Error& e) {
+            fail("%s:%d: %s", path.c_str(), line_no, e.what());
+        }
+        examples.push_back(std::move(ex));
+        if (limit > 0 && (int)examples.size() == limit) break;
+    }
+    if (examples.empty()) fail("%s holds no HellaSwag examples", path.c_str());
+    return examples;
+}
+
+}  // namespace train_gpt

@@ -1,0 +1,28 @@
+// hellaswag_data.h — HellaSwag's file, read and tokenised (the evaluation: eval/hellaswag.h).
+//
+// The file is the official hellaswag_val.jsonl (dev/data/hellaswag.sh downloads it): one JSON
+// object per line with "ctx" (the context), "endings" (four candidate continuations) and "label"
+// (the index of the right one); other fields are ignored. Each example becomes the context's
+// tokens and the four endings' tokens, each ending tokenised with a leading space:
+// encode(ctx) and encode(" " + ending), as llm.c renders an example.
+#pragma once
+
+#include "data/tokenizer.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace train_gpt {
+
+struct HellaSwagExample {
+    int label = 0;                          // 0..3
+    std::vector<int> context;               // encode(ctx)
+    std::array<std::vector<int>, 4> endings;   // encode(" " + ending)
+};
+
+// The first `limit` examples (0: all) of a hellaswag jsonl file, tokenised; fails naming the file
+// and line for a line that is not an example.
+std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Tokenizer& tokenizer, int limit = 0);
+
+}  // namespace train_gpt
