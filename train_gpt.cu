@@ -417,7 +417,8 @@ int run(int argc, char** argv) {
     if (!hellaswag.empty()) print0("hellaswag: %zu examples | ", hellaswag.size());
     print0("%d rank(s), %s\n", plan.world_size, model_comm.name().c_str());
     print0("%s\n", tokenizer_how.c_str());
-    print0("memory: activations %.3f GiB for B=%d, T=%d (per rank)\n", model.activation_bytes() / 1073741824.0, B, T);
+    print0("memory: activations %.3f GiB for B=%d, T=%d (per rank)\n", model.activation_bytes() / 1073741824.0, model_B,
+           model_T);
 
     // samples (rank 0): the model's current weights through a KV cache, -g tokens every -s steps and at the end
     std::unique_ptr<Generator> generator;
