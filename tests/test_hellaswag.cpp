@@ -51,7 +51,7 @@ TEST(HellaSwag, ReadsTheOfficialFormatAndTokenisesEndingsWithALeadingSpace) {
     EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 0, "endings": ["a", "b", "c"]})"), bad + ":2: \"endings\" is not an array of four");
     EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 4, "endings": ["a", "b", "c", "d"]})"), bad + ":2: \"label\" 4 is not 0..3");
     EXPECT_CONTAINS(error_for(R"({"ctx": "x", "endings": ["a", "b", "c", "d"]})"), bad + ":2: not a HellaSwag example");
-    // (found by fuzzing load_hellaswag: a label no int holds)
+    // a label no int holds, an ending that is not a string
     EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 2.5e126, "endings": ["a", "b", "c", "d"]})"), "is not 0..3");
     EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 1, "endings": ["a", 7, "c", "d"]})"), bad + ":2: not a HellaSwag example");
     EXPECT_CONTAINS(error_for("not json"), bad + ":2: not a HellaSwag example");

@@ -166,7 +166,7 @@ TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining
     // what the engine cannot compute, and what is not a model
     EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("relu") + "' -x 0 -g 0", &out), 0);
     EXPECT_CONTAINS(out, dir.file("relu") + "/config.json: activation_function \"relu\"");
-    // (found by fuzzing gpt_config_from_hf: a field of the wrong type)
+    // a field of the wrong type
     std::string config = read_text(dir.file("relu/config.json"));
     config.replace(config.find("\"relu\""), 6, "0.1");
     write_text(dir.file("relu/config.json"), config);
