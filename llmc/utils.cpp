@@ -127,17 +127,40 @@ std::string read_file_text(const std::string& path) {
     return text;
 }
 
-void write_file_atomic(const std::string& path, const void* bytes, size_t size) {
-    std::string tmp = path + ".tmp";
-    FILE* f = open_file(tmp, "wb");
-    write_exact(bytes, 1, size, f, tmp);
-    if (std::fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        std::fclose(f);
-        fail("%s: flush failed: %s", tmp.c_str(), std::strerror(errno));
+void write_all(int fd, const void* bytes, size_t size, const std::string& path) {
+    const char* p = static_cast<const char*>(bytes);
+    size_t done = 0;
+    while (done < size) {
+        const ssize_t n = ::write(fd, p + done, size - done);
+        if (n > 0) {
+            done += (size_t)n;
+        } else if (n == 0 || errno != EINTR) {
+            fail("%s: write failed: %s (%zu of %zu bytes written)", path.c_str(), n < 0 ? std::strerror(errno) : "no progress",
+                 done, size);
+        }
     }
-    std::fclose(f);
+}
+
+void write_file_atomic(const std::string& path, const void* bytes, size_t size) {
+    const std::string tmp = path + ".tmp";
+    const int fd = open_regular_file(tmp, O_WRONLY | O_CREAT | O_TRUNC);
+    try {
+        write_all(fd, bytes, size, tmp);
+        if (::fsync(fd) != 0) fail("%s: fsync failed: %s", tmp.c_str(), std::strerror(errno));
+    } catch (const Error&) {
+        ::close(fd);
+        ::unlink(tmp.c_str());   // the partial file goes; `path` is as it was
+        throw;
+    }
+    if (::close(fd) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        fail("%s: close failed: %s", tmp.c_str(), std::strerror(err));
+    }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        fail("cannot rename %s to %s: %s", tmp.c_str(), path.c_str(), std::strerror(errno));
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        fail("cannot rename %s to %s: %s", tmp.c_str(), path.c_str(), std::strerror(err));
     }
 }
 

@@ -38,8 +38,13 @@ void write_exact(const void* src, size_t size, size_t count, FILE* f, const std:
 // The whole of a regular file (open_file's checks and messages).
 std::string read_file_text(const std::string& path);
 
-// Write `bytes` to `path` atomically: into path + ".tmp", fsync, then rename.
-// A crash leaves either the old file or the complete new one, never a torn one.
+// write(2) all of `bytes` to fd, or fail naming `path` and the reason (a full disk: "No space left
+// on device"; a file-size limit: "File too large").
+void write_all(int fd, const void* bytes, size_t size, const std::string& path);
+
+// Write `bytes` to `path` atomically: into path + ".tmp", fsync, then rename. A crash leaves
+// either the old file or the complete new one, never a torn one; a failed write (a full disk)
+// removes the .tmp file again and fails naming it and the reason.
 void write_file_atomic(const std::string& path, const void* bytes, size_t size);
 
 bool file_exists(const std::string& path);

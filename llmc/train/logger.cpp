@@ -5,7 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace train_gpt {
 
@@ -30,16 +35,41 @@ std::string LogRecord::to_json() const {
     return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-JsonlLog::JsonlLog(const std::string& path, bool append) : path_(path), file_(open_file(path, append ? "a" : "w")) {}
+JsonlLog::JsonlLog(const std::string& path, bool append)
+    : path_(path), fd_(open_regular_file(path, O_WRONLY | O_CREAT | O_APPEND | (append ? 0 : O_TRUNC))) {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) {
+        const int err = errno;
+        ::close(fd_);
+        fail("%s: cannot stat the log: %s", path.c_str(), std::strerror(err));
+    }
+    size_ = st.st_size;
+}
 
 JsonlLog::~JsonlLog() {
-    if (file_ != nullptr) std::fclose(file_);
+    if (fd_ >= 0) ::close(fd_);
 }
 
 void JsonlLog::write(const LogRecord& record) {
-    std::string line = record.to_json() + "\n";
-    write_exact(line.data(), 1, line.size(), file_, path_);
-    std::fflush(file_);
+    const std::string line = record.to_json() + "\n";
+    size_t done = 0;
+    while (done < line.size()) {   // one write(2) of the line; more only after a short write
+        const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+        if (n > 0) {
+            done += (size_t)n;
+        } else if (n == 0 || errno != EINTR) {
+            // a full disk, a file-size limit, an I/O error: cut the torn line off and stop
+            const int err = n < 0 ? errno : EIO;
+            const bool cut = done == 0 || ::ftruncate(fd_, size_) == 0;
+            fail("%s: cannot append a record: %s (%s)", path_.c_str(), std::strerror(err),
+                 cut ? "the log ends at its last complete record" : "a torn last line is left: it could not be cut off");
+        }
+    }
+    size_ += (int64_t)line.size();
+}
+
+void JsonlLog::sync() {
+    if (::fsync(fd_) != 0) fail("%s: fsync failed: %s", path_.c_str(), std::strerror(errno));
 }
 
 }  // namespace train_gpt

@@ -1,8 +1,13 @@
-// logger.h — the JSONL run log: one JSON object per line, flushed as it is written, so a crash
-// loses nothing already logged and plot tools can tail it.
+// logger.h — the JSONL run log: one JSON object per line.
+//
+// Invariant: the file only ever ends in a complete line. Each record goes to the kernel in one
+// write(2) of the whole line; a short or failed write (a full disk, a file-size limit) is cut off
+// again (ftruncate to the line's start) and stops the run with an error naming the file and the
+// reason. A record that write() accepted survives a crash of the process; sync() (called at every
+// checkpoint) makes the log survive a crash of the machine up to that point as well.
 #pragma once
 
-#include <cstdio>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,11 +36,16 @@ public:
     ~JsonlLog();
     JsonlLog(const JsonlLog&) = delete;
     JsonlLog& operator=(const JsonlLog&) = delete;
+    // Appends the record as one line; on failure the file keeps only its complete lines.
     void write(const LogRecord& record);
+    // fsync: what is logged so far is on disk.
+    void sync();
+    const std::string& path() const { return path_; }
 
 private:
     std::string path_;
-    FILE* file_ = nullptr;
+    int fd_ = -1;
+    int64_t size_ = 0;   // bytes of complete lines in the file
 };
 
 }  // namespace train_gpt
