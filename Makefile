@@ -67,7 +67,7 @@ endif
 
 # dev/data: the data tools (a main each) and what only they use (BPE training), which the tests
 # link too.
-TOOL_NAMES := prepare_text bench_tokenizer
+TOOL_NAMES := prepare_text bench_tokenizer bench_shard_scan
 TOOLS      := $(TOOL_NAMES:%=$(BUILD)/%)
 DATA_OBJS  := $(BUILD)/dev/data/bpe_train.o
 

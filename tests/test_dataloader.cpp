@@ -269,16 +269,25 @@ TEST(DataLoader, TokenOutOfVocabularyNamesShardOffsetAndValue) {
     bad[13] = 300;
     write_shard(dir.file("s_000000.bin"), good.data(), good.size(), 2);
     write_shard(dir.file("s_000001.bin"), bad.data(), bad.size(), 2);
-    // T = 4: shard 0 has samples 0..3, shard 1 samples 4..7; token 13 lies in shard 1's
-    // sample 3 (tokens 12..16) = global sample 7.
-    DataLoader loader(dir.file("s_*.bin"), 2, 4, 0, 1, false, 0, 257);
-    std::vector<int32_t> inputs(8), targets(8);
-    for (int i = 0; i < 3; i++) loader.next_batch(inputs.data(), targets.data());  // samples 0..5
-    const std::string msg = error_of([&] { loader.next_batch(inputs.data(), targets.data()); });
+    // found by the scan when the loader is made
+    std::string msg = error_of([&] { DataLoader loader(dir.file("s_*.bin"), 2, 4, 0, 1, false, 0, 257); });
     EXPECT_CONTAINS(msg, dir.file("s_000001.bin"));
-    EXPECT_CONTAINS(msg, "offset 13");
+    EXPECT_CONTAINS(msg, "token 300 at position 13 is not below the vocabulary size 257");
+    // and as it is read: on 2 ranks with B = 1, rank 0 scans tokens [0, 10) of each shard but
+    // reads samples 0, 2, 4, 6; sample 2 (tokens 8..12 of shard 0) holds position 11
+    std::vector<uint32_t> late(20, 5);
+    late[11] = 300;
+    write_shard(dir.file("s_000000.bin"), late.data(), late.size(), 2);
+    write_shard(dir.file("s_000001.bin"), good.data(), good.size(), 2);
+    DataLoader rank0(dir.file("s_*.bin"), 1, 4, 0, 2, false, 0, 257);
+    std::vector<int32_t> inputs(4), targets(4);
+    rank0.next_batch(inputs.data(), targets.data());   // sample 0
+    msg = error_of([&] { rank0.next_batch(inputs.data(), targets.data()); });
+    EXPECT_CONTAINS(msg, dir.file("s_000000.bin"));
+    EXPECT_CONTAINS(msg, "offset 11");
     EXPECT_CONTAINS(msg, "300");
     EXPECT_CONTAINS(msg, "257");
+    EXPECT_CONTAINS(error_of([&] { DataLoader rank1(dir.file("s_*.bin"), 1, 4, 1, 2, false, 0, 257); }), "position 11");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -428,10 +437,47 @@ TEST(DataLoader, VocabBoundaryIsExclusive) {
     EXPECT_EQ(targets, std::vector<int32_t>(8, 256));
     tokens[8] = 257;  // = vocab: the last target of the last sample
     write_shard(dir.file("edge.bin"), tokens.data(), tokens.size(), 2);
-    DataLoader bad(dir.file("edge.bin"), 2, 4, 0, 1, false, 0, 257);
-    const std::string msg = error_of([&] { bad.next_batch(inputs.data(), targets.data()); });
-    EXPECT_CONTAINS(msg, "offset 8");
-    EXPECT_CONTAINS(msg, "id 257");
+    // found when the loader is made (before a run writes anything), not when the token is read
+    const std::string msg = error_of([&] { DataLoader bad(dir.file("edge.bin"), 2, 4, 0, 1, false, 0, 257); });
+    EXPECT_CONTAINS(msg, dir.file("edge.bin"));
+    EXPECT_CONTAINS(msg, "token 257 at position 8 is not below the vocabulary size 257");
+}
+
+// The scan at start is split over the ranks: rank r of W scans the r-th W-th of every shard, so
+// together they scan each token once, and the rank whose share holds a bad token fails.
+TEST(DataLoader, TheTokenScanIsSplitOverTheRanksAndCoversEveryToken) {
+    ScratchDir dir;
+    for (int64_t bad_at : {0, 4, 5, 6, 100, 101, 299}) {
+        SCOPED_TRACE("bad token at " + std::to_string(bad_at));
+        for (int token_bytes : {2, 4}) {
+            std::vector<uint32_t> tokens(300, 7);
+            tokens[bad_at] = token_bytes == 2 ? 65535 : 70000;
+            write_shard(dir.file("s.bin"), tokens.data(), tokens.size(), token_bytes);
+            const int vocab = token_bytes == 2 ? 1000 : 69999;
+            int failed = 0;
+            for (int rank = 0; rank < 3; rank++) {
+                try {
+                    DataLoader loader(dir.file("s.bin"), 2, 4, rank, 3, false, 0, vocab);
+                } catch (const Error& e) {
+                    failed++;
+                    EXPECT_EQ(rank, (int)(bad_at * 3 / 300)) << "the rank whose share holds it";
+                    EXPECT_CONTAINS(e.what(), format("at position %lld", (long long)bad_at));
+                }
+            }
+            EXPECT_EQ(failed, 1);
+        }
+    }
+    // the search itself: ranges, both widths, a limit above every uint16
+    std::vector<uint16_t> narrow(200000, 3);
+    narrow[150001] = 9;
+    EXPECT_EQ(find_token_at_least(narrow.data(), 2, 0, 200000, 9), 150001);
+    EXPECT_EQ(find_token_at_least(narrow.data(), 2, 0, 150001, 9), -1);
+    EXPECT_EQ(find_token_at_least(narrow.data(), 2, 150001, 150002, 9), 150001);
+    EXPECT_EQ(find_token_at_least(narrow.data(), 2, 0, 200000, 70000), -1);
+    std::vector<uint32_t> wide(70000, 3);
+    wide[65537] = 4000000000u;
+    EXPECT_EQ(find_token_at_least(wide.data(), 4, 0, 70000, 50257), 65537);
+    EXPECT_EQ(find_token_at_least(wide.data(), 4, 65538, 70000, 50257), -1);
 }
 
 // ---------------------------------------------------------------------------------------------

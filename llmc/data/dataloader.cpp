@@ -21,7 +21,7 @@ struct DataLoader::MappedShard {
     size_t mapped_bytes = 0;
     const unsigned char* tokens = nullptr;  // (N,) of info.token_bytes each
 
-    MappedShard(const std::string& path, bool random_access) {
+    explicit MappedShard(const std::string& path) {
         info = read_shard_header(path);  // validates magic, version, exact size
         const int fd = open_regular_file(path, O_RDONLY);
         struct stat st;
@@ -44,9 +44,10 @@ struct DataLoader::MappedShard {
             base = nullptr;
             fail("cannot mmap %s: %s", path.c_str(), std::strerror(err));
         }
-        if (random_access) ::madvise(base, mapped_bytes, MADV_RANDOM);  // a hint; errors harmless
         tokens = static_cast<const unsigned char*>(base) + kShardHeaderBytes;
     }
+    // Reads will jump around (shuffling): no readahead. A hint; errors are harmless.
+    void advise_random() { ::madvise(base, mapped_bytes, MADV_RANDOM); }
     ~MappedShard() {
         if (base) ::munmap(base, mapped_bytes);
     }
@@ -79,8 +80,17 @@ DataLoader::DataLoader(const std::string& glob, int B, int T, int rank, int worl
     const std::vector<std::string> paths = expand_glob(glob);
     first_sample_.push_back(0);
     for (const std::string& path : paths) {
-        shards_.push_back(std::make_unique<MappedShard>(path, shuffle));
+        shards_.push_back(std::make_unique<MappedShard>(path));
         const int64_t n = shards_.back()->info.num_tokens;
+        // this rank's share of the scan: tokens [n·r/W, n·(r+1)/W) of every shard
+        const int64_t begin = n * rank / world_size, end = n * (rank + 1) / world_size;
+        const int64_t bad = find_token_at_least(shards_.back()->tokens, shards_.back()->info.token_bytes, begin, end,
+                                                (uint32_t)vocab_size);
+        if (bad >= 0) {
+            fail("%s: token %u at position %lld is not below the vocabulary size %d (a shard made with another "
+                 "tokenizer, or a damaged file)", path.c_str(), shards_.back()->token(bad), (long long)bad, vocab_size);
+        }
+        if (shuffle) shards_.back()->advise_random();   // after the scan, which reads in order
         num_tokens_ += n;
         const int64_t samples = n >= 1 ? (n - 1) / T : 0;  // each needs T + 1 tokens, stride T
         first_sample_.push_back(first_sample_.back() + samples);

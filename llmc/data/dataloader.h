@@ -15,8 +15,9 @@
 // exactly what one rank of world_size * B samples reads, and p means the same data at any
 // world size: a checkpoint taken on 8 ranks resumes on 4.
 //
-// Shards are mmap'ed read-only for the loader's lifetime; every token copied out is checked
-// against vocab_size.
+// Shards are mmap'ed read-only for the loader's lifetime. Every token is checked against
+// vocab_size at construction, split over the ranks (rank r of W scans the r-th W-th of each
+// shard: together they scan every token once), and again as it is copied out.
 #pragma once
 
 #include "data/shard.h"
@@ -31,7 +32,9 @@ namespace train_gpt {
 class DataLoader {
 public:
     // B sequences of T tokens per micro-batch for this rank. Every shard's header is validated
-    // up front; fails if the glob holds fewer than world_size * B samples in all.
+    // up front, and this rank's share of the tokens scanned (a token >= vocab_size fails, naming
+    // the shard, the token and its position); fails if the glob holds fewer than
+    // world_size * B samples in all.
     DataLoader(const std::string& glob, int B, int T, int rank, int world_size, bool shuffle,
                uint64_t seed, int vocab_size);
     ~DataLoader();

@@ -103,6 +103,41 @@ std::vector<uint32_t> read_shard(const std::string& path) {
     return tokens;
 }
 
+namespace {
+
+// max over x[begin, end): a plain loop the compiler vectorises (pmaxuw / pmaxud), over blocks so
+// that a failing range is found without reading the rest.
+template <typename T>
+T max_of(const T* x, int64_t begin, int64_t end) {
+    T m = 0;
+    for (int64_t i = begin; i < end; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+template <typename T>
+int64_t first_at_least(const T* x, int64_t begin, int64_t end, uint32_t limit) {
+    constexpr int64_t kBlock = int64_t(1) << 16;   // tokens per vectorised pass
+    for (int64_t b = begin; b < end; b += kBlock) {
+        const int64_t e = std::min(end, b + kBlock);
+        if ((uint32_t)max_of(x, b, e) < limit) continue;
+        for (int64_t i = b; i < e; i++) {
+            if ((uint32_t)x[i] >= limit) return i;
+        }
+    }
+    return -1;
+}
+
+}  // namespace
+
+int64_t find_token_at_least(const void* tokens, int token_bytes, int64_t begin, int64_t end, uint32_t limit) {
+    if (token_bytes == 2) {
+        if (limit > 65535) return -1;   // every uint16 is below it
+        return first_at_least(static_cast<const uint16_t*>(tokens), begin, end, limit);
+    }
+    if (token_bytes == 4) return first_at_least(static_cast<const uint32_t*>(tokens), begin, end, limit);
+    fail("find_token_at_least: token width must be 2 or 4 bytes, got %d", token_bytes);
+}
+
 void write_shard(const std::string& path, const uint32_t* tokens, int64_t n, int token_bytes,
                  const ShardTokenizer& tokenizer) {
     const int version = shard_version_for_token_bytes(token_bytes);

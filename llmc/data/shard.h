@@ -62,6 +62,13 @@ std::vector<uint32_t> read_shard(const std::string& path);
 void write_shard(const std::string& path, const uint32_t* tokens, int64_t n, int token_bytes,
                  const ShardTokenizer& tokenizer = {});
 
+// The position of the first of tokens[begin, end) that is >= limit, or -1 when there is none.
+// `tokens` is a shard's token array (N tokens of token_bytes = 2 or 4 each, native-aligned, e.g.
+// a mapped shard's bytes after its header). One vectorised pass computes the range's maximum (at
+// memory speed: see docs/data.md for its cost); only a range that fails is scanned again for the
+// position.
+int64_t find_token_at_least(const void* tokens, int token_bytes, int64_t begin, int64_t end, uint32_t limit);
+
 // Paths matching a glob(3) pattern, sorted; fails with "no files match <pattern>" if none.
 std::vector<std::string> expand_glob(const std::string& pattern);
 
