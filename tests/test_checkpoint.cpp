@@ -441,7 +441,9 @@ TEST(Checkpoint, ManifestRoundTripsEveryField) {
                     "fp8_json is not valid JSON");
 }
 
-TEST(Checkpoint, LatestAndPruneSeeOnlyCompleteCheckpoints) {
+// latest_checkpoint sees every step directory, damaged ones included (so that resuming names what
+// is wrong with it); listing and pruning count only complete ones, and never delete another.
+TEST(Checkpoint, LatestSeesEveryStepDirectoryPruneOnlyCompleteOnes) {
     const GPTConfig cfg = small_config();
     const std::vector<float> w = random_vector(num_params(cfg), 4, 0.02);
     const State s = random_state(cfg, 5);
@@ -460,7 +462,8 @@ TEST(Checkpoint, LatestAndPruneSeeOnlyCompleteCheckpoints) {
     write_text(out.file("notes/keep.txt"), "mine");
 
     EXPECT_EQ(list_checkpoints(out.path), (std::vector<int64_t>{100, 200, 300}));
-    EXPECT_EQ(latest_checkpoint(out.path), checkpoint_dir(out.path, 300));
+    EXPECT_EQ(latest_checkpoint(out.path), out.file("step_00000500")) << "the newest step directory, damaged or not";
+    EXPECT_EQ(checkpoint_step_dirs(out.path).size(), 4u);
 
     prune_checkpoints(out.path, 2);
     EXPECT_EQ(list_checkpoints(out.path), (std::vector<int64_t>{200, 300}));
@@ -477,6 +480,12 @@ TEST(Checkpoint, LatestAndPruneSeeOnlyCompleteCheckpoints) {
     EXPECT_TRUE(fs::is_empty(again));
     save(out.path, 600, cfg, w, s, 1);
     EXPECT_EQ(latest_checkpoint(out.path), checkpoint_dir(out.path, 600));
+    EXPECT_TRUE(file_exists(out.file("step_00000500"))) << "never pruned: not a complete checkpoint";
+    // the newest checkpoint that `healthy` accepts stays, beyond keep_last
+    prune_checkpoints(out.path, 1, [](const CheckpointManifest& m) { return m.step <= 200; });
+    EXPECT_EQ(list_checkpoints(out.path), (std::vector<int64_t>{200, 600}));
+    prune_checkpoints(out.path, 1, [](const CheckpointManifest& m) { return m.step == 600; });
+    EXPECT_EQ(list_checkpoints(out.path), (std::vector<int64_t>{600}));
     const std::string tmp = begin_checkpoint(out.path, 700);
     EXPECT_CONTAINS(error_of([&] { finalize_checkpoint(tmp, checkpoint_dir(out.path, 600), {}); }),
                     "already exists");
@@ -541,7 +550,8 @@ TEST(Checkpoint, BadCheckpointsFailNamingTheFileAndDeleteNothing) {
     const std::string manifest = read_text(dir + "/manifest.json");
     write_text(dir + "/manifest.json", manifest.substr(0, manifest.size() / 2));
     expect_error([&] { open_checkpoint(dir, cfg); }, {dir + "/manifest.json", "not valid JSON"});
-    EXPECT_EQ(latest_checkpoint(out.path), std::nullopt) << "a broken manifest is not a complete checkpoint";
+    EXPECT_EQ(latest_checkpoint(out.path), dir) << "a broken manifest is still the newest step directory";
+    EXPECT_TRUE(list_checkpoints(out.path).empty()) << "but not a complete checkpoint";
     write_text(dir + "/manifest.json", R"({"format": "something else"})");
     expect_error([&] { read_manifest(dir); }, {"not a train_gpt checkpoint manifest"});
     auto j = nlohmann::json::parse(manifest);

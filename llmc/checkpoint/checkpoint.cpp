@@ -157,48 +157,72 @@ std::string begin_checkpoint(const std::string& out_dir, int64_t step) {
     return tmp;
 }
 
-namespace {
-// The complete checkpoints under out_dir as (step, path), ascending by step.
-std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& out_dir) {
+std::vector<std::pair<int64_t, std::string>> checkpoint_step_dirs(const std::string& out_dir) {
     std::vector<std::pair<int64_t, std::string>> found;
     std::error_code ec;
     if (!fs::is_directory(out_dir, ec)) return found;
     for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
         const int64_t step = parse_step_name(entry.path().filename().string());
-        if (step < 0 || !entry.is_directory(ec)) continue;
-        try {
-            read_manifest(entry.path().string());
-        } catch (const Error&) {
-            continue;   // not complete (or not ours): not a checkpoint
-        }
-        found.emplace_back(step, entry.path().string());
+        if (step >= 0 && entry.is_directory(ec)) found.emplace_back(step, entry.path().string());
     }
     std::sort(found.begin(), found.end());
+    return found;
+}
+
+namespace {
+// The complete checkpoints under out_dir (step directories whose manifest reads), ascending by
+// step, with their manifests.
+struct Complete {
+    int64_t step;
+    std::string dir;
+    CheckpointManifest manifest;
+};
+std::vector<Complete> complete_checkpoints(const std::string& out_dir) {
+    std::vector<Complete> found;
+    for (const auto& [step, dir] : checkpoint_step_dirs(out_dir)) {
+        try {
+            found.push_back({step, dir, read_manifest(dir)});
+        } catch (const Error&) {
+            continue;   // damaged (or not ours): not counted, never deleted
+        }
+    }
     return found;
 }
 }  // namespace
 
 std::vector<int64_t> list_checkpoints(const std::string& out_dir) {
     std::vector<int64_t> steps;
-    for (const auto& c : complete_checkpoints(out_dir)) steps.push_back(c.first);
+    for (const auto& c : complete_checkpoints(out_dir)) steps.push_back(c.step);
     return steps;
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& out_dir) {
-    const auto found = complete_checkpoints(out_dir);
+    const auto found = checkpoint_step_dirs(out_dir);
     if (found.empty()) return std::nullopt;
     return found.back().second;
 }
 
-void prune_checkpoints(const std::string& out_dir, int keep_last) {
+void prune_checkpoints(const std::string& out_dir, int keep_last,
+                       const std::function<bool(const CheckpointManifest&)>& healthy) {
     if (keep_last < 1) fail("prune_checkpoints: keep_last must be at least 1, got %d", keep_last);
     const auto found = complete_checkpoints(out_dir);
     if (found.empty()) return;
+    // the newest healthy checkpoint stays, wherever it is
+    size_t newest_healthy = found.size();
+    if (healthy) {
+        for (size_t i = found.size(); i-- > 0;) {
+            if (healthy(found[i].manifest)) {
+                newest_healthy = i;
+                break;
+            }
+        }
+    }
     std::error_code ec;
     for (size_t i = 0; i + (size_t)keep_last < found.size(); i++) {
+        if (i == newest_healthy) continue;
         // Renamed out of the way first (atomic), then deleted: a crash mid-delete leaves a *.tmp
         // directory, never a complete-looking checkpoint with files missing.
-        const std::string& dir = found[i].second;
+        const std::string& dir = found[i].dir;
         const std::string doomed = dir + ".tmp";
         fs::remove_all(doomed, ec);
         if (std::rename(dir.c_str(), doomed.c_str()) != 0) {
@@ -212,7 +236,7 @@ void prune_checkpoints(const std::string& out_dir, int keep_last) {
         const std::string name = entry.path().filename().string();
         if (name.size() < 4 || name.compare(name.size() - 4, 4, ".tmp") != 0) continue;
         const int64_t step = parse_step_name(name.substr(0, name.size() - 4));
-        if (step >= 0 && step < found.back().first && entry.is_directory(ec)) stale.push_back(entry.path());
+        if (step >= 0 && step < found.back().step && entry.is_directory(ec)) stale.push_back(entry.path());
     }
     for (const fs::path& path : stale) {
         fs::remove_all(path, ec);

@@ -13,9 +13,10 @@
 //
 // Invariants.
 // - Crash safety: everything is written into <out>/step_00001000.tmp/; manifest.json is written
-//   last, then the directory is renamed to its final name. A directory step_* with a manifest is
-//   complete; anything else (a *.tmp directory, a step_* without manifest) is not a checkpoint.
-//   An existing checkpoint is never overwritten.
+//   last, then the directory is renamed to its final name. So a step_* directory is always a
+//   finished save: one whose manifest is missing or invalid, or whose files do not match it, is a
+//   damaged checkpoint (reported as such, never deleted), and a *.tmp directory is an unfinished
+//   save. An existing checkpoint is never overwritten.
 // - Resharding: state slices are keyed by global tensor name plus element offset within the
 //   tensor, never by rank; file names carry the writer's index only to be distinct. Reading a
 //   range of the flat vector assembles it from whichever slices cover it, so a run saved on N
@@ -32,8 +33,9 @@
 //   rank 0:    finalize_checkpoint(tmp, checkpoint_dir(out, step), manifest);
 //              prune_checkpoints(out, keep_last);                       then barrier
 // Resuming:
-//   dir = latest_checkpoint(out);                      // std::nullopt: start fresh
+//   dir = latest_checkpoint(out);                      // std::nullopt: nothing to resume
 //   manifest = open_checkpoint(*dir, cfg);              // reads, checks model shape, verifies hashes
+//                                                       // (train/resume.h: choose_resume_checkpoint)
 //                                                       // (rank 0 is enough on a shared filesystem)
 //   weights = read_weights(*dir, cfg);   master = read_state_range(*dir, cfg, StateTensor::Master, b, e); …
 #pragma once
@@ -41,6 +43,7 @@
 #include "model/layout.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -75,15 +78,21 @@ std::string checkpoint_tmp_dir(const std::string& out_dir, int64_t step);   // <
 // Rank 0, before anyone writes: creates a fresh, empty tmp directory for `step` (removing a stale
 // one left by a crash) and returns it. Fails if the checkpoint for `step` already exists.
 std::string begin_checkpoint(const std::string& out_dir, int64_t step);
-// The newest complete checkpoint under out_dir (a step_<digits> directory whose manifest.json
-// parses), or nullopt when there is none (or out_dir does not exist). Ignores *.tmp.
+// Every step_<digits> directory under out_dir, complete or not, ascending by step (none when
+// out_dir does not exist). Ignores *.tmp and everything else.
+std::vector<std::pair<int64_t, std::string>> checkpoint_step_dirs(const std::string& out_dir);
+// The newest step directory under out_dir, complete or not, or nullopt when there is none (or
+// out_dir does not exist): a damaged newest checkpoint is returned, so that whoever reads it
+// names what is wrong with it instead of silently taking an older one.
 std::optional<std::string> latest_checkpoint(const std::string& out_dir);
-// Steps of the complete checkpoints under out_dir, ascending.
+// Steps of the complete checkpoints under out_dir (manifest present and valid), ascending.
 std::vector<int64_t> list_checkpoints(const std::string& out_dir);
-// Deletes all but the newest keep_last (≥ 1) complete checkpoints, and the *.tmp directories of
-// steps older than the newest complete one (stale leftovers of crashed saves). Touches nothing
-// else.
-void prune_checkpoints(const std::string& out_dir, int keep_last);
+// Deletes all but the newest keep_last (≥ 1) complete checkpoints, except the newest one that
+// `healthy` accepts (when given), and the *.tmp directories of steps older than the newest
+// complete one (stale leftovers of crashed saves). Never deletes a step directory whose manifest
+// does not read (a damaged checkpoint is left for its owner to inspect). Touches nothing else.
+void prune_checkpoints(const std::string& out_dir, int keep_last,
+                       const std::function<bool(const CheckpointManifest&)>& healthy = nullptr);
 
 // ---- writing (into begin_checkpoint's tmp directory) ----------------------------------------
 
