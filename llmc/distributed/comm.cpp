@@ -35,6 +35,7 @@ public:
     }
     void barrier() override {}
     double all_reduce_sum(double x) override { return x; }
+    [[noreturn]] void abort_job(int exit_code) override { std::_Exit(exit_code); }
 
 private:
     CommCopyFn copy_;

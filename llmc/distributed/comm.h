@@ -21,6 +21,12 @@
 // OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS), else the single-process Comm. The MPI Comm
 // calls MPI_Init on creation and MPI_Finalize when destroyed: create it once per process,
 // before any other work, and keep it for the whole run.
+//
+// Failure: an error that only some ranks hit must not leave the others waiting in a collective.
+// The failing rank reports and calls abort_job(), which ends every rank; it must not finalise
+// (MPI_Finalize waits for every rank). So a Comm destroyed while an exception unwinds the stack
+// releases only what is its own: the MPI Comm skips MPI_Finalize, the NCCL Comm aborts its
+// communicator (ncclCommAbort) instead of destroying it (which would wait for its peers).
 #pragma once
 
 #include <cstddef>
@@ -54,6 +60,12 @@ public:
     virtual void barrier() = 0;
     // Scalars (loss, Σ g², token counts): Σ over ranks in rank order, in double.
     virtual double all_reduce_sum(double x) = 0;
+
+    // Ends every rank of the job now, with `exit_code` (MPI_Abort: the launcher stops the other
+    // ranks wherever they are, a collective included); never returns. The single-process Comm
+    // just exits. For one rank's failure: the others cannot know of it, and a collective exit
+    // (MPI_Finalize) would wait for them forever.
+    [[noreturn]] virtual void abort_job(int exit_code) = 0;
 };
 
 // Moves `bytes` from src to dst in the implementation's memory (may overlap).

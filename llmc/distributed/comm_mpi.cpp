@@ -21,7 +21,9 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <vector>
 
@@ -85,7 +87,10 @@ public:
     }
 
     ~MpiComm() override {
-        // No throwing from a destructor: errors here are ignored.
+        // No throwing from a destructor: errors here are ignored. While an exception unwinds
+        // (this rank failed; the others may be in a collective), nothing collective: the
+        // communicator is not freed and MPI not finalised; abort_job() follows.
+        if (std::uncaught_exceptions() > 0) return;
         MPI_Op_free(&nan_max_);
         MPI_Comm_free(&comm_);
         if (--g_live_comms == 0 && g_we_initialised) MPI_Finalize();
@@ -167,6 +172,11 @@ public:
     }
 
     void barrier() override { mpiCheck(MPI_Barrier(comm_)); }
+
+    [[noreturn]] void abort_job(int exit_code) override {
+        MPI_Abort(MPI_COMM_WORLD, exit_code);   // returns only if MPI could not abort
+        std::_Exit(exit_code);
+    }
 
     double all_reduce_sum(double x) override {
         std::vector<double> all(world_);

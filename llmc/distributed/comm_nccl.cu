@@ -27,6 +27,8 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <exception>
 #include <vector>
 
 namespace train_gpt {
@@ -60,7 +62,8 @@ __global__ void nan_max_kernel(float* data, const float* gathered, size_t n, int
 class NcclComm final : public Comm {
 public:
     explicit NcclComm(Comm& bootstrap)
-        : rank_(bootstrap.rank()), world_(bootstrap.world_size()), local_rank_(bootstrap.local_rank()) {
+        : bootstrap_(bootstrap), rank_(bootstrap.rank()), world_(bootstrap.world_size()),
+          local_rank_(bootstrap.local_rank()) {
         // Rank 0 makes the unique id and broadcasts it (host memory, over MPI) with its status
         // first, so that a failure on rank 0 stops every rank with the reason instead of leaving
         // the others waiting in the broadcast or in ncclCommInitRank.
@@ -78,7 +81,13 @@ public:
     }
 
     ~NcclComm() override {
-        // No throwing from a destructor: errors here are ignored.
+        // No throwing from a destructor: errors here are ignored. While an exception unwinds
+        // (this rank failed; its peers may be inside a collective), the communicator is aborted:
+        // ncclCommAbort returns at once, where ncclCommDestroy would wait for the peers.
+        if (std::uncaught_exceptions() > 0) {
+            ncclCommAbort(comm_);
+            return;
+        }
         cudaStreamSynchronize(stream_);
         ncclCommDestroy(comm_);
         cudaFree(scratch_);
@@ -138,6 +147,13 @@ public:
         end();
     }
 
+    // This rank's NCCL operations stop at once; then the bootstrap (MPI) ends every rank.
+    [[noreturn]] void abort_job(int exit_code) override {
+        ncclCommAbort(comm_);
+        bootstrap_.abort_job(exit_code);
+        std::_Exit(exit_code);   // not reached: abort_job does not return
+    }
+
     double all_reduce_sum(double x) override {
         double* gathered = static_cast<double*>(scratch((world_ + 1) * sizeof(double)));   // (W) | mine
         double* mine = gathered + world_;
@@ -170,6 +186,7 @@ private:
         return scratch_;
     }
 
+    Comm& bootstrap_;
     int rank_ = 0, world_ = 1, local_rank_ = 0;
     ncclComm_t comm_ = nullptr;
     cudaStream_t stream_ = nullptr;
