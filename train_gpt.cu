@@ -8,6 +8,7 @@
 //   mpirun -np 8 ./train_gpt -e d12 -p bf16 --zero 1 ...  data parallel, one rank per GPU
 //   scripts/run_multinode.sh, scripts/slurm_train.sbatch  several nodes (docs/distributed.md)
 //   ./train_gpt --resume                                  continue the newest checkpoint's run (its flags)
+//   ./train_gpt --auto-resume ...                         the same if there is a checkpoint, else a fresh run (job scripts)
 //   ./train_gpt --init-from out/checkpoints -x 0 -g 64    sample (and -j, --hellaswag: evaluate) a checkpoint
 //   ./train_gpt --help                                    every flag with its default
 //
@@ -29,7 +30,9 @@
 //   llmc/data/tokenizer.h        decoding samples, encoding a prompt (data/bpe.h: the byte-level BPE);
 //                                data/run_tokenizer.h: the run's tokenizer, checked against its shards
 //   llmc/checkpoint/init_from.h  --init-from: a checkpoint or a transformers GPT-2 directory
-//   llmc/train/resume.h          --resume: the checkpoint's run, its flags and its log
+//   llmc/train/resume.h          --resume: which checkpoint (verified), the checkpoint's run, its flags and its log
+//   llmc/train/run_dirs.h        the output and checkpoint directories: checked, locked (run_lock.h), never taken over
+//   llmc/train/divergence.h      non-finite streaks and loss spikes;  llmc/train/signals.h  SIGTERM / SIGUSR1 / SIGINT
 //   llmc/model/generate.h        samples through a KV cache (model/sampling.h: temperature, top-k, top-p)
 //   llmc/eval/hellaswag.h        HellaSwag as llm.c evaluates it
 //   llmc/train/progress.h        the step line's elapsed time, ETA and MFU; the closing summary
@@ -54,13 +57,17 @@
 #include "train/config.h"
 #include "train/logger.h"
 #include "train/progress.h"
+#include "train/divergence.h"
 #include "train/resume.h"
+#include "train/run_dirs.h"
+#include "train/signals.h"
 #include "utils.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -150,10 +157,7 @@ float evaluate(GPT& model, DataLoader& loader, int batches, int B, int T, Comm& 
 std::string sample_text(Generator& generator, const std::optional<Tokenizer>& tokenizer, const TrainConfig& cfg,
                         Rng& rng) {
     std::vector<int> prompt;
-    if (!cfg.sample_prompt.empty()) {
-        if (!tokenizer || !tokenizer->can_encode()) fail("--sample-prompt needs a tokenizer that encodes text");
-        prompt = tokenizer->encode(cfg.sample_prompt);
-    }
+    if (!cfg.sample_prompt.empty()) prompt = tokenizer->encode(cfg.sample_prompt);   // run() checked it can
     if (prompt.empty()) prompt.push_back(tokenizer ? tokenizer->eot_token() : 0);
     SamplingParams params;
     params.temperature = cfg.temperature;
@@ -189,21 +193,44 @@ struct ResumeState {
     TrainCounters counters;
 };
 
+bool all_finite(const std::vector<float>& x) {
+    uint32_t bad = 0;   // an exponent of all ones: inf or NaN (an integer test, so the loop vectorises)
+    for (float v : x) {
+        uint32_t bits;
+        std::memcpy(&bits, &v, sizeof bits);
+        bad |= (uint32_t)((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad == 0;
+}
+
+// A checkpoint saved outside a streak of skipped steps (train/divergence.h): pruning keeps the
+// newest of these, whatever --keep-checkpoints says.
+bool healthy_checkpoint(const CheckpointManifest& m) {
+    return m.extra_json.empty() || counters_from_json(m.extra_json).skip_streak == 0;
+}
+
 // Writes <dir>/step_XXXXXXXX/ (all ranks take part): BF16 HF weights split over the ranks, this
 // rank's share of the FP32 optimizer state, the tokenizer's files (checkpoint/hf_tokenizer.h),
-// then rank 0 hashes everything into the manifest and renames the directory into place. A crash at any point leaves only a *.tmp directory behind.
-void save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& comm, const TrainConfig& cfg,
+// then rank 0 hashes everything into the manifest, renames the directory into place and prunes
+// the old ones (keeping the newest healthy one). A crash at any point leaves only a *.tmp
+// directory behind. Never a checkpoint of a state that holds a non-finite value: then nothing is
+// written and it returns false (the same on every rank).
+bool save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& comm, const TrainConfig& cfg,
                      const RunPlan& plan, const DataLoader& loader, const TrainCounters& counters,
                      const std::optional<LossScaler>& scaler, const std::optional<Tokenizer>& tokenizer, int keep) {
+    const std::vector<float> weights = model.weights();   // collective under ZeRO-1
+    const GPT::StateShare share = model.checkpoint_share();
+    float non_finite = all_finite(share.master) && all_finite(share.m) && all_finite(share.v) &&
+                       (comm.rank() != 0 || all_finite(weights)) ? 0.0f : 1.0f;
+    comm.all_reduce_max(&non_finite, 1);   // any rank's share
+    if (non_finite != 0) return false;
     if (comm.rank() == 0) {
         make_dirs(dir);
         begin_checkpoint(dir, step);
     }
     comm.barrier();
     const std::string tmp = checkpoint_tmp_dir(dir, step);
-    const std::vector<float> weights = model.weights();   // collective under ZeRO-1
     write_weight_shards(tmp, plan.model, weights.data(), comm.rank(), comm.world_size());
-    const GPT::StateShare share = model.checkpoint_share();
     write_state_shard(tmp, plan.model, comm.rank(), share.begin, share.master.size(), share.master.data(),
                       share.m.data(), share.v.data());
     comm.barrier();
@@ -220,26 +247,55 @@ void save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
         manifest.fp8_json = model.fp8_state_json();
         manifest.extra_json = trainer_state_to_json(counters, flags_json(cfg));
         finalize_checkpoint(tmp, checkpoint_dir(dir, step), manifest);
-        prune_checkpoints(dir, keep);
+        prune_checkpoints(dir, keep, healthy_checkpoint);
     }
     comm.barrier();
+    return true;
 }
 
-// Restores everything save_checkpoint wrote, into a model of any world size.
-ResumeState load_checkpoint(const std::string& path, GPT& model, const RunPlan& plan, DataLoader* loader,
-                            std::optional<LossScaler>& scaler, Comm& comm) {
-    // rank 0 verifies every file's checksum (one read of the whole checkpoint); all check the shape
-    CheckpointManifest manifest = comm.rank() == 0 ? open_checkpoint(path, plan.model) : read_manifest(path);
-    check_model_config(manifest, plan.model, path);
-    comm.barrier();
+// Restores everything save_checkpoint wrote, into a model of any world size. The checkpoint's
+// files were verified when it was chosen (train/resume.h); here every rank checks the shape.
+ResumeState load_checkpoint(const ResumeChoice& from, GPT& model, const RunPlan& plan, DataLoader* loader,
+                            std::optional<LossScaler>& scaler) {
+    const CheckpointManifest& manifest = from.manifest;
+    check_model_config(manifest, plan.model, from.dir);
     const size_t begin = model.state_begin(), end = begin + model.state_size();
-    model.restore_optimizer_state(read_state_range(path, plan.model, StateTensor::Master, begin, end),
-                                  read_state_range(path, plan.model, StateTensor::M, begin, end),
-                                  read_state_range(path, plan.model, StateTensor::V, begin, end));
+    model.restore_optimizer_state(read_state_range(from.dir, plan.model, StateTensor::Master, begin, end),
+                                  read_state_range(from.dir, plan.model, StateTensor::M, begin, end),
+                                  read_state_range(from.dir, plan.model, StateTensor::V, begin, end));
     model.restore_fp8_state(manifest.fp8_json.empty() ? "[]" : manifest.fp8_json);
     if (scaler && !manifest.loss_scaler_json.empty()) loss_scaler_from_json(*scaler, manifest.loss_scaler_json);
     if (loader) loader->set_position(manifest.data_position);
     return ResumeState{manifest.step, counters_from_json(manifest.extra_json)};
+}
+
+// --resume / --auto-resume: the checkpoint the run continues (train/resume.h), the same on every
+// rank: rank 0 reads and verifies it (and, with --resume-from-intact, steps back past damaged
+// ones), the others take its choice. nullopt: start fresh (--auto-resume finding none).
+std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
+    if (!cfg.resume && !cfg.auto_resume) return std::nullopt;
+    const std::string root = checkpoint_dir_of(cfg);
+    std::optional<ResumeChoice> choice;
+    std::string chosen;   // "": none
+    if (comm.rank() == 0 && (choice = choose_resume_checkpoint(root, cfg.resume_from_intact))) {
+        chosen = choice->dir;
+        for (const auto& [dir, problem] : choice->damaged) {
+            std::fprintf(stderr, "warning: %s is damaged (%s); resuming from %s instead (--resume-from-intact); it "
+                         "will be kept as %s.damaged\n", dir.c_str(), problem.c_str(), chosen.c_str(), dir.c_str());
+        }
+    }
+    uint64_t length = chosen.size();
+    comm.broadcast(&length, sizeof length, 0);
+    chosen.resize(length);
+    comm.broadcast(chosen.data(), length, 0);
+    if (comm.rank() != 0 && !chosen.empty()) choice = ResumeChoice{chosen, read_manifest(chosen), {}};
+    if (!choice && cfg.resume) {
+        fail("--resume: no checkpoint in %s (no step_* directory). Start the run without --resume, or give the "
+             "--checkpoint-dir (or -o) of the run to continue; --auto-resume resumes when there is one and starts "
+             "fresh otherwise", root.c_str());
+    }
+    if (!choice) print0("notice: --auto-resume: no checkpoint in %s; starting a fresh run\n", root.c_str());
+    return choice;
 }
 
 // ---- one training step ----------------------------------------------------------------------------
@@ -271,7 +327,7 @@ StepResult train_step(GPT& model, DataLoader& loader, const TrainConfig& cfg, co
         r.loss += model.forward(inputs.data(), targets.data(), B, T, dloss * r.loss_scale) / plan.grad_accum_steps;
         model.backward();
     }
-    if (step == cfg.inject_nonfinite_step) model.poison_gradient();
+    if (step >= cfg.inject_nonfinite_first && step <= cfg.inject_nonfinite_last) model.poison_gradient();   // testing
     model.reduce_gradients();                                      // sum over ranks
     r.loss = comm.all_reduce_sum(r.loss) / plan.world_size;        // the mean over ranks
     r.norm = model.gradient_norm() / r.loss_scale;                 // of the unscaled mean gradient
@@ -311,22 +367,31 @@ void restore_run_flags(int argc, char** argv, const std::string& checkpoint, Tra
     }
 }
 
-int run(int argc, char** argv) {
-    // ---- configuration: the flags, and what they resolve to on this machine ----
-    TrainConfig cfg;
-    if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) return *exit_code;
-    std::unique_ptr<Comm> comm = make_comm();   // MPI under mpirun / srun, else one process
-    g_is_root = comm->rank() == 0;
-    // --resume: the run of the newest checkpoint, with the flags given now on top
-    const std::optional<std::string> resume_from =
-        cfg.resume ? latest_checkpoint(checkpoint_dir_of(cfg)) : std::nullopt;
-    if (resume_from) restore_run_flags(argc, argv, *resume_from, cfg);
+// The command line, for the lock files that name a directory's holder.
+std::string command_line(int argc, char** argv) {
+    std::string text;
+    for (int i = 0; i < argc; i++) text += (i ? " " : "") + std::string(argv[i]);
+    return text;
+}
+
+// cfg: this command line's flags, parsed; comm: the ranks (one process, or MPI). Returns the
+// exit code: 0, 1 (a collective stop: divergence), kStopExitCode / kInterruptExitCode (a
+// signal). A failure of this rank alone throws (main ends the job).
+int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
+    g_is_root = comm.rank() == 0;
+
+    // ---- configuration: the flags, and what they resolve to on this machine; every check before
+    //      anything is written ----
+    // --resume / --auto-resume: the run of the newest checkpoint, with the flags given now on top
+    validate_start(cfg);
+    const std::optional<ResumeChoice> resume_from = choose_resume(cfg, comm);
+    if (resume_from) restore_run_flags(argc, argv, resume_from->dir, cfg);
     validate(cfg);
     if (cfg.threads > 0) set_cpu_threads(cfg.threads);
     const RunData data = run_data(cfg);   // the shards it reads: none to train on with -x 0
     // the model the run starts from, if not a fresh one: the checkpoint it resumes, or --init-from
     std::optional<ModelDir> start_model;
-    if (resume_from) start_model = find_model_dir(*resume_from);
+    if (resume_from) start_model = find_model_dir(resume_from->dir);
     else if (!cfg.init_from.empty()) start_model = find_model_dir(cfg.init_from);
     // the tokenizer: --tokenizer, the model's, or the one beside the shards; checked against what
     // the shards that the run reads record (no training data with -x 0)
@@ -334,19 +399,27 @@ int run(int argc, char** argv) {
     const std::optional<Tokenizer> tokenizer = choose_run_tokenizer(
         cfg.tokenizer, start_model ? read_model_tokenizer(start_model->dir) : std::nullopt, {data.train, data.val},
         &tokenizer_how);
-    RunPlan plan = resolve_run_plan(cfg, comm->world_size(), tokenizer ? tokenizer->vocab_size() : 0,
+    RunPlan plan = resolve_run_plan(cfg, comm.world_size(), tokenizer ? tokenizer->vocab_size() : 0,
                                     start_model ? &start_model->model : nullptr, start_model ? start_model->dir : "");
     plan.tokenizer = tokenizer ? tokenizer->origin() : "none";
+    if (!cfg.sample_prompt.empty() && cfg.sample_tokens > 0 && (!tokenizer || !tokenizer->can_encode())) {
+        fail("--sample-prompt needs a tokenizer that encodes text; the run's %s", tokenizer
+             ? ("(" + tokenizer->origin() + ") only decodes: give --tokenizer a tokenizer.bin with encoder.json and vocab.bpe beside it").c_str()
+             : "has none: give --tokenizer");
+    }
+    const RunDirs dirs = run_dirs(cfg, plan, resume_from.has_value());   // train/run_dirs.h
+    check_run_dirs(dirs, cfg, resume_from.has_value());
     plan.device = choose_device(cfg.device);
     plan.attention = choose_attention(cfg, plan);
     const int B = cfg.batch_size, T = plan.seq_len;
 
     // ---- model ----
     std::unique_ptr<Comm> nccl;
-    std::unique_ptr<Backend> backend = make_kernel_set(cfg, plan, *comm, &nccl);
-    Comm& model_comm = nccl ? *nccl : *comm;   // device buffers go over NCCL; host scalars stay on `comm`
+    std::unique_ptr<Backend> backend = make_kernel_set(cfg, plan, comm, &nccl);
+    Comm& model_comm = nccl ? *nccl : comm;   // device buffers go over NCCL; host scalars stay on `comm`
     if (plan.precision.precision == Precision::FP8 && cfg.fp8_gemms == "auto") {   // fp8_autotune.h
-        const Fp8AutoChoice choice = choose_fp8_gemms_auto(*backend, plan.model, B, T, resume_from, *comm);
+        const std::optional<std::string> resumed_dir = resume_from ? std::optional<std::string>(resume_from->dir) : std::nullopt;
+        const Fp8AutoChoice choice = choose_fp8_gemms_auto(*backend, plan.model, B, T, resumed_dir, comm);
         plan.precision.fp8.gemms = choice.gemms;   // config.json and checkpoints record the choice
         print0("%s\n", choice.how.c_str());
     }
@@ -366,7 +439,8 @@ int run(int argc, char** argv) {
         scaler.emplace(lsc);
     }
 
-    // ---- data (every shard's header is checked before any work starts; none to train on with -x 0) ----
+    // ---- data: every shard's header checked, and every token against the vocabulary (each rank
+    //      scans its share); none to train on with -x 0 ----
     const int vocab_size = plan.model.vocab_size;
     std::vector<HellaSwagExample> hellaswag;   // tokenised once (eval/hellaswag.h)
     if (!cfg.hellaswag.empty()) {
@@ -375,43 +449,50 @@ int run(int argc, char** argv) {
     }
     std::unique_ptr<DataLoader> train_loader, val_loader;
     if (!data.train.empty()) {
-        train_loader = std::make_unique<DataLoader>(data.train, B, T, comm->rank(), plan.world_size, cfg.shuffle,
+        train_loader = std::make_unique<DataLoader>(data.train, B, T, comm.rank(), plan.world_size, cfg.shuffle,
                                                     cfg.seed, vocab_size);
     }
     if (!data.val.empty()) {
-        val_loader = std::make_unique<DataLoader>(data.val, B, T, comm->rank(), plan.world_size, false, cfg.seed,
+        val_loader = std::make_unique<DataLoader>(data.val, B, T, comm.rank(), plan.world_size, false, cfg.seed,
                                                   vocab_size);
     }
 
     // ---- where to start: fresh, from a checkpoint's weights, or resuming a run ----
     ResumeState start;
     if (resume_from) {
-        start = load_checkpoint(*resume_from, model, plan, train_loader.get(), scaler, *comm);
-        print0("resuming from %s (step %lld)\n", resume_from->c_str(), (long long)start.step);
-    } else {
-        if (cfg.resume) print0("notice: no complete checkpoint in %s; starting from scratch\n", plan.checkpoint_dir.c_str());
-        // a fresh run must not collide with (or prune) another run's checkpoints
-        if (cfg.checkpoint_every > 0 && latest_checkpoint(plan.checkpoint_dir)) {
-            fail("%s already holds checkpoints (newest: %s); continue that run with --resume, or give another "
-                 "--checkpoint-dir", plan.checkpoint_dir.c_str(), latest_checkpoint(plan.checkpoint_dir)->c_str());
-        }
-        if (start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
-            model.set_weights(read_model_weights(*start_model));
-            print0("initialised from the weights of %s\n", start_model->description.c_str());
-        }
+        start = load_checkpoint(*resume_from, model, plan, train_loader.get(), scaler);
+    } else if (start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
+        model.set_weights(read_model_weights(*start_model));
     }
+    comm.barrier();   // every rank's checks have passed: from here on, files are written
 
-    // ---- output (rank 0): config table, config.json, the JSONL log (continued on resume) ----
+    // ---- output (rank 0): the directories locked, config table, config.json, the JSONL log
+    //      (continued on resume) ----
+    HeldRunDirs held;
     std::optional<JsonlLog> log;
     if (g_is_root) {
-        make_dirs(cfg.output_dir);
-        if (resume_from) truncate_log_for_resume(cfg.output_dir + "/log.jsonl", start.step);   // no step twice
-        log.emplace(cfg.output_dir + "/log.jsonl", /*append=*/resume_from.has_value());
-        save_config_json(cfg.output_dir + "/config.json", cfg, plan);
+        held = hold_run_dirs(dirs, cfg, resume_from.has_value(), command_line(argc, argv));
+        for (const std::string& w : held.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+        if (resume_from) {
+            for (const auto& damaged : resume_from->damaged) {
+                print0("kept the damaged checkpoint as %s\n", set_aside_damaged_checkpoint(damaged.first).c_str());
+            }
+        }
+        if (!dirs.output.empty()) {
+            const std::string log_path = dirs.output + "/log.jsonl";
+            if (resume_from) truncate_log_for_resume(log_path, start.step);   // no step twice
+            log.emplace(log_path, /*append=*/resume_from.has_value());
+            save_config_json(dirs.output + "/config.json", cfg, plan);
+        }
         print_config_table(cfg, plan);
     }
     auto write_log = [&](const LogRecord& r) { if (log) log->write(r); };
-    if (resume_from) write_log(LogRecord("resume").num("step", start.step).str("checkpoint", *resume_from));
+    if (resume_from) {
+        print0("resuming from %s (step %lld)\n", resume_from->dir.c_str(), (long long)start.step);
+        write_log(LogRecord("resume").num("step", start.step).str("checkpoint", resume_from->dir));
+    } else if (start_model) {
+        print0("initialised from the weights of %s\n", start_model->description.c_str());
+    }
     if (train_loader) print0("train: %lld tokens in %d shard(s) | ", (long long)train_loader->num_tokens(), train_loader->num_shards());
     if (val_loader) print0("val: %lld tokens | ", (long long)val_loader->num_tokens());
     if (!hellaswag.empty()) print0("hellaswag: %zu examples | ", hellaswag.size());
@@ -431,20 +512,29 @@ int run(int argc, char** argv) {
                     text.c_str());
         write_log(LogRecord("sample").num("step", step).str("text", text));
     };
+    // a stop that every rank decides together (divergence): said once, exit 1 on every rank
+    auto stop_run = [&](const std::string& message, int step) {
+        std::fflush(stdout);
+        if (g_is_root) std::fprintf(stderr, "error: %s\n", message.c_str());
+        write_log(LogRecord("stop").num("step", step).str("reason", message));
+        return 1;
+    };
 
     // ---- training loop ----
     TrainCounters counters = start.counters;
+    DivergenceMonitor divergence({cfg.max_skipped_steps, cfg.loss_spike_factor, cfg.stop_on_loss_spike},
+                                 {counters.skip_streak, counters.loss_level});   // train/divergence.h
     RunClock clock((int)start.step, counters.seconds);   // the run's time, earlier processes included
-    const double peak = peak_flops(plan, *comm) * plan.world_size;   // all ranks' (0: no MFU)
+    const double peak = peak_flops(plan, comm) * plan.world_size;   // all ranks' (0: no MFU)
     const double step_flops = flops_per_token(plan.model, plan.num_parameters, T) * plan.tokens_per_step;
     RunSummary summary;
     summary.first_step = (int)start.step;
+    if (resume_from) summary.checkpoint = resume_from->dir;
     double this_process_tokens = 0, this_process_step_seconds = 0;
-    int skipped_in_a_row = 0;
     for (int step = (int)start.step; step <= cfg.steps; step++) {
         const bool last = step == cfg.steps;
         if (val_loader && (step % cfg.val_every == 0 || last)) {
-            float val_loss = evaluate(model, *val_loader, cfg.val_batches, B, T, *comm);
+            float val_loss = evaluate(model, *val_loader, cfg.val_batches, B, T, comm);
             print0("step %d/%d | val loss %.4f\n", step, cfg.steps, val_loss);
             write_log(LogRecord("val").num("step", step).num("loss", val_loss).num("tokens", (double)counters.tokens)
                           .num("elapsed_s", clock.elapsed()).num("time", unix_time()));
@@ -455,7 +545,7 @@ int run(int argc, char** argv) {
             if (last) summary.final_val_loss = val_loss;
         }
         if (!hellaswag.empty() && ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last)) {
-            const HellaSwagResult h = evaluate_hellaswag(model, hellaswag, model_B, model_T, *comm);
+            const HellaSwagResult h = evaluate_hellaswag(model, hellaswag, model_B, model_T, comm);
             print0("step %d/%d | hellaswag acc_norm %.4f (%lld/%lld), acc %.4f%s\n", step, cfg.steps, h.acc_norm(),
                    (long long)h.correct_norm, (long long)h.examples, h.acc(),
                    h.truncated ? format(" | %lld example(s) cut to T = %d", (long long)h.truncated, model_T).c_str() : "");
@@ -467,13 +557,10 @@ int run(int argc, char** argv) {
         if (cfg.sample_every > 0 && step > 0 && step % cfg.sample_every == 0) sample(step);
 
         const auto t0 = std::chrono::steady_clock::now();
-        const StepResult r = train_step(model, *train_loader, cfg, plan, step, scaler, counters, *comm);
-        skipped_in_a_row = r.finite ? 0 : skipped_in_a_row + 1;
-        if (skipped_in_a_row >= cfg.max_skipped_steps) {
-            fail("%d steps in a row had a non-finite loss or gradient norm (last: loss %g, norm %g, step %d); "
-                 "stopping. Try a lower --lr, --precision bf16, or a larger --max-skipped-steps",
-                 skipped_in_a_row, r.loss, r.norm, step + 1);
-        }
+        const StepResult r = train_step(model, *train_loader, cfg, plan, step, scaler, counters, comm);
+        const StepVerdict verdict = divergence.observe(step + 1, r.loss, r.norm, r.finite);
+        counters.skip_streak = divergence.state().skip_streak;
+        counters.loss_level = divergence.state().loss_level;
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         const double tok_per_s = plan.tokens_per_step / (ms / 1000.0);
         const double mfu = peak > 0 ? step_flops / (ms / 1000.0) / peak : 0.0;
@@ -505,12 +592,48 @@ int run(int argc, char** argv) {
                               .num("scale", t.scale).num("saturated", t.saturated_frac).num("flushed", t.flushed_frac));
             }
         }
-        if (cfg.checkpoint_every > 0 && ((step + 1) % cfg.checkpoint_every == 0 || step + 1 == cfg.steps)) {
-            save_checkpoint(plan.checkpoint_dir, step + 1, model, *comm, cfg, plan, *train_loader, counters, scaler,
-                            tokenizer, cfg.keep_checkpoints);
-            print0("checkpoint: %s\n", checkpoint_dir(plan.checkpoint_dir, step + 1).c_str());
-            summary.checkpoint = checkpoint_dir(plan.checkpoint_dir, step + 1);
-            write_log(LogRecord("checkpoint").num("step", step + 1).str("path", checkpoint_dir(plan.checkpoint_dir, step + 1)));
+        // divergence (train/divergence.h): the same verdict on every rank
+        if (verdict.kind == StepVerdict::kSpike || (verdict.kind == StepVerdict::kStop && r.finite)) {
+            write_log(LogRecord("loss_spike").num("step", step + 1).num("loss", r.loss)
+                          .num("level", divergence.state().loss_level).num("factor", cfg.loss_spike_factor));
+        }
+        if (verdict.kind == StepVerdict::kStop) return stop_run(verdict.message, step + 1);
+        if (!verdict.message.empty()) print0("%s%s\n", verdict.kind == StepVerdict::kSpike ? "warning: " : "", verdict.message.c_str());
+
+        // a checkpoint every --checkpoint-every steps and at the end, and when a signal asks for one
+        const bool due = cfg.checkpoint_every > 0 && ((step + 1) % cfg.checkpoint_every == 0 || step + 1 == cfg.steps);
+        const StopRequest stop = stop_request_of_all(comm);   // train/signals.h
+        bool saved = false;
+        if (due || (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0)) {
+            const std::string path = checkpoint_dir(plan.checkpoint_dir, step + 1);
+            saved = save_checkpoint(plan.checkpoint_dir, step + 1, model, comm, cfg, plan, *train_loader, counters,
+                                    scaler, tokenizer, cfg.keep_checkpoints);
+            if (saved) {
+                const int64_t streak = counters.skip_streak;
+                print0("checkpoint: %s%s\n", path.c_str(),
+                       streak > 0 ? format(" (during a streak of %lld skipped step(s): not counted as healthy)",
+                                           (long long)streak).c_str() : "");
+                summary.checkpoint = path;
+                write_log(LogRecord("checkpoint").num("step", step + 1).str("path", path));
+                if (log) log->sync();   // the log, up to this checkpoint, on disk with it
+            } else {
+                print0("warning: no checkpoint at step %d: the model's state holds a non-finite value; the newest "
+                       "checkpoint stays %s\n", step + 1, summary.checkpoint ? summary.checkpoint->c_str() : "(none)");
+                write_log(LogRecord("checkpoint_skipped").num("step", step + 1).str("reason", "non-finite state"));
+            }
+        }
+        if (stop != StopRequest::None) {
+            std::string what = format("stopped by %s after step %d", stop_signal_name(), step + 1);
+            if (stop == StopRequest::Checkpoint && saved) what += "; resume with --resume (or --auto-resume)";
+            if (stop == StopRequest::Checkpoint && cfg.checkpoint_every == 0) what += "; no checkpoint: --checkpoint-every is 0";
+            if (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0 && !saved) what += "; no checkpoint written";
+            if (stop == StopRequest::Interrupt) what += " (Ctrl-C: no checkpoint)";
+            print0("%s\n", what.c_str());
+            write_log(LogRecord("stop").num("step", step + 1).str("reason", what)
+                          .str("checkpoint", saved ? checkpoint_dir(plan.checkpoint_dir, step + 1) : ""));
+            if (log) log->sync();
+            std::fflush(stdout);
+            return stop == StopRequest::Checkpoint ? kStopExitCode : kInterruptExitCode;
         }
         std::fflush(stdout);
     }
@@ -526,8 +649,7 @@ int run(int argc, char** argv) {
         summary.mean_tokens_per_second = this_process_tokens / this_process_step_seconds;
         if (peak > 0) summary.mfu = step_flops / plan.tokens_per_step * summary.mean_tokens_per_second / peak;
     }
-    if (!summary.checkpoint && resume_from) summary.checkpoint = *resume_from;
-    summary.log_path = cfg.output_dir + "/log.jsonl";
+    summary.log_path = log ? log->path() : "";
     summary.output_dir = cfg.output_dir;
     summary.checkpoint_dir = plan.checkpoint_dir;
     for (const std::string& line : summary_lines(summary)) print0("%s\n", line.c_str());
@@ -538,17 +660,30 @@ int run(int argc, char** argv) {
     if (summary.final_val_loss) end.num("val_loss", *summary.final_val_loss);
     if (summary.best_val_loss) end.num("best_val_loss", *summary.best_val_loss).num("best_val_step", summary.best_val_step);
     write_log(end);
+    if (log) log->sync();
     return 0;
 }
 
 }  // namespace
 
+// One rank's failure ends the whole job (distributed/comm.h): this rank's message first, named
+// with its rank, then abort_job() stops every rank wherever it is — never MPI_Finalize, which
+// would wait for ranks that are waiting for this one.
 int main(int argc, char** argv) {
+    std::unique_ptr<Comm> comm;
     try {
-        return run(argc, argv);
+        TrainConfig cfg;
+        if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) return *exit_code;
+        install_stop_signal_handlers();   // SIGTERM / SIGUSR1 / SIGINT stop after a step (train/signals.h)
+        comm = make_comm();   // MPI under mpirun / srun, else one process
+        return run(std::move(cfg), argc, argv, *comm);
     } catch (const std::exception& e) {   // train_gpt::Error (fail()) and anything else
         std::fflush(stdout);
-        std::fprintf(stderr, "error: %s\n", e.what());
+        const bool ranks = comm && comm->world_size() > 1;
+        if (ranks) std::fprintf(stderr, "rank %d: error: %s\n", comm->rank(), e.what());
+        else std::fprintf(stderr, "error: %s\n", e.what());
+        std::fflush(stderr);
+        if (ranks) comm->abort_job(1);
         return 1;
     }
 }

@@ -40,7 +40,7 @@ ckpt_digest() {
     "$python" - "$1" <<'EOF'
 import hashlib, json, os, sys
 root = sys.argv[1]
-for step in sorted(os.listdir(root)):
+for step in sorted(d for d in os.listdir(root) if d.startswith("step_")):   # not train_gpt.lock
     m = json.load(open(os.path.join(root, step, "manifest.json")))
     state = {k: v for k, v in m.items() if k not in ("train_config", "files")}
     if isinstance(state.get("extra"), dict):

@@ -5,7 +5,8 @@
 #
 # Data: GPT-2-tokenised FineWeb shards (dev/data/fineweb.sh prepares them into data/fineweb/).
 # 0.5M tokens per step (B=64 × T=1024 × ranks × accumulation), 10B tokens ≈ 19k steps, bf16,
-# ZeRO-1, a checkpoint every 1000 steps (resume with --resume after a crash).
+# ZeRO-1, a checkpoint every 1000 steps. After a crash or a SIGUSR1 / SIGTERM stop (exit 75, a
+# checkpoint written): the same command with --resume (a fresh run into out/gpt2_124M is refused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gpus=${1:-8}; shift || true

@@ -117,7 +117,7 @@ TEST(DataTokenizer, ShardsWithoutARecordTakeTheTokenizerBesideThemOrNeedAVocabul
     ASSERT_EQ(run_command(train_gpt_binary() + data + kTinyRun + " --vocab-size 200 -o '" + dir.file("out") + "'", &output), 0)
         << output;
     Tokenizer::byte_level().save(dir.file("d/tokenizer.bin"));
-    ASSERT_EQ(run_command(train_gpt_binary() + data + kTinyRun + " -o '" + dir.file("out") + "'", &output), 0) << output;
+    ASSERT_EQ(run_command(train_gpt_binary() + data + kTinyRun + " -o '" + dir.file("out2") + "'", &output), 0) << output;
     EXPECT_CONTAINS(output, "(beside the training shards)");
     // two globs of shards made by different tokenizers
     write_shard(dir.file("d/y_val_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2, ShardTokenizer{257, 1});

@@ -158,7 +158,9 @@ TEST(Distributed, ResumeIsBitExactInEveryPrecision) {
 TEST(Distributed, SurvivesSigkillAtRandomMomentsIncludingDuringCheckpointWrites) {
     Corpus c;
     // a wider model on tiny batches: writing a checkpoint is a large part of each step
-    const std::string args = "-x 16 --n-embd 128 --checkpoint-every 1 --keep-checkpoints 2 --resume";
+    // the same command for the first start and every restart: --auto-resume, and --overwrite-output
+    // for a restart after a kill that came before the first checkpoint
+    const std::string args = "-x 16 --n-embd 128 --checkpoint-every 1 --keep-checkpoints 2 --auto-resume --overwrite-output";
     const std::string full = c.dir.file("full");
     auto t0 = std::chrono::steady_clock::now();
     run_ok(c.train_gpt(1, 4, full, args));

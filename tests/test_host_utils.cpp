@@ -1,8 +1,11 @@
 // test_host_utils.cpp — the small host helpers: learning-rate schedules, the RNG, the JSONL
-// log, command-line parsing and the resolved config, model shapes, and the file utilities.
+// log, command-line parsing and the resolved config, model shapes, the file utilities, the
+// divergence rules and the directory lock.
 #include "train/config.h"
 #include "model/gpt.h"
+#include "train/divergence.h"
 #include "train/logger.h"
+#include "train/run_lock.h"
 #include "rng.h"
 #include "train/schedule.h"
 #include "test_util.h"
@@ -268,4 +271,61 @@ TEST(Utils, MakeDirsRefusesAPathThatIsNotADirectory) {
     EXPECT_EQ(read_text(dir.file("file")), "mine");
     make_dirs(dir.file("d/e"));
     make_dirs(dir.file("d/e"));   // existing directories are fine
+}
+
+// ---- train/divergence.h, train/run_lock.h ----------------------------------------------------
+
+TEST(Divergence, TheStreakStopsAtTheLimitAndResumesFromItsSavedValue) {
+    DivergenceMonitor m({3, 0, false}, {});
+    EXPECT_EQ(m.observe(1, 5.0, 1.0, true).kind, StepVerdict::kOk);
+    EXPECT_EQ(m.observe(2, NAN, NAN, false).kind, StepVerdict::kSkipped);
+    EXPECT_EQ(m.observe(3, NAN, NAN, false).kind, StepVerdict::kSkipped);
+    EXPECT_EQ(m.state().skip_streak, 2);
+    // a resumed monitor carries on from the checkpoint's streak
+    DivergenceMonitor resumed({3, 0, false}, m.state());
+    const StepVerdict v = resumed.observe(4, NAN, INFINITY, false);
+    EXPECT_EQ(v.kind, StepVerdict::kStop);
+    EXPECT_CONTAINS(v.message, "3 steps in a row had a non-finite loss or gradient norm (last: loss nan, norm inf, step 4)");
+    EXPECT_EQ(m.observe(4, 5.0, 1.0, true).kind, StepVerdict::kOk) << "a finite step ends the streak";
+    EXPECT_EQ(m.state().skip_streak, 0);
+}
+
+TEST(Divergence, ASpikeIsALossAboveTheFactorTimesTheRunningLevelAndDoesNotMoveIt) {
+    DivergenceMonitor m({20, 2.0, false}, {});
+    EXPECT_EQ(m.observe(1, 4.0, 1, true).kind, StepVerdict::kOk);
+    EXPECT_DOUBLE_EQ(m.state().loss_level, 4.0) << "the first loss starts the level";
+    EXPECT_EQ(m.observe(2, 3.0, 1, true).kind, StepVerdict::kOk);
+    EXPECT_DOUBLE_EQ(m.state().loss_level, 0.9 * 4.0 + 0.1 * 3.0);   // 3.9
+    EXPECT_EQ(m.observe(3, 7.8, 1, true).kind, StepVerdict::kOk) << "7.8 = 2 x 3.9 is not above the bound";
+    const double level = m.state().loss_level;
+    StepVerdict v = m.observe(4, 100.0, 1, true);
+    EXPECT_EQ(v.kind, StepVerdict::kSpike);
+    EXPECT_CONTAINS(v.message, "loss spike at step 4: loss 100 is ");
+    EXPECT_DOUBLE_EQ(m.state().loss_level, level) << "a spike does not move the level";
+    v = m.observe(5, 90.0, 1, true);
+    EXPECT_EQ(v.kind, StepVerdict::kSpike);
+    EXPECT_TRUE(v.message.empty()) << "the series goes on: no second warning";
+    v = m.observe(6, 4.0, 1, true);
+    EXPECT_EQ(v.kind, StepVerdict::kSpikeEnded);
+    EXPECT_CONTAINS(v.message, "spikes since step 4");
+    // with stop_on_spike the first spike stops; a factor of 0 judges nothing
+    DivergenceMonitor stop({20, 2.0, true}, {0, 3.0});
+    EXPECT_EQ(stop.observe(7, 6.5, 1, true).kind, StepVerdict::kStop);
+    DivergenceMonitor off({20, 0, true}, {0, 3.0});
+    EXPECT_EQ(off.observe(7, 1e13, 1, true).kind, StepVerdict::kOk);
+}
+
+TEST(DirLock, ASecondHolderIsRefusedNamingTheFirstAndTheLockGoesWithItsHolder) {
+    ScratchDir dir;
+    std::string warning;
+    auto first = DirLock::acquire(dir.path, "train_gpt -x 10", &warning);
+    ASSERT_NE(first, nullptr) << warning;
+    EXPECT_CONTAINS(read_text(lock_file_of(dir.path)), format("pid %d on ", (int)getpid()));
+    EXPECT_CONTAINS(read_text(lock_file_of(dir.path)), ": train_gpt -x 10\n");
+    // flock belongs to the open file, so even this process cannot take it twice
+    const std::string e = error_of([&] { DirLock::acquire(dir.path, "again", &warning); });
+    EXPECT_CONTAINS(e, dir.path + " is in use by another run: pid " + std::to_string(getpid()));
+    EXPECT_CONTAINS(e, "train_gpt -x 10");
+    first.reset();
+    EXPECT_NE(DirLock::acquire(dir.path, "again", &warning), nullptr) << "released with its holder";
 }

@@ -184,8 +184,9 @@ TEST(TrainerCli, SamplesDuringTrainingAndFromACheckpointWithoutTrainingData) {
         }
     }
     make_dirs(corpus.dir.file("elsewhere"));
+    int samples = 0;
     auto sample = [&](const std::string& from, const std::string& flags) {
-        const std::string out_dir = corpus.dir.file("elsewhere/s");
+        const std::string out_dir = corpus.dir.file("elsewhere/s" + std::to_string(samples++));
         std::string out;
         EXPECT_EQ(run_command("cd '" + corpus.dir.file("elsewhere") + "' && " + train_gpt_binary() + " --init-from '" + from +
                               "' -x 0 -g 16 -i '/nonexistent/*.bin' --threads 1 -o '" + out_dir + "' " + flags, &out), 0) << out;

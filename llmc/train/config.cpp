@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -118,9 +119,46 @@ void add_flags(CLI::App& app, TrainConfig& c) {
     app.add_option("--fp8-telemetry-every", c.fp8_telemetry_every,
                    "fp8: log per-tensor amax/scale/saturation every N steps (0 = never)")->check(kNonNegative)->group("Precision");
     app.add_option("--max-skipped-steps", c.max_skipped_steps,
-                   "Stop after this many consecutive steps with a non-finite loss or gradient")->check(kPositive)->group("Precision");
-    app.add_option("--inject-nonfinite-step", c.inject_nonfinite_step,
-                   "Testing: make a gradient +inf at this step to exercise the skip path (-1 = never)")->group("Precision");
+                   "Stop after this many consecutive steps with a non-finite loss or gradient (the streak is saved in "
+                   "checkpoints)")->check(kPositive)->group("Precision");
+    app.add_option("--loss-spike-factor", c.loss_spike_factor,
+                   "Warn when a step's loss exceeds this times its running level (an average of the earlier losses, "
+                   "weight 0.1 per step); 0 = never")
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                char* end = nullptr;
+                const double x = std::strtod(text.c_str(), &end);
+                if (text.empty() || *end != '\0' || !(x == 0 || (x > 1 && x <= FLT_MAX))) {
+                    return "'" + text + "' must be 0 (off) or a number above 1";
+                }
+                return "";
+            },
+            "0 | > 1"))
+        ->group("Precision");
+    app.add_flag("--stop-on-loss-spike", c.stop_on_loss_spike,
+                 "Stop the run (exit 1) at the first loss spike (see --loss-spike-factor)")->group("Precision");
+    app.add_option_function<std::string>(
+           "--inject-nonfinite-step",
+           [&c](const std::string& text) {
+               const size_t dash = text.find('-', 1);
+               c.inject_nonfinite_first = std::stoi(text.substr(0, dash));
+               c.inject_nonfinite_last = dash == std::string::npos ? c.inject_nonfinite_first : std::stoi(text.substr(dash + 1));
+           },
+           "Testing: make a gradient +inf at this step, or at the steps FIRST-LAST (0-based), to exercise the skip "
+           "path (-1 = never)")
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                int first = 0, last = 0, used = 0;
+                if (std::sscanf(text.c_str(), "%d%n", &first, &used) == 1 && text[used] == '\0' && first >= -1) return "";
+                if (std::sscanf(text.c_str(), "%d-%d%n", &first, &last, &used) == 2 && text[used] == '\0' && first >= 0 &&
+                    last >= first) {
+                    return "";
+                }
+                return "'" + text + "' is not a step (N, -1 = never) or a range FIRST-LAST";
+            },
+            "N|FIRST-LAST"))
+        ->default_str("-1")
+        ->group("Precision");
 
     app.add_option("-v,--val-every", c.val_every, "Evaluate val loss every N steps and at the end (0 = never)")
         ->check(kNonNegative)->group("Evaluation");
@@ -160,11 +198,23 @@ void add_flags(CLI::App& app, TrainConfig& c) {
     app.add_option("--keep-checkpoints", c.keep_checkpoints, "Complete checkpoints to keep (older ones are deleted)")
         ->check(kPositive)->group("Distributed and checkpoints");
     app.add_flag("--resume", c.resume,
-                 "Continue the run of the newest complete checkpoint in --checkpoint-dir: its flags, with those given "
-                 "here on top (none: start fresh)")
+                 "Continue the run of the newest checkpoint in --checkpoint-dir: its flags, with those given here on "
+                 "top. No checkpoint there, or a damaged one: an error")
         ->group("Distributed and checkpoints");
     app.add_option_function<int>("-y", [&c](const int& y) { c.resume = y != 0; }, "llm.c's form of --resume: -y 1")
         ->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
+    app.add_flag("--auto-resume", c.auto_resume,
+                 "As --resume when --checkpoint-dir holds a checkpoint, else start fresh: one command line for the "
+                 "first start and every restart (a requeued job)")
+        ->group("Distributed and checkpoints");
+    app.add_flag("--resume-from-intact", c.resume_from_intact,
+                 "With --resume / --auto-resume: when the newest checkpoint is damaged, resume from the newest intact "
+                 "one (a warning names the damaged ones, which are kept, renamed to step_*.damaged)")
+        ->group("Distributed and checkpoints");
+    app.add_flag("--overwrite-output", c.overwrite_output,
+                 "A run that does not resume may replace the log.jsonl and config.json a previous run left in "
+                 "--output-dir (without it, that is an error)")
+        ->group("Distributed and checkpoints");
     app.add_option("--init-from", c.init_from,
                    "Start from these weights with a fresh optimizer (the model's shape and tokenizer come with them): "
                    "a checkpoint directory (its newest step), a step directory, or a transformers GPT-2 directory. "
@@ -224,7 +274,10 @@ void record_flags(const CLI::App& app, TrainConfig& c) {
 // Flags a resumed run takes from the command line only: how it was started and found its
 // checkpoint.
 bool restored_on_resume(const std::string& name) {
-    return name != "resume" && name != "init-from" && name != "checkpoint-dir";
+    for (const char* how : {"resume", "auto-resume", "resume-from-intact", "overwrite-output", "init-from", "checkpoint-dir"}) {
+        if (name == how) return false;
+    }
+    return true;
 }
 
 // Two texts of one flag mean the same value: equal, or equal numbers ("2e-3", "0.002").
@@ -314,8 +367,27 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
     return overrides;
 }
 
+void validate_start(const TrainConfig& c) {
+    if (c.resume && c.auto_resume) fail("--resume and --auto-resume: give one (--auto-resume also starts a fresh run)");
+    if (c.resume_from_intact && !c.resume && !c.auto_resume) {
+        fail("--resume-from-intact chooses the checkpoint a run resumes from: give it with --resume or --auto-resume");
+    }
+}
+
 void validate(const TrainConfig& c) {
     if (c.train_data.empty()) fail("--train-data must not be empty");
+    // the parser reads these as double, then stores a float: beyond FLT_MAX they would be inf
+    const std::pair<const char*, float> reals[] = {
+        {"lr", c.lr}, {"final-lr-frac", c.final_lr_frac}, {"wsd-decay-frac", c.wsd_decay_frac},
+        {"weight-decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2}, {"adam-eps", c.adam_eps},
+        {"grad-clip", c.grad_clip}, {"loss-scale-init", c.loss_scale_init}, {"loss-scale-min", c.loss_scale_min},
+        {"temperature", c.temperature}, {"top-p", c.top_p}, {"loss-spike-factor", c.loss_spike_factor}};
+    for (const auto& [flag, value] : reals) {
+        if (!std::isfinite(value)) fail("--%s %s is beyond the range of a float (%g)", flag, c.flag_texts.count(flag) ? c.flag_texts.at(flag).c_str() : "", FLT_MAX);
+    }
+    if (c.stop_on_loss_spike && c.loss_spike_factor == 0) {
+        fail("--stop-on-loss-spike: --loss-spike-factor is 0, so no loss is ever a spike");
+    }
     if (c.max_seq_len != 0 && c.max_seq_len < c.seq_len) {
         fail("--seq-len %d exceeds --max-seq-len %d", c.seq_len, c.max_seq_len);
     }
@@ -351,9 +423,14 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
     if (model != nullptr && vocab_size == 0) vocab_size = model->vocab_size;
     if (tokenizer_vocab > 0) {
         if (vocab_size == 0) vocab_size = tokenizer_vocab;
-        if (vocab_size < tokenizer_vocab) {
-            fail("%s %d is smaller than the tokenizer's %d", model != nullptr && c.vocab_size == 0
-                 ? "the vocabulary of the model the run starts from" : "--vocab-size", vocab_size, tokenizer_vocab);
+        const bool from_model = model != nullptr && c.vocab_size == 0;
+        const char* what = from_model ? "the vocabulary of the model the run starts from" : "--vocab-size";
+        if (vocab_size < tokenizer_vocab) fail("%s %d is smaller than the tokenizer's %d", what, vocab_size, tokenizer_vocab);
+        // ids the tokenizer has no text for: samples could not be decoded
+        if (vocab_size > tokenizer_vocab && (!from_model || c.sample_tokens > 0)) {
+            fail("%s %d is larger than the tokenizer's %d (%s): the model could sample ids it cannot decode%s", what,
+                 vocab_size, tokenizer_vocab, c.tokenizer.empty() ? "the run's tokenizer" : c.tokenizer.c_str(),
+                 from_model ? "; give -g 0 to evaluate it without sampling" : "");
         }
     }
     if (vocab_size == 0) {
@@ -463,6 +540,9 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         fp8 ? text("fp8_amax_algo", fp8_amax_algo_name(f.algo)) : none("fp8_amax_algo"),
         fp8 ? integer("fp8_margin", f.margin) : none("fp8_margin"),
         fp8 ? text("fp8_gemms", fp8_gemms_name(f.gemms)) : none("fp8_gemms"),
+        integer("max_skipped_steps", c.max_skipped_steps),
+        number("loss_spike_factor", c.loss_spike_factor),
+        boolean("stop_on_loss_spike", c.stop_on_loss_spike),
         integer("val_every", c.val_every),
         integer("val_batches", c.val_batches),
         text("hellaswag", c.hellaswag),

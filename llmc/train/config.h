@@ -59,7 +59,10 @@ struct TrainConfig {
     std::string fp8_gemms = "all";           // all | none | comma list of qkv, attproj, fc, fcproj | auto
     int fp8_telemetry_every = 50;            // steps between FP8 telemetry records in the log; 0: never
     int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
-    int inject_nonfinite_step = -1;          // testing: poison a gradient at this step (0-based)
+    float loss_spike_factor = 2.0f;          // warn when a step's loss exceeds this × its running level; 0: never
+    bool stop_on_loss_spike = false;         // stop the run at the first loss spike
+    int inject_nonfinite_first = -1;         // testing: poison a gradient at the steps first..last (0-based;
+    int inject_nonfinite_last = -1;          //          --inject-nonfinite-step N or FIRST-LAST); -1: never
     // evaluation and sampling
     int val_every = 40;      // steps between val-loss evaluations (and at the end); 0: never
     int val_batches = 20;    // micro-batches per val-loss evaluation
@@ -79,7 +82,10 @@ struct TrainConfig {
     int checkpoint_every = 0;      // steps between checkpoints, plus one at the end; 0: no checkpoints
     std::string checkpoint_dir = "";   // "" = <output_dir>/checkpoints
     int keep_checkpoints = 3;      // complete checkpoints kept (older ones are deleted)
-    bool resume = false;           // continue from the newest complete checkpoint in checkpoint_dir
+    bool resume = false;           // continue from the newest checkpoint in checkpoint_dir (none: an error)
+    bool auto_resume = false;      // resume when checkpoint_dir holds a checkpoint, else start fresh
+    bool resume_from_intact = false;   // the newest checkpoint damaged: resume from the newest intact one
+    bool overwrite_output = false;     // a fresh run may replace the log.jsonl / config.json of a previous one
     std::string init_from = "";    // start from these weights with a fresh optimizer: a checkpoint root or
                                    // step directory, or a transformers GPT-2 directory (checkpoint/init_from.h)
     // runtime
@@ -116,7 +122,12 @@ struct FlagOverride {
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
                                                      const std::string& checkpoint_root, TrainConfig& cfg);
 
-// Cross-flag checks the parser cannot do; fails naming the flag.
+// The flags that say how a run starts (--resume, --auto-resume, --resume-from-intact), checked
+// before the checkpoint is looked for; fails naming the flag.
+void validate_start(const TrainConfig& cfg);
+// Cross-flag checks the parser cannot do (flags that contradict each other or have no effect,
+// numbers beyond a float's range), on the run's flags (a resumed run's: the checkpoint's with
+// this command line's on top); fails naming the flag.
 void validate(const TrainConfig& cfg);
 
 // What the configuration resolves to at start-up: everything the run uses that is not a flag as

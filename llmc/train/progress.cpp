@@ -68,7 +68,7 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
     }
     if (s.final_loss || s.final_val_loss) lines.push_back(loss);
     if (s.hellaswag_acc_norm) lines.push_back(format("hellaswag:  acc_norm %.4f (end)", *s.hellaswag_acc_norm));
-    lines.push_back("log:        " + s.log_path + "   (plot it: scripts/plot_run.py " + s.log_path + ")");
+    if (!s.log_path.empty()) lines.push_back("log:        " + s.log_path + "   (plot it: scripts/plot_run.py " + s.log_path + ")");
     if (s.checkpoint) {
         lines.push_back("checkpoint: " + *s.checkpoint + "   (a Hugging Face model directory: weights and tokenizer)");
         lines.push_back("next:       ./train_gpt --init-from " + s.checkpoint_dir +

@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <sstream>
 
 namespace train_gpt {
@@ -19,6 +22,40 @@ std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, co
     const std::string root = checkpoint.substr(0, checkpoint.find_last_of('/') == std::string::npos
                                                       ? 0 : checkpoint.find_last_of('/'));
     return parse_resumed_command_line(argc, argv, saved, root.empty() ? "." : root, cfg);
+}
+
+std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bool fallback) {
+    const auto dirs = checkpoint_step_dirs(root);
+    if (dirs.empty()) return std::nullopt;
+    ResumeChoice choice;
+    for (size_t i = dirs.size(); i-- > 0;) {
+        const std::string& dir = dirs[i].second;
+        try {
+            choice.manifest = read_manifest(dir);
+            verify_checkpoint(dir, choice.manifest);
+            choice.dir = dir;
+            return choice;
+        } catch (const Error& e) {
+            if (!fallback) {
+                fail("the newest checkpoint, %s, is damaged: %s. Nothing was changed. To resume from the newest intact "
+                     "checkpoint before it instead, add --resume-from-intact (the damaged one is then kept as %s.damaged)",
+                     dir.c_str(), e.what(), dir.c_str());
+            }
+            choice.damaged.emplace_back(dir, e.what());
+        }
+    }
+    std::string list;
+    for (const auto& [dir, problem] : choice.damaged) list += "\n  " + dir + ": " + problem;
+    fail("no intact checkpoint in %s; every one is damaged:%s", root.c_str(), list.c_str());
+}
+
+std::string set_aside_damaged_checkpoint(const std::string& dir) {
+    std::string to = dir + ".damaged";
+    for (int k = 2; file_exists(to); k++) to = dir + ".damaged." + std::to_string(k);
+    if (std::rename(dir.c_str(), to.c_str()) != 0) {
+        fail("cannot rename the damaged checkpoint %s to %s: %s", dir.c_str(), to.c_str(), std::strerror(errno));
+    }
+    return to;
 }
 
 void truncate_log_for_resume(const std::string& path, int64_t step) {

@@ -6,13 +6,35 @@
 // the trainer (train_gpt.cu: load_checkpoint); this file restores what the run was told.
 #pragma once
 
+#include "checkpoint/checkpoint.h"
 #include "train/config.h"
+
+#include <optional>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace train_gpt {
+
+// The checkpoint a run resumes from, in `root` (--checkpoint-dir): the newest step directory,
+// verified — its manifest read and checked, every file it lists present with its size and XXH3
+// checksum (one read of the whole checkpoint). nullopt when root holds no step directory.
+// A damaged newest checkpoint (no manifest, a truncated or invalid one, a file missing, truncated
+// or altered) is an error naming the directory, the file and the problem; with `fallback`
+// (--resume-from-intact), the newest intact one is taken instead, and the damaged ones newer than
+// it are listed in `damaged` (directory and problem). Reads only.
+struct ResumeChoice {
+    std::string dir;
+    CheckpointManifest manifest;
+    std::vector<std::pair<std::string, std::string>> damaged;   // newest first
+};
+std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bool fallback);
+
+// Renames a damaged checkpoint directory out of the way of the steps a resumed run will save:
+// step_00000600 → step_00000600.damaged (.damaged.2, ... when taken). Nothing in it is changed or
+// deleted; checkpoint listings and pruning ignore the new name. Returns the new path.
+std::string set_aside_damaged_checkpoint(const std::string& dir);
 
 // cfg (this command line, parsed) becomes the run of `checkpoint` (a step directory) with the
 // flags given now on top, and --checkpoint-dir the directory the checkpoint was found in, unless

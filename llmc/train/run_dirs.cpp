@@ -1,0 +1,96 @@
+// run_dirs.cpp — see run_dirs.h.
+#include "train/run_dirs.h"
+
+#include "checkpoint/checkpoint.h"
+#include "utils.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace train_gpt {
+
+namespace {
+
+// `path` is a directory, or does not exist and its nearest existing ancestor is a directory this
+// process may create entries in.
+void check_directory(const std::string& path, const char* flag) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) fail("%s %s: it exists and is not a directory", flag, path.c_str());
+        if (::access(path.c_str(), W_OK | X_OK) != 0) fail("%s %s: not writable: %s", flag, path.c_str(), std::strerror(errno));
+        return;
+    }
+    std::string ancestor = path;
+    while (true) {
+        const size_t slash = ancestor.find_last_of('/');
+        ancestor = slash == std::string::npos ? "." : slash == 0 ? "/" : ancestor.substr(0, slash);
+        if (::stat(ancestor.c_str(), &st) == 0) break;
+        if (ancestor == "." || ancestor == "/") return;   // nothing exists: make_dirs will say why
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fail("%s %s: cannot be created: %s exists and is not a directory", flag, path.c_str(), ancestor.c_str());
+    }
+    if (::access(ancestor.c_str(), W_OK | X_OK) != 0) {
+        fail("%s %s: cannot be created in %s: %s", flag, path.c_str(), ancestor.c_str(), std::strerror(errno));
+    }
+}
+
+void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
+    if (resuming) return;
+    if (!dirs.output.empty() && !cfg.overwrite_output) {
+        std::string found;
+        for (const char* name : {"log.jsonl", "config.json"}) {
+            if (file_exists(dirs.output + "/" + name)) found += std::string(found.empty() ? "" : " and ") + name;
+        }
+        if (!found.empty()) {
+            fail("%s holds the %s of a previous run, which this run would replace. Continue that run with --resume, "
+                 "give this one another --output-dir, or add --overwrite-output to replace them",
+                 dirs.output.c_str(), found.c_str());
+        }
+    }
+    if (!dirs.checkpoints.empty() && cfg.checkpoint_every > 0) {
+        if (const std::optional<std::string> newest = latest_checkpoint(dirs.checkpoints)) {
+            fail("%s already holds checkpoints (newest: %s); continue that run with --resume, or give another "
+                 "--checkpoint-dir", dirs.checkpoints.c_str(), newest->c_str());
+        }
+    }
+}
+
+}  // namespace
+
+RunDirs run_dirs(const TrainConfig& cfg, const RunPlan& plan, bool resuming) {
+    RunDirs d;
+    if (cfg.steps > 0 || cfg.given.count("output-dir")) d.output = cfg.output_dir;
+    if (cfg.checkpoint_every > 0 || resuming) d.checkpoints = plan.checkpoint_dir;
+    return d;
+}
+
+void check_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
+    if (!dirs.output.empty()) check_directory(dirs.output, "--output-dir");
+    if (!dirs.checkpoints.empty()) check_directory(dirs.checkpoints, "--checkpoint-dir");
+    check_previous_run(dirs, cfg, resuming);
+}
+
+HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming, const std::string& command) {
+    HeldRunDirs held;
+    // Directories that exist are locked first: a run refused there creates no directory.
+    std::vector<std::string> todo;
+    for (const std::string& dir : {dirs.output, dirs.checkpoints}) {
+        if (!dir.empty() && (todo.empty() || todo[0] != dir)) todo.push_back(dir);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (const std::string& dir : todo) {
+            if ((pass == 0) != file_exists(dir)) continue;
+            make_dirs(dir);
+            std::string warning;
+            if (auto lock = DirLock::acquire(dir, command, &warning)) held.locks.push_back(std::move(lock));
+            if (!warning.empty()) held.warnings.push_back(warning);
+        }
+    }
+    check_previous_run(dirs, cfg, resuming);
+    return held;
+}
+
+}  // namespace train_gpt

@@ -1,0 +1,46 @@
+// run_dirs.h — the directories a run writes into: checked before anything is written, locked
+// while the run lasts, and never silently taken over from a previous run.
+//
+//   --output-dir       log.jsonl and config.json. Every run that trains writes them; a run that
+//                      does not (-x 0: sampling, evaluating) only where -o is given, so that
+//                      sampling a checkpoint never touches the log of the run that wrote it.
+//   --checkpoint-dir   step_XXXXXXXX/ directories: used by a run that checkpoints or resumes.
+//
+// Rules, each an error naming the path (nothing written):
+//   * a directory must be one (or not exist yet, below a directory that does);
+//   * one run per directory: each is locked (run_lock.h); a second run is refused naming the first;
+//   * a run that does not resume does not replace a previous run's log.jsonl or config.json
+//     (unless --overwrite-output), and does not write checkpoints among another run's (any step_*
+//     directory, damaged ones included).
+#pragma once
+
+#include "train/config.h"
+#include "train/run_lock.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace train_gpt {
+
+struct RunDirs {
+    std::string output;        // where log.jsonl and config.json go; "": the run writes none
+    std::string checkpoints;   // the checkpoint directory the run uses; "": none
+};
+// resuming: the run continues a checkpoint (--resume, or --auto-resume that found one).
+RunDirs run_dirs(const TrainConfig& cfg, const RunPlan& plan, bool resuming);
+
+// The checks that need no lock, for an early answer: both paths are directories or can be made,
+// and the previous-run rules above. Reads only.
+void check_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming);
+
+// Rank 0, once every other check has passed, before anything is written: creates the directories,
+// locks them, and checks the previous-run rules again under the lock. The locks are held as long
+// as the returned object lives. Where a filesystem cannot lock, its warning is in `warnings`.
+struct HeldRunDirs {
+    std::vector<std::unique_ptr<DirLock>> locks;
+    std::vector<std::string> warnings;
+};
+HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming, const std::string& command);
+
+}  // namespace train_gpt

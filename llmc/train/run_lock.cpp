@@ -1,0 +1,63 @@
+// run_lock.cpp — see run_lock.h.
+#include "train/run_lock.h"
+
+#include "utils.h"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+namespace train_gpt {
+
+std::string lock_file_of(const std::string& dir) { return dir + "/train_gpt.lock"; }
+
+std::unique_ptr<DirLock> DirLock::acquire(const std::string& dir, const std::string& command, std::string* warning) {
+    const std::string path = lock_file_of(dir);
+    const int fd = open_regular_file(path, O_RDWR | O_CREAT);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        if (err == EWOULDBLOCK) {
+            std::string holder;
+            char buf[4096];
+            const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+            if (n > 0) holder.assign(buf, (size_t)n);
+            while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+            ::close(fd);
+            fail("%s is in use by another run: %s (%s holds the lock). Wait for it to end, or give this run another "
+                 "directory", dir.c_str(), holder.empty() ? "its holder wrote no details" : holder.c_str(), path.c_str());
+        }
+        ::close(fd);
+        // ENOLCK, EOPNOTSUPP, ENOSYS: a filesystem without flock
+        *warning = format("cannot lock %s (%s): a second run in %s would not be detected", path.c_str(),
+                          std::strerror(err), dir.c_str());
+        return nullptr;
+    }
+    // the holder, for whoever is refused: one line
+    char host[256] = "?";
+    ::gethostname(host, sizeof host - 1);
+    const std::time_t now = std::time(nullptr);
+    char when[64];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+    const std::string text = format("pid %d on %s, started %s: %s\n", (int)::getpid(), host, when, command.c_str());
+    if (::ftruncate(fd, 0) != 0) {
+        const int err = errno;
+        ::close(fd);
+        fail("%s: cannot write the lock's holder: %s", path.c_str(), std::strerror(err));
+    }
+    try {
+        write_all(fd, text.data(), text.size(), path);
+    } catch (const Error&) {
+        ::close(fd);
+        throw;
+    }
+    return std::unique_ptr<DirLock>(new DirLock(path, fd));
+}
+
+DirLock::~DirLock() {
+    if (fd_ >= 0) ::close(fd_);   // releases the lock; the file stays, naming its last holder
+}
+
+}  // namespace train_gpt

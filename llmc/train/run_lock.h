@@ -1,0 +1,36 @@
+// run_lock.h — one run per directory: an advisory lock (flock) on <dir>/train_gpt.lock, held for
+// the life of the process.
+//
+// The lock file records its holder (pid, host, start time, the command), so that a second run is
+// refused naming the first: "out is in use by another run: pid 4242 on node07, started
+// 2026-12-01 17:56:08 UTC (out/train_gpt.lock)". The kernel releases a flock when its holder
+// ends, however it ends (SIGKILL included), so a lock is never stale; the file stays, and names
+// the last holder. flock is advisory: it stops other train_gpt runs, nothing else. Where the
+// filesystem does not support it (some network filesystems), the run goes on with a warning.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace train_gpt {
+
+class DirLock {
+public:
+    // Locks `dir` (which must exist) or fails naming the holder. *warning: set (and the lock not
+    // held) when the filesystem cannot lock.
+    static std::unique_ptr<DirLock> acquire(const std::string& dir, const std::string& command, std::string* warning);
+    ~DirLock();
+    DirLock(const DirLock&) = delete;
+    DirLock& operator=(const DirLock&) = delete;
+    const std::string& path() const { return path_; }
+
+private:
+    DirLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+    std::string path_;
+    int fd_ = -1;
+};
+
+// The lock file of a directory: <dir>/train_gpt.lock.
+std::string lock_file_of(const std::string& dir);
+
+}  // namespace train_gpt

@@ -1,0 +1,66 @@
+// signals.cpp — see signals.h.
+#include "train/signals.h"
+
+#include "distributed/comm.h"
+#include "utils.h"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace train_gpt {
+
+namespace {
+
+std::atomic<int> g_request{0};   // a StopRequest
+std::atomic<int> g_signal{0};    // the signal behind it
+
+// The handlers run with the three stop signals blocked, so they never interleave.
+void on_signal(int sig) {
+    const int request = sig == SIGINT ? (int)StopRequest::Interrupt : (int)StopRequest::Checkpoint;
+    if (request > g_request.load()) {
+        g_request.store(request);
+        g_signal.store(sig);
+    }
+}
+
+void install(int sig, void (*handler)(int), int flags = 0) {
+    struct sigaction action;
+    std::memset(&action, 0, sizeof action);
+    action.sa_handler = handler;
+    sigemptyset(&action.sa_mask);
+    for (int blocked : {SIGTERM, SIGUSR1, SIGINT}) sigaddset(&action.sa_mask, blocked);
+    action.sa_flags = SA_RESTART | flags;   // reads and writes in progress carry on
+    if (::sigaction(sig, &action, nullptr) != 0) fail("cannot install a handler for signal %d: %s", sig, std::strerror(errno));
+}
+
+}  // namespace
+
+void install_stop_signal_handlers() {
+    static_assert(std::atomic<int>::is_always_lock_free, "the handlers touch only lock-free atomics");
+    install(SIGTERM, on_signal);
+    install(SIGUSR1, on_signal);
+    install(SIGINT, on_signal, SA_RESETHAND);   // a second Ctrl-C: the default action, at once
+    install(SIGXFSZ, SIG_IGN);
+}
+
+StopRequest stop_request() { return (StopRequest)g_request.load(); }
+
+StopRequest stop_request_of_all(Comm& comm) {
+    if (comm.world_size() == 1) return stop_request();
+    float request = (float)stop_request();
+    comm.all_reduce_max(&request, 1);   // host scalar: the trainer's MPI Comm
+    return (StopRequest)(int)request;
+}
+
+const char* stop_signal_name() {
+    switch (g_signal.load()) {
+        case SIGTERM: return "SIGTERM";
+        case SIGUSR1: return "SIGUSR1";
+        case SIGINT: return "SIGINT";
+        default: return "another rank's signal";
+    }
+}
+
+}  // namespace train_gpt

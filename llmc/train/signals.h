@@ -1,0 +1,39 @@
+// signals.h — stopping a run cleanly on a signal (what a scheduler sends before it preempts a job).
+//
+//   SIGTERM, SIGUSR1   finish the current step, write a checkpoint (when --checkpoint-every is
+//                      set), exit kStopExitCode (75). Slurm sends SIGTERM on preemption and at the
+//                      time limit, and SIGUSR1 ahead of time with sbatch --signal=USR1@SECONDS.
+//   SIGINT (Ctrl-C)    finish the current step and exit 130, without a checkpoint; a second SIGINT
+//                      ends the process at once.
+//   SIGXFSZ            ignored: a write past a file-size limit (ulimit -f) fails with "File too
+//                      large" and stops the run with the file named, instead of killing it.
+//
+// A handler only records the signal; the trainer asks at the end of every step. Under MPI the
+// ranks may see a signal at different steps (or only some of them), so the trainer reduces the
+// request over the ranks (stop_request_of_all) and every rank stops after the same step.
+#pragma once
+
+namespace train_gpt {
+
+class Comm;
+
+constexpr int kStopExitCode = 75;        // EX_TEMPFAIL: stopped by SIGTERM / SIGUSR1; resume to continue
+constexpr int kInterruptExitCode = 130;  // 128 + SIGINT: stopped by Ctrl-C
+
+enum class StopRequest {
+    None = 0,
+    Interrupt = 1,    // SIGINT: stop, no checkpoint
+    Checkpoint = 2,   // SIGTERM / SIGUSR1: checkpoint, then stop
+};
+
+// Installs the handlers above (once per process, before training).
+void install_stop_signal_handlers();
+// What the signals received so far ask for on this rank (the strongest of them).
+StopRequest stop_request();
+// The strongest request of any rank (a collective: every rank calls it at the same point).
+StopRequest stop_request_of_all(Comm& comm);
+// The signal behind this rank's stop_request() ("SIGTERM"), or "another rank's signal" when this
+// rank received none.
+const char* stop_signal_name();
+
+}  // namespace train_gpt

@@ -1,0 +1,627 @@
+// test_faults.cpp — fail fast, fail loud, lose nothing: the real ./train_gpt (under mpirun where
+// it is about ranks) when things go wrong around it.
+//   * an error on one rank ends the whole job within seconds, the rank and the file named first;
+//   * divergence: non-finite streaks never cost the healthy checkpoint, the streak survives a
+//     resume, loss spikes are reported and can stop the run;
+//   * resume: a damaged newest checkpoint is refused (or, asked to, passed over and kept), and
+//     --resume with nothing to resume is an error;
+//   * every check before anything is written: tokens against the vocabulary, the vocabulary
+//     against the tokenizer, --sample-prompt, --checkpoint-dir, flags that cannot work together;
+//   * every write checked: a full filesystem (a small tmpfs in a mount namespace of its own) or a
+//     file-size limit stops the run naming the file, and log.jsonl keeps only whole lines;
+//   * one run per directory, and nothing a previous run wrote replaced without being asked;
+//   * SIGTERM / SIGUSR1 checkpoint and exit 75 (all ranks at the same step), SIGINT exits 130.
+// Every command runs under `timeout`, so a regression that hangs fails instead of blocking.
+#include "checkpoint/checkpoint.h"
+#include "data/shard.h"
+#include "data/tokenizer.h"
+#include "test_util.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <dirent.h>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <sys/wait.h>
+#include <thread>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kMpirun = "mpirun --oversubscribe --allow-run-as-root ";
+
+struct Result {
+    int rc;
+    std::string output;
+    double seconds;
+};
+
+Result run(const std::string& command, int timeout_s = 120) {
+    Result r;
+    const auto t0 = std::chrono::steady_clock::now();
+    r.rc = run_command(format("timeout %d ", timeout_s) + command, &r.output);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+// An error exit (1..123: not the timeout's 124, not killed by a signal), with every part in the
+// output.
+void expect_refused(const Result& r, const std::vector<std::string>& parts) {
+    EXPECT_TRUE(r.rc >= 1 && r.rc <= 123) << "exit " << r.rc << " (124: hung until the timeout; -1: killed by a signal)\n"
+                                          << r.output;
+    for (const std::string& part : parts) EXPECT_CONTAINS(r.output, part);
+}
+
+// Every file under `dir` with its size and a hash of its contents.
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+    std::map<std::string, std::string> files;
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) return files;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (!e.is_regular_file()) {
+            files[e.path().string()] = "<dir>";
+            continue;
+        }
+        const std::string bytes = read_text(e.path().string());
+        files[e.path().string()] = format("%zu bytes, hash %zx", bytes.size(), std::hash<std::string>()(bytes));
+    }
+    return files;
+}
+
+// The records of a log; fails the test on a line that is not a JSON object (a torn line).
+std::vector<nlohmann::json> log_records(const std::string& path) {
+    std::vector<nlohmann::json> records;
+    const std::string text = read_text(path);
+    EXPECT_TRUE(text.empty() || text.back() == '\n') << path << " ends in a torn line: ..."
+                                                     << text.substr(text.size() > 80 ? text.size() - 80 : 0);
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        try {
+            records.push_back(nlohmann::json::parse(line));
+        } catch (const nlohmann::json::exception&) {
+            ADD_FAILURE() << path << ": not a JSON line: " << line;
+        }
+    }
+    return records;
+}
+
+std::vector<nlohmann::json> records_of(const std::string& path, const std::string& type) {
+    std::vector<nlohmann::json> out;
+    for (auto& r : log_records(path)) {
+        if (r["type"] == type) out.push_back(r);
+    }
+    return out;
+}
+
+int last_step(const std::string& log_path) {
+    int step = 0;
+    std::ifstream in(log_path);
+    for (std::string line; std::getline(in, line);) {
+        try {
+            const auto j = nlohmann::json::parse(line);
+            if (j["type"] == "step") step = j["step"].get<int>();
+        } catch (const nlohmann::json::exception&) {
+        }
+    }
+    return step;
+}
+
+// A byte-level corpus and tokenizer in a scratch directory, and the flags of a tiny CPU run on it.
+struct Corpus {
+    ScratchDir dir;
+    Corpus() {
+        std::string text;
+        for (int i = 0; i < 200; i++) text += "In the beginning was the word. ";
+        std::vector<uint32_t> tokens(text.begin(), text.end());
+        write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+        Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
+    }
+    std::string flags(const std::string& out, const std::string& extra) const {
+        return " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" + dir.file("train_*.bin") +
+               "' --tokenizer '" + dir.file("tokenizer.bin") + "' -o '" + out + "' " + extra;
+    }
+    std::string train_gpt(const std::string& out, const std::string& extra) const {
+        return train_gpt_binary() + flags(out, extra);
+    }
+    std::string mpirun(int ranks, const std::string& out, const std::string& extra) const {
+        return kMpirun + format("-np %d ", ranks) + train_gpt(out, extra);
+    }
+};
+
+// A command started in the background (its own process group), its output into a file.
+struct Background {
+    pid_t pid = -1;
+    std::string output_file;
+    Background(const std::string& command, const std::string& output) : output_file(output) {
+        pid = fork();
+        if (pid == 0) {
+            setpgid(0, 0);
+            execl("/bin/sh", "sh", "-c", ("exec " + command + " > '" + output + "' 2>&1").c_str(), (char*)nullptr);
+            _exit(127);
+        }
+    }
+    // Waits up to `seconds` for it to end; its exit code, 128 + N if killed by signal N, or -1
+    // if it is still running (then it is killed).
+    int wait(double seconds) {
+        const auto t0 = std::chrono::steady_clock::now();
+        int status = 0;
+        while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                pid = -1;
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        kill(-pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        pid = -1;
+        return -1;
+    }
+    std::string output() const { return read_text(output_file); }
+    ~Background() {
+        if (pid > 0) {
+            kill(-pid, SIGKILL);
+            int status;
+            waitpid(pid, &status, 0);
+        }
+    }
+};
+
+// Waits (up to 60 s) until `done` holds; false if it never does.
+bool wait_until(const std::function<bool()>& done) {
+    for (int i = 0; i < 6000; i++) {
+        if (done()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+// The pid of the process of MPI rank `rank` whose command line contains `marker` (Open MPI puts
+// the rank in each process's environment), or -1.
+pid_t pid_of_rank(const std::string& marker, int rank) {
+    DIR* proc = opendir("/proc");
+    if (!proc) return -1;
+    pid_t found = -1;
+    while (dirent* e = readdir(proc)) {
+        const pid_t pid = (pid_t)std::atoi(e->d_name);
+        if (pid <= 0) continue;
+        std::string cmdline, environ;
+        std::ifstream c(format("/proc/%d/cmdline", (int)pid)), v(format("/proc/%d/environ", (int)pid));
+        std::getline(c, cmdline, '\0');   // argv[0]
+        std::string all((std::istreambuf_iterator<char>(c)), std::istreambuf_iterator<char>());
+        environ.assign((std::istreambuf_iterator<char>(v)), std::istreambuf_iterator<char>());
+        if (cmdline.find("train_gpt") == std::string::npos || all.find(marker) == std::string::npos) continue;
+        if (environ.find(format("OMPI_COMM_WORLD_RANK=%d", rank) + '\0') == std::string::npos) continue;
+        found = pid;
+    }
+    closedir(proc);
+    return found;
+}
+
+// Runs `command` with `dir` on a fresh tmpfs of `size` (mount(8) size: "16k", "1m") in a mount
+// namespace of its own, then copies what the tmpfs holds to `copy`. False (nothing run) where
+// this machine does not allow it.
+bool run_on_small_tmpfs(const std::string& dir, const std::string& size, const std::string& copy,
+                        const std::string& command, Result* r) {
+    std::string out;
+    if (run_command("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs /mnt'", &out) != 0) return false;
+    make_dirs(dir);
+    make_dirs(copy);
+    *r = run("unshare -m sh -c \"mount -t tmpfs -o size=" + size + " tmpfs '" + dir + "' && { " + command +
+             "; rc=\\$?; cp -a '" + dir + "/.' '" + copy + "/'; exit \\$rc; }\"");
+    return true;
+}
+
+}  // namespace
+
+// ---- 1. an error on one rank ends the whole job -------------------------------------------------
+
+// Rank 1's filesystem refuses its checkpoint file (a file-size limit on rank 1 alone, SIGXFSZ
+// ignored: writes fail with "File too large" as they would on a disk that only one node sees as
+// full) while rank 0 waits for it in the save's barrier. Before: rank 1's exception unwound into
+// MPI_Finalize and the job hung, nothing printed, until the timeout.
+TEST(Faults, AWriteThatFailsOnOneRankEndsTheJobWithinSecondsNamingTheRankAndTheFile) {
+    Corpus c;
+    const std::string out = c.dir.file("out"), flags = c.flags(out, "-x 4 --checkpoint-every 2");
+    const Result r = run(std::string(kMpirun) + "-np 1 " + train_gpt_binary() + flags + " : -np 1 bash -c \"trap '' XFSZ; ulimit -f 64; exec " +
+                         train_gpt_binary() + flags + "\"", 60);
+    expect_refused(r, {"rank 1: error: " + out + "/checkpoints/step_00000002.tmp/", "File too large"});
+    EXPECT_LT(r.seconds, 30) << "the job must end within seconds, not at the timeout";
+    // the message comes before MPI's own report of the abort
+    EXPECT_LT(r.output.find("rank 1: error:"), r.output.find("MPI_ABORT")) << r.output;
+    EXPECT_FALSE(file_exists(out + "/checkpoints/step_00000002")) << "no checkpoint may look complete";
+}
+
+// A bad token that only rank 1's share of the start-up scan meets: rank 1 stops at start, rank 0
+// (whose checks passed) is stopped too, and nothing is written.
+TEST(Faults, AnErrorOnlyOneRankMeetsAtStartEndsTheJobBeforeAnythingIsWritten) {
+    Corpus c;
+    std::vector<uint32_t> tokens(4000, 'a');
+    tokens[3500] = 300;   // rank 1 of 2 scans tokens [2000, 4000)
+    write_shard(c.dir.file("bad_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+    const std::string out = c.dir.file("out");
+    const Result r = run(c.mpirun(2, out, "-x 4 -i '" + c.dir.file("bad_*.bin") + "'"), 60);
+    expect_refused(r, {"rank 1: error: " + c.dir.file("bad_000000.bin") + ": token 300 at position 3500"});
+    EXPECT_EQ(r.output.find("rank 0: error"), std::string::npos) << "rank 0 met no error of its own";
+    EXPECT_LT(r.seconds, 30);
+    EXPECT_FALSE(file_exists(out)) << "nothing written before every rank's checks passed";
+}
+
+// ---- 2. divergence ---------------------------------------------------------------------------
+
+// Non-finite steps 5..10 (0-based 4..9) across the checkpoints at 6 and 8, keep-last 1: the
+// checkpoint of step 4, the last one saved outside the streak, stays; the run stops at the 6th
+// skipped step in a row (step 10) with exit 1; checkpoints record the streak.
+TEST(Faults, NonFiniteStepsAroundACheckpointKeepTheHealthyCheckpoint) {
+    Corpus c;
+    const std::string out = c.dir.file("out"), ckpts = out + "/checkpoints";
+    const Result r = run(c.train_gpt(out, "-x 12 --checkpoint-every 2 --keep-checkpoints 1 --inject-nonfinite-step 4-9 "
+                                          "--max-skipped-steps 6"));
+    expect_refused(r, {"error: 6 steps in a row had a non-finite loss or gradient norm", "step 10"});
+    EXPECT_EQ(list_checkpoints(ckpts), (std::vector<int64_t>{4, 8}))
+        << "step 4: the newest healthy one; step 8: the newest; step 6 pruned";
+    for (int64_t step : {4, 8}) {
+        const auto m = read_manifest(checkpoint_dir(ckpts, step));
+        EXPECT_NO_THROW(verify_checkpoint(checkpoint_dir(ckpts, step), m));
+        EXPECT_EQ(nlohmann::json::parse(m.extra_json)["skip_streak"].get<int>(), step == 4 ? 0 : 4);
+    }
+    const auto stops = records_of(out + "/log.jsonl", "stop");
+    ASSERT_EQ(stops.size(), 1u);
+    EXPECT_EQ(stops[0]["step"].get<int>(), 10);
+    EXPECT_EQ(last_step(out + "/log.jsonl"), 10);
+}
+
+// fp16 with its loss scale pinned at 2^24 overflows on every step: a natural streak. A run of 12
+// steps (all skipped, below --max-skipped-steps 20) ends normally with a checkpoint that records
+// the streak of 12; resumed towards 40 steps, it stops at step 20, the 20th in a row, as an
+// uninterrupted run would. Before: the resumed run counted from 0 and stopped at step 32.
+TEST(Faults, AResumedRunContinuesTheSkipStreakAndStopsAtTheSameStep) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    const std::string fp16 = "-p fp16 --loss-scale-init 16777216 --loss-scale-min 16777216 ";
+    Result r = run(c.train_gpt(out, fp16 + "-x 12 --checkpoint-every 4"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "12 step(s) skipped");
+    r = run(train_gpt_binary() + " --resume -o '" + out + "' -x 40");
+    expect_refused(r, {"error: 20 steps in a row had a non-finite loss or gradient norm", "step 20)"});
+    EXPECT_EQ(last_step(out + "/log.jsonl"), 20);
+}
+
+// A learning rate of 3 on the tiny model: the loss goes from 5.6 to 87 at step 2. Warned about
+// (once per series, every spike step logged); with --stop-on-loss-spike the run stops there, exit
+// 1, without a checkpoint of the spiked state.
+TEST(Faults, ALossSpikeIsReportedAndCanStopTheRun) {
+    Corpus c;
+    const std::string steep = "-x 8 -l 3 -k constant -u 0 --grad-clip 0 ";
+    Result r = run(c.train_gpt(c.dir.file("warn"), steep));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "warning: loss spike at step 2: loss ");
+    EXPECT_CONTAINS(r.output, "x its running level");
+    EXPECT_EQ(r.output.find("warning: loss spike at step 3"), std::string::npos) << "one warning per series";
+    const auto spikes = records_of(c.dir.file("warn/log.jsonl"), "loss_spike");
+    ASSERT_GE(spikes.size(), 1u);
+    EXPECT_EQ(spikes[0]["step"].get<int>(), 2);
+    EXPECT_GT(spikes[0]["loss"].get<double>(), 2 * spikes[0]["level"].get<double>());
+
+    r = run(c.train_gpt(c.dir.file("stop"), steep + "--stop-on-loss-spike --checkpoint-every 1"));
+    expect_refused(r, {"error: loss spike at step 2", "stopping (--stop-on-loss-spike)"});
+    EXPECT_EQ(list_checkpoints(c.dir.file("stop/checkpoints")), (std::vector<int64_t>{1}));
+    EXPECT_EQ(last_step(c.dir.file("stop/log.jsonl")), 2);
+
+    r = run(c.train_gpt(c.dir.file("off"), steep + "--loss-spike-factor 0"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_EQ(r.output.find("loss spike"), std::string::npos);
+}
+
+// ---- 3. resume -------------------------------------------------------------------------------
+
+namespace {
+
+// A run with checkpoints at steps 2, 4 and 6.
+struct ThreeCheckpoints {
+    Corpus c;
+    std::string out, ckpts;
+    ThreeCheckpoints() : out(c.dir.file("out")), ckpts(c.dir.file("out/checkpoints")) {
+        const Result r = run(c.train_gpt(out, "-x 6 --checkpoint-every 2 --keep-checkpoints 5"));
+        EXPECT_EQ(r.rc, 0) << r.output;
+    }
+    std::string step(int s) const { return checkpoint_dir(ckpts, s); }
+};
+
+}  // namespace
+
+TEST(Faults, ADamagedNewestCheckpointIsRefusedNamingTheFileAndTheProblem) {
+    ThreeCheckpoints t;
+    const std::string manifest = t.step(6) + "/manifest.json";
+    const std::string text = read_text(manifest);
+    struct Damage {
+        const char* what;
+        std::function<void()> apply;
+        std::vector<std::string> named;
+    } damages[] = {
+        {"a truncated manifest", [&] { write_text(manifest, text.substr(0, text.size() / 2)); }, {manifest, "not valid JSON"}},
+        {"no manifest", [&] { std::remove(manifest.c_str()); }, {t.step(6), "has no manifest.json"}},
+        {"a missing file", [&] { fs::rename(t.step(6) + "/state-00000.safetensors", t.c.dir.file("moved")); },
+         {t.step(6) + "/state-00000.safetensors", "missing"}},
+        {"an altered byte", [&] {
+             std::string bytes = read_text(t.step(6) + "/model-00001-of-00001.safetensors");
+             bytes[bytes.size() / 2] ^= 1;
+             write_text(t.step(6) + "/model-00001-of-00001.safetensors", bytes);
+         }, {t.step(6) + "/model-00001-of-00001.safetensors", "checksum mismatch"}},
+    };
+    for (auto& d : damages) {
+        SCOPED_TRACE(d.what);
+        const std::string saved = t.c.dir.file("saved");
+        ASSERT_EQ(run("cp -a '" + t.step(6) + "' '" + saved + "'").rc, 0);
+        d.apply();
+        const auto before = snapshot(t.out);
+        std::vector<std::string> named = d.named;
+        named.push_back("the newest checkpoint, " + t.step(6) + ", is damaged");
+        named.push_back("--resume-from-intact");
+        expect_refused(run(train_gpt_binary() + " --resume -o '" + t.out + "'"), named);
+        EXPECT_EQ(snapshot(t.out), before) << "nothing written, pruned or changed";
+        ASSERT_EQ(run("rm -rf '" + t.step(6) + "' && mv '" + saved + "' '" + t.step(6) + "'").rc, 0);
+        std::remove(t.c.dir.file("moved").c_str());
+    }
+}
+
+// --resume-from-intact: the newest intact checkpoint (step 4) is taken with a warning; the damaged
+// one is kept, untouched, as step_00000006.damaged, and the run saves a new step 6 beside it.
+TEST(Faults, ResumeFromIntactTakesTheNewestIntactCheckpointAndKeepsTheDamagedOne) {
+    ThreeCheckpoints t;
+    const std::string manifest = t.step(6) + "/manifest.json";
+    const std::string text = read_text(manifest);
+    write_text(manifest, text.substr(0, text.size() - 40));
+    const auto damaged = snapshot(t.step(6));
+    const Result r = run(train_gpt_binary() + " --resume --resume-from-intact -o '" + t.out + "'");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "warning: " + t.step(6) + " is damaged (" + manifest);
+    EXPECT_CONTAINS(r.output, "resuming from " + t.step(4));
+    EXPECT_CONTAINS(r.output, "kept the damaged checkpoint as " + t.step(6) + ".damaged");
+    std::map<std::string, std::string> kept;
+    for (const auto& [path, what] : snapshot(t.step(6) + ".damaged")) {
+        kept[t.step(6) + path.substr((t.step(6) + ".damaged").size())] = what;
+    }
+    EXPECT_EQ(kept, damaged) << "the damaged checkpoint, renamed, every byte as it was";
+    EXPECT_NO_THROW(verify_checkpoint(t.step(6), read_manifest(t.step(6))));
+    EXPECT_EQ(records_of(t.out + "/log.jsonl", "resume").back()["step"].get<int>(), 4);
+}
+
+TEST(Faults, ResumeWithNothingToResumeIsAnErrorAndAutoResumeStartsFresh) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    expect_refused(run(c.train_gpt(out, "-x 2 --resume")),
+                   {"--resume: no checkpoint in " + out + "/checkpoints", "--auto-resume"});
+    EXPECT_FALSE(file_exists(out)) << "nothing written";
+    Result r = run(c.train_gpt(out, "-x 2 --checkpoint-every 2 --auto-resume"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "--auto-resume: no checkpoint in " + out + "/checkpoints; starting a fresh run");
+    r = run(c.train_gpt(out, "-x 4 --checkpoint-every 2 --auto-resume"));   // the same command, once more
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "resuming from " + out + "/checkpoints/step_00000002");
+    EXPECT_EQ(last_step(out + "/log.jsonl"), 4);
+}
+
+// ---- 4. every check before anything is written --------------------------------------------------
+
+TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    std::vector<uint32_t> tokens(4000, 'a');
+    tokens[3999] = 257;   // = the byte-level vocabulary: the last token of the shard
+    write_shard(c.dir.file("bad_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+    write_text(c.dir.file("a_file"), "mine\n");
+    const struct {
+        const char* flags;
+        std::vector<std::string> named;
+    } cases[] = {
+        {"-x 4 -i 'BAD_*.bin'", {"BAD_000000.bin: token 257 at position 3999 is not below the vocabulary size 257"}},
+        {"-x 4 --vocab-size 300", {"--vocab-size 300 is larger than the tokenizer's 257"}},
+        {"-x 4 --checkpoint-every 2 --checkpoint-dir 'A_FILE'", {"--checkpoint-dir A_FILE: it exists and is not a directory"}},
+        {"-x 4 --checkpoint-every 2 --checkpoint-dir 'A_FILE/ckpts'", {"A_FILE exists and is not a directory"}},
+        {"-x 4 -l 1e39", {"--lr 1e39 is beyond the range of a float"}},
+        {"-x 4 --resume-from-intact", {"--resume-from-intact", "--resume or --auto-resume"}},
+        {"-x 4 --stop-on-loss-spike --loss-spike-factor 0", {"--stop-on-loss-spike", "no loss is ever a spike"}},
+        {"-x 4 --resume --auto-resume", {"--resume and --auto-resume"}},
+        {"-x 4 --loss-spike-factor 0.5", {"--loss-spike-factor", "0 (off) or a number above 1"}},
+    };
+    auto expand = [&](std::string s) {
+        for (auto [key, value] : {std::pair{"BAD", c.dir.file("bad")}, {"A_FILE", c.dir.file("a_file")}}) {
+            for (size_t at; (at = s.find(key)) != std::string::npos;) s.replace(at, std::string(key).size(), value);
+        }
+        return s;
+    };
+    for (const auto& k : cases) {
+        SCOPED_TRACE(k.flags);
+        std::vector<std::string> named;
+        for (const std::string& n : k.named) named.push_back(expand(n));
+        expect_refused(run(c.train_gpt(out, expand(k.flags))), named);
+        EXPECT_FALSE(file_exists(out)) << "nothing written";
+        EXPECT_EQ(read_text(c.dir.file("a_file")), "mine\n");
+    }
+    // without a tokenizer (shards with none beside them, --vocab-size), a prompt cannot be encoded
+    make_dirs(c.dir.file("bare"));
+    ASSERT_EQ(run("cp '" + c.dir.file("train_000000.bin") + "' '" + c.dir.file("bare/") + "'").rc, 0);
+    const std::string no_tokenizer = train_gpt_binary() + " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' --threads 1 "
+                                     "--vocab-size 257 -i '" + c.dir.file("bare/train_*.bin") + "' -o '" + out + "' -x 2 ";
+    expect_refused(run(no_tokenizer + "-g 8 --sample-prompt 'In the'"), {"--sample-prompt needs a tokenizer", "has none"});
+    EXPECT_FALSE(file_exists(out));
+    ASSERT_EQ(run(no_tokenizer + "-g 8").rc, 0) << "without a prompt it samples ids";
+}
+
+// ---- 6. every write checked ------------------------------------------------------------------
+
+// A full filesystem under the output directory: the run stops naming log.jsonl and the reason,
+// and the log ends at its last complete record. Before: a torn last line and exit 0.
+TEST(Faults, AFullFilesystemStopsTheRunAndTheLogKeepsOnlyWholeLines) {
+    Corpus c;
+    Result r;
+    const std::string fs_dir = c.dir.file("fs"), copy = c.dir.file("copy");
+    if (!run_on_small_tmpfs(fs_dir, "16k", copy, c.train_gpt(fs_dir + "/out", "-x 300"), &r)) {
+        GTEST_SKIP() << "this machine does not allow a tmpfs in a mount namespace (unshare -m, mount -t tmpfs); "
+                        "Faults.AFileSizeLimitStopsTheRunNamingTheFile covers the same path";
+    }
+    expect_refused(r, {"error: " + fs_dir + "/out/log.jsonl: cannot append a record: No space left on device",
+                       "the log ends at its last complete record"});
+    const auto steps = records_of(copy + "/out/log.jsonl", "step");
+    EXPECT_GT(steps.size(), 5u);
+    EXPECT_LT(steps.size(), 300u);
+}
+
+// A checkpoint directory on a filesystem with room for one checkpoint: the second save stops the
+// run, naming the file it could not write; the first checkpoint is intact.
+TEST(Faults, AFullFilesystemUnderTheCheckpointsStopsTheRunAndKeepsTheCheckpointsBefore) {
+    Corpus c;
+    Result r;
+    const std::string fs_dir = c.dir.file("fs"), copy = c.dir.file("copy");
+    if (!run_on_small_tmpfs(fs_dir, "900k", copy,
+                            c.train_gpt(c.dir.file("out"), "-x 6 --checkpoint-every 2 --checkpoint-dir '" + fs_dir + "'"), &r)) {
+        GTEST_SKIP() << "this machine does not allow a tmpfs in a mount namespace (unshare -m, mount -t tmpfs)";
+    }
+    expect_refused(r, {"error: " + fs_dir + "/step_00000004.tmp/", "No space left on device"});
+    EXPECT_EQ(list_checkpoints(copy), (std::vector<int64_t>{2}));
+    EXPECT_NO_THROW(verify_checkpoint(checkpoint_dir(copy, 2), read_manifest(checkpoint_dir(copy, 2))));
+    log_records(c.dir.file("out/log.jsonl"));   // whole lines
+}
+
+// The same through a file-size limit (ulimit -f, which needs no privilege): log.jsonl stops at
+// 8 kB ("File too large"), config.json cannot be written at 1 kB (and no config.json.tmp is
+// left). Before: SIGXFSZ killed the trainer, or a torn line and exit 0.
+TEST(Faults, AFileSizeLimitStopsTheRunNamingTheFile) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    Result r = run("bash -c \"ulimit -f 8; exec " + c.train_gpt(out, "-x 300") + "\"");
+    expect_refused(r, {"error: " + out + "/log.jsonl: cannot append a record: File too large"});
+    EXPECT_GT(records_of(out + "/log.jsonl", "step").size(), 5u);
+    const std::string small = c.dir.file("small");
+    r = run("bash -c \"ulimit -f 1; exec " + c.train_gpt(small, "-x 3") + "\"");
+    expect_refused(r, {"error: " + small + "/config.json.tmp: write failed: File too large"});
+    EXPECT_FALSE(file_exists(small + "/config.json"));
+    EXPECT_FALSE(file_exists(small + "/config.json.tmp"));
+}
+
+// ---- 7. one run per directory, nothing replaced unasked ----------------------------------------
+
+TEST(Faults, ASecondRunInTheSameDirectoryIsRefusedNamingTheFirst) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    Background first(c.train_gpt(out, "-x 100000 --checkpoint-every 50000"), c.dir.file("first.txt"));
+    ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 2; })) << first.output();
+    // the same -o; another -o with the same --checkpoint-dir
+    Result r = run(c.train_gpt(out, "-x 10 --overwrite-output"));
+    expect_refused(r, {out + " is in use by another run: pid " + std::to_string(first.pid) + " on ", out + "/train_gpt.lock"});
+    EXPECT_LT(r.seconds, 20);
+    r = run(c.train_gpt(c.dir.file("other"), "-x 10 --checkpoint-every 5 --checkpoint-dir '" + out + "/checkpoints'"));
+    expect_refused(r, {out + "/checkpoints is in use by another run: pid " + std::to_string(first.pid)});
+    EXPECT_FALSE(file_exists(c.dir.file("other"))) << "a refused run creates no directory";
+    // the first run is untouched: it goes on, and stops cleanly on SIGINT
+    const int steps = last_step(out + "/log.jsonl");
+    ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") > steps + 2; }));
+    kill(first.pid, SIGINT);
+    EXPECT_EQ(first.wait(60), 130) << first.output();
+    log_records(out + "/log.jsonl");
+    // its lock went with it
+    ASSERT_EQ(run(c.train_gpt(c.dir.file("other"), "-x 2 --checkpoint-every 2 --checkpoint-dir '" + out + "/checkpoints'")).rc, 0);
+}
+
+TEST(Faults, ARerunDoesNotReplaceAPreviousRunsFilesUnlessAsked) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 2")).rc, 0);
+    const auto before = snapshot(out);
+    expect_refused(run(c.train_gpt(out, "-x 3")),
+                   {out + " holds the log.jsonl and config.json of a previous run", "--resume", "--overwrite-output"});
+    EXPECT_EQ(snapshot(out), before) << "nothing replaced";
+    const Result r = run(c.train_gpt(out, "-x 3 --overwrite-output"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_EQ(last_step(out + "/log.jsonl"), 3);
+    // sampling a checkpoint (-x 0) writes no log unless -o says where: here the default -o is
+    // `out`, the directory of the run above
+    ASSERT_EQ(run(c.train_gpt(c.dir.file("ck"), "-x 2 --checkpoint-every 2")).rc, 0);
+    const auto trained = snapshot(out);
+    const Result s = run("sh -c \"cd '" + c.dir.path + "' && " + train_gpt_binary() + " --init-from '" +
+                         c.dir.file("ck/checkpoints") + "' -x 0 -g 4 --threads 1\"");
+    ASSERT_EQ(s.rc, 0) << s.output;
+    EXPECT_CONTAINS(s.output, "---- sample (4 tokens, step 0) ----");
+    EXPECT_EQ(snapshot(out), trained) << "the run's log and config untouched";
+}
+
+// ---- 9. SIGTERM / SIGUSR1 / SIGINT ----------------------------------------------------------------
+
+// SIGUSR1 in the middle of a run: the step finishes, a checkpoint of it is written, exit 75; the
+// resumed run ends with the same weights and optimizer state as an uninterrupted one.
+TEST(Faults, SigusrOneWritesACheckpointAndExits75AndTheRunResumesBitExactly) {
+    Corpus c;
+    const std::string args = "-x 400 --checkpoint-every 200";
+    ASSERT_EQ(run(c.train_gpt(c.dir.file("whole"), args)).rc, 0);
+    const std::string out = c.dir.file("out");
+    Background job(c.train_gpt(out, args), c.dir.file("job.txt"));
+    ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 3; })) << job.output();
+    kill(job.pid, SIGUSR1);
+    ASSERT_EQ(job.wait(60), 75) << job.output();
+    const auto stops = records_of(out + "/log.jsonl", "stop");
+    ASSERT_EQ(stops.size(), 1u);
+    const int stopped = stops[0]["step"].get<int>();
+    ASSERT_LT(stopped, 400) << "the signal came before the end";
+    EXPECT_EQ(stops[0]["checkpoint"], checkpoint_dir(out + "/checkpoints", stopped));
+    EXPECT_CONTAINS(job.output(), format("stopped by SIGUSR1 after step %d; resume with --resume", stopped));
+    EXPECT_EQ(list_checkpoints(out + "/checkpoints").back(), stopped);
+    const Result r = run(train_gpt_binary() + " --resume -o '" + out + "'");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    auto files = [](const std::string& step) {
+        std::map<std::string, uint64_t> out;
+        for (auto& [name, rec] : read_manifest(step).files) out[name] = rec.xxh3;
+        return out;
+    };
+    EXPECT_EQ(files(out + "/checkpoints/step_00000400"), files(c.dir.file("whole/checkpoints/step_00000400")));
+}
+
+// SIGTERM without checkpointing configured says so; SIGINT stops without a checkpoint, exit 130.
+TEST(Faults, SigtermWithoutCheckpointsAndSigintStopCleanly) {
+    Corpus c;
+    for (auto [sig, name, flags, code, says] :
+         {std::tuple{SIGTERM, "SIGTERM", "-x 100000", 75, "no checkpoint: --checkpoint-every is 0"},
+          {SIGINT, "SIGINT", "-x 100000 --checkpoint-every 50000", 130, "(Ctrl-C: no checkpoint)"}}) {
+        SCOPED_TRACE(name);
+        const std::string out = c.dir.file(name);
+        Background job(c.train_gpt(out, flags), c.dir.file(std::string(name) + ".txt"));
+        ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 3; })) << job.output();
+        kill(job.pid, sig);
+        EXPECT_EQ(job.wait(60), code) << job.output();
+        EXPECT_CONTAINS(job.output(), std::string("stopped by ") + name + " after step ");
+        EXPECT_CONTAINS(job.output(), says);
+        EXPECT_TRUE(list_checkpoints(out + "/checkpoints").empty());
+        EXPECT_EQ(records_of(out + "/log.jsonl", "stop").size(), 1u);
+    }
+}
+
+// Under mpirun, a signal that only rank 1 receives (as when a scheduler's signals reach the ranks
+// at different moments): every rank stops after the same step, one checkpoint holds both ranks'
+// state, and the job exits 75.
+TEST(Faults, ASignalToOneRankStopsEveryRankAtTheSameStepWithOneCheckpoint) {
+    Corpus c;
+    const std::string out = c.dir.file("mpi_out");
+    Background job(c.mpirun(2, out, "-x 100000 --checkpoint-every 50000 --zero 1"), c.dir.file("job.txt"));
+    ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 3; })) << job.output();
+    const pid_t rank1 = pid_of_rank(out, 1);
+    ASSERT_GT(rank1, 0) << "rank 1's process";
+    kill(rank1, SIGUSR1);
+    EXPECT_EQ(job.wait(60), 75) << job.output();
+    const auto stops = records_of(out + "/log.jsonl", "stop");
+    ASSERT_EQ(stops.size(), 1u);
+    const int stopped = stops[0]["step"].get<int>();
+    EXPECT_CONTAINS(job.output(), format("stopped by another rank's signal after step %d", stopped));
+    const std::string ckpt = checkpoint_dir(out + "/checkpoints", stopped);
+    const auto manifest = read_manifest(ckpt);
+    EXPECT_EQ(manifest.world_size, 2);
+    EXPECT_EQ(manifest.files.count("state-00000.safetensors") + manifest.files.count("state-00001.safetensors"), 2u);
+    EXPECT_NO_THROW(verify_checkpoint(ckpt, manifest));
+}
