@@ -63,27 +63,27 @@ check "the default run (run_default.sh, in the repository: it builds there)" "sc
     bash -c "cd '$repo' && scripts/run_default.sh -x 4 -m 4 -g 32 -o '$base/default_out'"
 check "--help" "./train_gpt --help" "--init-from" -- ./train_gpt --help
 check "prepare_text, byte-level" "build/prepare_text --input book.txt --out-dir data/mine --name mine" \
-    "next: ./train_gpt -i 'data/mine/mine_train_*.bin' -j 'data/mine/mine_val_*.bin'" -- \
+    "next: ./train_gpt -i 'data/mine/mine_train_*.bin' -j 'data/mine/mine_val_*.bin' -o out/mine" -- \
     build/prepare_text --input book.txt --out-dir data/mine --name mine
-check "the command prepare_text prints" "./train_gpt -i 'data/mine/mine_train_*.bin' -j 'data/mine/mine_val_*.bin'" \
+check "the command prepare_text prints" "./train_gpt -i 'data/mine/mine_train_*.bin' -j 'data/mine/mine_val_*.bin' -o out/mine" \
     "(beside the training shards)" -- \
-    ./train_gpt -i 'data/mine/mine_train_*.bin' -j 'data/mine/mine_val_*.bin' -x 4 -m 4 -g 32
+    ./train_gpt -i 'data/mine/mine_train_*.bin' -j 'data/mine/mine_val_*.bin' -o out/mine -x 4 -m 4 -g 32
 check "FineWeb names agree (fineweb.sh writes fw_*)" "-i 'data/fineweb/fw_train_*.bin' -j 'data/fineweb/fw_val_*.bin'" "" -- \
     bash -c 'grep -q -- "--name fw" dev/data/fineweb.sh && grep -q "OUT=\${OUT:-data/fineweb}" dev/data/fineweb.sh &&
              grep -qF "data/fineweb/fw_train_*.bin" scripts/run_gpt2_124M.sh'
-check "mpirun, 4 ranks, ZeRO-1, checkpoints" "mpirun --oversubscribe -np 4 ./train_gpt -b 2 --zero 1 -n 50" \
-    "checkpoint: out/checkpoints/step_00000004" -- \
-    mpirun "${root_flag[@]}" --oversubscribe -np 4 ./train_gpt -b 2 --zero 1 -n 50 -x 4 -n 2 -m 4 -g 8
-check "mpirun, resume on 2 ranks" "mpirun --oversubscribe -np 2 ./train_gpt --resume -b 4 -x 150" \
+check "mpirun, 4 ranks, ZeRO-1, checkpoints" "mpirun --oversubscribe -np 4 ./train_gpt -b 2 --zero 1 -n 50 -o out/mpi" \
+    "checkpoint: out/mpi/checkpoints/step_00000004" -- \
+    mpirun "${root_flag[@]}" --oversubscribe -np 4 ./train_gpt -b 2 --zero 1 -n 50 -o out/mpi -x 4 -n 2 -m 4 -g 8
+check "mpirun, resume on 2 ranks" "mpirun --oversubscribe -np 2 ./train_gpt --resume -o out/mpi -b 4 -x 150" \
     "--batch-size 4 (the checkpoint's run: 2)" -- \
-    mpirun "${root_flag[@]}" --oversubscribe -np 2 ./train_gpt --resume -b 4 -x 150 -x 6
-check "sample a checkpoint" "./train_gpt --init-from out/checkpoints -x 0 -g 64 --sample-prompt 'And God said' --top-k 50" \
+    mpirun "${root_flag[@]}" --oversubscribe -np 2 ./train_gpt --resume -o out/mpi -b 4 -x 150 -x 6
+check "sample a checkpoint" "./train_gpt --init-from out/mpi/checkpoints -x 0 -g 64 --sample-prompt 'And God said' --top-k 50" \
     "---- sample (64 tokens, step 0) ----" -- \
-    ./train_gpt --init-from out/checkpoints -x 0 -g 64 --sample-prompt 'And God said' --top-k 50
-check "evaluate a checkpoint" "./train_gpt --init-from out/checkpoints -x 0 -g 0 -j 'data/kjv/kjv_val_*.bin'" \
-    "step 0/0 | val loss" -- ./train_gpt --init-from out/checkpoints -x 0 -g 0 -j 'data/kjv/kjv_val_*.bin'
-check "plot the log" "scripts/plot_run.py out/log.jsonl" "plot_run: out/log.png" -- scripts/plot_run.py out/log.jsonl
-pipeline="python3 -c \"import glob; from transformers import pipeline; step = sorted(glob.glob('out/checkpoints/step_*'))[-1]; print(pipeline('text-generation', step)('And God said', max_new_tokens=20)[0]['generated_text'])\""
+    ./train_gpt --init-from out/mpi/checkpoints -x 0 -g 64 --sample-prompt 'And God said' --top-k 50
+check "evaluate a checkpoint" "./train_gpt --init-from out/mpi/checkpoints -x 0 -g 0 -j 'data/kjv/kjv_val_*.bin'" \
+    "step 0/0 | val loss" -- ./train_gpt --init-from out/mpi/checkpoints -x 0 -g 0 -j 'data/kjv/kjv_val_*.bin'
+check "plot the log" "scripts/plot_run.py out/mpi/log.jsonl" "plot_run: out/mpi/log.png" -- scripts/plot_run.py out/mpi/log.jsonl
+pipeline="python3 -c \"import glob; from transformers import pipeline; step = sorted(glob.glob('out/mpi/checkpoints/step_*'))[-1]; print(pipeline('text-generation', step)('And God said', max_new_tokens=20)[0]['generated_text'])\""
 check "transformers' pipeline on a step directory" "$pipeline" "And God said" -- bash -c "$pipeline"
 check "prepare_text, a BPE" "build/prepare_text --input book.txt --out-dir data/bpe --tokenizer bpe --vocab-size 4096" \
     "BPE, vocab 4096" -- build/prepare_text --input book.txt --out-dir data/bpe --tokenizer bpe --vocab-size 4096

@@ -55,7 +55,7 @@ TEST(DataTokenizer, PrepareTextRecordsTheTokenizerAndPrintsTheCommandToRun) {
     ScratchDir dir;
     const std::string out = prepare(dir, "--out-dir '" + dir.file("a") + "' --name a --val-fraction 0.1");
     const std::string command = "./train_gpt -i '" + dir.file("a") + "/a_train_*.bin' -j '" + dir.file("a") + "/a_val_*.bin'";
-    EXPECT_CONTAINS(out, "next: " + command);
+    EXPECT_CONTAINS(out, "next: " + command + " -o out/a\n") << "an output directory of its own";
     const Tokenizer tok = Tokenizer::load(dir.file("a/tokenizer.bin"));
     for (const char* shard : {"a/a_train_000000.bin", "a/a_val_000000.bin"}) {
         const ShardInfo info = read_shard_header(dir.file(shard));

@@ -620,10 +620,11 @@ void run(const Options& opt) {
                 val.size(), val.empty() ? "-" : val.front().c_str(), val.size() > 1 ? " ..." : "");
     std::printf("  tokenizer: %s%s, recorded in every shard\n", tokenizer_path.c_str(),
                 bpe && !bpe->merges().empty() ? " (+ encoder.json, vocab.bpe)" : "");
-    // the trainer takes the tokenizer beside the shards by itself
+    // the trainer takes the tokenizer beside the shards by itself; the run's output goes to a
+    // directory named for the data (a trainer run does not replace another run's log)
     const std::string val_glob = val.empty() ? "" : format("%s/%s_val_*.bin", opt.out_dir.c_str(), opt.name.c_str());
-    std::printf("next: ./train_gpt -i '%s/%s_train_*.bin' -j '%s'\n", opt.out_dir.c_str(), opt.name.c_str(),
-                val_glob.c_str());
+    std::printf("next: ./train_gpt -i '%s/%s_train_*.bin' -j '%s' -o out/%s\n", opt.out_dir.c_str(), opt.name.c_str(),
+                val_glob.c_str(), opt.name.c_str());
 }
 
 }  // namespace
