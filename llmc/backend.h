@@ -174,6 +174,11 @@ public:
     // X, cast where it is produced
     virtual void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int T, int C,
                                         int NH, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    // attention_backward, then q (B·T, 3C) and/or qt (3C, B·T) = the E5M2 cast of dqkv, as
+    // quantize_transpose_e5m2 casts it: qkv's dY, cast where it is produced
+    virtual void attention_backward_e5m2(void* dqkv, fp8e5m2* q, fp8e5m2* qt, const void* dout, const void* qkv,
+                                         const void* out, const float* lse, int B, int T, int C, int NH,
+                                         const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     // layernorm_backward, then q (N, C) and/or qt (C, N) = the E5M2 cast of the new dinp: the output
     // gradient of the projection (attproj, fcproj) below, cast where it is produced
     virtual void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,

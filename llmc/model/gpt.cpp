@@ -431,7 +431,9 @@ void GPT::backward() {
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
         matmul_backward(l, kAttproj, a.datty, a.dresidual, atty, fp8_attproj, nullptr, N);   // bias: ln2 above
-        k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
+        if (!(in_fp8(kQkv) && fp8_->attention_backward_cast(l, a.dqkv, a.datty, qkv, atty, lse, B, T, NH))) {
+            k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
+        }
         if (ln1_again) {
             k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C), param(kLn1b, l * C), N, C);
         }

@@ -252,10 +252,19 @@ bool Fp8State::layernorm_backward_cast(int l, int g, void* dinp, float* dweight,
     return true;
 }
 
+bool Fp8State::attention_backward_cast(int l, void* dqkv, const void* dout, const void* qkv, const void* out,
+                                       const float* lse, int B, int T, int NH) {
+    if (!runs(kQkv) || needs_amax_now(kDY, l, kQkv)) return false;
+    k_.attention_backward_e5m2(dqkv, dout_, dout_t_, dout, qkv, out, lse, B, T, cfg_.n_embd, NH, scale(kDY, l, kQkv),
+                               counters(kDY, l, kQkv));
+    dy_cast_slot_ = (long)slot_index(kDY, l, kQkv);
+    return true;
+}
+
 void Fp8State::backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, bool dout_cast,
                         const Source& inp, int N) {
     const int C = (int)width(g, false), OC = (int)width(g, true);
-    if (dy_cast_slot_ == (long)slot_index(kDY, l, g)) dout_cast = true;   // cast by the layernorm backward
+    if (dy_cast_slot_ == (long)slot_index(kDY, l, g)) dout_cast = true;   // cast by its producer
     dy_cast_slot_ = -1;
     Fp8ScaleSlot* sdy = scale(kDY, l, g);
     if (!dout_cast) {   // else the producer of dY has cast it already (gelu_backward_e5m2)
