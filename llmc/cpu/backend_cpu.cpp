@@ -144,9 +144,10 @@ public:
                            Fp8Counters* counters) override {
         accumulate(*counters, cpu::gelu_forward_fp8(q, qt, act(inp), rows, cols, scale->scale));
     }
+    // stats_ready: the twin computes the statistics again, into the same arrays: the same values
     void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp, const void* weight,
-                                const void* bias, int N, int C, const Fp8ScaleSlot* scale,
-                                Fp8Counters* counters) override {
+                                const void* bias, int N, int C, const Fp8ScaleSlot* scale, Fp8Counters* counters,
+                                bool /*stats_ready*/) override {
         accumulate(*counters, cpu::layernorm_forward_fp8(q, qt, mean, rstd, act(inp), act(weight), act(bias), N, C,
                                                          scale->scale));
     }

@@ -301,8 +301,8 @@ public:
         cuda::gelu_forward_fp8<T, fp8e4m3>(q, qt, act(inp), rows, cols, &scale->scale, counters, stream_);
     }
     void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp, const void* weight,
-                                const void* bias, int N, int C, const Fp8ScaleSlot* scale,
-                                Fp8Counters* counters) override {
+                                const void* bias, int N, int C, const Fp8ScaleSlot* scale, Fp8Counters* counters,
+                                bool stats_ready) override {
         const cuda::OpProfiler::Scope timed(profiler(), "layernorm_forward_e4m3", stream_);
         if (!options_.fused_kernels) {
             T* y = unfused_scratch((size_t)N * C);
@@ -311,7 +311,7 @@ public:
             return;
         }
         cuda::layernorm_forward_fp8<T, fp8e4m3>(q, qt, mean, rstd, act(inp), act(weight), act(bias), N, C,
-                                                &scale->scale, counters, stream_);
+                                                &scale->scale, counters, stream_, stats_ready);
     }
     void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
                             int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {

@@ -158,6 +158,7 @@ private:
         const void* ln_bias = nullptr;     //   (mean, rstd (N)) the cast writes for backward
         float* mean = nullptr;
         float* rstd = nullptr;
+        bool stats_ready = false;   // kLayerNorm: mean, rstd hold the statistics (a cast before computed them)
     };
 
     GPTConfig cfg_;

@@ -143,12 +143,12 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
             Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
             Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
             tw.gpu().layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), mean.gp<float>(), rstd.gp<float>(),
-                                            xb.g, w.g, b.g, N, C, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+                                            xb.g, w.g, b.g, N, C, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>(), false);
             tw.gpu().quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g, N, C, sc.gp<Fp8ScaleSlot>(),
                                              ku.gp<Fp8Counters>());
             tw.cpu().layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), mean.cp<float>(),
                                             rstd.cp<float>(), xb.c, w.c, b.c, N, C, sc.cp<Fp8ScaleSlot>(),
-                                            kf.cp<Fp8Counters>());
+                                            kf.cp<Fp8Counters>(), false);
             expect_bytes_equal("layernorm mean: fused vs unfused", tw.bytes_g(mean), tw.bytes_g(mean_u), 4);
             expect_bytes_equal("layernorm rstd: fused vs unfused", tw.bytes_g(rstd), tw.bytes_g(rstd_u), 4);
             if (lay.q) expect_bytes_equal("layernorm q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
@@ -162,10 +162,16 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
         Twin::Buf ks = tw.alloc(sizeof(Fp8Counters)), kw = tw.alloc(sizeof(Fp8Counters)), qw = tw.poisoned(n);
         Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
         tw.gpu().layernorm_forward_e4m3(nullptr, nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g, N, C,
-                                        sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>());
+                                        sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>(), false);
         tw.gpu().layernorm_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
-                                        N, C, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>());
+                                        N, C, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>(), false);
         expect_same_counters(tw, ks, kw);
+        // the cast after a statistics-only call reads its statistics (stats_ready): the same bytes
+        Twin::Buf qr = tw.poisoned(n), kr = tw.alloc(sizeof(Fp8Counters));
+        tw.gpu().layernorm_forward_e4m3(qr.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
+                                        N, C, sc.gp<Fp8ScaleSlot>(), kr.gp<Fp8Counters>(), true);
+        expect_bytes_equal("layernorm q from ready statistics", tw.bytes_g(qr), tw.bytes_g(qw));
+        expect_same_counters(tw, kr, kw);
     }
 }
 
