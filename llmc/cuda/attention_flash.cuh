@@ -448,6 +448,34 @@ attention_backward_d_kernel(float* __restrict__ D, const T* __restrict__ dout, c
 
 constexpr int kBwdNT = fl::kBwdTile / mma::kN;   // 8-wide n-tiles of the walked tile
 
+// The backward's two score-sized products for one warp, side by side so that each k-step's B
+// fragments load together: c1 = A1·B1ᵀ and c2 = A2·B2ᵀ (16 rows × kBwdTile columns each, zeroed
+// first). A1, A2: the warp's resident A fragments over the head dimension; B1, B2: tiles stored
+// [column][feature] = [n][k]. The dK/dV kernel computes Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ with it, the
+// dQ kernel S = Q·Kᵀ and dP = dO·Vᵀ.
+template <typename T>
+__device__ __forceinline__ void score_products(float (&c1)[kBwdNT][4], float (&c2)[kBwdNT][4],
+                                               const uint32_t (&a1)[kKSteps][4], const uint32_t (&a2)[kKSteps][4],
+                                               const T* b1, const T* b2, int lane) {
+#pragma unroll
+    for (int nt = 0; nt < kBwdNT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) c1[nt][i] = c2[nt][i] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; kk++)
+#pragma unroll
+        for (int np = 0; np < kBwdNT / 2; np++) {
+            uint32_t f1[2][2], f2[2][2];
+            load_b_pair<X4::kBnk>(f1, b1, 16 * np, 16 * kk, lane);
+            load_b_pair<X4::kBnk>(f2, b2, 16 * np, 16 * kk, lane);
+#pragma unroll
+            for (int t = 0; t < 2; t++) {
+                ptx::mma_16816<T>(c1[2 * np + t], a1[kk], f1[t][0], f1[t][1]);
+                ptx::mma_16816<T>(c2[2 * np + t], a2[kk], f2[t][0], f2[t][1]);
+            }
+        }
+}
+
 // What a backward epilogue does besides storing its part of dqkv: nothing, or cast it to FP8 (the
 // dY of qkv: q (B·T, 3C) and qt (3C, B·T)) as it is stored. tile() starts one output tile of the
 // block (64 tokens from `row0` of sequence b, 64 features from `f0` of 3C); pair() casts two
@@ -593,23 +621,7 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
             const float* D_t = D_s + stage * fl::kBwdTile;
             // Sᵀ = K_w·Qᵀ, dPᵀ = V_w·dOᵀ (16 keys × 64 queries); Q, dO stored [query][feature] = [n][k]
             float st[kBwdNT][4], dpt[kBwdNT][4];
-#pragma unroll
-            for (int nt = 0; nt < kBwdNT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) st[nt][i] = dpt[nt][i] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < kKSteps; kk++)
-#pragma unroll
-                for (int np = 0; np < kBwdNT / 2; np++) {
-                    uint32_t bq[2][2], bo[2][2];
-                    load_b_pair<X4::kBnk>(bq, Qt, 16 * np, 16 * kk, lane);
-                    load_b_pair<X4::kBnk>(bo, dOt, 16 * np, 16 * kk, lane);
-#pragma unroll
-                    for (int t = 0; t < 2; t++) {
-                        ptx::mma_16816<T>(st[2 * np + t], kf[kk], bq[t][0], bq[t][1]);
-                        ptx::mma_16816<T>(dpt[2 * np + t], vf[kk], bo[t][0], bo[t][1]);
-                    }
-                }
+            score_products<T>(st, dpt, kf, vf, Qt, dOt, lane);
             // Pᵀ = round_T(exp(scale·s − lse)), dSᵀ = round_T(Pᵀ·(dPᵀ − D)), 0 where masked
 #pragma unroll
             for (int nt = 0; nt < kBwdNT; nt++)
@@ -756,23 +768,7 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
             const T* Vt = Vs + stage * kStage;
             // S = Q_w·Kᵀ, dP = dO_w·Vᵀ (16 queries × 64 keys); K, V stored [key][feature] = [n][k]
             float s[kBwdNT][4], dp[kBwdNT][4];
-#pragma unroll
-            for (int nt = 0; nt < kBwdNT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) s[nt][i] = dp[nt][i] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < kKSteps; kk++)
-#pragma unroll
-                for (int np = 0; np < kBwdNT / 2; np++) {
-                    uint32_t bk[2][2], bv[2][2];
-                    load_b_pair<X4::kBnk>(bk, Kt, 16 * np, 16 * kk, lane);
-                    load_b_pair<X4::kBnk>(bv, Vt, 16 * np, 16 * kk, lane);
-#pragma unroll
-                    for (int t = 0; t < 2; t++) {
-                        ptx::mma_16816<T>(s[2 * np + t], qf[kk], bk[t][0], bk[t][1]);
-                        ptx::mma_16816<T>(dp[2 * np + t], dof[kk], bv[t][0], bv[t][1]);
-                    }
-                }
+            score_products<T>(s, dp, qf, dof, Kt, Vt, lane);
             // dS = round_T(P·(dP − D)), P = round_T(exp(scale·s − lse)); 0 where masked
 #pragma unroll
             for (int nt = 0; nt < kBwdNT; nt++)
