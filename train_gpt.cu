@@ -426,7 +426,8 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     // activations for (B, T) where the run trains or evaluates; sampling alone has buffers of its own
     const bool forwards = !data.train.empty() || !data.val.empty() || !cfg.hellaswag.empty();
     const int model_B = forwards ? B : 1, model_T = forwards ? T : 1;
-    GPT model(plan.model, *backend, model_B, model_T, plan.precision, &model_comm, cfg.zero, cfg.recompute);
+    GPT model(plan.model, *backend, model_B, model_T, plan.precision, &model_comm, cfg.zero, cfg.recompute,
+              cfg.lm_head_chunks);
     model.init_weights(cfg.seed);
     plan.num_parameters = model.num_parameters();
     // fp16: dynamic loss scaling keeps small gradients above fp16's smallest subnormal

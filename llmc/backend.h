@@ -165,15 +165,23 @@ public:
     // writes the weights). q and qt may both be null: statistics only, for a just-in-time scale.
     virtual void gelu_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* inp, int rows, int cols,
                                    const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    // stats_ready: mean and rstd already hold inp's row statistics (a statistics-only call of this op
+    // on the same inp wrote them): they are read, not computed again — the layernorm's one
+    // statistics pass when a just-in-time scale needs a cast before the cast
     virtual void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp,
                                         const void* weight, const void* bias, int N, int C,
-                                        const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+                                        const Fp8ScaleSlot* scale, Fp8Counters* counters, bool stats_ready) = 0;
     virtual void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout,
                                     int rows, int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     // attention_forward, then q (B·T, C) = the E4M3 cast of out, as quantize_e4m3 casts it: attproj's
     // X, cast where it is produced
     virtual void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int T, int C,
                                         int NH, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    // attention_backward, then q (B·T, 3C) and/or qt (3C, B·T) = the E5M2 cast of dqkv, as
+    // quantize_transpose_e5m2 casts it: qkv's dY, cast where it is produced
+    virtual void attention_backward_e5m2(void* dqkv, fp8e5m2* q, fp8e5m2* qt, const void* dout, const void* qkv,
+                                         const void* out, const float* lse, int B, int T, int C, int NH,
+                                         const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     // layernorm_backward, then q (N, C) and/or qt (C, N) = the E5M2 cast of the new dinp: the output
     // gradient of the projection (attproj, fcproj) below, cast where it is produced
     virtual void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,

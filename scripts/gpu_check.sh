@@ -42,8 +42,8 @@ ROOT=$(pwd)
 #      other sizes and variants, the lab.
 # Training runs: model, batch, precision (fp8-auto: --fp8-gemms auto, FP8 where it times faster;
 # fp8-mlp: FP8 in the MLP's GEMMs only), attention, options ('-', or a comma list of fused for
-# --fused-kernels true, tuned for --gemm-autotune, r1 and r2 for --recompute 1|2; a run whose flag
-# the trainer lacks is SKIPPED).
+# --fused-kernels true, tuned for --gemm-autotune, r1 and r2 for --recompute 1|2, hN for
+# --lm-head-chunks N; a run whose flag the trainer lacks is SKIPPED).
 STEPS=(
 #  id                           cap  function        arguments
    "build                        20  step_build"     # MAKE_CAP when it must build
@@ -71,6 +71,8 @@ STEPS=(
    "d48.bf16.flash.fused.tuned   90  step_bench      d48  8   bf16      flash     fused,tuned"
    "d12.fp8.flash.fused          45  step_bench      d12  16  fp8       flash     fused"
    "d12.fp8-auto.flash.fused     45  step_bench      d12  16  fp8-auto  flash     fused"
+   "d12.bf16.flash.fused.h16     45  step_bench      d12  16  bf16      flash     fused,h16"
+   "d12.fp8.flash.fused.h16      45  step_bench      d12  16  fp8       flash     fused,h16"
    "d48.bf16.flash.fused         75  step_bench      d48  8   bf16      flash     fused"
    "d48.fp8.flash.fused          75  step_bench      d48  8   fp8       flash     fused"
    "d24.bf16.flash.fused         50  step_bench      d24  16  bf16      flash     fused"
@@ -519,6 +521,7 @@ option_flags() {
             fused) OPTION_FLAGS+=(--fused-kernels true) ;;
             tuned) OPTION_FLAGS+=(--gemm-autotune) ;;
             r[0-2]) OPTION_FLAGS+=(--recompute "${o#r}") ;;
+            h[0-9]*) OPTION_FLAGS+=(--lm-head-chunks "${o#h}") ;;
             -) ;;
             *) record FAIL "unknown option $o (a bug in gpu_check.sh's STEPS)"; return 1 ;;
         esac

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -318,4 +319,47 @@ TEST(MmaFragments, TileLoadWritesAreBankConflictFreeAndCoverTheTile) {
         EXPECT_EQ(groups.size(), 8u);
     }
     for (int h : hits) EXPECT_EQ(h, 1);
+}
+
+// The E5M2 cast of the flash backward's output tile (attention_flash_tiling.h, grad_tile): the
+// transposed stores cover the 64 × 64 tile once; a warp's gathers of one byte read 32 consecutive
+// bytes of one shared row (no bank conflict); the epilogue's pair writes (the C-fragment layout:
+// lane → row groupID (+8), columns 2·(lane % 4), 2·(lane % 4) + 1 of each 8-wide n-tile) put a
+// warp's eight rows in distinct banks thanks to the 68-byte pitch.
+TEST(GradTile, TransposedChunksCoverTheTileOnceWithoutBankConflicts) {
+    namespace gt = train_gpt::flash::grad_tile;
+    std::vector<int> seen(gt::kRows * gt::kCols, 0);
+    for (int i = 0; i < gt::kChunks; i++) {
+        const auto at = gt::chunk(i);
+        ASSERT_EQ(at.row % gt::kChunk, 0);
+        for (int k = 0; k < gt::kChunk; k++) seen[(at.row + k) * gt::kCols + at.col]++;
+    }
+    for (int count : seen) EXPECT_EQ(count, 1);
+    for (int warp = 0; warp < gt::kChunks / 32; warp++) {
+        for (int k = 0; k < gt::kChunk; k++) {
+            std::set<int> words;
+            std::map<int, std::set<int>> words_of_bank;
+            for (int lane = 0; lane < 32; lane++) {
+                const auto at = gt::chunk(warp * 32 + lane);
+                const int byte = gt::smem_offset(at.row + k, at.col);
+                words_of_bank[(byte / 4) % 32].insert(byte / 4);
+            }
+            for (const auto& [bank, w] : words_of_bank) EXPECT_EQ(w.size(), 1u) << "warp " << warp << " byte " << k;
+        }
+    }
+    // the pair writes of one (n-tile, half): lane's row = lane / 4 (+8 for the second half),
+    // column = 8·nt + 2·(lane % 4): two bytes, one 2-byte word-half each
+    for (int nt = 0; nt < gt::kCols / 8; nt++) {
+        for (int half = 0; half < 2; half++) {
+            std::map<int, std::set<int>> words_of_bank;
+            for (int lane = 0; lane < 32; lane++) {
+                const int row = lane / 4 + 8 * half, col = 8 * nt + 2 * (lane % 4);
+                for (int b = 0; b < 2; b++) {
+                    const int byte = gt::smem_offset(row, col + b);
+                    words_of_bank[(byte / 4) % 32].insert(byte / 4);
+                }
+            }
+            for (const auto& [bank, w] : words_of_bank) EXPECT_EQ(w.size(), 1u) << "n-tile " << nt << " half " << half;
+        }
+    }
 }

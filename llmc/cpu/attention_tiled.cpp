@@ -341,12 +341,37 @@ float d_row(const T* dO, const T* O) {
     return v[0];
 }
 
+// ---- backward: the two score-sized products of each backward kernel (score_products) ------------
+
+constexpr int kBwdNT = fl::kBwdTile / mma::kN;   // n-tiles of the walked tile
+
+// c1 = A1·B1ᵀ, c2 = A2·B2ᵀ (16 rows × kBwdTile columns, zeroed first): A1, A2 the warp's A
+// fragments over the head dimension, B1, B2 tiles stored [column][dim] (kBnk). The dK/dV kernel's
+// Sᵀ = K_w·Qᵀ and dPᵀ = V_w·dOᵀ, the dQ kernel's S = Q_w·Kᵀ and dP = dO_w·Vᵀ.
+template <typename T>
+void score_products(CFrag (&c1)[kBwdNT], CFrag (&c2)[kBwdNT], const AFrag (&a1)[kKSteps],
+                    const AFrag (&a2)[kKSteps], const Tile& b1, const Tile& b2) {
+    for (int nt = 0; nt < kBwdNT; nt++) {
+        zero(c1[nt]);
+        zero(c2[nt]);
+    }
+    for (int kk = 0; kk < kKSteps; kk++)
+        for (int np = 0; np < kBwdNT / 2; np++) {
+            const BPair f1 = split_pair(ldmatrix_x4(b1, X4::kBnk, 16 * np, 16 * kk));
+            const BPair f2 = split_pair(ldmatrix_x4(b2, X4::kBnk, 16 * np, 16 * kk));
+            for (int t = 0; t < 2; t++) {
+                mma_16816<T>(c1[2 * np + t], a1[kk], f1.b[t]);
+                mma_16816<T>(c2[2 * np + t], a2[kk], f2.b[t]);
+            }
+        }
+}
+
 // ---- backward: attention_backward_dkdv_kernel ------------------------------------------------------
 
 template <typename T>
 void dkdv_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, int Tlen, int C, int NH,
                 int bh, int kb, float scale, float scale_log2, TiledStats& stats) {
-    constexpr int NT = fl::kBwdTile / mma::kN;   // n-tiles of queries in Sᵀ
+    constexpr int NT = kBwdNT;   // n-tiles of queries in Sᵀ
     const int b = bh / NH, h = bh % NH;
     const size_t ld = (size_t)3 * C;
     const T* q_base = qkv + (size_t)b * Tlen * ld + (size_t)h * kHs;
@@ -389,19 +414,7 @@ void dkdv_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const fl
             if (skip) continue;
             // Sᵀ = K_w·Qᵀ, dPᵀ = V_w·dOᵀ: B pairs from Q, dO stored [query][dim] (kBnk)
             CFrag st[NT], dpt[NT];
-            for (int nt = 0; nt < NT; nt++) {
-                zero(st[nt]);
-                zero(dpt[nt]);
-            }
-            for (int kk = 0; kk < kKSteps; kk++)
-                for (int np = 0; np < NT / 2; np++) {
-                    const BPair bq = split_pair(ldmatrix_x4(qs, X4::kBnk, 16 * np, 16 * kk));
-                    const BPair bo = split_pair(ldmatrix_x4(dos, X4::kBnk, 16 * np, 16 * kk));
-                    for (int t = 0; t < 2; t++) {
-                        mma_16816<T>(st[2 * np + t], kf[wi][kk], bq.b[t]);
-                        mma_16816<T>(dpt[2 * np + t], vf[wi][kk], bo.b[t]);
-                    }
-                }
+            score_products<T>(st, dpt, kf[wi], vf[wi], qs, dos);
             // Pᵀ = round(exp2(Sᵀ·scale·log2e − lse·log2e)), dSᵀ = round(Pᵀ·(dPᵀ − D)); 0 where masked
             for (int nt = 0; nt < NT; nt++)
                 for (int lane = 0; lane < kLanes; lane++)
@@ -448,7 +461,7 @@ void dkdv_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const fl
 template <typename T>
 void dq_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, int Tlen, int C, int NH,
               int bh, int qb, float scale, float scale_log2, TiledStats& stats) {
-    constexpr int NT = fl::kBwdTile / mma::kN;   // n-tiles of keys in S
+    constexpr int NT = kBwdNT;   // n-tiles of keys in S
     const int b = bh / NH, h = bh % NH;
     const size_t ld = (size_t)3 * C;
     const T* q_base = qkv + (size_t)b * Tlen * ld + (size_t)h * kHs;
@@ -490,19 +503,7 @@ void dq_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const floa
             if (skip) continue;
             // S = Q_w·Kᵀ, dP = dO_w·Vᵀ: B pairs from K, V stored [key][dim] (kBnk)
             CFrag s[NT], dp[NT];
-            for (int nt = 0; nt < NT; nt++) {
-                zero(s[nt]);
-                zero(dp[nt]);
-            }
-            for (int kk = 0; kk < kKSteps; kk++)
-                for (int np = 0; np < NT / 2; np++) {
-                    const BPair bk = split_pair(ldmatrix_x4(ks, X4::kBnk, 16 * np, 16 * kk));
-                    const BPair bv = split_pair(ldmatrix_x4(vs, X4::kBnk, 16 * np, 16 * kk));
-                    for (int t = 0; t < 2; t++) {
-                        mma_16816<T>(s[2 * np + t], qf[wi][kk], bk.b[t]);
-                        mma_16816<T>(dp[2 * np + t], dof[wi][kk], bv.b[t]);
-                    }
-                }
+            score_products<T>(s, dp, qf[wi], dof[wi], ks, vs);
             for (int nt = 0; nt < NT; nt++)
                 for (int lane = 0; lane < kLanes; lane++)
                     for (int i = 0; i < 4; i++) {

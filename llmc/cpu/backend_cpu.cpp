@@ -144,9 +144,10 @@ public:
                            Fp8Counters* counters) override {
         accumulate(*counters, cpu::gelu_forward_fp8(q, qt, act(inp), rows, cols, scale->scale));
     }
+    // stats_ready: the twin computes the statistics again, into the same arrays: the same values
     void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp, const void* weight,
-                                const void* bias, int N, int C, const Fp8ScaleSlot* scale,
-                                Fp8Counters* counters) override {
+                                const void* bias, int N, int C, const Fp8ScaleSlot* scale, Fp8Counters* counters,
+                                bool /*stats_ready*/) override {
         accumulate(*counters, cpu::layernorm_forward_fp8(q, qt, mean, rstd, act(inp), act(weight), act(bias), N, C,
                                                          scale->scale));
     }
@@ -158,6 +159,12 @@ public:
                                 const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         cpu::attention_forward(act(out), lse, act(qkv), B, Tlen, C, NH);
         accumulate(*counters, cpu::quantize_fp8(q, act(out), (size_t)B * Tlen * C, scale->scale));
+    }
+    void attention_backward_e5m2(void* dqkv, fp8e5m2* q, fp8e5m2* qt, const void* dout, const void* qkv,
+                                 const void* out, const float* lse, int B, int Tlen, int C, int NH,
+                                 const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        cpu::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH);
+        accumulate(*counters, cpu::quantize_transpose_fp8(q, qt, act(dqkv), B * Tlen, 3 * C, scale->scale));
     }
     void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                                  const void* weight, const float* mean, const float* rstd, int N, int C,

@@ -5,6 +5,8 @@
 //   attention_backward_flash(dqkv (B,T,3C) OVERWRITTEN, dout (B,T,C), qkv, out, lse)
 //   attention_forward_flash_fp8: the forward, and out's FP8 cast (attproj's X) written by the
 //                            epilogue from the same registers (OutputCast; the cast of quantize_fp8)
+//   attention_backward_flash_fp8: the backward, and dqkv's FP8 cast in both layouts (the dY of qkv)
+//                            from the epilogues (GradCast, through a shared tile for the transpose)
 //
 // Naive loop (per b, h, query t; scale = 1/√64, keys j ≤ t):
 //   s_j = scale·q_t·k_j;  P_j = exp(s_j − max s) / Σ exp(s_j − max s);  out_t = Σ_j P_j v_j
@@ -446,12 +448,106 @@ attention_backward_d_kernel(float* __restrict__ D, const T* __restrict__ dout, c
 
 constexpr int kBwdNT = fl::kBwdTile / mma::kN;   // 8-wide n-tiles of the walked tile
 
-// grid: B·NH·ceil(T/64) blocks (longest_first_key_block), kBwdThreads threads, kDkdvSmemBytes shared.
+// The backward's two score-sized products for one warp, side by side so that each k-step's B
+// fragments load together: c1 = A1·B1ᵀ and c2 = A2·B2ᵀ (16 rows × kBwdTile columns each, zeroed
+// first). A1, A2: the warp's resident A fragments over the head dimension; B1, B2: tiles stored
+// [column][feature] = [n][k]. The dK/dV kernel computes Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ with it, the
+// dQ kernel S = Q·Kᵀ and dP = dO·Vᵀ.
 template <typename T>
+__device__ __forceinline__ void score_products(float (&c1)[kBwdNT][4], float (&c2)[kBwdNT][4],
+                                               const uint32_t (&a1)[kKSteps][4], const uint32_t (&a2)[kKSteps][4],
+                                               const T* b1, const T* b2, int lane) {
+#pragma unroll
+    for (int nt = 0; nt < kBwdNT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) c1[nt][i] = c2[nt][i] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; kk++)
+#pragma unroll
+        for (int np = 0; np < kBwdNT / 2; np++) {
+            uint32_t f1[2][2], f2[2][2];
+            load_b_pair<X4::kBnk>(f1, b1, 16 * np, 16 * kk, lane);
+            load_b_pair<X4::kBnk>(f2, b2, 16 * np, 16 * kk, lane);
+#pragma unroll
+            for (int t = 0; t < 2; t++) {
+                ptx::mma_16816<T>(c1[2 * np + t], a1[kk], f1[t][0], f1[t][1]);
+                ptx::mma_16816<T>(c2[2 * np + t], a2[kk], f2[t][0], f2[t][1]);
+            }
+        }
+}
+
+// What a backward epilogue does besides storing its part of dqkv: nothing, or cast it to FP8 (the
+// dY of qkv: q (B·T, 3C) and qt (3C, B·T)) as it is stored. tile() starts one output tile of the
+// block (64 tokens from `row0` of sequence b, 64 features from `f0` of 3C); pair() casts two
+// consecutive values of it (tile row r, column c even; the values already rounded to T) into q
+// and the shared tile; flush() writes the tile's transpose into qt (a block-wide step: every
+// thread calls it, between barriers); commit() ends the block.
+struct NoGradCast {
+    static constexpr bool kActive = false;
+    __device__ __forceinline__ void tile(int, int, int, unsigned char*) {}
+    __device__ __forceinline__ void pair(int, int, float, float) {}
+    __device__ __forceinline__ void flush(int) {}
+    __device__ __forceinline__ void commit(size_t) {}
+};
+template <typename Q>
+struct GradCast {
+    static constexpr bool kActive = true;
+    Q* q;                     // (B·T, 3C)
+    Q* qt;                    // (3C, B·T)
+    const float* scale_ptr;   // the cast's scale (Fp8ScaleSlot::scale)
+    Fp8Counters* counters;
+    int Tlen, C3, N;          // sequence length, 3C, B·T
+    ThreadCastStats stats;
+    int b_, row0_, f0_;       // the current tile
+    unsigned char* smem_;     // (64, grad_tile::kPitch) bytes
+    __device__ __forceinline__ void tile(int b, int row0, int f0, unsigned char* smem) {
+        b_ = b, row0_ = row0, f0_ = f0, smem_ = smem;
+    }
+    __device__ __forceinline__ void pair(int r, int c, float lo, float hi) {
+        const float s = *scale_ptr;
+        const unsigned char b0 = stats.cast<Q>(lo, s), b1 = stats.cast<Q>(hi, s);
+        const size_t token = (size_t)b_ * Tlen + row0_ + r;
+        if (q != nullptr) {   // c even, C3 and f0 even: a 2-byte aligned pair
+            *reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(q) + token * C3 + f0_ + c) =
+                (unsigned short)(b0 | (b1 << 8));
+        }
+        smem_[fl::grad_tile::smem_offset(r, c)] = b0;
+        smem_[fl::grad_tile::smem_offset(r, c + 1)] = b1;
+    }
+    __device__ __forceinline__ void flush(int threads) {
+        namespace gt = fl::grad_tile;
+        __syncthreads();   // the tile is complete
+        if (qt != nullptr) {
+            unsigned char* out = reinterpret_cast<unsigned char*>(qt);
+            const int valid = min(gt::kRows, Tlen - row0_);   // tokens of the tile inside the sequence
+            const size_t col0 = (size_t)b_ * Tlen + row0_;    // qt column of the tile's first token
+            for (int i = threadIdx.x; i < gt::kChunks; i += threads) {
+                const mma::Coord at = gt::chunk(i);
+                unsigned char* dst = out + (size_t)(f0_ + at.col) * N + col0 + at.row;
+                Packed<unsigned char, gt::kChunk> v;
+#pragma unroll
+                for (int k = 0; k < gt::kChunk; k++) v[k] = smem_[gt::smem_offset(at.row + k, at.col)];
+                if (at.row + gt::kChunk <= valid && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+                    store_packed(dst, v);
+                } else {
+                    for (int k = 0; k < gt::kChunk && at.row + k < valid; k++) dst[k] = v[k];
+                }
+            }
+        }
+        __syncthreads();   // the tile may be rewritten
+    }
+    __device__ __forceinline__ void commit(size_t count) {   // count: the values this kernel casts
+        if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters->count, (unsigned long long)count);
+        stats.commit(counters);
+    }
+};
+
+// grid: B·NH·ceil(T/64) blocks (longest_first_key_block), kBwdThreads threads, kDkdvSmemBytes shared.
+template <typename T, typename Cast = NoGradCast>
 __global__ void __launch_bounds__(kBwdThreads, 2)
 attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
                                const float* __restrict__ lse, const float* __restrict__ D, int Tlen, int C, int NH,
-                               int BH, float scale, float scale_log2) {
+                               int BH, float scale, float scale_log2, Cast cast = {}) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* Ks = reinterpret_cast<T*>(smem_raw);                       // (64, 64)
     T* Vs = Ks + fl::kBwdBlockRows * kHs;                         // (64, 64)
@@ -525,23 +621,7 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
             const float* D_t = D_s + stage * fl::kBwdTile;
             // Sᵀ = K_w·Qᵀ, dPᵀ = V_w·dOᵀ (16 keys × 64 queries); Q, dO stored [query][feature] = [n][k]
             float st[kBwdNT][4], dpt[kBwdNT][4];
-#pragma unroll
-            for (int nt = 0; nt < kBwdNT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) st[nt][i] = dpt[nt][i] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < kKSteps; kk++)
-#pragma unroll
-                for (int np = 0; np < kBwdNT / 2; np++) {
-                    uint32_t bq[2][2], bo[2][2];
-                    load_b_pair<X4::kBnk>(bq, Qt, 16 * np, 16 * kk, lane);
-                    load_b_pair<X4::kBnk>(bo, dOt, 16 * np, 16 * kk, lane);
-#pragma unroll
-                    for (int t = 0; t < 2; t++) {
-                        ptx::mma_16816<T>(st[2 * np + t], kf[kk], bq[t][0], bq[t][1]);
-                        ptx::mma_16816<T>(dpt[2 * np + t], vf[kk], bo[t][0], bo[t][1]);
-                    }
-                }
+            score_products<T>(st, dpt, kf, vf, Qt, dOt, lane);
             // Pᵀ = round_T(exp(scale·s − lse)), dSᵀ = round_T(Pᵀ·(dPᵀ − D)), 0 where masked
 #pragma unroll
             for (int nt = 0; nt < kBwdNT; nt++)
@@ -591,14 +671,34 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
             *reinterpret_cast<uint32_t*>(dst + 2 * (size_t)C + col) = ptx::pack2<T>(dv[nt][2 * hh], dv[nt][2 * hh + 1]);
         }
     }
+    if constexpr (Cast::kActive) {   // dY of qkv: the dk tile, then the dv tile, cast to FP8
+#pragma unroll
+        for (int part = 1; part <= 2; part++) {   // 3C's parts: 1 = k, 2 = v
+            cast.tile(b, k0, part * C + h * kHs, smem_raw);
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int r = wrow + mma::c_coord(lane, 2 * hh).row;   // row of the block's tile
+                if (k0 + r >= Tlen) continue;
+#pragma unroll
+                for (int nt = 0; nt < kHsNTiles; nt++) {
+                    const int col = mma::kN * nt + mma::c_coord(lane, 2 * hh).col;
+                    const float lo = part == 1 ? dk[nt][2 * hh] * scale : dv[nt][2 * hh];
+                    const float hi = part == 1 ? dk[nt][2 * hh + 1] * scale : dv[nt][2 * hh + 1];
+                    cast.pair(r, col, ptx::round_to<T>(lo), ptx::round_to<T>(hi));
+                }
+            }
+            cast.flush(kBwdThreads);
+        }
+    }
+    cast.commit(2 * (size_t)C * (size_t)(BH / NH) * Tlen);
 }
 
 // grid: B·NH·ceil(T/64) blocks (longest_first_query_block), kBwdThreads threads, kDqSmemBytes shared.
-template <typename T>
+template <typename T, typename Cast = NoGradCast>
 __global__ void __launch_bounds__(kBwdThreads, 2)
 attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
                              const float* __restrict__ lse, const float* __restrict__ D, int Tlen, int C, int NH,
-                             int BH, float scale, float scale_log2) {
+                             int BH, float scale, float scale_log2, Cast cast = {}) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* Qs = reinterpret_cast<T*>(smem_raw);                       // (64, 64)
     T* dOs = Qs + fl::kBwdBlockRows * kHs;                        // (64, 64)
@@ -668,23 +768,7 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
             const T* Vt = Vs + stage * kStage;
             // S = Q_w·Kᵀ, dP = dO_w·Vᵀ (16 queries × 64 keys); K, V stored [key][feature] = [n][k]
             float s[kBwdNT][4], dp[kBwdNT][4];
-#pragma unroll
-            for (int nt = 0; nt < kBwdNT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) s[nt][i] = dp[nt][i] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < kKSteps; kk++)
-#pragma unroll
-                for (int np = 0; np < kBwdNT / 2; np++) {
-                    uint32_t bk[2][2], bv[2][2];
-                    load_b_pair<X4::kBnk>(bk, Kt, 16 * np, 16 * kk, lane);
-                    load_b_pair<X4::kBnk>(bv, Vt, 16 * np, 16 * kk, lane);
-#pragma unroll
-                    for (int t = 0; t < 2; t++) {
-                        ptx::mma_16816<T>(s[2 * np + t], qf[kk], bk[t][0], bk[t][1]);
-                        ptx::mma_16816<T>(dp[2 * np + t], dof[kk], bv[t][0], bv[t][1]);
-                    }
-                }
+            score_products<T>(s, dp, qf, dof, Kt, Vt, lane);
             // dS = round_T(P·(dP − D)), P = round_T(exp(scale·s − lse)); 0 where masked
 #pragma unroll
             for (int nt = 0; nt < kBwdNT; nt++)
@@ -726,6 +810,21 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
             *reinterpret_cast<uint32_t*>(dst + col) = ptx::pack2<T>(dq[nt][2 * hh] * scale, dq[nt][2 * hh + 1] * scale);
         }
     }
+    if constexpr (Cast::kActive) {   // dY of qkv: the dq tile cast to FP8
+        cast.tile(b, q0, h * kHs, smem_raw);
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int r = wrow + mma::c_coord(lane, 2 * hh).row;   // row of the block's tile
+            if (q0 + r >= Tlen) continue;
+#pragma unroll
+            for (int nt = 0; nt < kHsNTiles; nt++) {
+                const int col = mma::kN * nt + mma::c_coord(lane, 2 * hh).col;
+                cast.pair(r, col, ptx::round_to<T>(dq[nt][2 * hh] * scale), ptx::round_to<T>(dq[nt][2 * hh + 1] * scale));
+            }
+        }
+        cast.flush(kBwdThreads);
+    }
+    cast.commit((size_t)C * (size_t)(BH / NH) * Tlen);
 }
 
 // Shape and alignment preconditions of both launchers: buffers read by cp.async (qkv, dout) are
@@ -788,12 +887,10 @@ void attention_forward_flash_fp8(T* out, float* lse, Q* q, const T* qkv, int B, 
     attention_flash_detail::launch_forward(out, lse, qkv, B, Tlen, C, NH, cast, stream);
 }
 
-// dqkv (B,T,3C) ← gradient of attention_forward_flash from dout (B,T,C) and the forward's qkv,
-// out, lse. OVERWRITES dqkv (every element once). Uses scratch(B·NH·T·4 bytes, stream) for D.
-template <typename T>
-void attention_backward_flash(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen,
-                              int C, int NH, cudaStream_t stream) {
-    using namespace attention_flash_detail;
+namespace attention_flash_detail {
+template <typename T, typename Cast>
+void launch_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen, int C,
+                     int NH, Cast cast, cudaStream_t stream) {
     check_type<T>();
     check_args("attention_backward_flash", B, Tlen, C, NH, {qkv, dout}, {dqkv, out, lse});
     if (B == 0 || Tlen == 0) return;
@@ -806,14 +903,36 @@ void attention_backward_flash(T* dqkv, const T* dout, const T* qkv, const T* out
         D, dout, out, rows, Tlen, C, NH);
     cudaCheck(cudaGetLastError());
     const int blocks = BH * fl::ceil_div_int(Tlen, fl::kBwdBlockRows);
-    auto dkdv = attention_backward_dkdv_kernel<T>;
+    auto dkdv = attention_backward_dkdv_kernel<T, Cast>;
     cudaCheck(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kDkdvSmemBytes));
-    dkdv<<<blocks, kBwdThreads, kDkdvSmemBytes, stream>>>(dqkv, dout, qkv, lse, D, Tlen, C, NH, BH, scale, scale_log2);
+    dkdv<<<blocks, kBwdThreads, kDkdvSmemBytes, stream>>>(dqkv, dout, qkv, lse, D, Tlen, C, NH, BH, scale, scale_log2,
+                                                          cast);
     cudaCheck(cudaGetLastError());
-    auto dq = attention_backward_dq_kernel<T>;
+    auto dq = attention_backward_dq_kernel<T, Cast>;
     cudaCheck(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kDqSmemBytes));
-    dq<<<blocks, kBwdThreads, kDqSmemBytes, stream>>>(dqkv, dout, qkv, lse, D, Tlen, C, NH, BH, scale, scale_log2);
+    dq<<<blocks, kBwdThreads, kDqSmemBytes, stream>>>(dqkv, dout, qkv, lse, D, Tlen, C, NH, BH, scale, scale_log2, cast);
     cudaCheck(cudaGetLastError());
+}
+}  // namespace attention_flash_detail
+
+// dqkv (B,T,3C) ← gradient of attention_forward_flash from dout (B,T,C) and the forward's qkv,
+// out, lse. OVERWRITES dqkv (every element once). Uses scratch(B·NH·T·4 bytes, stream) for D.
+template <typename T>
+void attention_backward_flash(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen,
+                              int C, int NH, cudaStream_t stream) {
+    attention_flash_detail::launch_backward(dqkv, dout, qkv, out, lse, B, Tlen, C, NH,
+                                            attention_flash_detail::NoGradCast{}, stream);
+}
+
+// The same, and q (B·T, 3C), qt (3C, B·T) = the FP8 cast of dqkv (Q: E5M2, the dY of qkv) from the
+// epilogues' registers, as quantize_transpose_fp8 casts dqkv, statistics accumulated into *counters.
+// q or qt may be null.
+template <typename T, typename Q>
+void attention_backward_flash_fp8(T* dqkv, Q* q, Q* qt, const T* dout, const T* qkv, const T* out, const float* lse,
+                                  int B, int Tlen, int C, int NH, const float* scale, Fp8Counters* counters,
+                                  cudaStream_t stream) {
+    attention_flash_detail::GradCast<Q> cast{q, qt, scale, counters, Tlen, 3 * C, B * Tlen, {}, 0, 0, 0, nullptr};
+    attention_flash_detail::launch_backward(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, cast, stream);
 }
 
 }  // namespace train_gpt::cuda

@@ -99,4 +99,21 @@ TG_HD constexpr bool key_rows_fully_masked(int j0, int t0, int queries, int T) {
     return t0 >= T || min_int(t0 + queries, T) - 1 < j0;
 }
 
+// ---- the E5M2 cast of the backward's output (dqkv: the dY of qkv) ----------------------------------
+// A backward block's output tile is kBwdBlockRows tokens × 64 features of one head (dq in the dQ
+// kernel; dk, then dv in the dK/dV kernel). With the cast fused in, the epilogue writes each cast
+// byte into q (row-major, beside dqkv) and into a shared tile, then the block writes the tile's
+// transpose into qt (3C, B·T): for each feature, its tokens as 16-byte chunks.
+namespace grad_tile {
+constexpr int kRows = 64;            // tokens of a block (kBwdBlockRows)
+constexpr int kCols = 64;            // features (kHeadSize)
+constexpr int kPitch = kCols + 4;    // bytes per shared row: a quad's rows fall in distinct banks
+constexpr int kChunk = 16;           // tokens per transposed store
+constexpr int kChunks = kRows / kChunk * kCols;   // 256 stores per tile
+TG_HD constexpr int smem_offset(int row, int col) { return row * kPitch + col; }
+// Store chunk i: feature col, tokens row … row + kChunk − 1 of the tile. Consecutive i walk the
+// features, so a warp's 32 gathers of one byte read 32 consecutive bytes of one shared row.
+TG_HD constexpr mma::Coord chunk(int i) { return {(i / kCols) * kChunk, i % kCols}; }
+}  // namespace grad_tile
+
 }  // namespace train_gpt::flash

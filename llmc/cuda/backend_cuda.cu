@@ -301,8 +301,8 @@ public:
         cuda::gelu_forward_fp8<T, fp8e4m3>(q, qt, act(inp), rows, cols, &scale->scale, counters, stream_);
     }
     void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp, const void* weight,
-                                const void* bias, int N, int C, const Fp8ScaleSlot* scale,
-                                Fp8Counters* counters) override {
+                                const void* bias, int N, int C, const Fp8ScaleSlot* scale, Fp8Counters* counters,
+                                bool stats_ready) override {
         const cuda::OpProfiler::Scope timed(profiler(), "layernorm_forward_e4m3", stream_);
         if (!options_.fused_kernels) {
             T* y = unfused_scratch((size_t)N * C);
@@ -311,7 +311,7 @@ public:
             return;
         }
         cuda::layernorm_forward_fp8<T, fp8e4m3>(q, qt, mean, rstd, act(inp), act(weight), act(bias), N, C,
-                                                &scale->scale, counters, stream_);
+                                                &scale->scale, counters, stream_, stats_ready);
     }
     void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
                             int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
@@ -336,6 +336,21 @@ public:
         }
         attention_forward(out, lse, qkv, B, Tlen, C, NH);
         cuda::quantize_fp8<T, fp8e4m3>(q, act(out), (size_t)B * Tlen * C, &scale->scale, counters, stream_);
+    }
+    void attention_backward_e5m2(void* dqkv, fp8e5m2* q, fp8e5m2* qt, const void* dout, const void* qkv,
+                                 const void* out, const float* lse, int B, int Tlen, int C, int NH,
+                                 const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "attention_backward_e5m2", stream_);
+        if constexpr (!std::is_same_v<T, float>) {
+            if (options_.fused_kernels && flash_attention(C / NH)) {   // the cast in the flash epilogues
+                cuda::attention_backward_flash_fp8(act(dqkv), q, qt, act(dout), act(qkv), act(out), lse, B, Tlen, C, NH,
+                                                   &scale->scale, counters, stream_);
+                return;
+            }
+        }
+        attention_backward(dqkv, dout, qkv, out, lse, B, Tlen, C, NH);
+        cuda::quantize_transpose_fp8<T, fp8e5m2>(q, qt, act(dqkv), B * Tlen, 3 * C, &scale->scale, counters, stream_,
+                                                 cuda::Unchanged{}, options_.fused_kernels);
     }
     void layernorm_backward_e5m2(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                                  const void* weight, const float* mean, const float* rstd, int N, int C,

@@ -122,11 +122,13 @@ void gelu_forward_fp8(Q* q, Q* qt, const T* inp, int rows, int cols, const float
     quantize_transpose_fp8(q, qt, inp, rows, cols, scale, counters, stream, GeluRounded<T>{}, /*vectorised=*/true);
 }
 
-// mean, rstd (N) of inp (N, C), then q (N, C) and/or qt (C, N) from layernorm(inp). Returns at once.
+// mean, rstd (N) of inp (N, C) (unless stats_ready: they hold them already), then q (N, C) and/or
+// qt (C, N) from layernorm(inp). Returns at once.
 template <typename T, typename Q>
 void layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
-                           int C, const float* scale, Fp8Counters* counters, cudaStream_t stream) {
-    layernorm_forward<T>(nullptr, mean, rstd, inp, weight, bias, N, C, stream);   // the statistics only
+                           int C, const float* scale, Fp8Counters* counters, cudaStream_t stream,
+                           bool stats_ready = false) {
+    if (!stats_ready) layernorm_forward<T>(nullptr, mean, rstd, inp, weight, bias, N, C, stream);   // the statistics only
     quantize_transpose_source(q, qt, LayerNormSource<T>{inp, mean, rstd, weight, bias, C}, N, C, scale, counters,
                               stream, /*vectorised=*/true);
 }

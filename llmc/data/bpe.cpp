@@ -387,18 +387,6 @@ void BpeEncoder::encode(std::string_view text, std::vector<uint32_t>* out) {
 
 namespace {
 
-std::string read_file(const std::string& path) {
-    FILE* f = open_file(path, "rb");
-    std::string text;
-    char buf[1 << 16];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
-    const bool error = std::ferror(f) != 0;
-    std::fclose(f);
-    if (error) fail("%s: read error", path.c_str());
-    return text;
-}
-
 std::string to_chars(const std::string& bytes) {
     std::string s;
     for (char c : bytes) s += gpt2_byte_char(static_cast<uint8_t>(c));
@@ -410,7 +398,7 @@ std::string to_chars(const std::string& bytes) {
 Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe) {
     nlohmann::json encoder;
     try {
-        encoder = nlohmann::json::parse(read_file(encoder_json));
+        encoder = nlohmann::json::parse(read_file_text(encoder_json));
     } catch (const nlohmann::json::exception& e) {
         fail("%s: invalid JSON: %s", encoder_json.c_str(), e.what());
     }
@@ -444,7 +432,7 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
     if (tokens[n - 1] != kEndOfText) fail("%s: no %s entry", encoder_json.c_str(), kEndOfText);
 
     // vocab.bpe: the merge on line k makes id 256 + k (tiktoken checks the same).
-    const std::string text = read_file(vocab_bpe);
+    const std::string text = read_file_text(vocab_bpe);
     std::unordered_map<std::string, int> id_of;
     for (size_t id = 0; id + 1 < n; id++) id_of.emplace(tokens[id], static_cast<int>(id));
     std::vector<std::pair<int, int>> merges;
@@ -494,7 +482,7 @@ Bpe Bpe::load_tiktoken(const std::string& path) {
         for (int i = 0; i < 64; i++) v[static_cast<unsigned char>(alphabet[i])] = i;
         return v;
     }();
-    const std::string text = read_file(path);
+    const std::string text = read_file_text(path);
     // Ranks are 0..N-1, one per line, so a rank is below the file's line count: a rank beyond it
     // is refused before the table grows to hold it.
     const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;

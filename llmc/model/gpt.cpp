@@ -33,7 +33,7 @@ struct GPT::Activations {
     void* lnf;          // (B, T, C)
     float* lnf_mean;    // (B, T)
     float* lnf_rstd;    // (B, T)
-    void* logits;       // (B, T, Vp)     overwritten by dlogits when training
+    void* logits;       // (⌈B·T / lm_head_chunks⌉, Vp)  overwritten by dlogits when training
     float* losses;      // (B, T)
     // backward scratch, reused by every layer
     void* dresidual;    // (B, T, C)   gradient of the residual stream, flows down through the layers
@@ -91,9 +91,12 @@ constexpr ActivationTensor kActivationTensors[] = {
 
 size_t aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
+// Rows of the logits buffer: one chunk's tokens.
+size_t logits_rows(size_t tokens, int lm_head_chunks) { return (tokens + lm_head_chunks - 1) / lm_head_chunks; }
+
 // Bytes of tensor t for `tokens` tokens (64-byte aligned).
 size_t activation_tensor_bytes(const ActivationTensor& t, const GPTConfig& cfg, size_t tokens,
-                               const PrecisionConfig& prec, int recompute) {
+                               const PrecisionConfig& prec, int recompute, int lm_head_chunks) {
     size_t width = 1;
     switch (t.width) {
         case ActivationTensor::kOneValue: width = 1; break;
@@ -103,6 +106,7 @@ size_t activation_tensor_bytes(const ActivationTensor& t, const GPTConfig& cfg, 
         case ActivationTensor::kNH: width = cfg.n_head; break;
         case ActivationTensor::kVp: width = cfg.padded_vocab_size; break;
     }
+    if (t.act == &A::logits) tokens = logits_rows(tokens, lm_head_chunks);
     size_t layers = t.layers == ActivationTensor::kOne ? 1 : cfg.n_layer;
     if (t.recomputed_from > 0 && recompute >= t.recomputed_from) layers = 1;
     if (t.unless_fp8 >= 0 && gemm_runs_in_fp8(prec, t.unless_fp8)) layers = 0;
@@ -110,18 +114,21 @@ size_t activation_tensor_bytes(const ActivationTensor& t, const GPTConfig& cfg, 
     return aligned64(layers * tokens * width * value_bytes);
 }
 
-size_t activations_bytes(const GPTConfig& cfg, size_t tokens, const PrecisionConfig& prec, int recompute) {
+size_t activations_bytes(const GPTConfig& cfg, size_t tokens, const PrecisionConfig& prec, int recompute,
+                         int lm_head_chunks) {
     size_t total = 0;
-    for (const ActivationTensor& t : kActivationTensors) total += activation_tensor_bytes(t, cfg, tokens, prec, recompute);
+    for (const ActivationTensor& t : kActivationTensors) {
+        total += activation_tensor_bytes(t, cfg, tokens, prec, recompute, lm_head_chunks);
+    }
     return total;
 }
 
 }  // namespace
 
 size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision,
-                                 int recompute) {
+                                 int recompute, int lm_head_chunks) {
     const size_t tokens = (size_t)B * T;
-    size_t total = activations_bytes(cfg, tokens, precision, recompute);
+    size_t total = activations_bytes(cfg, tokens, precision, recompute, lm_head_chunks);
     if (precision.precision == Precision::FP8) {
         total += Fp8State::activation_bytes_for(cfg, tokens, precision.fp8.gemms, recompute);
     }
@@ -129,11 +136,12 @@ size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const Preci
 }
 
 GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision,
-         Comm* comm, int zero, int recompute)
+         Comm* comm, int zero, int recompute, int lm_head_chunks)
     : cfg_(cfg), k_(backend), max_B_(max_B), max_T_(max_T), prec_(precision),
       act_size_(dtype_size(backend.act_dtype())), param_offsets_(param_tensor_offsets(cfg)), comm_(comm),
-      recompute_(recompute) {
+      recompute_(recompute), lm_head_chunks_(lm_head_chunks) {
     if (recompute < 0 || recompute > 2) fail("--recompute %d: expected 0, 1 or 2", recompute);
+    if (lm_head_chunks < 1) fail("--lm-head-chunks %d: expected at least 1", lm_head_chunks);
     if (max_T > cfg.max_seq_len) {
         fail("sequence length %d exceeds the model's position table (%d)", max_T, cfg.max_seq_len);
     }
@@ -170,12 +178,12 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
     // the activations: one allocation, carved in the order of kActivationTensors
     const size_t tokens = (size_t)max_B * max_T;
     acts_ = std::make_unique<Activations>();
-    activation_bytes_ = activations_bytes(cfg, tokens, precision, recompute);
+    activation_bytes_ = activations_bytes(cfg, tokens, precision, recompute, lm_head_chunks);
     acts_->base = k_.alloc(activation_bytes_);
     char* p = static_cast<char*>(acts_->base);
     for (const ActivationTensor& t : kActivationTensors) {
         if (t.act != nullptr) (*acts_).*t.act = p; else (*acts_).*t.fp32 = reinterpret_cast<float*>(p);
-        p += activation_tensor_bytes(t, cfg, tokens, precision, recompute);
+        p += activation_tensor_bytes(t, cfg, tokens, precision, recompute, lm_head_chunks);
     }
     inputs_ = static_cast<int32_t*>(k_.alloc(tokens * sizeof(int32_t)));
     targets_ = static_cast<int32_t*>(k_.alloc(tokens * sizeof(int32_t)));
@@ -360,20 +368,46 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
                                        true, N);
         }
     }
-    k_.matmul_forward(a.logits, a.lnf, param(kWte), nullptr, N, C, Vp);   // tied LM head, (B,T,Vp)
-
     last_B_ = B;
     last_T_ = T;
     have_dlogits_ = false;
-    if (targets == nullptr) return 0.0f;
-    k_.copy_to_device(targets_, targets, (size_t)N * sizeof(int32_t));
-    k_.fused_classifier(dloss != 0.0f ? a.logits : nullptr, a.losses, a.logits, targets_, N, V, Vp, dloss);
+    if (lm_head_chunks_ == 1) {
+        k_.matmul_forward(a.logits, a.lnf, param(kWte), nullptr, N, C, Vp);   // tied LM head, (B,T,Vp)
+        if (targets == nullptr) return 0.0f;
+        k_.copy_to_device(targets_, targets, (size_t)N * sizeof(int32_t));
+        k_.fused_classifier(dloss != 0.0f ? a.logits : nullptr, a.losses, a.logits, targets_, N, V, Vp, dloss);
+    } else {
+        if (targets == nullptr) return 0.0f;   // no logits are kept (logits_at says so)
+        k_.copy_to_device(targets_, targets, (size_t)N * sizeof(int32_t));
+        lm_head_chunked(N, dloss);
+    }
     have_dlogits_ = dloss != 0.0f;
     token_losses_.resize(N);
     k_.copy_to_host(token_losses_.data(), a.losses, (size_t)N * sizeof(float));
     double sum = 0;
     for (float x : token_losses_) sum += x;
     return (float)(sum / N);
+}
+
+// The LM head and the cross-entropy over N tokens in lm_head_chunks_ chunks of at most R rows,
+// through the one (R, Vp) logits buffer: per chunk, logits = lnf · wteᵀ, the fused classifier
+// (losses; dlogits in place when dloss != 0), and then at once the head's backward, which needs
+// this chunk's dlogits: dln (rows of the chunk) = dlogits · wte, wte's gradient += dlogitsᵀ · lnf.
+void GPT::lm_head_chunked(int N, float dloss) {
+    Activations& a = *acts_;
+    const int C = cfg_.n_embd, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
+    const int R = (int)((N + lm_head_chunks_ - 1) / lm_head_chunks_);
+    for (int r0 = 0; r0 < N; r0 += R) {
+        const int rows = std::min(R, N - r0);
+        const void* lnf = act_at(a.lnf, (size_t)r0 * C);   // (rows, C)
+        k_.matmul_forward(a.logits, lnf, param(kWte), nullptr, rows, C, Vp);   // (rows, Vp)
+        k_.fused_classifier(dloss != 0.0f ? a.logits : nullptr, a.losses + r0, a.logits, targets_ + r0, rows, V, Vp,
+                            dloss);
+        if (dloss != 0.0f) {
+            k_.matmul_backward(act_at(a.dln, (size_t)r0 * C), grad(kWte), nullptr, a.logits, lnf, param(kWte), rows, C,
+                               Vp);
+        }
+    }
 }
 
 void GPT::backward() {
@@ -393,7 +427,8 @@ void GPT::backward() {
     // rows: that is the bias gradient of the projection (fcproj, attproj) whose output gradient it
     // is, so those two GEMMs' backward computes no bias gradient of its own.
     k_.zero(a.dresidual, NC * act_size_);
-    k_.matmul_backward(a.dln, grad(kWte), nullptr, a.logits, a.lnf, param(kWte), N, C, Vp);
+    // the head: dln = dlogits · wte, wte's gradient += dlogitsᵀ · lnf (chunked: done in forward)
+    if (lm_head_chunks_ == 1) k_.matmul_backward(a.dln, grad(kWte), nullptr, a.logits, a.lnf, param(kWte), N, C, Vp);
     layernorm_backward(kLnfw, kLnfb, 0, act_at(a.residual3, (L - 1) * NC), a.lnf_mean, a.lnf_rstd, L - 1, kFcproj, N);
 
     for (int l = L - 1; l >= 0; l--) {
@@ -431,7 +466,9 @@ void GPT::backward() {
 
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
         matmul_backward(l, kAttproj, a.datty, a.dresidual, atty, fp8_attproj, nullptr, N);   // bias: ln2 above
-        k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
+        if (!(in_fp8(kQkv) && fp8_->attention_backward_cast(l, a.dqkv, a.datty, qkv, atty, lse, B, T, NH))) {
+            k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
+        }
         if (ln1_again) {
             k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C), param(kLn1b, l * C), N, C);
         }
@@ -658,6 +695,7 @@ void GPT::restore_fp8_state(const std::string& json) {
 
 std::vector<float> GPT::logits_at(int b, int t) const {
     if (b >= last_B_ || t >= last_T_) fail("logits_at(%d, %d) outside the last forward", b, t);
+    if (lm_head_chunks_ != 1) fail("logits_at: with --lm-head-chunks %d no logits are kept", lm_head_chunks_);
     const size_t V = cfg_.vocab_size;
     float* staging = static_cast<float*>(k_.alloc(V * sizeof(float)));
     k_.act_to_float(staging, act_at(acts_->logits, ((size_t)b * last_T_ + t) * cfg_.padded_vocab_size), V);

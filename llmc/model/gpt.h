@@ -24,7 +24,8 @@
 //
 // Gradient rules: forward() with a non-zero dloss writes dlogits over the logits buffer (the
 // fused classifier works in place); backward() then ACCUMULATES into the parameter gradients,
-// so several forward/backward pairs between zero_grad() and update() accumulate gradients.
+// so several forward/backward pairs between zero_grad() and update() accumulate gradients. (With
+// lm_head_chunks > 1 the head's part of that accumulation happens in forward().)
 #pragma once
 
 #include "backend.h"
@@ -63,8 +64,13 @@ public:
     // recompute (--recompute): which activations backward computes again instead of keeping every
     // layer's: 0 none; 1 the GELU output; 2 also the layernorm outputs (and, in fp8 mode, the E4M3
     // Xᵀ of qkv and fc). The same ops on the same inputs: every bit of training is unchanged.
+    // lm_head_chunks (--lm-head-chunks): the LM head and the cross-entropy run over the tokens in
+    // this many chunks, so the logits buffer holds one chunk's rows, (⌈B·T / chunks⌉, Vp), not
+    // (B·T, Vp). A forward with targets and dloss != 0 then also runs the head's backward, chunk
+    // by chunk (dlogits exists only while its chunk does); without targets it computes no logits.
+    // The same values, except that wte's head gradient is summed chunk by chunk.
     GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision = {},
-        Comm* comm = nullptr, int zero = 0, int recompute = 0);
+        Comm* comm = nullptr, int zero = 0, int recompute = 0, int lm_head_chunks = 1);
     ~GPT();
     GPT(const GPT&) = delete;
     GPT& operator=(const GPT&) = delete;
@@ -105,7 +111,7 @@ public:
     size_t activation_bytes() const { return activation_bytes_; }
     // What activation_bytes() would be for a model of cfg at (B, T), without building it.
     static size_t activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision,
-                                       int recompute = 0);
+                                       int recompute = 0, int lm_head_chunks = 1);
 
     // Optimizer state of this rank, for checkpoints: the flat FP32 range [state_begin, +state_size)
     // of the parameter vector (all of it without ZeRO-1). which: "master" (the FP32 master weights,
@@ -128,7 +134,7 @@ public:
     // FP8 scaling state (scales and amax histories) as JSON text ("[]" outside fp8 mode), and back.
     std::string fp8_state_json() const;
     void restore_fp8_state(const std::string& json);
-    // Host copy of the logits at (b, t) of the last forward, first V entries.
+    // Host copy of the logits at (b, t) of the last forward, first V entries (lm_head_chunks 1 only).
     std::vector<float> logits_at(int b, int t) const;
     // Each token's loss (B, T) of the last forward with targets (evaluations that score parts of
     // a sequence: eval/hellaswag.h).
@@ -155,6 +161,7 @@ private:
     // data parallel
     Comm* comm_ = nullptr;
     int recompute_ = 0;            // --recompute: 1 GELU output, 2 also layernorm outputs
+    int lm_head_chunks_ = 1;       // --lm-head-chunks: the logits buffer holds 1/chunks of the tokens
     int world_ = 1, rank_ = 0;
     bool sharded_ = false;         // ZeRO-1 with more than one rank
     size_t padded_params_ = 0;     // num_params_ rounded up to a multiple of world_
@@ -170,6 +177,7 @@ private:
     bool have_dlogits_ = false;
     std::vector<float> token_losses_;   // (B, T) of the last forward with targets
 
+    void lm_head_chunked(int N, float dloss);
     void* act_at(void* base, size_t elements) const { return static_cast<char*>(base) + elements * act_size_; }
     void* param(int tensor, size_t offset = 0) const { return act_at(params_, param_offsets_[tensor] + offset); }
     float* grad(int tensor) const { return grads_ + param_offsets_[tensor]; }

@@ -98,8 +98,9 @@ Fp8State::CastInput Fp8State::recast_input(int g, const Source& s) const {
         case kFcproj: return CastInput{CastInput::kGelu, s.x};
         case kQkv:
         case kFc:
+            // the forward's saved row statistics: read, not computed again
             return CastInput{CastInput::kLayerNorm, s.x, s.ln_weight, s.ln_bias, const_cast<float*>(s.mean),
-                             const_cast<float*>(s.rstd)};
+                             const_cast<float*>(s.rstd), /*stats_ready=*/true};
         default: return CastInput{CastInput::kTensor, s.x};
     }
 }
@@ -161,7 +162,8 @@ void Fp8State::cast_input(const CastInput& in, fp8e4m3* q, fp8e4m3* qt, int N, i
         case CastInput::kTensor: k_.quantize_transpose_e4m3(q, qt, in.x, N, C, slot, stats); break;
         case CastInput::kGelu: k_.gelu_forward_e4m3(q, qt, in.x, N, C, slot, stats); break;
         case CastInput::kLayerNorm:
-            k_.layernorm_forward_e4m3(q, qt, in.mean, in.rstd, in.x, in.ln_weight, in.ln_bias, N, C, slot, stats);
+            k_.layernorm_forward_e4m3(q, qt, in.mean, in.rstd, in.x, in.ln_weight, in.ln_bias, N, C, slot, stats,
+                                      in.stats_ready);
             break;
     }
 }
@@ -211,12 +213,15 @@ void Fp8State::forward(int l, int g, void* out, const CastInput& inp, const void
     }
     // one cast, two layouts where backward keeps Xᵀ: X (N,C) for this GEMM, Xᵀ (C,N) for dW.
     // Evaluation and sampling passes keep no Xᵀ and leave the scaling state alone (their
-    // statistics go to the spare slot).
+    // statistics go to the spare slot). A layernorm whose statistics the just-in-time pass
+    // computed reads them instead of computing them again.
+    CastInput input = inp;
+    input.stats_ready = needs_amax_now(kX, l, g) && inp.kind == CastInput::kLayerNorm;
     if (training_) {
         fp8e4m3* qt = keeps_input_t(g) ? input_t(l, g, N) : nullptr;
-        cast_input(inp, x_, qt, N, C, sx, counters(kX, l, g));
+        cast_input(input, x_, qt, N, C, sx, counters(kX, l, g));
     } else {
-        cast_input(inp, x_, nullptr, N, C, sx, spare_counters());
+        cast_input(input, x_, nullptr, N, C, sx, spare_counters());
     }
     k_.matmul_forward_fp8(out, x_, sx, weight(l, g, false), scale(kW, l, g), bias, N, C, OC);
 }
@@ -252,10 +257,19 @@ bool Fp8State::layernorm_backward_cast(int l, int g, void* dinp, float* dweight,
     return true;
 }
 
+bool Fp8State::attention_backward_cast(int l, void* dqkv, const void* dout, const void* qkv, const void* out,
+                                       const float* lse, int B, int T, int NH) {
+    if (!runs(kQkv) || needs_amax_now(kDY, l, kQkv)) return false;
+    k_.attention_backward_e5m2(dqkv, dout_, dout_t_, dout, qkv, out, lse, B, T, cfg_.n_embd, NH, scale(kDY, l, kQkv),
+                               counters(kDY, l, kQkv));
+    dy_cast_slot_ = (long)slot_index(kDY, l, kQkv);
+    return true;
+}
+
 void Fp8State::backward(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout, bool dout_cast,
                         const Source& inp, int N) {
     const int C = (int)width(g, false), OC = (int)width(g, true);
-    if (dy_cast_slot_ == (long)slot_index(kDY, l, g)) dout_cast = true;   // cast by the layernorm backward
+    if (dy_cast_slot_ == (long)slot_index(kDY, l, g)) dout_cast = true;   // cast by its producer
     dy_cast_slot_ = -1;
     Fp8ScaleSlot* sdy = scale(kDY, l, g);
     if (!dout_cast) {   // else the producer of dY has cast it already (gelu_backward_e5m2)

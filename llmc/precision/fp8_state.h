@@ -14,7 +14,8 @@
 //       the weight's scale is known (delayed scaling), else cast after the update;
 //   dY  E5M2, dY (N, out) for dX and dYᵀ (out, N) for dW; the dY of fc is cast inside GELU backward,
 //       those of attproj and fcproj (the residual stream's gradient) inside the layernorm backward
-//       that produces it, once their scales are known (delayed scaling).
+//       that produces it, that of qkv inside attention backward, once their scales are known
+//       (delayed scaling).
 // Hopper's FP8 GEMMs are TN only, hence both layouts. The backward of qkv and fc reads the Xᵀ its
 // forward cast kept (one per layer), or, under --recompute 2, casts it again from the layernorm of
 // the residual stream; attproj and fcproj cast their Xᵀ again in backward from atty and fch, which
@@ -112,6 +113,11 @@ public:
     bool layernorm_backward_cast(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout,
                                  const void* inp, const void* weight, const float* mean, const float* rstd, int N,
                                  float* dinp_sums);
+    // The attention backward of layer l (Backend::attention_backward) whose output dqkv is qkv's dY,
+    // casting it to E5M2 for qkv's backward on the way (Backend::attention_backward_e5m2). Returns
+    // false, having done nothing, where qkv does not run in FP8 or its dY scale is not known yet.
+    bool attention_backward_cast(int l, void* dqkv, const void* dout, const void* qkv, const void* out,
+                                 const float* lse, int B, int T, int NH);
     // GELU backward into fc's backward: dfch (N, 4C) = gelu'(fch) ∘ dfch_gelu, as
     // Backend::gelu_backward (the bias gradient reads it), with its E5M2 cast fused in where the
     // scale is known; then fc's backward as matmul_backward with dout = dfch.
@@ -152,6 +158,7 @@ private:
         const void* ln_bias = nullptr;     //   (mean, rstd (N)) the cast writes for backward
         float* mean = nullptr;
         float* rstd = nullptr;
+        bool stats_ready = false;   // kLayerNorm: mean, rstd hold the statistics (a cast before computed them)
     };
 
     GPTConfig cfg_;

@@ -189,6 +189,9 @@ void add_flags(CLI::App& app, TrainConfig& c) {
     app.add_option("-r,--recompute", c.recompute, "Activations recomputed in backward instead of kept for every "
                    "layer: 0 none, 1 GELU outputs, 2 GELU and layernorm outputs (less memory, the same result)")
         ->check(CLI::IsMember({0, 1, 2}))->group("Batch");
+    app.add_option("--lm-head-chunks", c.lm_head_chunks, "Run the LM head and the cross-entropy over the tokens in N "
+                   "chunks: the logits take 1/N of their memory, and the head's backward runs in the forward")
+        ->check(CLI::Range(1, 1024))->group("Batch");
     app.add_option("-z,--zero", c.zero, "0: every rank keeps the whole optimizer state; 1: ZeRO-1 (master weights and "
                    "Adam m, v sharded over ranks)")->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
     app.add_option("-n,--checkpoint-every", c.checkpoint_every, "Write a checkpoint every N steps and at the end (0 = none)")
@@ -554,6 +557,7 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         integer("top_k", c.top_k),
         number("top_p", c.top_p),
         integer("recompute", c.recompute),
+        integer("lm_head_chunks", c.lm_head_chunks),
         integer("zero", c.zero),
         text("init_from", c.init_from),
         integer("checkpoint_every", c.checkpoint_every),

@@ -79,6 +79,7 @@ struct TrainConfig {
     // data parallel and checkpoints
     int zero = 0;                  // 0: replicated optimizer state; 1: master weights and Adam m, v sharded (ZeRO-1)
     int recompute = 0;             // activations recomputed in backward: 0 none, 1 GELU, 2 GELU and layernorm
+    int lm_head_chunks = 1;        // the LM head and cross-entropy over the tokens in this many chunks
     int checkpoint_every = 0;      // steps between checkpoints, plus one at the end; 0: no checkpoints
     std::string checkpoint_dir = "";   // "" = <output_dir>/checkpoints
     int keep_checkpoints = 3;      // complete checkpoints kept (older ones are deleted)

@@ -1,7 +1,8 @@
 // test_cuda_fp8_fused.cu — the FP8 casts fused into their producers (cuda/fp8_fused.cuh), through
 // the CUDA backend with --fused-kernels, in fp32, bf16 and fp16:
 //   gelu_forward_e4m3, layernorm_forward_e4m3, attention_forward_e4m3 (the flash epilogue),
-//   gelu_backward_e5m2, layernorm_backward_e5m2, adamw_update_e4m3;
+//   gelu_backward_e5m2, layernorm_backward_e5m2, attention_backward_e5m2 (the flash epilogues),
+//   adamw_update_e4m3;
 // and the vectorised cast-with-transpose (cuda/fp8.cuh, quantize_transpose_vec_kernel) against the
 // scalar one, bit for bit, on shapes of whole 64×64 tiles.
 //
@@ -142,12 +143,12 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
             Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
             Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
             tw.gpu().layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), mean.gp<float>(), rstd.gp<float>(),
-                                            xb.g, w.g, b.g, N, C, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+                                            xb.g, w.g, b.g, N, C, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>(), false);
             tw.gpu().quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g, N, C, sc.gp<Fp8ScaleSlot>(),
                                              ku.gp<Fp8Counters>());
             tw.cpu().layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), mean.cp<float>(),
                                             rstd.cp<float>(), xb.c, w.c, b.c, N, C, sc.cp<Fp8ScaleSlot>(),
-                                            kf.cp<Fp8Counters>());
+                                            kf.cp<Fp8Counters>(), false);
             expect_bytes_equal("layernorm mean: fused vs unfused", tw.bytes_g(mean), tw.bytes_g(mean_u), 4);
             expect_bytes_equal("layernorm rstd: fused vs unfused", tw.bytes_g(rstd), tw.bytes_g(rstd_u), 4);
             if (lay.q) expect_bytes_equal("layernorm q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
@@ -161,10 +162,16 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
         Twin::Buf ks = tw.alloc(sizeof(Fp8Counters)), kw = tw.alloc(sizeof(Fp8Counters)), qw = tw.poisoned(n);
         Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
         tw.gpu().layernorm_forward_e4m3(nullptr, nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g, N, C,
-                                        sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>());
+                                        sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>(), false);
         tw.gpu().layernorm_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
-                                        N, C, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>());
+                                        N, C, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>(), false);
         expect_same_counters(tw, ks, kw);
+        // the cast after a statistics-only call reads its statistics (stats_ready): the same bytes
+        Twin::Buf qr = tw.poisoned(n), kr = tw.alloc(sizeof(Fp8Counters));
+        tw.gpu().layernorm_forward_e4m3(qr.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
+                                        N, C, sc.gp<Fp8ScaleSlot>(), kr.gp<Fp8Counters>(), true);
+        expect_bytes_equal("layernorm q from ready statistics", tw.bytes_g(qr), tw.bytes_g(qw));
+        expect_same_counters(tw, kr, kw);
     }
 }
 
@@ -273,6 +280,44 @@ TEST_P(CudaFp8FusedTest, AttentionCastIsTheUnfusedCast) {
         expect_bytes_equal("attention q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
         expect_same_counters(tw, kf, ku);
         expect_fp8_close("attention q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
+    }
+}
+
+// qkv's dY cast to E5M2 in the flash attention backward's epilogues (q and, through a shared tile,
+// qt): the bytes and statistics of the backward followed by quantize_transpose_e5m2, dqkv unchanged
+// by it. T = 77 (tail tiles, qt's columns not 16-byte aligned: byte stores), 80 (aligned, a partial
+// last tile), 256 (whole tiles).
+TEST_P(CudaFp8FusedTest, AttentionBackwardCastIsTheUnfusedCast) {
+    CudaOptions options = fused();
+    options.flash_attention = true;
+    Twin tw(GetParam(), options);
+    Random r(seed_);
+    struct Shape { int B, T, C, NH; };
+    for (const Shape& s : {Shape{2, 77, 128, 2}, Shape{1, 80, 192, 3}, Shape{1, 256, 128, 2}}) {
+        SCOPED_TRACE("B=" + std::to_string(s.B) + " T=" + std::to_string(s.T));
+        const size_t n = (size_t)s.B * s.T * s.C, n3 = 3 * n;
+        Twin::Buf qkv = tw.act(r.normal(n3, 1.5)), dout = tw.act(r.normal(n));
+        Twin::Buf out = tw.alloc(n * tw.act_size()), lse = tw.alloc((size_t)s.B * s.NH * s.T * 4);
+        tw.cpu().attention_forward(out.c, lse.cp<float>(), qkv.c, s.B, s.T, s.C, s.NH);
+        tw.upload(out, tw.bytes_c(out));
+        tw.upload(lse, tw.bytes_c(lse));
+        Twin::Buf dqkv_f = tw.poisoned_act(n3), dqkv_u = tw.poisoned_act(n3);
+        Twin::Buf qf = tw.poisoned(n3), qtf = tw.poisoned(n3), qu = tw.poisoned(n3), qtu = tw.poisoned(n3);
+        Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
+        Twin::Buf sc = scale_slot(tw, 57344.0f / 0.5f);
+        tw.gpu().attention_backward_e5m2(dqkv_f.g, qf.gp<fp8e5m2>(), qtf.gp<fp8e5m2>(), dout.g, qkv.g, out.g,
+                                         lse.gp<float>(), s.B, s.T, s.C, s.NH, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+        tw.gpu().attention_backward(dqkv_u.g, dout.g, qkv.g, out.g, lse.gp<float>(), s.B, s.T, s.C, s.NH);
+        tw.gpu().quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dqkv_u.g, s.B * s.T, 3 * s.C,
+                                         sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+        tw.cpu().attention_backward_e5m2(dqkv_f.c, qf.cp<fp8e5m2>(), qtf.cp<fp8e5m2>(), dout.c, qkv.c, out.c,
+                                         lse.cp<float>(), s.B, s.T, s.C, s.NH, sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+        expect_bytes_equal("attention backward dqkv: fused vs unfused", tw.bytes_g(dqkv_f), tw.bytes_g(dqkv_u),
+                           tw.act_size());
+        expect_bytes_equal("attention backward q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
+        expect_bytes_equal("attention backward qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
+        expect_same_counters(tw, kf, ku);
+        expect_fp8_close("attention backward q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf));
     }
 }
 

@@ -298,3 +298,36 @@ TEST_F(CudaTest, RecomputeChangesNoBitOfTraining) {
         }
     }
 }
+
+// --lm-head-chunks on the CUDA kernel set: the head and cross-entropy in 3 chunks of a 256-token
+// batch (86, 86, 84 rows: offsets that are not multiples of a tile) give the same losses as the
+// whole head (each row's logits are the same GEMM row), and gradients within the bounds of
+// tests/test_lm_head_chunks.cpp: only the order of wte's head-gradient sum and the M of dln's GEMM
+// change. Also against the CPU twin chunked the same way, as the training step above.
+TEST_F(CudaTest, LmHeadChunksMatchTheWholeHead) {
+    const int B = 4, T = 64;
+    const GPTConfig cfg = gpt_config_from_spec("d2", 1000, T, 128, 2);
+    Random r(seed_);
+    const std::vector<int32_t> tokens = r.ints((size_t)B * T + 1, cfg.vocab_size);
+    for (Precision p : {Precision::BF16, Precision::FP8}) {
+        auto run = [&](Backend& backend, int chunks) {
+            PrecisionConfig pc;
+            pc.precision = p;
+            GPT model(cfg, backend, B, T, pc, nullptr, 0, 0, chunks);
+            model.init_weights(seed_);
+            model.zero_grad();
+            const float loss = model.forward(tokens.data(), tokens.data() + 1, B, T, 1.0f / (B * T));
+            model.backward();
+            return std::make_pair(loss, model.gradients());
+        };
+        SCOPED_TRACE(precision_name(p));
+        auto gpu = make_cuda_backend(activation_dtype(p), 0, CudaOptions{});
+        const auto whole = run(*gpu, 1), chunked = run(*gpu, 3);
+        EXPECT_EQ(float_bits(chunked.first), float_bits(whole.first));
+        const double bound = p == Precision::FP8 ? 0.1 : 1e-4;
+        EXPECT_LE(max_rel_error(chunked.second.data(), whole.second.data(), whole.second.size()), bound);
+        auto cpu = make_cpu_backend(activation_dtype(p));
+        const auto cpu_chunked = run(*cpu, 3);
+        EXPECT_NEAR(chunked.first, cpu_chunked.first, (p == Precision::FP8 ? 0.0625 : 0.002) * cpu_chunked.first);
+    }
+}

@@ -1,0 +1,170 @@
+// test_lm_head_chunks.cpp — --lm-head-chunks (GPT's lm_head_chunks): the LM head and the
+// cross-entropy over the tokens in chunks, through a logits buffer of one chunk's rows, with the
+// head's backward run in the forward chunk by chunk.
+//
+// Each row's logits, loss and dlogits are the same computation on the same row whatever the
+// chunking; wte's head gradient, a sum over the tokens, is summed chunk by chunk, and dln's rows
+// come from GEMMs of fewer rows. So: the same losses, every gradient within what another FP32
+// summation order gives (and what follows from it in each precision), and a logits buffer of
+// ⌈B·T / chunks⌉ rows. Through the trainer: the same run's losses.
+#include "data/shard.h"
+#include "data/tokenizer.h"
+#include "model/gpt.h"
+#include "model/layout.h"
+#include "rng.h"
+#include "tests/test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+using namespace train_gpt;
+using namespace train_gpt::test;
+
+namespace {
+
+struct Pass {
+    float loss = 0;
+    std::vector<float> grads;
+    size_t activation_bytes = 0;
+};
+
+// zero_grad, then two micro-batches of forward + backward (the gradients accumulate across them).
+Pass run(Precision p, int chunks, const GPTConfig& cfg, const std::vector<float>& init,
+         const std::vector<int32_t>& tokens, int B, int T) {
+    PrecisionConfig pc;
+    pc.precision = p;
+    auto backend = make_cpu_backend(activation_dtype(p));
+    GPT model(cfg, *backend, B, T, pc, nullptr, 0, 0, chunks);
+    model.set_weights(init);
+    const float S = p == Precision::FP16 ? 1024.0f : 1.0f;   // fp16 trains with a loss scale
+    Pass r;
+    r.activation_bytes = model.activation_bytes();
+    model.zero_grad();
+    for (int micro = 0; micro < 2; micro++) {
+        const int32_t* x = tokens.data() + (size_t)micro * B * T;
+        r.loss += model.forward(x, x + 1, B, T, S / (2.0f * B * T));
+        model.backward();
+    }
+    r.grads = model.gradients();
+    return r;
+}
+
+class LmHeadChunks : public ::testing::TestWithParam<Precision> {};
+
+}  // namespace
+
+TEST_P(LmHeadChunks, SameLossesAndGradients) {
+    const Precision p = GetParam();
+    const int B = 2, T = 24;   // 48 tokens: 5 chunks leave a ragged last chunk (10, 10, 10, 10, 8)
+    const GPTConfig cfg = gpt_config_from_spec("d2", 300, T, 64, 2);
+    std::vector<float> init;
+    {
+        auto backend = make_cpu_backend(DType::F32);
+        GPT model(cfg, *backend, B, T);
+        model.init_weights(42);
+        init = model.weights();
+    }
+    Rng rng(11);
+    std::vector<int32_t> tokens((size_t)2 * B * T + 1);
+    for (int32_t& id : tokens) id = (int32_t)(rng.uniform() * cfg.vocab_size) % cfg.vocab_size;
+
+    const auto offsets = param_tensor_offsets(cfg);
+    // Bound on each gradient tensor's normwise relative difference (measured: fp32 4.7e-7, bf16
+    // 3.0e-7, fp16 2.8e-6, fp8 0.041). dln's rows come from a GEMM of other M (OpenBLAS's sum
+    // order per element may change with M), so they may differ in the last FP32 bit; fp32 stays
+    // within a few ulps. In 16 bits such a difference flips an occasional rounding of dln and what
+    // follows from it: far below one bf16 / fp16 ulp (3.9e-3 / 4.9e-4), no systematic error. In
+    // fp8 the dY casts' scales follow their amax, so a last-bit change rescales every E5M2 value
+    // (2 mantissa bits: a step of 12.5–25%) and flips many roundings: a few percent, the noise of
+    // the recipe itself (a wrong row or chunk boundary would be O(1)).
+    const double bound = p == Precision::FP32 ? 2e-6 : p == Precision::FP8 ? 0.1 : 1e-4;
+    const Pass whole = run(p, 1, cfg, init, tokens, B, T);
+    for (int chunks : {2, 5, 48, 100}) {   // 100 > B·T: chunks of one row, the rest empty
+        SCOPED_TRACE(std::string(precision_name(p)) + " --lm-head-chunks " + std::to_string(chunks));
+        const Pass chunked = run(p, chunks, cfg, init, tokens, B, T);
+        EXPECT_EQ(chunked.loss, whole.loss);
+        ASSERT_EQ(chunked.grads.size(), whole.grads.size());
+        for (int t = 0; t < kNumParamTensors; t++) {
+            const size_t b = offsets[t], e = offsets[t + 1];
+            EXPECT_LE(max_rel_error(chunked.grads.data() + b, whole.grads.data() + b, e - b), bound)
+                << param_tensor_name(t);
+        }
+        EXPECT_LT(chunked.activation_bytes, whole.activation_bytes);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPrecisions, LmHeadChunks,
+                         ::testing::Values(Precision::FP32, Precision::BF16, Precision::FP16, Precision::FP8),
+                         [](const ::testing::TestParamInfo<Precision>& info) { return precision_name(info.param); });
+
+// The logits buffer holds ⌈B·T / chunks⌉ rows of Vp values: that, and nothing else, is what the
+// chunks save; and the model allocates what activation_bytes_for says.
+TEST(LmHeadChunksMemory, LogitsTakeOneChunksRows) {
+    const GPTConfig cfg = gpt_config_from_spec("d12", 50257, 1024);
+    const size_t Vp = cfg.padded_vocab_size, BT = 16 * 1024;
+    PrecisionConfig pc;
+    pc.precision = Precision::BF16;
+    const size_t whole = GPT::activation_bytes_for(cfg, 16, 1024, pc, 0, 1);
+    for (int chunks : {2, 8, 3}) {
+        const size_t rows = (BT + chunks - 1) / chunks;
+        const size_t saved = BT * Vp * 2 - (rows * Vp * 2 + 63) / 64 * 64;
+        EXPECT_EQ(whole - GPT::activation_bytes_for(cfg, 16, 1024, pc, 0, chunks), saved) << chunks;
+    }
+    const GPTConfig small = gpt_config_from_spec("d2", 300, 24, 64, 2);
+    auto backend = make_cpu_backend(DType::BF16);
+    GPT model(small, *backend, 2, 24, pc, nullptr, 0, 0, 5);
+    EXPECT_EQ(model.activation_bytes(), GPT::activation_bytes_for(small, 2, 24, pc, 0, 5));
+}
+
+// Without targets a chunked forward keeps no logits, and logits_at says so rather than read a
+// stale chunk; an invalid chunk count is refused.
+TEST(LmHeadChunksApi, NoLogitsWithoutTargets) {
+    const GPTConfig cfg = gpt_config_from_spec("d2", 300, 8, 64, 2);
+    auto backend = make_cpu_backend(DType::F32);
+    GPT model(cfg, *backend, 1, 8, {}, nullptr, 0, 0, 2);
+    model.init_weights(1);
+    const std::vector<int32_t> x(8, 3);
+    EXPECT_EQ(model.forward(x.data(), nullptr, 1, 8), 0.0f);
+    EXPECT_CONTAINS(error_of([&] { model.logits_at(0, 0); }), "no logits are kept");
+    EXPECT_CONTAINS(error_of([&] { GPT bad(cfg, *backend, 1, 8, {}, nullptr, 0, 0, 0); }), "--lm-head-chunks 0");
+}
+
+// Through the trainer: 6 steps of the same run with the head in one piece and in 3 chunks (of a
+// batch of 2·16 tokens: 11, 11, 10) log losses equal to 1e-6 (only wte's gradient summation
+// order differs, by a few FP32 ulps, and 6 AdamW steps carry that into the weights).
+TEST(LmHeadChunksTrainer, SameRunSameLosses) {
+    ScratchDir dir;
+    std::string text;
+    for (int i = 0; i < 200; i++) text += "In the beginning was the word. ";
+    const std::vector<uint32_t> tokens(text.begin(), text.end());
+    write_shard(dir.file("tiny_train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+    write_shard(dir.file("tiny_val_000000.bin"), tokens.data(), 2000, 2);
+    Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
+    auto losses = [&](const std::string& chunks) {
+        const std::string out = dir.file("out" + chunks);
+        std::string output;
+        const int rc = run_command(train_gpt_binary() + " -i '" + dir.file("tiny_train_*.bin") + "' -j '" +
+                                       dir.file("tiny_val_*.bin") + "' -e d2 --n-embd 32 -b 2 -t 16 -m 2 -x 6 -v 0 "
+                                       "-g 0 -o '" + out + "' --lm-head-chunks " + chunks, &output);
+        EXPECT_EQ(rc, 0) << output;
+        std::vector<double> loss;
+        std::istringstream log(read_text(out + "/log.jsonl"));
+        for (std::string line; std::getline(log, line);) {
+            const auto j = nlohmann::json::parse(line);
+            if (j["type"] == "step") loss.push_back(j["loss"].get<double>());
+        }
+        return loss;
+    };
+    const std::vector<double> whole = losses("1"), chunked = losses("3");
+    ASSERT_EQ(whole.size(), 6u);
+    ASSERT_EQ(chunked.size(), 6u);
+    EXPECT_EQ(chunked[0], whole[0]);   // before any update: the same loss exactly
+    for (size_t i = 1; i < whole.size(); i++) EXPECT_NEAR(chunked[i], whole[i], 1e-6 * whole[i]) << "step " << i;
+    std::string output;
+    EXPECT_NE(run_command(train_gpt_binary() + " --lm-head-chunks 0", &output), 0);
+    EXPECT_CONTAINS(output, "--lm-head-chunks");
+}
