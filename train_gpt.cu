@@ -532,6 +532,7 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     summary.first_step = (int)start.step;
     if (resume_from) summary.checkpoint = resume_from->dir;
     double this_process_tokens = 0, this_process_step_seconds = 0;
+    std::optional<StopSignals> stop_signals(std::in_place);   // SIGTERM / SIGUSR1 / SIGINT: stop after a step
     for (int step = (int)start.step; step <= cfg.steps; step++) {
         const bool last = step == cfg.steps;
         if (val_loader && (step % cfg.val_every == 0 || last)) {
@@ -638,6 +639,7 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
         }
         std::fflush(stdout);
     }
+    stop_signals.reset();   // from here on a signal ends the process at once
     if (counters.skipped > 0) print0("%lld step(s) skipped for a non-finite loss or gradient norm\n", (long long)counters.skipped);
 
     sample(cfg.steps);
@@ -675,7 +677,7 @@ int main(int argc, char** argv) {
     try {
         TrainConfig cfg;
         if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) return *exit_code;
-        install_stop_signal_handlers();   // SIGTERM / SIGUSR1 / SIGINT stop after a step (train/signals.h)
+        ignore_file_size_signal();   // a file-size limit is an error naming the file (train/signals.h)
         comm = make_comm();   // MPI under mpirun / srun, else one process
         return run(std::move(cfg), argc, argv, *comm);
     } catch (const std::exception& e) {   // train_gpt::Error (fail()) and anything else

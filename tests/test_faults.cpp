@@ -11,7 +11,8 @@
 //     file-size limit stops the run naming the file, and log.jsonl keeps only whole lines;
 //   * one run per directory, and nothing a previous run wrote replaced without being asked;
 //   * SIGTERM / SIGUSR1 checkpoint and exit 75 (all ranks at the same step), SIGINT exits 130.
-// Every command runs under `timeout`, so a regression that hangs fails instead of blocking.
+// Every command runs under `timeout` (SIGKILL 10 s after its SIGTERM, which a training run
+// handles), so a regression that hangs fails instead of blocking.
 #include "checkpoint/checkpoint.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
@@ -47,7 +48,7 @@ struct Result {
 Result run(const std::string& command, int timeout_s = 120) {
     Result r;
     const auto t0 = std::chrono::steady_clock::now();
-    r.rc = run_command(format("timeout %d ", timeout_s) + command, &r.output);
+    r.rc = run_command(format("timeout -k 10 %d ", timeout_s) + command, &r.output);   // -k: a run that ignores SIGTERM
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
 }

@@ -6,12 +6,13 @@
 
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 
 namespace train_gpt {
 
 namespace {
+
+constexpr int kStopSignals[3] = {SIGTERM, SIGUSR1, SIGINT};
 
 std::atomic<int> g_request{0};   // a StopRequest
 std::atomic<int> g_signal{0};    // the signal behind it
@@ -25,24 +26,30 @@ void on_signal(int sig) {
     }
 }
 
-void install(int sig, void (*handler)(int), int flags = 0) {
+void install(int sig, void (*handler)(int), int flags, struct sigaction* previous) {
     struct sigaction action;
     std::memset(&action, 0, sizeof action);
     action.sa_handler = handler;
     sigemptyset(&action.sa_mask);
-    for (int blocked : {SIGTERM, SIGUSR1, SIGINT}) sigaddset(&action.sa_mask, blocked);
+    for (int blocked : kStopSignals) sigaddset(&action.sa_mask, blocked);
     action.sa_flags = SA_RESTART | flags;   // reads and writes in progress carry on
-    if (::sigaction(sig, &action, nullptr) != 0) fail("cannot install a handler for signal %d: %s", sig, std::strerror(errno));
+    if (::sigaction(sig, &action, previous) != 0) fail("cannot install a handler for signal %d: %s", sig, std::strerror(errno));
 }
 
 }  // namespace
 
-void install_stop_signal_handlers() {
+void ignore_file_size_signal() { install(SIGXFSZ, SIG_IGN, 0, nullptr); }
+
+StopSignals::StopSignals() {
     static_assert(std::atomic<int>::is_always_lock_free, "the handlers touch only lock-free atomics");
-    install(SIGTERM, on_signal);
-    install(SIGUSR1, on_signal);
-    install(SIGINT, on_signal, SA_RESETHAND);   // a second Ctrl-C: the default action, at once
-    install(SIGXFSZ, SIG_IGN);
+    for (int i = 0; i < 3; i++) {
+        // a second Ctrl-C: the default action, at once
+        install(kStopSignals[i], on_signal, kStopSignals[i] == SIGINT ? SA_RESETHAND : 0, &previous_[i]);
+    }
+}
+
+StopSignals::~StopSignals() {
+    for (int i = 0; i < 3; i++) ::sigaction(kStopSignals[i], &previous_[i], nullptr);
 }
 
 StopRequest stop_request() { return (StopRequest)g_request.load(); }

@@ -1,17 +1,23 @@
 // signals.h — stopping a run cleanly on a signal (what a scheduler sends before it preempts a job).
 //
+// While the training loop runs (a StopSignals object lives):
 //   SIGTERM, SIGUSR1   finish the current step, write a checkpoint (when --checkpoint-every is
 //                      set), exit kStopExitCode (75). Slurm sends SIGTERM on preemption and at the
 //                      time limit, and SIGUSR1 ahead of time with sbatch --signal=USR1@SECONDS.
 //   SIGINT (Ctrl-C)    finish the current step and exit 130, without a checkpoint; a second SIGINT
 //                      ends the process at once.
-//   SIGXFSZ            ignored: a write past a file-size limit (ulimit -f) fails with "File too
-//                      large" and stops the run with the file named, instead of killing it.
+// Before the loop (reading data, verifying a checkpoint) and after it, the three keep their
+// default action: there is no step to finish, and the process ends at once.
+// Always (ignore_file_size_signal, at start): SIGXFSZ is ignored, so a write past a file-size
+// limit (ulimit -f) fails with "File too large" and stops the run with the file named, instead of
+// killing it.
 //
 // A handler only records the signal; the trainer asks at the end of every step. Under MPI the
 // ranks may see a signal at different steps (or only some of them), so the trainer reduces the
 // request over the ranks (stop_request_of_all) and every rank stops after the same step.
 #pragma once
+
+#include <csignal>
 
 namespace train_gpt {
 
@@ -26,8 +32,22 @@ enum class StopRequest {
     Checkpoint = 2,   // SIGTERM / SIGUSR1: checkpoint, then stop
 };
 
-// Installs the handlers above (once per process, before training).
-void install_stop_signal_handlers();
+// SIGXFSZ ignored, for the whole process (call it before MPI_Init, which may write files too).
+void ignore_file_size_signal();
+
+// SIGTERM, SIGUSR1 and SIGINT recorded instead of ending the process, for as long as it lives;
+// the dispositions before it come back when it dies. One at a time.
+class StopSignals {
+public:
+    StopSignals();
+    ~StopSignals();
+    StopSignals(const StopSignals&) = delete;
+    StopSignals& operator=(const StopSignals&) = delete;
+
+private:
+    struct sigaction previous_[3];
+};
+
 // What the signals received so far ask for on this rank (the strongest of them).
 StopRequest stop_request();
 // The strongest request of any rank (a collective: every rank calls it at the same point).
