@@ -56,16 +56,6 @@ std::vector<float> random_vector(size_t n, uint64_t seed, double scale = 1.0) {
     return v;
 }
 
-// Every file under `dir` with its size and contents' hash: "nothing deleted or changed" checks.
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-    std::map<std::string, std::string> files;
-    for (const auto& e : fs::recursive_directory_iterator(dir)) {
-        const std::string rel = fs::relative(e.path(), dir).string();
-        files[rel] = e.is_regular_file() ? read_text(e.path().string()) : "<dir>";
-    }
-    return files;
-}
-
 // A complete save as the trainer does it, with `world` ranks run one after the other; rank r's
 // ZeRO range is the r-th of `world` near-equal parts of the flat vector.
 struct State {
@@ -503,10 +493,10 @@ TEST(Checkpoint, BadCheckpointsFailNamingTheFileAndDeleteNothing) {
     const std::string original_shard = read_text(shard), original_state = read_text(state);
 
     auto expect_error = [&](const std::function<void()>& f, std::vector<std::string> parts) {
-        const auto before = snapshot(out.path);
+        const auto before = directory_snapshot(out.path);
         const std::string e = error_of(f);
         for (const auto& part : parts) EXPECT_CONTAINS(e, part);
-        EXPECT_EQ(snapshot(out.path), before) << "a failed load must delete or change nothing";
+        EXPECT_EQ(directory_snapshot(out.path), before) << "a failed load must delete or change nothing";
     };
     // truncated shard
     write_text(shard, original_shard.substr(0, original_shard.size() - 10));

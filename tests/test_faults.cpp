@@ -39,42 +39,8 @@ namespace {
 
 const char* const kMpirun = "mpirun --oversubscribe --allow-run-as-root ";
 
-struct Result {
-    int rc;
-    std::string output;
-    double seconds;
-};
-
-Result run(const std::string& command, int timeout_s = 120) {
-    Result r;
-    const auto t0 = std::chrono::steady_clock::now();
-    r.rc = run_command(format("timeout -k 10 %d ", timeout_s) + command, &r.output);   // -k: a run that ignores SIGTERM
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return r;
-}
-
-// An error exit (1..123: not the timeout's 124, not killed by a signal), with every part in the
-// output.
-void expect_refused(const Result& r, const std::vector<std::string>& parts) {
-    EXPECT_TRUE(r.rc >= 1 && r.rc <= 123) << "exit " << r.rc << " (124: hung until the timeout; -1: killed by a signal)\n"
-                                          << r.output;
-    for (const std::string& part : parts) EXPECT_CONTAINS(r.output, part);
-}
-
-// Every file under `dir` with its size and a hash of its contents.
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-    std::map<std::string, std::string> files;
-    std::error_code ec;
-    if (!fs::exists(dir, ec)) return files;
-    for (const auto& e : fs::recursive_directory_iterator(dir)) {
-        if (!e.is_regular_file()) {
-            files[e.path().string()] = "<dir>";
-            continue;
-        }
-        const std::string bytes = read_text(e.path().string());
-        files[e.path().string()] = format("%zu bytes, hash %zx", bytes.size(), std::hash<std::string>()(bytes));
-    }
-    return files;
+CommandResult run(const std::string& command, int timeout_s = 120) {
+    return run_timed(format("timeout -k 10 %d ", timeout_s) + command);   // -k: a run that ignores SIGTERM
 }
 
 // The records of a log; fails the test on a line that is not a JSON object (a torn line).
@@ -211,7 +177,7 @@ pid_t pid_of_rank(const std::string& marker, int rank) {
 // namespace of its own, then copies what the tmpfs holds to `copy`. False (nothing run) where
 // this machine does not allow it.
 bool run_on_small_tmpfs(const std::string& dir, const std::string& size, const std::string& copy,
-                        const std::string& command, Result* r) {
+                        const std::string& command, CommandResult* r) {
     std::string out;
     if (run_command("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs /mnt'", &out) != 0) return false;
     make_dirs(dir);
@@ -232,7 +198,7 @@ bool run_on_small_tmpfs(const std::string& dir, const std::string& size, const s
 TEST(Faults, AWriteThatFailsOnOneRankEndsTheJobWithinSecondsNamingTheRankAndTheFile) {
     Corpus c;
     const std::string out = c.dir.file("out"), flags = c.flags(out, "-x 4 --checkpoint-every 2");
-    const Result r = run(std::string(kMpirun) + "-np 1 " + train_gpt_binary() + flags + " : -np 1 bash -c \"trap '' XFSZ; ulimit -f 64; exec " +
+    const CommandResult r = run(std::string(kMpirun) + "-np 1 " + train_gpt_binary() + flags + " : -np 1 bash -c \"trap '' XFSZ; ulimit -f 64; exec " +
                          train_gpt_binary() + flags + "\"", 60);
     expect_refused(r, {"rank 1: error: " + out + "/checkpoints/step_00000002.tmp/", "File too large"});
     EXPECT_LT(r.seconds, 30) << "the job must end within seconds, not at the timeout";
@@ -249,7 +215,7 @@ TEST(Faults, AnErrorOnlyOneRankMeetsAtStartEndsTheJobBeforeAnythingIsWritten) {
     tokens[3500] = 300;   // rank 1 of 2 scans tokens [2000, 4000)
     write_shard(c.dir.file("bad_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
     const std::string out = c.dir.file("out");
-    const Result r = run(c.mpirun(2, out, "-x 4 -i '" + c.dir.file("bad_*.bin") + "'"), 60);
+    const CommandResult r = run(c.mpirun(2, out, "-x 4 -i '" + c.dir.file("bad_*.bin") + "'"), 60);
     expect_refused(r, {"rank 1: error: " + c.dir.file("bad_000000.bin") + ": token 300 at position 3500"});
     EXPECT_EQ(r.output.find("rank 0: error"), std::string::npos) << "rank 0 met no error of its own";
     EXPECT_LT(r.seconds, 30);
@@ -264,7 +230,7 @@ TEST(Faults, AnErrorOnlyOneRankMeetsAtStartEndsTheJobBeforeAnythingIsWritten) {
 TEST(Faults, NonFiniteStepsAroundACheckpointKeepTheHealthyCheckpoint) {
     Corpus c;
     const std::string out = c.dir.file("out"), ckpts = out + "/checkpoints";
-    const Result r = run(c.train_gpt(out, "-x 12 --checkpoint-every 2 --keep-checkpoints 1 --inject-nonfinite-step 4-9 "
+    const CommandResult r = run(c.train_gpt(out, "-x 12 --checkpoint-every 2 --keep-checkpoints 1 --inject-nonfinite-step 4-9 "
                                           "--max-skipped-steps 6"));
     expect_refused(r, {"error: 6 steps in a row had a non-finite loss or gradient norm", "step 10"});
     EXPECT_EQ(list_checkpoints(ckpts), (std::vector<int64_t>{4, 8}))
@@ -288,7 +254,7 @@ TEST(Faults, AResumedRunContinuesTheSkipStreakAndStopsAtTheSameStep) {
     Corpus c;
     const std::string out = c.dir.file("out");
     const std::string fp16 = "-p fp16 --loss-scale-init 16777216 --loss-scale-min 16777216 ";
-    Result r = run(c.train_gpt(out, fp16 + "-x 12 --checkpoint-every 4"));
+    CommandResult r = run(c.train_gpt(out, fp16 + "-x 12 --checkpoint-every 4"));
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output, "12 step(s) skipped");
     r = run(train_gpt_binary() + " --resume -o '" + out + "' -x 40");
@@ -302,7 +268,7 @@ TEST(Faults, AResumedRunContinuesTheSkipStreakAndStopsAtTheSameStep) {
 TEST(Faults, ALossSpikeIsReportedAndCanStopTheRun) {
     Corpus c;
     const std::string steep = "-x 8 -l 3 -k constant -u 0 --grad-clip 0 ";
-    Result r = run(c.train_gpt(c.dir.file("warn"), steep));
+    CommandResult r = run(c.train_gpt(c.dir.file("warn"), steep));
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output, "warning: loss spike at step 2: loss ");
     EXPECT_CONTAINS(r.output, "x its running level");
@@ -331,7 +297,7 @@ struct ThreeCheckpoints {
     Corpus c;
     std::string out, ckpts;
     ThreeCheckpoints() : out(c.dir.file("out")), ckpts(c.dir.file("out/checkpoints")) {
-        const Result r = run(c.train_gpt(out, "-x 6 --checkpoint-every 2 --keep-checkpoints 5"));
+        const CommandResult r = run(c.train_gpt(out, "-x 6 --checkpoint-every 2 --keep-checkpoints 5"));
         EXPECT_EQ(r.rc, 0) << r.output;
     }
     std::string step(int s) const { return checkpoint_dir(ckpts, s); }
@@ -363,12 +329,12 @@ TEST(Faults, ADamagedNewestCheckpointIsRefusedNamingTheFileAndTheProblem) {
         const std::string saved = t.c.dir.file("saved");
         ASSERT_EQ(run("cp -a '" + t.step(6) + "' '" + saved + "'").rc, 0);
         d.apply();
-        const auto before = snapshot(t.out);
+        const auto before = directory_snapshot(t.out);
         std::vector<std::string> named = d.named;
         named.push_back("the newest checkpoint, " + t.step(6) + ", is damaged");
         named.push_back("--resume-from-intact");
         expect_refused(run(train_gpt_binary() + " --resume -o '" + t.out + "'"), named);
-        EXPECT_EQ(snapshot(t.out), before) << "nothing written, pruned or changed";
+        EXPECT_EQ(directory_snapshot(t.out), before) << "nothing written, pruned or changed";
         ASSERT_EQ(run("rm -rf '" + t.step(6) + "' && mv '" + saved + "' '" + t.step(6) + "'").rc, 0);
         std::remove(t.c.dir.file("moved").c_str());
     }
@@ -381,14 +347,14 @@ TEST(Faults, ResumeFromIntactTakesTheNewestIntactCheckpointAndKeepsTheDamagedOne
     const std::string manifest = t.step(6) + "/manifest.json";
     const std::string text = read_text(manifest);
     write_text(manifest, text.substr(0, text.size() - 40));
-    const auto damaged = snapshot(t.step(6));
-    const Result r = run(train_gpt_binary() + " --resume --resume-from-intact -o '" + t.out + "'");
+    const auto damaged = directory_snapshot(t.step(6));
+    const CommandResult r = run(train_gpt_binary() + " --resume --resume-from-intact -o '" + t.out + "'");
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output, "warning: " + t.step(6) + " is damaged (" + manifest);
     EXPECT_CONTAINS(r.output, "resuming from " + t.step(4));
     EXPECT_CONTAINS(r.output, "kept the damaged checkpoint as " + t.step(6) + ".damaged");
     std::map<std::string, std::string> kept;
-    for (const auto& [path, what] : snapshot(t.step(6) + ".damaged")) {
+    for (const auto& [path, what] : directory_snapshot(t.step(6) + ".damaged")) {
         kept[t.step(6) + path.substr((t.step(6) + ".damaged").size())] = what;
     }
     EXPECT_EQ(kept, damaged) << "the damaged checkpoint, renamed, every byte as it was";
@@ -402,7 +368,7 @@ TEST(Faults, ResumeWithNothingToResumeIsAnErrorAndAutoResumeStartsFresh) {
     expect_refused(run(c.train_gpt(out, "-x 2 --resume")),
                    {"--resume: no checkpoint in " + out + "/checkpoints", "--auto-resume"});
     EXPECT_FALSE(file_exists(out)) << "nothing written";
-    Result r = run(c.train_gpt(out, "-x 2 --checkpoint-every 2 --auto-resume"));
+    CommandResult r = run(c.train_gpt(out, "-x 2 --checkpoint-every 2 --auto-resume"));
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output, "--auto-resume: no checkpoint in " + out + "/checkpoints; starting a fresh run");
     r = run(c.train_gpt(out, "-x 4 --checkpoint-every 2 --auto-resume"));   // the same command, once more
@@ -464,7 +430,7 @@ TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {
 // and the log ends at its last complete record. Before: a torn last line and exit 0.
 TEST(Faults, AFullFilesystemStopsTheRunAndTheLogKeepsOnlyWholeLines) {
     Corpus c;
-    Result r;
+    CommandResult r;
     const std::string fs_dir = c.dir.file("fs"), copy = c.dir.file("copy");
     if (!run_on_small_tmpfs(fs_dir, "16k", copy, c.train_gpt(fs_dir + "/out", "-x 300"), &r)) {
         GTEST_SKIP() << "this machine does not allow a tmpfs in a mount namespace (unshare -m, mount -t tmpfs); "
@@ -481,7 +447,7 @@ TEST(Faults, AFullFilesystemStopsTheRunAndTheLogKeepsOnlyWholeLines) {
 // run, naming the file it could not write; the first checkpoint is intact.
 TEST(Faults, AFullFilesystemUnderTheCheckpointsStopsTheRunAndKeepsTheCheckpointsBefore) {
     Corpus c;
-    Result r;
+    CommandResult r;
     const std::string fs_dir = c.dir.file("fs"), copy = c.dir.file("copy");
     if (!run_on_small_tmpfs(fs_dir, "900k", copy,
                             c.train_gpt(c.dir.file("out"), "-x 6 --checkpoint-every 2 --checkpoint-dir '" + fs_dir + "'"), &r)) {
@@ -499,7 +465,7 @@ TEST(Faults, AFullFilesystemUnderTheCheckpointsStopsTheRunAndKeepsTheCheckpoints
 TEST(Faults, AFileSizeLimitStopsTheRunNamingTheFile) {
     Corpus c;
     const std::string out = c.dir.file("out");
-    Result r = run("bash -c \"ulimit -f 8; exec " + c.train_gpt(out, "-x 300") + "\"");
+    CommandResult r = run("bash -c \"ulimit -f 8; exec " + c.train_gpt(out, "-x 300") + "\"");
     expect_refused(r, {"error: " + out + "/log.jsonl: cannot append a record: File too large"});
     EXPECT_GT(records_of(out + "/log.jsonl", "step").size(), 5u);
     const std::string small = c.dir.file("small");
@@ -517,7 +483,7 @@ TEST(Faults, ASecondRunInTheSameDirectoryIsRefusedNamingTheFirst) {
     Background first(c.train_gpt(out, "-x 100000 --checkpoint-every 50000"), c.dir.file("first.txt"));
     ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 2; })) << first.output();
     // the same -o; another -o with the same --checkpoint-dir
-    Result r = run(c.train_gpt(out, "-x 10 --overwrite-output"));
+    CommandResult r = run(c.train_gpt(out, "-x 10 --overwrite-output"));
     expect_refused(r, {out + " is in use by another run: pid " + std::to_string(first.pid) + " on ", out + "/train_gpt.lock"});
     EXPECT_LT(r.seconds, 20);
     r = run(c.train_gpt(c.dir.file("other"), "-x 10 --checkpoint-every 5 --checkpoint-dir '" + out + "/checkpoints'"));
@@ -537,22 +503,22 @@ TEST(Faults, ARerunDoesNotReplaceAPreviousRunsFilesUnlessAsked) {
     Corpus c;
     const std::string out = c.dir.file("out");
     ASSERT_EQ(run(c.train_gpt(out, "-x 2")).rc, 0);
-    const auto before = snapshot(out);
+    const auto before = directory_snapshot(out);
     expect_refused(run(c.train_gpt(out, "-x 3")),
                    {out + " holds the log.jsonl and config.json of a previous run", "--resume", "--overwrite-output"});
-    EXPECT_EQ(snapshot(out), before) << "nothing replaced";
-    const Result r = run(c.train_gpt(out, "-x 3 --overwrite-output"));
+    EXPECT_EQ(directory_snapshot(out), before) << "nothing replaced";
+    const CommandResult r = run(c.train_gpt(out, "-x 3 --overwrite-output"));
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_EQ(last_step(out + "/log.jsonl"), 3);
     // sampling a checkpoint (-x 0) writes no log unless -o says where: here the default -o is
     // `out`, the directory of the run above
     ASSERT_EQ(run(c.train_gpt(c.dir.file("ck"), "-x 2 --checkpoint-every 2")).rc, 0);
-    const auto trained = snapshot(out);
-    const Result s = run("sh -c \"cd '" + c.dir.path + "' && " + train_gpt_binary() + " --init-from '" +
+    const auto trained = directory_snapshot(out);
+    const CommandResult s = run("sh -c \"cd '" + c.dir.path + "' && " + train_gpt_binary() + " --init-from '" +
                          c.dir.file("ck/checkpoints") + "' -x 0 -g 4 --threads 1\"");
     ASSERT_EQ(s.rc, 0) << s.output;
     EXPECT_CONTAINS(s.output, "---- sample (4 tokens, step 0) ----");
-    EXPECT_EQ(snapshot(out), trained) << "the run's log and config untouched";
+    EXPECT_EQ(directory_snapshot(out), trained) << "the run's log and config untouched";
 }
 
 // ---- 9. SIGTERM / SIGUSR1 / SIGINT ----------------------------------------------------------------
@@ -575,7 +541,7 @@ TEST(Faults, SigusrOneWritesACheckpointAndExits75AndTheRunResumesBitExactly) {
     EXPECT_EQ(stops[0]["checkpoint"], checkpoint_dir(out + "/checkpoints", stopped));
     EXPECT_CONTAINS(job.output(), format("stopped by SIGUSR1 after step %d; resume with --resume", stopped));
     EXPECT_EQ(list_checkpoints(out + "/checkpoints").back(), stopped);
-    const Result r = run(train_gpt_binary() + " --resume -o '" + out + "'");
+    const CommandResult r = run(train_gpt_binary() + " --resume -o '" + out + "'");
     ASSERT_EQ(r.rc, 0) << r.output;
     auto files = [](const std::string& step) {
         std::map<std::string, uint64_t> out;

@@ -33,42 +33,7 @@ const char* const kLimits = "timeout 60 ";
 const char* const kLimits = "ulimit -v 8388608; timeout 60 ";   // 8 GiB of address space
 #endif
 
-struct Result {
-    int rc;
-    std::string output;
-};
-
-Result run(const std::string& command) {
-    Result r;
-    r.rc = run_command(kLimits + command, &r.output);
-    return r;
-}
-
-// A refusal: an error exit (1..123: not the timeout's 124, not 128 + a signal), and every part in
-// the output.
-void expect_refused(const Result& r, const std::vector<std::string>& parts) {
-    EXPECT_TRUE(r.rc >= 1 && r.rc <= 123) << "exit " << r.rc
-                                          << " (124: blocked until the timeout; 128 + N or -1: killed by signal N)\n"
-                                          << r.output;
-    for (const std::string& part : parts) EXPECT_CONTAINS(r.output, part);
-}
-
-// Every file under `dir` with its size and a hash of its contents: "nothing written or
-// overwritten" checks.
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-    std::map<std::string, std::string> files;
-    std::error_code ec;
-    if (!fs::exists(dir, ec)) return files;
-    for (const auto& e : fs::recursive_directory_iterator(dir)) {
-        if (!e.is_regular_file()) {
-            files[e.path().string()] = "<dir>";
-            continue;
-        }
-        const std::string bytes = read_text(e.path().string());
-        files[e.path().string()] = format("%zu bytes, hash %zx", bytes.size(), std::hash<std::string>()(bytes));
-    }
-    return files;
-}
+CommandResult run(const std::string& command) { return run_timed(kLimits + command); }
 
 // A byte-level corpus and tokenizer in a scratch directory, and the flags of a tiny CPU run on it.
 struct Corpus {
@@ -150,7 +115,7 @@ TEST(HostileInputs, ThreadCountsAreBounded) {
     expect_refused(run(c.train_gpt("-x 1 --threads 100000")), {"--threads", "100000", "1024"});
     EXPECT_FALSE(file_exists(c.dir.file("out")));
     write_text(c.dir.file("book.txt"), "In the beginning.\n");
-    const Result r = run(prepare_text("--input '" + c.dir.file("book.txt") + "' --out-dir '" + c.dir.file("data") +
+    const CommandResult r = run(prepare_text("--input '" + c.dir.file("book.txt") + "' --out-dir '" + c.dir.file("data") +
                                       "' --threads 100000"));
     expect_refused(r, {"--threads", "100000", "1024"});
     EXPECT_FALSE(file_exists(c.dir.file("data")));
@@ -259,11 +224,11 @@ TEST(HostileInputs, ManifestValuesOfTheWrongTypeOrOutOfRangeAreRefused) {
     for (const auto& k : cases) {
         SCOPED_TRACE(std::string(k.pointer) + " = " + k.value);
         ck.set(k.pointer, k.value);
-        const auto before = snapshot(ck.c.dir.path);
+        const auto before = directory_snapshot(ck.c.dir.path);
         // --init-from reads the manifest and nothing else of the run
         expect_refused(run(ck.c.train_gpt("-x 4 --init-from '" + ck.checkpoint + "' -o '" + ck.c.dir.file("fresh") + "'")),
                        {ck.manifest_path, k.problem});
-        EXPECT_EQ(snapshot(ck.c.dir.path), before) << "nothing may be written or changed";
+        EXPECT_EQ(directory_snapshot(ck.c.dir.path), before) << "nothing may be written or changed";
     }
 }
 
@@ -272,13 +237,13 @@ TEST(HostileInputs, ManifestValuesOfTheWrongTypeOrOutOfRangeAreRefused) {
 TEST(HostileInputs, ResumeNeverTrainsFromANegativeStep) {
     Checkpointed ck;
     ck.set("/step", "-5");
-    const auto checkpoints_before = snapshot(ck.c.dir.file("out/checkpoints"));
-    const Result r = run(ck.c.train_gpt("-x 4 --checkpoint-every 2 --resume"));
+    const auto checkpoints_before = directory_snapshot(ck.c.dir.file("out/checkpoints"));
+    const CommandResult r = run(ck.c.train_gpt("-x 4 --checkpoint-every 2 --resume"));
     EXPECT_NE(r.rc, 0) << r.output;
     EXPECT_EQ(r.output.find("step -4/4"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("lr -"), std::string::npos) << r.output;
     for (const auto& e : fs::directory_iterator(ck.c.dir.file("out/checkpoints"))) {
         EXPECT_EQ(e.path().filename().string().find("step_-"), std::string::npos) << e.path();
     }
-    EXPECT_EQ(snapshot(ck.c.dir.file("out/checkpoints")), checkpoints_before);
+    EXPECT_EQ(directory_snapshot(ck.c.dir.file("out/checkpoints")), checkpoints_before);
 }

@@ -11,15 +11,12 @@
 #include "data/tokenizer.h"
 #include "model/gpt.h"
 #include "model/layout.h"
-#include "rng.h"
-#include "tests/test_util.h"
+#include "tests/model_test_util.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstring>
-#include <sstream>
 
 using namespace train_gpt;
 using namespace train_gpt::test;
@@ -61,16 +58,8 @@ TEST_P(LmHeadChunks, SameLossesAndGradients) {
     const Precision p = GetParam();
     const int B = 2, T = 24;   // 48 tokens: 5 chunks leave a ragged last chunk (10, 10, 10, 10, 8)
     const GPTConfig cfg = gpt_config_from_spec("d2", 300, T, 64, 2);
-    std::vector<float> init;
-    {
-        auto backend = make_cpu_backend(DType::F32);
-        GPT model(cfg, *backend, B, T);
-        model.init_weights(42);
-        init = model.weights();
-    }
-    Rng rng(11);
-    std::vector<int32_t> tokens((size_t)2 * B * T + 1);
-    for (int32_t& id : tokens) id = (int32_t)(rng.uniform() * cfg.vocab_size) % cfg.vocab_size;
+    const std::vector<float> init = initial_weights(cfg, B, T, 42);
+    const std::vector<int32_t> tokens = random_tokens((size_t)2 * B * T + 1, cfg.vocab_size, 11);
 
     const auto offsets = param_tensor_offsets(cfg);
     // Bound on each gradient tensor's normwise relative difference (measured: fp32 4.7e-7, bf16
@@ -151,13 +140,7 @@ TEST(LmHeadChunksTrainer, SameRunSameLosses) {
                                        dir.file("tiny_val_*.bin") + "' -e d2 --n-embd 32 -b 2 -t 16 -m 2 -x 6 -v 0 "
                                        "-g 0 -o '" + out + "' --lm-head-chunks " + chunks, &output);
         EXPECT_EQ(rc, 0) << output;
-        std::vector<double> loss;
-        std::istringstream log(read_text(out + "/log.jsonl"));
-        for (std::string line; std::getline(log, line);) {
-            const auto j = nlohmann::json::parse(line);
-            if (j["type"] == "step") loss.push_back(j["loss"].get<double>());
-        }
-        return loss;
+        return step_losses(out + "/log.jsonl");
     };
     const std::vector<double> whole = losses("1"), chunked = losses("3");
     ASSERT_EQ(whole.size(), 6u);

@@ -8,14 +8,11 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "model/gpt.h"
-#include "rng.h"
-#include "tests/test_util.h"
+#include "tests/model_test_util.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstring>
-#include <sstream>
 
 using namespace train_gpt;
 using namespace train_gpt::test;
@@ -67,16 +64,8 @@ TEST_P(Recompute, ChangesNoBitOfTraining) {
     const Precision p = GetParam();
     const int B = 2, T = 16;
     const GPTConfig cfg = gpt_config_from_spec("d2", 300, T, 64, 2);
-    std::vector<float> init;
-    {
-        auto backend = make_cpu_backend(DType::F32);
-        GPT model(cfg, *backend, B, T);
-        model.init_weights(42);
-        init = model.weights();
-    }
-    Rng rng(7);
-    std::vector<int32_t> tokens((size_t)4 * B * T + 1);
-    for (int32_t& id : tokens) id = (int32_t)(rng.uniform() * cfg.vocab_size) % cfg.vocab_size;
+    const std::vector<float> init = initial_weights(cfg, B, T, 42);
+    const std::vector<int32_t> tokens = random_tokens((size_t)4 * B * T + 1, cfg.vocab_size, 7);
 
     const Trace none = train(p, 0, cfg, init, tokens, B, T);
     for (int level : {1, 2}) {
@@ -140,15 +129,7 @@ TEST(RecomputeCli, TrainsTheSameAndSaysHowMuchItSaves) {
                                std::to_string(level) + " -o '" + out + "'",
                            output);
     };
-    auto losses = [&](int level) {
-        std::vector<double> out;
-        std::istringstream log(read_text(dir.file("r" + std::to_string(level) + "/log.jsonl")));
-        for (std::string line; std::getline(log, line);) {
-            const auto j = nlohmann::json::parse(line);
-            if (j["type"] == "step") out.push_back(j["loss"].get<double>());
-        }
-        return out;
-    };
+    auto losses = [&](int level) { return step_losses(dir.file("r" + std::to_string(level) + "/log.jsonl")); };
     auto memory = [](const std::string& output) {
         const size_t at = output.find("memory: activations ");
         return at == std::string::npos ? -1.0 : std::stod(output.substr(at + 20));

@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +103,30 @@ inline int run_command(const std::string& command, std::string* output) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// A command's exit code, its stdout+stderr and its wall time.
+struct CommandResult {
+    int rc = 0;
+    std::string output;
+    double seconds = 0;
+};
+
+inline CommandResult run_timed(const std::string& command) {
+    CommandResult r;
+    const auto t0 = std::chrono::steady_clock::now();
+    r.rc = run_command(command, &r.output);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+// A refusal: an error exit (1..123: not `timeout`'s 124, not 128 + N for a signal, not -1 for a
+// shell killed by one), with every part in the output.
+inline void expect_refused(const CommandResult& r, const std::vector<std::string>& parts) {
+    EXPECT_TRUE(r.rc >= 1 && r.rc <= 123) << "exit " << r.rc
+                                          << " (124: hung or blocked until the timeout; 128 + N or -1: killed by signal N)\n"
+                                          << r.output;
+    for (const std::string& part : parts) EXPECT_CONTAINS(r.output, part);
+}
+
 inline void write_text(const std::string& path, const std::string& bytes) {
     FILE* f = open_file(path, "wb");
     write_exact(bytes.data(), 1, bytes.size(), f, path);
@@ -114,6 +141,24 @@ inline std::string read_text(const std::string& path) {
     while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, got);
     std::fclose(f);
     return out;
+}
+
+// Every file and directory under `dir` (nothing if it does not exist), a file as its size and a
+// hash of its bytes: for "nothing written, deleted or overwritten" checks.
+inline std::map<std::string, std::string> directory_snapshot(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::map<std::string, std::string> files;
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) return files;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (!e.is_regular_file()) {
+            files[e.path().string()] = "<dir>";
+            continue;
+        }
+        const std::string bytes = read_text(e.path().string());
+        files[e.path().string()] = std::to_string(bytes.size()) + " bytes, hash " + std::to_string(std::hash<std::string>()(bytes));
+    }
+    return files;
 }
 
 // Normwise relative error max_i |a_i − b_i| / max_i |b_i|: the error measure for tensors whose
