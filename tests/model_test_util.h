@@ -1,11 +1,11 @@
 // model_test_util.h — helpers of the tests that train a small GPT in-process or through the
-// trainer and compare two ways of computing the same run: one set of initial weights for both,
-// random token ids, and the step losses a run logged.
+// trainer: one set of initial weights for two models, random token ids, and the records (and step
+// losses) of a run's log.jsonl.
 #pragma once
 
 #include "model/gpt.h"
 #include "rng.h"
-#include "tests/test_util.h"
+#include "test_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -30,14 +30,21 @@ inline std::vector<int32_t> random_tokens(size_t n, int vocab_size, uint64_t see
     return tokens;
 }
 
+// The records of one type ("step", "val", "sample", "fp8", ...) of a run's log.jsonl, in order.
+inline std::vector<nlohmann::json> log_records(const std::string& log_path, const std::string& type) {
+    std::vector<nlohmann::json> records;
+    std::istringstream log(read_text(log_path));
+    for (std::string line; std::getline(log, line);) {
+        auto j = nlohmann::json::parse(line);
+        if (j["type"] == type) records.push_back(std::move(j));
+    }
+    return records;
+}
+
 // The loss of every "step" record of a log.jsonl, in order.
 inline std::vector<double> step_losses(const std::string& log_path) {
     std::vector<double> losses;
-    std::istringstream log(read_text(log_path));
-    for (std::string line; std::getline(log, line);) {
-        const auto j = nlohmann::json::parse(line);
-        if (j["type"] == "step") losses.push_back(j["loss"].get<double>());
-    }
+    for (const auto& j : log_records(log_path, "step")) losses.push_back(j["loss"].get<double>());
     return losses;
 }
 

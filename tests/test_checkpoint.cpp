@@ -25,11 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string python() {
-    const char* env = std::getenv("TRAIN_GPT_PYTHON");
-    return env != nullptr ? env : "/usr/bin/python3";
-}
-
 float bf16_round(float x) { return bf16::from_float(x).to_float(); }
 
 // A small model whose shapes exercise everything: V = 77 (so Vp = 128 has padding rows),
@@ -212,7 +207,7 @@ TEST(Safetensors, InteroperatesWithPythonSafetensors) {
         "                  'b_dtype': str(t['b'].dtype), 'meta': meta}))\n";
     write_text(dir.file("interop.py"), script);
     std::string out;
-    const int rc = run_command(python() + " " + dir.file("interop.py") + " " + dir.file("ours.safetensors") + " " +
+    const int rc = run_command(python_binary() + " " + dir.file("interop.py") + " " + dir.file("ours.safetensors") + " " +
                                    dir.file("theirs.safetensors"),
                                &out);
     ASSERT_EQ(rc, 0) << "Python's safetensors is required (scripts/setup.sh --test): " << out;
@@ -593,7 +588,7 @@ TEST(Checkpoint, TransformersLoadsItAndComputesTheEngineLoss) {
     std::fclose(f);
 
     std::string output;
-    const int rc = run_command(python() + " " + repo_root() + "/dev/reference/hf_eval.py " + dir + " " +
+    const int rc = run_command(python_binary() + " " + repo_root() + "/dev/reference/hf_eval.py " + dir + " " +
                                    out.file("tokens.bin") + " " + std::to_string(B) + " " + std::to_string(T),
                                &output);
     ASSERT_EQ(rc, 0) << "transformers is required (scripts/setup.sh --test): " << output;

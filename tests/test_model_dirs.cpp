@@ -10,7 +10,7 @@
 // Python is required: these tests fail, never skip, when it cannot run.
 #include "data/shard.h"
 #include "data/tokenizer.h"
-#include "test_util.h"
+#include "model_test_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -20,11 +20,6 @@ using namespace train_gpt;
 using namespace train_gpt::test;
 
 namespace {
-
-std::string python() {
-    const char* env = std::getenv("TRAIN_GPT_PYTHON");
-    return env != nullptr ? env : "/usr/bin/python3";
-}
 
 // The last line of output that parses as a JSON object.
 nlohmann::json last_json(const std::string& output) {
@@ -38,17 +33,6 @@ nlohmann::json last_json(const std::string& output) {
         }
     }
     return found;
-}
-
-// The records of one type in a run's log.
-std::vector<nlohmann::json> log_records(const std::string& path, const std::string& type) {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(read_text(path));
-    for (std::string line; std::getline(in, line);) {
-        auto j = nlohmann::json::parse(line);
-        if (j["type"] == type) out.push_back(j);
-    }
-    return out;
 }
 
 const char* kText = "And God said, Let there be light: and there was light.\n";
@@ -89,7 +73,7 @@ TEST(ModelDirs, AStepDirectoryIsACompleteTransformersModelWithItsTokenizer) {
                "        seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))\n"
                "print(json.dumps({'ids': ids, 'slow_ids': slow, 'piped': piped, 'greedy': tok.decode(seq),\n"
                "                  'eos': tok.eos_token_id, 'decoded': tok.decode(ids)}))\n");
-    ASSERT_EQ(run_command(python() + " '" + dir.file("hf.py") + "' '" + step + "' '" + kText + "' '" + prompt + "'", &out), 0)
+    ASSERT_EQ(run_command(python_binary() + " '" + dir.file("hf.py") + "' '" + step + "' '" + kText + "' '" + prompt + "'", &out), 0)
         << "transformers is required (scripts/setup.sh --test): " << out;
     const nlohmann::json hf = last_json(out);
     const Tokenizer ours = Tokenizer::load(step + "/tokenizer.bin");
@@ -137,9 +121,9 @@ TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining
                "cfg.activation_function = 'relu'\n"
                "GPT2LMHeadModel(cfg).save_pretrained(sys.argv[3])\n");
     std::string out;
-    ASSERT_EQ(run_command(python() + " '" + dir.file("make.py") + "' '" + dir.file("lm") + "' '" + dir.file("base") + "' '" +
+    ASSERT_EQ(run_command(python_binary() + " '" + dir.file("make.py") + "' '" + dir.file("lm") + "' '" + dir.file("base") + "' '" +
                           dir.file("relu") + "'", &out), 0) << "transformers is required: " << out;
-    ASSERT_EQ(run_command(python() + " " + repo_root() + "/dev/reference/hf_eval.py '" + dir.file("lm") + "' '" +
+    ASSERT_EQ(run_command(python_binary() + " " + repo_root() + "/dev/reference/hf_eval.py '" + dir.file("lm") + "' '" +
                           dir.file("windows.bin") + "' 2 16", &out), 0) << out;
     const double hf_loss = last_json(out)["loss"].get<double>();
     // FP32 on both sides on the same F32 weights: the summation order only (1e-5, as

@@ -11,7 +11,7 @@
 #include "model/gpt.h"
 #include "rng.h"
 #include "data/shard.h"
-#include "test_util.h"
+#include "model_test_util.h"
 #include "data/tokenizer.h"
 
 #include <nlohmann/json.hpp>
@@ -90,16 +90,6 @@ TEST(Precision, LossScalingKeepsGradientsBelowFp16SmallestSubnormal) {
 }
 
 namespace {
-std::vector<nlohmann::json> read_log(const std::string& path, const std::string& type) {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(read_text(path));
-    for (std::string line; std::getline(in, line);) {
-        auto j = nlohmann::json::parse(line);
-        if (j["type"] == type) out.push_back(j);
-    }
-    return out;
-}
-
 struct TinyRun {
     ScratchDir dir;
     TinyRun() {
@@ -121,7 +111,7 @@ TEST(Precision, InjectedInfGradientSkipsTheStepHalvesTheLossScaleAndTrainingCont
     std::string output;
     ASSERT_EQ(run_command(run.command("-p fp16 -x 6 --inject-nonfinite-step 2"), &output), 0) << output;
     EXPECT_CONTAINS(output, "SKIPPED");
-    auto steps = read_log(run.dir.file("out/log.jsonl"), "step");
+    auto steps = log_records(run.dir.file("out/log.jsonl"), "step");
     ASSERT_EQ(steps.size(), 6u);
     for (int i = 0; i < 6; i++) {
         EXPECT_EQ(steps[i]["skipped"].get<int>(), i == 2 ? 1 : 0) << "step " << i + 1;
@@ -444,7 +434,7 @@ TEST(Precision, Fp8TelemetryIsLoggedPerScaledTensor) {
     TinyRun run;
     std::string output;
     ASSERT_EQ(run_command(run.command("-p fp8 -x 4 --fp8-telemetry-every 2"), &output), 0) << output;
-    auto records = read_log(run.dir.file("out/log.jsonl"), "fp8");
+    auto records = log_records(run.dir.file("out/log.jsonl"), "fp8");
     // steps 1, 3 and the last (4): 2 layers × 4 GEMMs × 3 operands each
     ASSERT_EQ(records.size(), 3u * 2 * 4 * 3);
     std::set<std::string> names;
@@ -475,13 +465,13 @@ TEST(Precision, Fp8GemmsSelectsTheGemmsThatRunInFp8) {
     std::string output;
     ASSERT_EQ(run_command(run.command("-p fp8 -x 2 --fp8-telemetry-every 1 --fp8-gemms fc,fcproj"), &output), 0)
         << output;
-    auto records = read_log(run.dir.file("out/log.jsonl"), "fp8");
+    auto records = log_records(run.dir.file("out/log.jsonl"), "fp8");
     ASSERT_EQ(records.size(), 2u * 2 * 2 * 3);   // steps 1, 2 × 2 layers × fc, fcproj × x, w, dy
     for (const auto& r : records) {
         const std::string name = r["tensor"].get<std::string>();
         EXPECT_TRUE(name.find(".fc.") != std::string::npos || name.find(".fcproj.") != std::string::npos) << name;
     }
-    for (const auto& step : read_log(run.dir.file("out/log.jsonl"), "step")) {
+    for (const auto& step : log_records(run.dir.file("out/log.jsonl"), "step")) {
         EXPECT_TRUE(std::isfinite(step["loss"].get<double>()));
     }
     EXPECT_NE(run_command(run.command("-p fp8 -x 1 --fp8-gemms mlp"), &output), 0);

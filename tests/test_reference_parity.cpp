@@ -27,11 +27,6 @@ using namespace train_gpt::test;
 
 namespace {
 
-std::string python() {
-    const char* env = std::getenv("TRAIN_GPT_PYTHON");
-    return env != nullptr ? env : "/usr/bin/python3";
-}
-
 template <typename T>
 void write_binary(const std::string& path, const std::vector<T>& v) {
     FILE* f = open_file(path, "wb");
@@ -103,7 +98,7 @@ TEST(ReferenceParity, MatchesPyTorchOnLogitsGradientsAndTenAdamWSteps) {
     write_binary(bundle + "/tokens.bin", run.tokens);
 
     std::string output;
-    const std::string command = python() + " '" + repo_root() + "/dev/reference/parity.py' '" + bundle + "' '" + out + "'";
+    const std::string command = python_binary() + " '" + repo_root() + "/dev/reference/parity.py' '" + bundle + "' '" + out + "'";
     ASSERT_EQ(run_command(command, &output), 0) << "the PyTorch reference failed (is python3-torch installed? "
                                                    "scripts/setup.sh --test installs it):\n" << output;
     nlohmann::json results = nlohmann::json::parse(read_text(out + "/results.json"));

@@ -76,6 +76,13 @@ inline std::string train_gpt_binary() {
     return access(beside.c_str(), X_OK) == 0 ? beside : repo_root() + "/train_gpt";
 }
 
+// The Python the oracle scripts run with: $TRAIN_GPT_PYTHON, else Debian's (where setup.sh
+// installs torch, transformers and safetensors).
+inline std::string python_binary() {
+    const char* env = std::getenv("TRAIN_GPT_PYTHON");
+    return env != nullptr ? env : "/usr/bin/python3";
+}
+
 // Runs a shell command; returns its exit code and leaves its stdout+stderr in *output.
 inline int run_command(const std::string& command, std::string* output) {
     char name[] = "/tmp/train_gpt_cmd_XXXXXX";
