@@ -1,0 +1,60 @@
+// tolerances.h — the numbers the tests' numeric bounds are built from, each from a format and an
+// operation, never from what one machine measured. A bound in a test is one of these, or a short
+// expression in them with its reasoning beside it.
+//
+// Unit roundoff. A format with p significant bits (the implicit one included) rounds to nearest
+// with a relative error of at most u = 2^-p: fp32 p = 24, bf16 8, fp16 11, E4M3 4, E5M2 3. One ulp
+// of a value is 2u of it at most, so a value that rounds to the neighbouring representable value
+// instead (a "flip": its unrounded input moved across a rounding boundary) moves by at most 2u.
+//
+// A changed summation order. Two FP32 sums of the same K terms in different orders (the BLAS
+// picks its blocking by shape and by CPU: OpenBLAS's Haswell, SkylakeX, Cooperlake, Zen and
+// Prescott kernels all sum differently) each carry at most γ_K = K·u/(1 − K·u) of Σ|terms| of
+// error; the errors are sums of K independent roundings, so their typical size is √K·u of it
+// (Higham, "Accuracy and Stability of Numerical Algorithms", §3.4: the rule of thumb behind
+// every normwise comparison of two BLAS results). The tests compare normwise (‖a − b‖ / ‖b‖ over
+// a whole tensor), where that rule holds with room: a tensor's norm averages many such errors.
+//
+// A chain. A gradient at the bottom of a backward pass is the result of n stored (rounded)
+// intermediate tensors in a row. To first order each carries its input's relative difference
+// through (exact for the element-wise ops; for a GEMM up to ‖W‖·‖x‖ / ‖W·x‖, O(1) for the
+// well-conditioned random weights of these tests) and adds its own rounding's. Independent
+// differences add in quadrature: √n times one step's.
+#pragma once
+
+#include "model/gpt.h"   // Precision
+
+#include <cmath>
+
+namespace train_gpt::test {
+
+constexpr double kUnitRoundoffFp32 = 0x1p-24;
+constexpr double kUnitRoundoffBf16 = 0x1p-8;
+constexpr double kUnitRoundoffFp16 = 0x1p-11;
+constexpr double kUnitRoundoffE4M3 = 0x1p-4;
+constexpr double kUnitRoundoffE5M2 = 0x1p-3;
+
+// u of the format a precision stores its activations in (fp8 stores bf16 beside its E4M3/E5M2
+// GEMM operands).
+inline double storage_unit_roundoff(Precision p) {
+    switch (p) {
+        case Precision::FP32: return kUnitRoundoffFp32;
+        case Precision::BF16: return kUnitRoundoffBf16;
+        case Precision::FP16: return kUnitRoundoffFp16;
+        case Precision::FP8: return kUnitRoundoffBf16;
+    }
+    return 1.0;
+}
+
+// The typical normwise relative difference of two FP32 sums of K terms in different orders.
+inline double reordered_fp32_sum(double K) { return std::sqrt(K) * kUnitRoundoffFp32; }
+
+// One rounding to a format of unit roundoff u that may land on the neighbouring value: 2u.
+inline double one_flip(double u) { return 2 * u; }
+
+// The backward pass of an L-layer GPT from the head's dln to the first layer's weight gradients
+// goes through this many stored tensors: dln and ln_f's dresidual, then per layer dfch_gelu,
+// dfch, dln2, dresidual, datty, dqkv, dln1 and dresidual again (8).
+inline int backward_chain_length(int n_layer) { return 2 + 8 * n_layer; }
+
+}  // namespace train_gpt::test
