@@ -552,7 +552,8 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
                    (long long)h.correct_norm, (long long)h.examples, h.acc(),
                    h.truncated ? format(" | %lld example(s) cut to T = %d", (long long)h.truncated, model_T).c_str() : "");
             write_log(LogRecord("hellaswag").num("step", step).num("acc_norm", h.acc_norm()).num("acc", h.acc())
-                          .num("examples", (double)h.examples).num("truncated", (double)h.truncated).str("choices", h.choices));
+                          .num("examples", (double)h.examples).num("truncated", (double)h.truncated).str("choices", h.choices)
+                          .str("choices_acc", h.choices_acc));
             if (last) summary.hellaswag_acc_norm = h.acc_norm();
         }
         if (last) break;

@@ -1,11 +1,15 @@
 // test_hellaswag.cpp — HellaSwag as llm.c evaluates it (eval/hellaswag.h), through the real binary,
 // against the PyTorch computation (dev/reference/hellaswag.py: transformers' GPT-2, tiktoken's
 // GPT-2 BPE) on the same random GPT-2-vocabulary model and a fixture in the official jsonl format
-// (tests/data/hellaswag_fixture.jsonl, 16 examples): the same choice for every example and the
-// same acc_norm, with rows that fit, with rows cut to a short window, and split over 2 ranks.
-// The two sides differ only in FP32 summation order (~1e-6 of a loss); the reference prints how
-// far its choices are from a tie (min_gap), which must be far above that for the comparison to
-// mean anything. Python is required: these tests fail, never skip, without it.
+// (tests/data/hellaswag_fixture.jsonl, 16 examples): the same acc_norm choice (lowest mean loss)
+// and the same acc choice (lowest summed loss) for every example, and the same acc_norm and acc,
+// with rows that fit, with rows cut to a short window, and split over 2 ranks. In five examples
+// the correct ending is the shortest, so summed loss can pick it and acc is a real comparison (in
+// the other eleven it is the longest or close to it).
+// The two sides differ only in FP32 summation order: a loss summed over n ≤ 128 terms, each
+// within a few ulps, moves by at most ~n·2^-24 relative (< 1e-5); the reference prints how far
+// its choices are from a tie (min_gap, min_gap_acc), which must be above 1e-4 for the comparison
+// to mean anything. Python is required: these tests fail, never skip, without it.
 #include "data/tokenizer.h"
 #include "eval/hellaswag.h"
 #include "test_util.h"
@@ -88,9 +92,14 @@ TEST(HellaSwag, ChoicesAndAccNormAreThoseOfThePyTorchComputation) {
                               fixture() + "' --bpe-dir '" + gpt2_dir() + "' --max-T " + std::to_string(T), &out), 0) << out;
         const nlohmann::json ref = last_json_line(out);
         ASSERT_EQ(ref["examples"].get<int>(), 16) << out;
-        std::printf("T %d: PyTorch acc_norm %.4f, choices %s, closest call %.2e of the loss\n", T,
-                    ref["acc_norm"].get<double>(), ref["choices"].get<std::string>().c_str(), ref["min_gap"].get<double>());
-        EXPECT_GT(ref["min_gap"].get<double>(), 1e-4) << "no near-tie: FP32 reordering (~1e-6) cannot flip a choice";
+        std::printf("T %d: PyTorch acc_norm %.4f, choices %s (closest call %.2e of the loss); acc %.4f, choices %s "
+                    "(closest call %.2e)\n", T, ref["acc_norm"].get<double>(), ref["choices"].get<std::string>().c_str(),
+                    ref["min_gap"].get<double>(), ref["acc"].get<double>(),
+                    ref["choices_acc"].get<std::string>().c_str(), ref["min_gap_acc"].get<double>());
+        EXPECT_GT(ref["min_gap"].get<double>(), 1e-4) << "no near-tie: FP32 reordering (< 1e-5) cannot flip a choice";
+        EXPECT_GT(ref["min_gap_acc"].get<double>(), 1e-4) << "no near-tie in the summed losses either";
+        EXPECT_NE(ref["choices"], ref["choices_acc"]) << "acc and acc_norm choose alike: the fixture does not tell them apart";
+        EXPECT_GT(ref["acc"].get<double>(), 0.0) << "acc must not be 0 = 0: the fixture has examples whose correct ending is the shortest";
         for (int ranks : {1, 2}) {
             const std::string run = dir.file("run" + std::to_string(T) + "_" + std::to_string(ranks));
             const std::string launch = ranks > 1 ? "mpirun --oversubscribe --allow-run-as-root -np 2 " : "";
@@ -109,6 +118,7 @@ TEST(HellaSwag, ChoicesAndAccNormAreThoseOfThePyTorchComputation) {
             }
             ASSERT_FALSE(ours.is_null()) << out;
             EXPECT_EQ(ours["choices"], ref["choices"]) << ranks << " rank(s)";
+            EXPECT_EQ(ours["choices_acc"], ref["choices_acc"]) << ranks << " rank(s)";
             EXPECT_EQ(ours["acc_norm"].get<double>(), ref["acc_norm"].get<double>());
             EXPECT_EQ(ours["acc"].get<double>(), ref["acc"].get<double>());
             EXPECT_EQ(ours["examples"].get<int>(), 16);

@@ -12,8 +12,9 @@ cross-entropy of its tokens given what precedes them; the prediction is the endi
 keeps its ending and the last context tokens that fit.
 
 Prints one JSON line: {"examples", "acc_norm", "acc", "choices": acc_norm choices as a string of
-digits, "min_gap": the smallest difference, relative to the loss, between the best and the
-second-best mean loss of an example (how far the choices are from a tie)}.
+digits, "choices_acc": acc choices likewise, "min_gap" and "min_gap_acc": the smallest difference,
+relative to the loss, between the best and the second-best mean (summed) loss of an example (how
+far the choices are from a tie)}.
 """
 import argparse
 import json
@@ -61,7 +62,8 @@ def main():
     examples = [json.loads(line) for line in open(args.file, encoding="utf-8") if line.strip()]
     if args.limit:
         examples = examples[:args.limit]
-    choices, correct, correct_norm, min_gap = "", 0, 0, float("inf")
+    choices, choices_acc, correct, correct_norm = "", "", 0, 0
+    min_gap, min_gap_acc = float("inf"), float("inf")
     with torch.no_grad():
         for ex in examples:
             sums, means = [], []
@@ -75,13 +77,16 @@ def main():
             norm = int(torch.tensor(means).argmin())
             plain = int(torch.tensor(sums).argmin())
             choices += str(norm)
+            choices_acc += str(plain)
             correct_norm += norm == ex["label"]
             correct += plain == ex["label"]
             ordered = sorted(means)
             min_gap = min(min_gap, (ordered[1] - ordered[0]) / abs(ordered[0]))
+            ordered = sorted(sums)
+            min_gap_acc = min(min_gap_acc, (ordered[1] - ordered[0]) / abs(ordered[0]))
     n = len(examples)
     print(json.dumps({"examples": n, "acc_norm": correct_norm / n, "acc": correct / n, "choices": choices,
-                      "min_gap": min_gap}))
+                      "choices_acc": choices_acc, "min_gap": min_gap, "min_gap_acc": min_gap_acc}))
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ HellaSwagResult evaluate_hellaswag(GPT& model, const std::vector<HellaSwagExampl
     for (int64_t i = 0; i < n; i++) {
         const int norm = (int)choice[2 * i], plain = (int)choice[2 * i + 1];
         r.choices.push_back((char)('0' + norm));
+        r.choices_acc.push_back((char)('0' + plain));
         r.correct_norm += norm == examples[i].label;
         r.correct += plain == examples[i].label;
         r.truncated += truncated[i] != 0.0f;
