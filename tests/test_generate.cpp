@@ -2,16 +2,21 @@
 // the same model (gpt.h) on the CPU kernel set: the logits after every token, greedy sequences,
 // the sliding window past the position table, and seeded sampling.
 //
-// Tolerances. The cache path computes what the full forward computes, op for op, with the
-// attention rows bit-identical by construction (cpu::attention_decode); only the GEMMs differ,
-// which sum the same products over fewer rows (the BLAS may block a 1-row GEMM differently):
-// FP32 reassociation, measured up to ~1e-6 normwise on these logits; bound 1e-5. In bf16 a
-// reassociated GEMM output can round to the neighbouring bf16 value (2^-8 relative), and that
-// propagates through the blocks: bound 2e-2 normwise, with the greedy tokens still required equal.
+// Tolerances (tests/tolerances.h). The cache path computes what the full forward computes, op for
+// op, with the attention rows bit-identical by construction (cpu::attention_decode); only the
+// GEMMs differ, which sum the same products over fewer rows (the BLAS may block, and so sum, a
+// 1-row GEMM differently): a reordered FP32 sum of at most K = 4C terms, √K·u, in each of the
+// n = 10L + 2 stored tensors of the forward (per layer ln1, qkv, atty, attproj, residual2, ln2,
+// fch, fch_gelu, fcproj, residual3; then lnf and the logits), in quadrature: √n·√K·u normwise.
+// In bf16 such a reordered output may round to the neighbouring bf16 value instead, one flip
+// (2u) in each of the n tensors: √n·2u; the greedy tokens are still required equal (the closest
+// call between the top two logits decides whether a flip could change one; GreedyTokens... below
+// checks the tokens through a whole sequence).
 #include "model/generate.h"
 #include "model/gpt.h"
 #include "rng.h"
 #include "test_util.h"
+#include "tests/tolerances.h"
 
 #include <algorithm>
 
@@ -46,6 +51,13 @@ struct TinyModel {
     }
 };
 
+// The normwise bound on the cache path's logits against the full forward's (the header's).
+double logits_bound(DType dtype, const GPTConfig& cfg) {
+    const double n = 10.0 * cfg.n_layer + 2;
+    return dtype == DType::F32 ? std::sqrt(n) * reordered_fp32_sum(4.0 * cfg.n_embd)
+                               : std::sqrt(n) * one_flip(kUnitRoundoffBf16);
+}
+
 int argmax(const std::vector<float>& v) { return (int)(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 std::vector<int> random_tokens(int n, uint64_t seed, int V) {
@@ -58,9 +70,10 @@ std::vector<int> random_tokens(int n, uint64_t seed, int V) {
 }  // namespace
 
 TEST(Generate, KvCacheLogitsAreTheFullForwardsAfterEveryToken) {
-    for (auto [dtype, bound] : {std::pair{DType::F32, 1e-5}, {DType::BF16, 2e-2}}) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
         SCOPED_TRACE(dtype_name(dtype));
         TinyModel s(dtype, 48);
+        const double bound = logits_bound(dtype, s.cfg);
         Generator gen(*s.model, *s.backend);
         const std::vector<int> tokens = random_tokens(48, 7, s.cfg.vocab_size);
         // a prompt of 9 tokens in one pass, then one token at a time
@@ -77,8 +90,8 @@ TEST(Generate, KvCacheLogitsAreTheFullForwardsAfterEveryToken) {
             got = gen.feed({tokens[t]});
         }
         EXPECT_EQ(gen.cached(), 48);
-        std::printf("%s: KV cache vs full forward, worst normwise logit difference %.2e over 40 positions\n",
-                    dtype_name(dtype), worst);
+        std::printf("%s: KV cache vs full forward, worst normwise logit difference %.2e over 40 positions (bound %.2e)\n",
+                    dtype_name(dtype), worst, bound);
     }
 }
 
@@ -92,12 +105,24 @@ TEST(Generate, GreedyTokensAreTheFullForwardsIncludingPastThePositionTable) {
         Rng rng(1);
         const std::vector<int> prompt = random_tokens(5, 8, s.cfg.vocab_size);
         const std::vector<int> got = gen.generate(prompt, 45, greedy, rng);   // 50 > 32 positions: the window slides
+        // the same tokens, except where the full forward's top two logits are so close that the
+        // bound above allows either (then the generator's own token is followed): in fp32 that
+        // never happens here, and at most rarely in bf16
+        const double bound = logits_bound(dtype, s.cfg);
         std::vector<int> seq = prompt;
+        int near_ties = 0;
         for (int i = 0; i < 45; i++) {
-            const int want = argmax(s.full_logits(seq));
-            ASSERT_EQ(got[i], want) << "token " << i;
-            seq.push_back(want);
+            const std::vector<float> logits = s.full_logits(seq);
+            const int want = argmax(logits);
+            if (got[i] != want) {
+                double norm = 0;
+                for (float x : logits) norm += (double)x * x;
+                EXPECT_LE(logits[want] - logits[got[i]], 2 * bound * std::sqrt(norm)) << "token " << i;
+                near_ties++;
+            }
+            seq.push_back(got[i]);
         }
+        EXPECT_LE(near_ties, dtype == DType::F32 ? 0 : 2);
         EXPECT_EQ(gen.cached(), 32);
         EXPECT_EQ(gen.context(), std::vector<int>(seq.end() - 33, seq.end() - 1)) << "the last 32 tokens fed";
     }
