@@ -20,11 +20,20 @@
 // through (exact for the element-wise ops; for a GEMM up to ‖W‖·‖x‖ / ‖W·x‖, O(1) for the
 // well-conditioned random weights of these tests) and adds its own rounding's. Independent
 // differences add in quadrature: √n times one step's.
+//
+// Two training runs. Two runs from the same weights whose gradients differ at every step by at
+// most δ (relative, per value) take AdamW updates that differ by at most 2δ of each update to first
+// order (m and v move by δ and 2δ, m/√v by at most δ + δ, wherever |g| ≫ eps; where it is not, the
+// gradient is ~0 and the weight's move changes the loss by ~0). The loss then differs by at most
+// 2δ of what the updates moved it: with Adam's near-sign updates every weight's move lowers the
+// loss, so that is 2δ·Σ|L(j+1) − L(j)| over the steps so far, and after i steps the differences
+// have fed back through i gradients: i·2δ·Σ|ΔL|.
 #pragma once
 
 #include "model/gpt.h"   // Precision
 
 #include <cmath>
+#include <vector>
 
 namespace train_gpt::test {
 
@@ -56,5 +65,18 @@ inline double one_flip(double u) { return 2 * u; }
 // goes through this many stored tensors: dln and ln_f's dresidual, then per layer dfch_gelu,
 // dfch, dln2, dresidual, datty, dqkv, dln1 and dresidual again (8).
 inline int backward_chain_length(int n_layer) { return 2 + 8 * n_layer; }
+
+// The bound on step i's loss of the second run (trained_loss_bound(losses, δ)[i]), from the
+// first run's losses (losses[0] is step 0's, before any update) and δ as above; step 0's is 0 and
+// the caller adds what the loss's own reduction may differ by.
+inline std::vector<double> trained_loss_bounds(const std::vector<double>& losses, double delta) {
+    std::vector<double> bounds(losses.size(), 0.0);
+    double moved = 0;
+    for (size_t i = 1; i < losses.size(); i++) {
+        moved += std::fabs(losses[i] - losses[i - 1]);
+        bounds[i] = i * 2 * delta * moved;
+    }
+    return bounds;
+}
 
 }  // namespace train_gpt::test
