@@ -5,17 +5,13 @@
 //
 // Tolerances (tests/tolerances.h), normwise relative (max |a − b| / max |b| per tensor, see
 // test_util.h). Both sides compute the same maths in FP32 with other summation orders and other
-// libm functions (exp, tanh: within an ulp or two each): every stored value of the chain carries a
-// reordered sum of at most K = max(4C, Vp, B·T) terms and a function's last-bit difference,
-// √K·u + 2u, in quadrature over the chain's n values:
-//   logits: the forward, n = 10L + 2;
-//   loss: the mean over B·T tokens of log-softmax, whose gradient in the logits sums to at most 2
-//     in absolute value: |Δloss| ≤ 2·max|Δlogit|, relative to the loss;
-//   gradients: forward and backward, n = (10L + 2) + (2 + 8L);
-//   losses over 10 steps: trained_loss_bounds with δ = the gradients' bound, plus the loss's;
-//   the gradient norm at step 0 within the gradients' bound; after it, the norm depends on how
-//   the weights moved, which no first-order argument bounds, so the steps are compared by whether
-//   each was clipped, where the reference's norm is not within that bound of the clip threshold.
+// libm functions: fp32_logits_bound, fp32_loss_bound and fp32_gradient_bound say what that can do
+// (reordered sums and last-bit function differences in quadrature over the chain); the losses of
+// the 10 steps within trained_loss_bounds with δ = the gradients' bound, plus the loss's. The
+// gradient norm is compared at step 0 within the gradients' bound; after it the norm depends on
+// how the weights moved, which no first-order argument bounds, so the steps are compared by
+// whether each was clipped, where the reference's norm is not within those bounds of the
+// threshold.
 // PyTorch is required: the test fails (never skips) when it cannot run the reference.
 #include "model/gpt.h"
 #include "rng.h"
@@ -121,12 +117,7 @@ TEST(ReferenceParity, MatchesPyTorchOnLogitsGradientsAndTenAdamWSteps) {
         }
     }
     std::vector<float> ref_logits = read_floats(out + "/logits.bin", (size_t)B * T * V);
-    const GPTConfig& cfg = run.cfg;
-    const double K = std::max({4 * cfg.n_embd, cfg.padded_vocab_size, B * T});
-    const double per_value = reordered_fp32_sum(K) + one_flip(kUnitRoundoffFp32);
-    const double forward_n = 10 * cfg.n_layer + 2, backward_n = backward_chain_length(cfg.n_layer);
-    const double logits_bound = std::sqrt(forward_n) * per_value;
-    const double grad_bound = std::sqrt(forward_n + backward_n) * per_value;
+    const double logits_bound = fp32_logits_bound(run.cfg, T), grad_bound = fp32_gradient_bound(run.cfg, B, T);
     const double logits_error = max_rel_error(logits.data(), ref_logits.data(), logits.size());
     EXPECT_LT(logits_error, logits_bound);
     double max_logit = 0;
@@ -136,7 +127,7 @@ TEST(ReferenceParity, MatchesPyTorchOnLogitsGradientsAndTenAdamWSteps) {
     const float loss = model.forward(run.inputs(0), run.targets(0), B, T, 1.0f / (B * T));
     model.backward();
     const double ref_loss = results["loss"].get<double>();
-    const double loss_bound = 2 * logits_bound * max_logit / ref_loss;
+    const double loss_bound = fp32_loss_bound(run.cfg, T, max_logit, ref_loss);
     EXPECT_LT(std::fabs(loss - ref_loss) / ref_loss, loss_bound) << loss << " vs " << ref_loss;
 
     std::vector<float> grads = model.gradients();

@@ -32,6 +32,7 @@
 
 #include "model/gpt.h"   // Precision
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -65,6 +66,27 @@ inline double one_flip(double u) { return 2 * u; }
 // goes through this many stored tensors: dln and ln_f's dresidual, then per layer dfch_gelu,
 // dfch, dln2, dresidual, datty, dqkv, dln1 and dresidual again (8).
 inline int backward_chain_length(int n_layer) { return 2 + 8 * n_layer; }
+
+// Two FP32 implementations of the same GPT (the engine and PyTorch, or the engine on two shapes):
+// every stored value of the chain carries a reordered sum of at most K terms and, through exp,
+// tanh and the like, a last-bit difference of the functions' implementations (2u), in quadrature
+// over the chain's values. The forward (10L + 2 stored tensors: per layer ln1, qkv, atty, attproj,
+// residual2, ln2, fch, fch_gelu, fcproj, residual3; then lnf and the logits) sums over C, 4C and T;
+// the backward (2 + 8L more) also over the batch's B·T rows and the vocabulary's Vp.
+inline double fp32_logits_bound(const GPTConfig& cfg, int T) {
+    const double K = std::max(4 * cfg.n_embd, T);
+    return std::sqrt(10.0 * cfg.n_layer + 2) * (reordered_fp32_sum(K) + one_flip(kUnitRoundoffFp32));
+}
+inline double fp32_gradient_bound(const GPTConfig& cfg, int B, int T) {
+    const double K = std::max({4 * cfg.n_embd, cfg.padded_vocab_size, B * T});
+    const double n = (10.0 * cfg.n_layer + 2) + backward_chain_length(cfg.n_layer);
+    return std::sqrt(n) * (reordered_fp32_sum(K) + one_flip(kUnitRoundoffFp32));
+}
+// The mean cross-entropy, whose gradient in a row's logits sums to at most 2 in absolute value:
+// |Δloss| ≤ 2·max|Δlogit| ≤ 2·(the logits' normwise bound)·max|logit|; relative to the loss.
+inline double fp32_loss_bound(const GPTConfig& cfg, int T, double max_abs_logit, double loss) {
+    return 2 * fp32_logits_bound(cfg, T) * max_abs_logit / loss;
+}
 
 // The bound on step i's loss of the second run (trained_loss_bound(losses, δ)[i]), from the
 // first run's losses (losses[0] is step 0's, before any update) and δ as above; step 0's is 0 and

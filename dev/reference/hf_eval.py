@@ -8,7 +8,7 @@ unchanged with GPT2LMHeadModel.from_pretrained (float32, CPU). TOKENS.bin is int
 (n_batches, B, T+1): each window's first T tokens are the inputs, its last T the targets.
 
 Prints one JSON line: {"loss": mean cross-entropy over all positions, "losses": per batch,
-"n_params": ...}. Fails (non-zero exit) if any checkpoint tensor is missing, unexpected or of the
+"max_abs_logit": the largest |logit| (what a loss comparison's bound scales with), "n_params": ...}. Fails (non-zero exit) if any checkpoint tensor is missing, unexpected or of the
 wrong shape: a silently re-initialised tensor must not pass for a loaded one.
 """
 import json
@@ -44,13 +44,14 @@ def main():
         sys.exit(f"hf_eval: {tokens_path} holds {tokens.size} tokens, not a multiple of B*(T+1) = {B * (T + 1)}")
     windows = torch.from_numpy(tokens.reshape(-1, B, T + 1).astype(np.int64))
 
-    losses = []
+    losses, max_abs_logit = [], 0.0
     with torch.no_grad():
         for batch in windows:
             logits = model(batch[:, :T]).logits   # (B, T, V)
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
             losses.append(loss.item())
-    print(json.dumps({"loss": float(np.mean(losses)), "losses": losses,
+            max_abs_logit = max(max_abs_logit, logits.abs().max().item())
+    print(json.dumps({"loss": float(np.mean(losses)), "losses": losses, "max_abs_logit": max_abs_logit,
                       "n_params": sum(p.numel() for p in model.parameters())}))
 
 
