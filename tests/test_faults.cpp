@@ -1,6 +1,7 @@
 // test_faults.cpp — fail fast, fail loud, lose nothing: the real ./train_gpt (under mpirun where
 // it is about ranks) when things go wrong around it.
-//   * an error on one rank ends the whole job within seconds, the rank and the file named first;
+//   * an error on one rank ends the whole job by itself (a hang would meet the timeout), the
+//     rank and the file named first;
 //   * divergence: non-finite streaks never cost the healthy checkpoint, the streak survives a
 //     resume, loss spikes are reported and can stop the run;
 //   * resume: a damaged newest checkpoint is refused (or, asked to, passed over and kept), and
@@ -39,7 +40,7 @@ namespace {
 
 const char* const kMpirun = "mpirun --oversubscribe --allow-run-as-root ";
 
-CommandResult run(const std::string& command, int timeout_s = 120) {
+CommandResult run(const std::string& command, int timeout_s = 300) {
     return run_timed(format("timeout -k 10 %d ", timeout_s) + command);   // -k: a run that ignores SIGTERM
 }
 
@@ -142,9 +143,10 @@ struct Background {
     }
 };
 
-// Waits (up to 60 s) until `done` holds; false if it never does.
+// Waits (up to 300 s: a deadline for a hang, not a speed) until `done` holds; false if it never
+// does.
 bool wait_until(const std::function<bool()>& done) {
-    for (int i = 0; i < 6000; i++) {
+    for (int i = 0; i < 30000; i++) {
         if (done()) return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -195,13 +197,13 @@ bool run_on_small_tmpfs(const std::string& dir, const std::string& size, const s
 // ignored: writes fail with "File too large" as they would on a disk that only one node sees as
 // full) while rank 0 waits for it in the save's barrier. Before: rank 1's exception unwound into
 // MPI_Finalize and the job hung, nothing printed, until the timeout.
-TEST(Faults, AWriteThatFailsOnOneRankEndsTheJobWithinSecondsNamingTheRankAndTheFile) {
+TEST(Faults, AWriteThatFailsOnOneRankEndsTheJobNamingTheRankAndTheFile) {
     Corpus c;
     const std::string out = c.dir.file("out"), flags = c.flags(out, "-x 4 --checkpoint-every 2");
     const CommandResult r = run(std::string(kMpirun) + "-np 1 " + train_gpt_binary() + flags + " : -np 1 bash -c \"trap '' XFSZ; ulimit -f 64; exec " +
-                         train_gpt_binary() + flags + "\"", 60);
+                         train_gpt_binary() + flags + "\"", 300);
+    // the job ends by itself, not at the timeout (expect_refused refuses timeout's 124)
     expect_refused(r, {"rank 1: error: " + out + "/checkpoints/step_00000002.tmp/", "File too large"});
-    EXPECT_LT(r.seconds, 30) << "the job must end within seconds, not at the timeout";
     // the message comes before MPI's own report of the abort
     EXPECT_LT(r.output.find("rank 1: error:"), r.output.find("MPI_ABORT")) << r.output;
     EXPECT_FALSE(file_exists(out + "/checkpoints/step_00000002")) << "no checkpoint may look complete";
@@ -215,10 +217,9 @@ TEST(Faults, AnErrorOnlyOneRankMeetsAtStartEndsTheJobBeforeAnythingIsWritten) {
     tokens[3500] = 300;   // rank 1 of 2 scans tokens [2000, 4000)
     write_shard(c.dir.file("bad_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
     const std::string out = c.dir.file("out");
-    const CommandResult r = run(c.mpirun(2, out, "-x 4 -i '" + c.dir.file("bad_*.bin") + "'"), 60);
+    const CommandResult r = run(c.mpirun(2, out, "-x 4 -i '" + c.dir.file("bad_*.bin") + "'"), 300);
     expect_refused(r, {"rank 1: error: " + c.dir.file("bad_000000.bin") + ": token 300 at position 3500"});
     EXPECT_EQ(r.output.find("rank 0: error"), std::string::npos) << "rank 0 met no error of its own";
-    EXPECT_LT(r.seconds, 30);
     EXPECT_FALSE(file_exists(out)) << "nothing written before every rank's checks passed";
 }
 
@@ -484,8 +485,8 @@ TEST(Faults, ASecondRunInTheSameDirectoryIsRefusedNamingTheFirst) {
     ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 2; })) << first.output();
     // the same -o; another -o with the same --checkpoint-dir
     CommandResult r = run(c.train_gpt(out, "-x 10 --overwrite-output"));
+    // refused at once: a run that waited for the lock would still be waiting at the timeout (124)
     expect_refused(r, {out + " is in use by another run: pid " + std::to_string(first.pid) + " on ", out + "/train_gpt.lock"});
-    EXPECT_LT(r.seconds, 20);
     r = run(c.train_gpt(c.dir.file("other"), "-x 10 --checkpoint-every 5 --checkpoint-dir '" + out + "/checkpoints'"));
     expect_refused(r, {out + "/checkpoints is in use by another run: pid " + std::to_string(first.pid)});
     EXPECT_FALSE(file_exists(c.dir.file("other"))) << "a refused run creates no directory";
@@ -493,7 +494,7 @@ TEST(Faults, ASecondRunInTheSameDirectoryIsRefusedNamingTheFirst) {
     const int steps = last_step(out + "/log.jsonl");
     ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") > steps + 2; }));
     kill(first.pid, SIGINT);
-    EXPECT_EQ(first.wait(60), 130) << first.output();
+    EXPECT_EQ(first.wait(300), 130) << first.output();
     log_records(out + "/log.jsonl");
     // its lock went with it
     ASSERT_EQ(run(c.train_gpt(c.dir.file("other"), "-x 2 --checkpoint-every 2 --checkpoint-dir '" + out + "/checkpoints'")).rc, 0);
@@ -524,31 +525,35 @@ TEST(Faults, ARerunDoesNotReplaceAPreviousRunsFilesUnlessAsked) {
 // ---- 9. SIGTERM / SIGUSR1 / SIGINT ----------------------------------------------------------------
 
 // SIGUSR1 in the middle of a run: the step finishes, a checkpoint of it is written, exit 75; the
-// resumed run ends with the same weights and optimizer state as an uninterrupted one.
+// resumed run ends with the same weights and optimizer state as an uninterrupted one. The run is
+// one that would not end by itself (100000 steps) at a constant learning rate without warmup, so
+// that the signal always comes mid-run and `-x` (the step both runs end at) changes nothing else.
 TEST(Faults, SigusrOneWritesACheckpointAndExits75AndTheRunResumesBitExactly) {
     Corpus c;
-    const std::string args = "-x 400 --checkpoint-every 200";
-    ASSERT_EQ(run(c.train_gpt(c.dir.file("whole"), args)).rc, 0);
+    const std::string schedule = "--lr-schedule constant --warmup-steps 0 ";
     const std::string out = c.dir.file("out");
-    Background job(c.train_gpt(out, args), c.dir.file("job.txt"));
+    Background job(c.train_gpt(out, schedule + "-x 100000 --checkpoint-every 50000"), c.dir.file("job.txt"));
     ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 3; })) << job.output();
     kill(job.pid, SIGUSR1);
-    ASSERT_EQ(job.wait(60), 75) << job.output();
+    ASSERT_EQ(job.wait(300), 75) << job.output();
     const auto stops = records_of(out + "/log.jsonl", "stop");
     ASSERT_EQ(stops.size(), 1u);
     const int stopped = stops[0]["step"].get<int>();
-    ASSERT_LT(stopped, 400) << "the signal came before the end";
     EXPECT_EQ(stops[0]["checkpoint"], checkpoint_dir(out + "/checkpoints", stopped));
     EXPECT_CONTAINS(job.output(), format("stopped by SIGUSR1 after step %d; resume with --resume", stopped));
     EXPECT_EQ(list_checkpoints(out + "/checkpoints").back(), stopped);
-    const CommandResult r = run(train_gpt_binary() + " --resume -o '" + out + "'");
+    // resumed to `end`, and a run that trains to `end` in one go
+    const int end = stopped + 5;
+    const std::string to_end = format("-x %d --checkpoint-every %d", end, end);
+    const CommandResult r = run(train_gpt_binary() + " --resume -o '" + out + "' " + to_end);
     ASSERT_EQ(r.rc, 0) << r.output;
+    ASSERT_EQ(run(c.train_gpt(c.dir.file("whole"), schedule + to_end)).rc, 0);
     auto files = [](const std::string& step) {
         std::map<std::string, uint64_t> out;
         for (auto& [name, rec] : read_manifest(step).files) out[name] = rec.xxh3;
         return out;
     };
-    EXPECT_EQ(files(out + "/checkpoints/step_00000400"), files(c.dir.file("whole/checkpoints/step_00000400")));
+    EXPECT_EQ(files(checkpoint_dir(out + "/checkpoints", end)), files(checkpoint_dir(c.dir.file("whole/checkpoints"), end)));
 }
 
 // SIGTERM without checkpointing configured says so; SIGINT stops without a checkpoint, exit 130.
@@ -562,7 +567,7 @@ TEST(Faults, SigtermWithoutCheckpointsAndSigintStopCleanly) {
         Background job(c.train_gpt(out, flags), c.dir.file(std::string(name) + ".txt"));
         ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 3; })) << job.output();
         kill(job.pid, sig);
-        EXPECT_EQ(job.wait(60), code) << job.output();
+        EXPECT_EQ(job.wait(300), code) << job.output();
         EXPECT_CONTAINS(job.output(), std::string("stopped by ") + name + " after step ");
         EXPECT_CONTAINS(job.output(), says);
         EXPECT_TRUE(list_checkpoints(out + "/checkpoints").empty());
@@ -581,7 +586,7 @@ TEST(Faults, ASignalToOneRankStopsEveryRankAtTheSameStepWithOneCheckpoint) {
     const pid_t rank1 = pid_of_rank(out, 1);
     ASSERT_GT(rank1, 0) << "rank 1's process";
     kill(rank1, SIGUSR1);
-    EXPECT_EQ(job.wait(60), 75) << job.output();
+    EXPECT_EQ(job.wait(300), 75) << job.output();
     const auto stops = records_of(out + "/log.jsonl", "stop");
     ASSERT_EQ(stops.size(), 1u);
     const int stopped = stops[0]["step"].get<int>();
