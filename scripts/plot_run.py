@@ -8,7 +8,10 @@ the fraction of values that saturated).
 
 The log is the trainer's JSONL (one record per line: "step", "val", "fp8", "sample", "resume",
 "checkpoint", "summary"); a resume is drawn as a dashed vertical line. config.json beside the log,
-when there, titles the figure. Needs matplotlib (Debian's python3-matplotlib; scripts/setup.sh
+when there, titles the figure. After the PNG's path it prints what each panel holds, read back
+from the figure's own lines ("plot_run: panel loss: train loss 8, val loss 3 | 1 resume"): every
+series with its number of finite points drawn, so that a test can check the picture against the
+log. Needs matplotlib (Debian's python3-matplotlib; scripts/setup.sh
 --test installs it).
 """
 import argparse
@@ -92,13 +95,13 @@ def main():
     ax.set_ylabel("loss")
     ax.legend(loc="upper right")
 
-    axes["lr"].plot(x, [number(r["lr"]) for r in steps], lw=0.8)
+    axes["lr"].plot(x, [number(r["lr"]) for r in steps], lw=0.8, label="lr")
     axes["lr"].set_ylabel("learning rate")
-    axes["norm"].plot(x, [number(r["grad_norm"]) for r in steps], lw=0.8)
+    axes["norm"].plot(x, [number(r["grad_norm"]) for r in steps], lw=0.8, label="grad norm")
     axes["norm"].set_ylabel("grad norm")
     axes["norm"].set_yscale("log")
     if "scale" in axes:
-        axes["scale"].plot(x, [number(r.get("loss_scale")) for r in steps], lw=0.8)
+        axes["scale"].plot(x, [number(r.get("loss_scale")) for r in steps], lw=0.8, label="loss scale")
         axes["scale"].set_ylabel("fp16 loss scale")
         axes["scale"].set_yscale("log")
     if fp8:
@@ -117,7 +120,7 @@ def main():
 
     for a in axes.values():
         for step in resumes:
-            a.axvline(step, color="gray", ls="--", lw=0.8)
+            a.axvline(step, color="gray", ls="--", lw=0.8, label="_resume")
         a.grid(alpha=0.3)
     axes[panels[-1]].set_xlabel("step" + ("   (dashed: resumed)" if resumes else ""))
     fig.suptitle(title_of(args.log), fontsize=9)
@@ -125,6 +128,12 @@ def main():
     out = args.output or (args.log[:-len(".jsonl")] if args.log.endswith(".jsonl") else args.log) + ".png"
     fig.savefig(out, dpi=110)
     print(f"plot_run: {out}")
+    for name in panels:
+        lines = axes[name].get_lines()
+        series = [f"{line.get_label()} {sum(1 for y in line.get_ydata() if math.isfinite(y))}"
+                  for line in lines if line.get_label() != "_resume"]
+        drawn_resumes = sum(1 for line in lines if line.get_label() == "_resume")
+        print(f"plot_run: panel {name}: {', '.join(series)} | {drawn_resumes} resume{'s' if drawn_resumes != 1 else ''}")
 
 
 if __name__ == "__main__":

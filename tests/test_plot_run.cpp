@@ -1,9 +1,15 @@
 // test_plot_run.cpp — scripts/plot_run.py on the logs the real binary writes: fp16 (the loss-scale
-// panel) resumed half-way (the resume line), and fp8 (the telemetry panels): a PNG each.
+// panel) resumed half-way (the resume line), and fp8 (the telemetry panels): a PNG each, whose
+// panels hold what the log holds (the script reports each panel's series and points, read back
+// from the figure's lines): every step's loss, lr and norm, every val loss, the loss scale, one
+// amax and one saturation series per FP8 tensor with a point per telemetry record, the resume.
 // Needs Debian's python3-matplotlib (scripts/setup.sh --test): fails, never skips, without it.
 #include "data/shard.h"
 #include "data/tokenizer.h"
-#include "test_util.h"
+#include "model_test_util.h"
+
+#include <map>
+#include <set>
 
 using namespace train_gpt;
 using namespace train_gpt::test;
@@ -26,6 +32,14 @@ void expect_png(const std::string& path, int min_width, int min_height) {
     EXPECT_GT(bytes.size(), 20000u) << "a figure with plotted lines, not an empty canvas";
 }
 
+// plot_run's "plot_run: panel NAME: SERIES N, SERIES N | R resume(s)" line for `panel`.
+std::string panel_line(const std::string& output, const std::string& panel) {
+    const std::string key = "plot_run: panel " + panel + ": ";
+    const size_t at = output.find(key);
+    if (at == std::string::npos) return "(no panel " + panel + ")";
+    return output.substr(at + key.size(), output.find('\n', at) - at - key.size());
+}
+
 }  // namespace
 
 TEST(PlotRun, WritesAPngOfTheLossLearningRateNormAndPrecisionTelemetry) {
@@ -46,8 +60,28 @@ TEST(PlotRun, WritesAPngOfTheLossLearningRateNormAndPrecisionTelemetry) {
     ASSERT_EQ(run_command(plot + "'" + dir.file("fp16/log.jsonl") + "'", &out), 0) << out;
     EXPECT_CONTAINS(out, "plot_run: " + dir.file("fp16/log.png"));
     expect_png(dir.file("fp16/log.png"), 800, 800);
+    // 8 steps (4, then 4 more after the resume at step 4), a val loss every 2 steps
+    const size_t steps = log_records(dir.file("fp16/log.jsonl"), "step").size();
+    const size_t vals = log_records(dir.file("fp16/log.jsonl"), "val").size();
+    ASSERT_EQ(steps, 8u);
+    ASSERT_GE(vals, 4u);
+    EXPECT_EQ(panel_line(out, "loss"), format("train loss %zu, val loss %zu | 1 resume", steps, vals));
+    EXPECT_EQ(panel_line(out, "lr"), format("lr %zu | 1 resume", steps));
+    EXPECT_EQ(panel_line(out, "norm"), format("grad norm %zu | 1 resume", steps));
+    EXPECT_EQ(panel_line(out, "scale"), format("loss scale %zu | 1 resume", steps));
+    EXPECT_EQ(panel_line(out, "amax"), "(no panel amax)") << "no FP8 telemetry in an fp16 run";
+
     ASSERT_EQ(run_command(plot + "'" + dir.file("fp8/log.jsonl") + "' -o '" + dir.file("fp8.png") + "'", &out), 0) << out;
     expect_png(dir.file("fp8.png"), 800, 1200);   // five panels: loss, lr, norm, amax, saturation
+    // one series per scaled tensor (2 layers × 4 GEMMs × x, w, dy), a point per telemetry record
+    std::map<std::string, int> records_per_tensor;
+    for (const auto& r : log_records(dir.file("fp8/log.jsonl"), "fp8")) records_per_tensor[r["tensor"].get<std::string>()]++;
+    ASSERT_EQ(records_per_tensor.size(), 24u);
+    std::string series;
+    for (const auto& [tensor, n] : records_per_tensor) series += (series.empty() ? "" : ", ") + tensor + " " + std::to_string(n);
+    EXPECT_EQ(panel_line(out, "amax"), series + " | 0 resumes");
+    EXPECT_EQ(panel_line(out, "saturated"), series + " | 0 resumes");
+    EXPECT_EQ(panel_line(out, "scale"), "(no panel scale)") << "no loss scale in an fp8 run";
 
     write_text(dir.file("bad.jsonl"), "{\"type\": \"step\"\n");
     EXPECT_NE(run_command(plot + "'" + dir.file("bad.jsonl") + "'", &out), 0);
