@@ -35,21 +35,24 @@ TEST(Schedule, CosineLinearConstantAndWsdHitTheirEndpoints) {
     s.warmup_steps = 10;
     s.total_steps = 110;   // post-warmup steps 10..109
     s.final_lr_frac = 0.1f;
+    // each value is a few FP32 operations on numbers ≤ 2: within 4 ulps of 2 (2^-20)
+    const float ulps4 = 0x1p-20f;
     s.kind = LrScheduleKind::Cosine;
     EXPECT_FLOAT_EQ(s.at(10), 2.0f);
-    EXPECT_NEAR(s.at(109), 0.2f, 1e-6);
-    EXPECT_NEAR(s.at(10 + 99 / 2.0f), 1.1f, 0.02f);   // halfway: the mean of lr and lr_min
+    EXPECT_NEAR(s.at(109), 0.2f, ulps4);
+    // step 59 of the 99 after warmup: lr_min + ½(1 + cos(π·49/99))·(lr − lr_min), in double
+    EXPECT_NEAR(s.at(59), 0.2 + 0.5 * (1 + std::cos(M_PI * 49 / 99)) * 1.8, ulps4);
     s.kind = LrScheduleKind::Linear;
     EXPECT_FLOAT_EQ(s.at(10), 2.0f);
-    EXPECT_NEAR(s.at(109), 0.2f, 1e-6);
-    EXPECT_NEAR(s.at(10 + 33), 2.0f - 1.8f * 33 / 99, 1e-5);
+    EXPECT_NEAR(s.at(109), 0.2f, ulps4);
+    EXPECT_NEAR(s.at(10 + 33), 2.0f - 1.8f * 33 / 99, ulps4);
     s.kind = LrScheduleKind::Constant;
     EXPECT_FLOAT_EQ(s.at(109), 2.0f);
     s.kind = LrScheduleKind::WSD;
     s.decay_frac = 0.2f;   // decay over the last 22 steps: 88..109
     EXPECT_FLOAT_EQ(s.at(87), 2.0f);
     EXPECT_FLOAT_EQ(s.at(88), 2.0f);
-    EXPECT_NEAR(s.at(109), 0.2f, 1e-6);
+    EXPECT_NEAR(s.at(109), 0.2f, ulps4);
     EXPECT_LT(s.at(100), 2.0f);
 }
 
