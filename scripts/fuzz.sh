@@ -8,14 +8,22 @@
 #
 # A harness passes when it runs its time with no finding: no sanitizer report, crash, uncaught
 # exception (the loaders may only throw train_gpt::Error), input slower than 10 s, or single
-# allocation above 1 GiB (a size field trusted before it was checked). A finding is saved in
-# build/fuzz/findings/NAME/ (reproduce: build/fuzz/fuzz_NAME FILE) and becomes a regression test.
+# allocation above 1 GiB (a size field trusted before it was checked); and when it ran enough
+# inputs: at least FUZZ_MIN_EXEC_PER_S (50) per second of its time, 1000 in scripts/test.sh's
+# 20 s (libFuzzer's stat::number_of_executed_units). Under ASan, two harnesses side by side on
+# two cores, the slowest (state: 26 KB state files) ran 260 inputs a second over 20 s, the others
+# 2,700 to 28,000; a harness that averages 20 ms an input or more is broken (a vocabulary loaded
+# per input, a hang until -timeout, a start-up that eats the run) and has fuzzed little beyond
+# its seeds, so it fails with its count. A finding is saved in build/fuzz/findings/NAME/ (reproduce:
+# build/fuzz/fuzz_NAME FILE) and becomes a regression test.
 # The last line is "fuzz: P passed, F failed" (scripts/test.sh counts it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${1:-20}
 shift || true
+min_per_s=${FUZZ_MIN_EXEC_PER_S:-50}
+min_units=$(( min_per_s * seconds ))
 names=("$@")
 if (( ${#names[@]} == 0 )); then
     for src in tests/fuzz/fuzz_*.cpp; do
@@ -52,9 +60,19 @@ passed=0 failed=0
 for name in "${names[@]}"; do
     log=build/fuzz/$name.log findings=build/fuzz/findings/$name
     if wait "${pid_of[$name]}"; then
-        passed=$((passed + 1))
-        echo "  $name ok: $(grep -m1 '^stat::number_of_executed_units' "$log" | sed 's/.*: *//') inputs," \
-             "$(grep -o 'cov: [0-9]*' "$log" | tail -1) edges"
+        units=$(grep -m1 '^stat::number_of_executed_units' "$log" | sed 's/.*: *//')
+        if [[ ! $units =~ ^[0-9]+$ ]]; then
+            failed=$((failed + 1))
+            echo "  $name FAILED: its log ($log) has no stat::number_of_executed_units: how many inputs ran is unknown"
+        elif (( units < min_units )); then
+            failed=$((failed + 1))
+            echo "  $name FAILED: ran $units inputs in ${seconds}s, fewer than $min_units" \
+                 "(FUZZ_MIN_EXEC_PER_S=$min_per_s a second; the log: $log)"
+        else
+            passed=$((passed + 1))
+            echo "  $name ok: $units inputs ($(( units / seconds ))/s)," \
+                 "$(grep -o 'cov: [0-9]*' "$log" | tail -1) edges"
+        fi
     else
         failed=$((failed + 1))
         echo "  $name FAILED: a finding in $findings/ (the log: $log); its report:"

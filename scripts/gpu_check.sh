@@ -11,7 +11,11 @@
 #   scripts/gpu_check.sh --dry-run   here (scripts/test.sh): the same steps with no GPU and no
 #                                    build; a step that needs the GPU checks its wiring instead
 #                                    (trainer runs shrunk to 2 CPU steps of d2, the test groups'
-#                                    filters, the scripts parsed) and reports SKIPPED (no GPU)
+#                                    filters, the scripts parsed) and reports SKIPPED (no GPU).
+#                                    Its last line, "gpu_check_dry_run: P passed, F failed, S
+#                                    skipped", counts each GPU step as skipped, and as passed only
+#                                    what ran here: a wiring check that ran a command (ID.wiring),
+#                                    the build and data steps, the report's selftest
 #
 # Results, in $OUT (the device tool brings it back) or out/gpu_check/ (out/gpu_check_dry/ for the
 # dry run): gpu_results.md (the block for docs/gpu-results.md: targets, steps, attention and
@@ -650,14 +654,57 @@ echo "==================== gpu_check summary ($RESULTS/gpu_results.md) =========
 sed '/^Where the GPU time goes/,/^$/d' "$RESULTS/gpu_results.md"
 echo "Targets again (the full summary, --profile shares included, is in gpu_results.md):"
 sed -n '/^| target |/,/^$/p' "$RESULTS/gpu_results.md"
-failed=0 ok=0
-for id in "${IDS[@]}"; do
-    case ${STATUS[$id]} in PASS|SKIPPED) ok=$(( ok + 1 )) ;; *) failed=$(( failed + 1 )) ;; esac
-done
 if [[ $MODE == --dry-run ]]; then
-    # every step ran its wiring and ended PASS or SKIPPED; and the summary's arithmetic on made-up figures
-    if "${PY[@]}" selftest; then ok=$(( ok + 1 )); else failed=$(( failed + 1 )); fi
-    echo "gpu_check_dry_run: $ok passed, $failed failed"
+    # What the dry run proved, counted as what it is (scripts/test.sh adds it up). passed: what ran
+    # here and was checked: a step that PASSed here (build: the binaries load; data: the shard),
+    # the wiring check of a GPU step where it ran a command (the trainer with the step's flags on
+    # 2 CPU steps, a test filter run, the probe test listed), and the report's selftest. skipped:
+    # every GPU step, which could not run (its wiring check, where it has one, counted apart).
+    # failed: a step that FAILed (a wiring command that exited non-zero), or was not reached.
+    passed=0 failed=0 skipped=0 wired=0
+    declare -A SAME=()
+    for line in "${STEPS[@]}"; do
+        read -r -a f <<< "$line"
+        id=${f[0]} fn=${f[2]}
+        # the commands the step ran, each of which exited 0 (run_logged's lines in the log), and
+        # what they were (their output directory left out): a step whose wiring ran the very
+        # commands of an earlier one's (d12 and d48 both shrink to d2) is not counted again
+        ran=$(awk -v id="$id" '$1 == "====" { in_step = ($2 == id) } in_step && /^== .*: exit 0 at [0-9]+ s$/ { n++ }
+                              END { print n + 0 }' "$LOG")
+        cmds=$(awk -v id="$id" '$1 == "====" { in_step = ($2 == id) }
+                                in_step && /^== [^ ]+ \([0-9]+ s\): / { sub(/^== [^ ]+ \([0-9]+ s\): /, ""); gsub(/-o [^ ]+/, "-o OUT"); print }' "$LOG")
+        case $fn in
+            step_fp8_probe) what="its probe test is in test_cuda's list"
+                            [[ ${STATUS[$id]} == SKIPPED && ${NOTE[$id]} == "$NO_GPU" ]] && ran=1 ;;
+            step_tests) what="test_cuda run with its filter (its tests SKIPPED without a GPU)"
+                        [[ ${f[3]} == rest ]] && what+="; the groups split the suite" ;;
+            step_bench) what="the trainer with the step's flags, 2 CPU steps of d2, its output read" ;;
+            step_loss) what="bf16 and fp8 trainer runs of 2 CPU steps, the loss verdict computed" ;;
+            step_track) what="2 CPU steps in bf16 and fp8 beside the CPU twin's runs, compared" ;;
+            step_memcheck) what="the trainer's command, 2 fp8 CPU steps (without compute-sanitizer)" ;;
+            step_attention_ours|step_lab) what="checked, not run: the harness sources exist"; ran=0 ;;
+            step_attention_sdpa|step_torch) what="checked, not run: the Python script parses"; ran=0 ;;
+            *) what="nothing to check without a GPU"; ran=0 ;;
+        esac
+        case ${STATUS[$id]} in
+            PASS) passed=$(( passed + 1 )); echo "gpu_check_dry_run: PASS $id (ran here: ${NOTE[$id]})" ;;
+            SKIPPED)
+                skipped=$(( skipped + 1 ))
+                if (( ran > 0 )) && [[ -n ${SAME[$fn$cmds]:-} ]]; then
+                    echo "gpu_check_dry_run: SKIPPED $id: ${NOTE[$id]} (wiring: the same commands as ${SAME[$fn$cmds]}.wiring, not counted again)"
+                elif (( ran > 0 )); then
+                    passed=$(( passed + 1 )) wired=$(( wired + 1 )) SAME[$fn$cmds]=$id
+                    echo "gpu_check_dry_run: PASS $id.wiring ($what); SKIPPED $id: ${NOTE[$id]}"
+                else
+                    echo "gpu_check_dry_run: SKIPPED $id: ${NOTE[$id]} (wiring: $what)"
+                fi ;;
+            *) failed=$(( failed + 1 )); echo "gpu_check_dry_run: FAIL $id: ${STATUS[$id]}: ${NOTE[$id]:-}" ;;
+        esac
+    done
+    # the summary's arithmetic on made-up figures
+    if "${PY[@]}" selftest; then passed=$(( passed + 1 )); else failed=$(( failed + 1 )); fi
+    echo "gpu_check_dry_run: passed = the steps that passed here, $wired GPU steps' wiring checks that ran commands (distinct ones), the report's selftest; skipped = the GPU steps (no GPU)"
+    echo "gpu_check_dry_run: $passed passed, $failed failed, $skipped skipped"
     exit $(( failed > 0 ))
 fi
 for id in "${IDS[@]}"; do [[ ${STATUS[$id]} == FAIL ]] && exit 1; done

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — on a fresh machine: install, build everything (CUDA sources for sm_90a included),
-# and run the GoogleTest suites. CUDA suites report SKIPPED where there is no GPU.
+# and run the GoogleTest suites and the check scripts. CUDA suites report SKIPPED where there is
+# no GPU. The totals count as passed only what ran here and held; what could not run (a CUDA test
+# without a GPU, a GPU step of gpu_check's dry run, a kernel set this CPU lacks) counts as skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
@@ -33,26 +35,33 @@ run_suite() {
     total_skipped=$(( total_skipped + skipped ))
 }
 
-# run_check NAME COMMAND…: run a check script whose last line is "NAME: P passed, F failed"
-# (scripts/check_spills.sh), echo its output, and add its counts to the totals; a non-zero exit
-# without a failure count counts as one failure.
+# run_check NAME COMMAND…: run a check script whose last line is "NAME: P passed, F failed" or
+# "NAME: P passed, F failed, S skipped" (passed: what ran and held; skipped: what could not run
+# here), echo its output, and add its counts to the totals. A run without that line counts as one
+# failure (and as nothing passed); so does a non-zero exit without a failure count.
 run_check() {
-    local name=$1 rc=0 log passed failed
+    local name=$1 rc=0 log line passed=0 failed=0 skipped=0
     shift
     log=$(mktemp)
     "$@" 2>&1 | tee "$log" || rc=$?
-    passed=$(sed -n "s/^$name: \([0-9]*\) passed, [0-9]* failed\$/\1/p" "$log" | tail -1)
-    failed=$(sed -n "s/^$name: [0-9]* passed, \([0-9]*\) failed\$/\1/p" "$log" | tail -1)
+    line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?\$" "$log" | tail -1)
     rm -f "$log"
-    passed=${passed:-0} failed=${failed:-0}
+    if [[ $line =~ ^$name:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ ([0-9]+)\ skipped)?$ ]]; then
+        passed=${BASH_REMATCH[1]} failed=${BASH_REMATCH[2]} skipped=${BASH_REMATCH[4]:-0}
+    fi
     local failed_note=$failed
+    if [[ -z $line ]]; then
+        failed=$(( failed + 1 )); failed_note="$failed (no summary line)"
+        (( rc != 0 )) || rc=1
+    fi
     if (( rc != 0 )); then
         status=$rc
         if (( failed == 0 )); then failed=1; failed_note="1 (exit $rc)"; fi
     fi
-    summaries+=("$name: $passed passed, $failed_note failed, 0 skipped")
+    summaries+=("$name: $passed passed, $failed_note failed, $skipped skipped")
     total_passed=$(( total_passed + passed ))
     total_failed=$(( total_failed + failed ))
+    total_skipped=$(( total_skipped + skipped ))
 }
 
 run_suite test_cpu build/test_cpu
@@ -62,20 +71,31 @@ for np in 1 2 4; do
         build/test_mpi --gtest_color=no
 done
 
-# The CUDA kernel set against its CPU twin: every test reports SKIPPED (with the reason) where
-# there is no GPU, and counts as skipped here.
+# The CUDA kernel set against its CPU twin: every test that needs a GPU reports SKIPPED (with the
+# reason) where there is none, and counts as skipped here; only its host-side tests run and
+# count as passed.
 run_suite test_cuda build/test_cuda --gtest_color=no
 # No CUDA kernel may spill registers (sm_90a, every CUDA source; one check per compiled function).
 run_check check_spills scripts/check_spills.sh
 # The code references in docs/walkthrough.md and README.md name files and functions that exist.
 run_check check_docs python3 scripts/check_docs.py
-# gpu_check.sh's steps without a GPU: each GPU step checks its wiring (trainer flags on 2 CPU
-# steps, test filters, scripts) and reports SKIPPED; the summary and its targets are computed.
+# gpu_check.sh's steps without a GPU: every GPU step counts as skipped; passed counts what ran
+# here: each distinct wiring check that ran a command (trainer flags on 2 CPU steps, a test filter
+# run; a script only parsed or a source only found is not one), the build and data steps, and
+# the summary's arithmetic (the report's selftest).
 run_check gpu_check_dry_run scripts/gpu_check.sh --dry-run
+# The suites that compare numbers, under OpenBLAS's Prescott, Haswell, SkylakeX, Cooperlake and
+# Zen kernel sets (each a different summation order), where this CPU and OpenBLAS can run them;
+# one check per (kernel set, binary), about 2 minutes.
+run_check check_kernel_sets scripts/check_kernel_sets.sh
+# The PyTorch reference itself (dev/reference/selftest.py: gradcheck, an independent model, a
+# hand-written AdamW); about 10 s.
+run_check selftest /usr/bin/python3 dev/reference/selftest.py
 # Every loader of a file the trainer or the data tool reads, fuzzed under ASan + UBSan for 20 s
-# (tests/fuzz/README.md); one check per harness.
+# (tests/fuzz/README.md); one check per harness, failed by a finding or by fewer than 1000 inputs.
 run_check fuzz scripts/fuzz.sh 20
-# The README's commands, run as written (shortened) in a scratch directory.
+# The README's commands, run as written (shortened) in a scratch directory; the two that cannot
+# run here (the FineWeb run, the downloads) count as skipped, their static checks failing them.
 run_check check_readme scripts/check_readme.sh
 # The build's behaviour: quiet output, and a CPU-only trainer where there is no nvcc.
 run_check check_build scripts/check_build.sh

@@ -1,6 +1,6 @@
 """selftest.py — checks that the reference itself is right, before anyone trusts it.
 
-    /usr/bin/python3 dev/reference/selftest.py      (about a minute on 1 CPU core)
+    /usr/bin/python3 dev/reference/selftest.py      (about 10 s on 1 CPU core; scripts/test.sh runs it)
 
 1. gradcheck: gpt2_forward's autograd gradients match finite differences
    (double precision, tiny model).
@@ -13,6 +13,9 @@
    implementation, and the final parameters equal to a hand-written AdamW +
    clipping loop (the exact update the engine must implement).
 4. gpt2.py trains a few steps on a synthetic llm.c shard (uint16 and uint32).
+
+Prints "  ok  WHAT" or "  FAIL  WHAT" per check (a test that raises counts as one failure and
+the rest still run), and last "selftest: P passed, F failed"; exits 1 on any failure.
 """
 
 import json
@@ -32,12 +35,16 @@ import gpt2  # noqa: E402
 from gpt2 import PARAM_NAMES, DECAYED_PARAMS, GPTConfig, gpt2_forward, param_shapes  # noqa: E402
 
 PY = sys.executable
+COUNTS = {"passed": 0, "failed": 0}
 
 
 def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
-    print(f"  ok  {msg}")
+    if cond:
+        COUNTS["passed"] += 1
+        print(f"  ok  {msg}")
+    else:
+        COUNTS["failed"] += 1
+        print(f"  FAIL  {msg}")
 
 
 # ----------------------------------------------------------------------------
@@ -325,16 +332,26 @@ def test_training_cli(tmp):
           f"loss falls: {steps[0]['loss']:.3f} -> {steps[-1]['loss']:.3f}")
 
 
+def run(test, *args):
+    """Run one test; an exception (a crashed subprocess, a missing file) is one failure."""
+    try:
+        test(*args)
+    except Exception as e:  # noqa: BLE001 — reported and counted, the other tests still run
+        COUNTS["failed"] += 1
+        print(f"  FAIL  {test.__name__}{args[1:] if len(args) > 1 else ''} raised {type(e).__name__}: {e}")
+
+
 def main():
     torch.set_num_threads(1)
-    test_gradcheck()
-    test_independent()
+    run(test_gradcheck)
+    run(test_independent)
     with tempfile.TemporaryDirectory() as tmp:
-        test_parity(tmp, grad_clip=0.05)
-        test_parity(tmp, grad_clip=0.0)
-        test_training_cli(tmp)
-    print("selftest: all checks passed")
+        run(test_parity, tmp, 0.05)
+        run(test_parity, tmp, 0.0)
+        run(test_training_cli, tmp)
+    print(f"selftest: {COUNTS['passed']} passed, {COUNTS['failed']} failed")
+    return 1 if COUNTS["failed"] else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
