@@ -264,6 +264,21 @@ TEST(TrainerCli, OutOfRangeValueIsRejected) {
     EXPECT_CONTAINS(expect_failure("--lr-schedule sideways"), "--lr-schedule");
 }
 
+// Values where the maths is undefined or that FP32 cannot hold: β = 1 makes Adam's bias
+// correction 0/0 (every weight NaN after the first update); a learning rate below FP32's smallest
+// normal became 0 silently, one above its largest was refused.
+TEST(TrainerCli, ValuesWhereTheMathsIsUndefinedOrUnderflowsAreRejected) {
+    EXPECT_CONTAINS(expect_failure("--beta1 1"), "--beta1: 1 must be < 1");
+    EXPECT_CONTAINS(expect_failure("--beta2 1"), "--beta2: 1 must be < 1");
+    EXPECT_CONTAINS(expect_failure("--lr 1e-50"), "--lr: 1e-50 underflows FP32");
+    EXPECT_CONTAINS(expect_failure("--adam-eps 1e-45"), "--adam-eps: 1e-45 underflows FP32");
+    EXPECT_CONTAINS(expect_failure("--lr 1e39"), "--lr: 1e39 is beyond FP32's range");
+    TinyCorpus corpus;
+    std::string output;
+    EXPECT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --beta1 0.999 --lr 0 -o '" + corpus.dir.file("ok") + "'",
+                          &output), 0) << output;
+}
+
 TEST(TrainerCli, MissingTokenizerFileIsNamed) {
     TinyCorpus corpus;
     std::string missing = corpus.dir.file("no_such_tokenizer.bin");

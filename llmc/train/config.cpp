@@ -18,10 +18,14 @@ namespace train_gpt {
 
 namespace {
 
-// A numeric check that names the problem: "'abc' is not a number" or "... outside [lo, hi]".
-// (CLI11's own range validators report a non-number as out of range.)
-CLI::Validator numeric(double lo, double hi = 1e300, bool lo_exclusive = false) {
-    std::string desc = lo_exclusive ? "POSITIVE" : (hi < 1e300 ? format("[%g, %g]", lo, hi) : format(">= %g", lo));
+// A numeric check that names the problem: "'abc' is not a number", "... outside [lo, hi]", or a
+// value that FP32 (every float flag's type) cannot hold: above FLT_MAX, or non-zero and below the
+// smallest normal FLT_MIN, where it would become 0 or lose its precision silently. (CLI11's own
+// range validators report a non-number as out of range.)
+CLI::Validator numeric(double lo, double hi = 1e300, bool lo_exclusive = false, bool hi_exclusive = false) {
+    std::string desc = lo_exclusive ? "POSITIVE"
+                       : hi < 1e300 ? format("[%g, %g%s", lo, hi, hi_exclusive ? ")" : "]")
+                                    : format(">= %g", lo);
     return CLI::Validator(
         [=](std::string& text) -> std::string {
             char* end = nullptr;
@@ -32,7 +36,12 @@ CLI::Validator numeric(double lo, double hi = 1e300, bool lo_exclusive = false) 
             if (lo_exclusive ? !(x > lo) : !(x >= lo)) {
                 return format("%s must be %s %g", text.c_str(), lo_exclusive ? ">" : ">=", lo);
             }
-            if (x > hi) return format("%s must be <= %g", text.c_str(), hi);
+            if (hi_exclusive ? !(x < hi) : x > hi) return format("%s must be %s %g", text.c_str(), hi_exclusive ? "<" : "<=", hi);
+            if (std::fabs(x) > FLT_MAX) return format("%s is beyond FP32's range (at most %g)", text.c_str(), (double)FLT_MAX);
+            if (x != 0 && std::fabs(x) < FLT_MIN) {
+                return format("%s underflows FP32 (the smallest normal value is %g): give 0 or a larger value",
+                              text.c_str(), (double)FLT_MIN);
+            }
             return "";
         },
         desc);
@@ -40,6 +49,8 @@ CLI::Validator numeric(double lo, double hi = 1e300, bool lo_exclusive = false) 
 const CLI::Validator kPositive = numeric(0.0, 1e300, true);
 const CLI::Validator kNonNegative = numeric(0.0);
 const CLI::Validator kFraction = numeric(0.0, 1.0);
+// Adam's β: 1 − β^t divides the bias correction, 0 at β = 1 (and the moments never move)
+const CLI::Validator kAdamBeta = numeric(0.0, 1.0, false, true);
 
 // Every flag, bound to the fields of c, with its help text and check: the one table of the
 // command line (parsing, --help, and the flags a checkpoint records all come from it).
@@ -82,8 +93,8 @@ void add_flags(CLI::App& app, TrainConfig& c) {
         ->check(kFraction)->group("Optimizer");
     app.add_option("-c,--weight-decay", c.weight_decay, "AdamW weight decay (2-D weights only)")
         ->check(kNonNegative)->group("Optimizer");
-    app.add_option("--beta1", c.beta1, "AdamW beta1")->check(kFraction)->group("Optimizer");
-    app.add_option("--beta2", c.beta2, "AdamW beta2")->check(kFraction)->group("Optimizer");
+    app.add_option("--beta1", c.beta1, "AdamW beta1")->check(kAdamBeta)->group("Optimizer");
+    app.add_option("--beta2", c.beta2, "AdamW beta2")->check(kAdamBeta)->group("Optimizer");
     app.add_option("--adam-eps", c.adam_eps, "AdamW epsilon")->check(kPositive)->group("Optimizer");
     app.add_option("--grad-clip", c.grad_clip, "Clip the global gradient norm to this (0 = off)")
         ->check(kNonNegative)->group("Optimizer");
