@@ -253,13 +253,17 @@ bool save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
     return true;
 }
 
-// Restores everything save_checkpoint wrote, into a model of any world size. The checkpoint's
-// files were verified when it was chosen (train/resume.h); here every rank checks the shape.
+// Restores everything save_checkpoint wrote, into a model of any world size. Rank 0 verified
+// every file of the checkpoint when it chose it (train/resume.h); every other rank verifies the
+// state files it reads (its ranks' storage may not be rank 0's), and every rank checks the shape.
 ResumeState load_checkpoint(const ResumeChoice& from, GPT& model, const RunPlan& plan, DataLoader* loader,
-                            std::optional<LossScaler>& scaler) {
+                            std::optional<LossScaler>& scaler, const Comm& comm) {
     const CheckpointManifest& manifest = from.manifest;
     check_model_config(manifest, plan.model, from.dir);
     const size_t begin = model.state_begin(), end = begin + model.state_size();
+    if (comm.rank() != 0) {
+        verify_checkpoint_files(from.dir, manifest, state_files_for_range(from.dir, plan.model, begin, end));
+    }
     model.restore_optimizer_state(read_state_range(from.dir, plan.model, StateTensor::Master, begin, end),
                                   read_state_range(from.dir, plan.model, StateTensor::M, begin, end),
                                   read_state_range(from.dir, plan.model, StateTensor::V, begin, end));
@@ -289,6 +293,16 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
     chosen.resize(length);
     comm.broadcast(chosen.data(), length, 0);
     if (comm.rank() != 0 && !chosen.empty()) choice = ResumeChoice{chosen, read_manifest(chosen), {}};
+    // every rank reads the manifest rank 0 verified: the same bytes, or the ranks see different
+    // checkpoints under one name (node-local storage)
+    if (!chosen.empty()) {
+        uint64_t mine = manifest_checksum(chosen), rank0 = mine;
+        comm.broadcast(&rank0, sizeof rank0, 0);
+        if (mine != rank0) {
+            fail("%s/manifest.json differs from the one rank 0 read: the ranks see different checkpoints under one "
+                 "path", chosen.c_str());
+        }
+    }
     if (!choice && cfg.resume) {
         fail("--resume: no checkpoint in %s (no step_* directory). Start the run without --resume, or give the "
              "--checkpoint-dir (or -o) of the run to continue; --auto-resume resumes when there is one and starts "
@@ -461,7 +475,7 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     // ---- where to start: fresh, from a checkpoint's weights, or resuming a run ----
     ResumeState start;
     if (resume_from) {
-        start = load_checkpoint(*resume_from, model, plan, train_loader.get(), scaler);
+        start = load_checkpoint(*resume_from, model, plan, train_loader.get(), scaler, comm);
     } else if (start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
         model.set_weights(read_model_weights(*start_model));
     }

@@ -378,6 +378,39 @@ TEST(Faults, ResumeWithNothingToResumeIsAnErrorAndAutoResumeStartsFresh) {
     EXPECT_EQ(last_step(out + "/log.jsonl"), 4);
 }
 
+// Every rank verifies what it reads. Two ranks resume a 2-rank ZeRO-1 checkpoint, each from its
+// own copy under the same relative path (as node-local storage would hold it: mpirun -wdir): where
+// rank 1's copy of its state file has other bytes of the same size, rank 1 refuses it naming the
+// file (before: only rank 0 verified, and rank 1 trained on the altered values, exit 0); where
+// rank 1's manifest differs from rank 0's, the ranks see different checkpoints, and it says so.
+TEST(Faults, EveryRankVerifiesTheCheckpointFilesItReads) {
+    Corpus c;
+    const std::string a = c.dir.file("node_a"), b = c.dir.file("node_b");
+    make_dirs(a);
+    const std::string flags = c.flags("out", "--zero 1 --checkpoint-every 2");
+    ASSERT_EQ(run(std::string(kMpirun) + "-np 2 -wdir '" + a + "' " + train_gpt_binary() + flags + " -x 2").rc, 0);
+    const std::string step = "/out/checkpoints/step_00000002";
+    auto resume = [&] {
+        return run(std::string(kMpirun) + "-np 1 -wdir '" + a + "' " + train_gpt_binary() + flags + " -x 4 --resume : " +
+                   "-np 1 -wdir '" + b + "' " + train_gpt_binary() + flags + " -x 4 --resume");
+    };
+    // an altered value in rank 1's state file, the size unchanged
+    ASSERT_EQ(run("rm -rf '" + b + "' && cp -a '" + a + "' '" + b + "'").rc, 0);
+    std::string state = read_text(b + step + "/state-00001.safetensors");
+    state[state.size() - 5] ^= 0x40;
+    write_text(b + step + "/state-00001.safetensors", state);
+    expect_refused(resume(), {"rank 1: error: out/checkpoints/step_00000002/state-00001.safetensors: checksum mismatch"});
+    // another manifest on rank 1
+    ASSERT_EQ(run("rm -rf '" + b + "' && cp -a '" + a + "' '" + b + "'").rc, 0);
+    write_text(b + step + "/manifest.json", read_text(b + step + "/manifest.json") + "\n");
+    expect_refused(resume(), {"rank 1: error: out/checkpoints/step_00000002/manifest.json differs from the one rank 0 read"});
+    // the same files (node B's directory a link to node A's: a save needs one directory that
+    // every rank sees): the resume runs
+    ASSERT_EQ(run("rm -rf '" + b + "' && ln -s '" + a + "' '" + b + "'").rc, 0);
+    const CommandResult r = resume();
+    EXPECT_EQ(r.rc, 0) << r.output;
+}
+
 // ---- 4. every check before anything is written --------------------------------------------------
 
 TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -563,7 +564,22 @@ void check_model_config(const CheckpointManifest& manifest, const GPTConfig& exp
 }
 
 void verify_checkpoint(const std::string& dir, const CheckpointManifest& manifest) {
-    for (const auto& [name, r] : manifest.files) {
+    std::vector<std::string> names;
+    for (const auto& entry : manifest.files) names.push_back(entry.first);
+    verify_checkpoint_files(dir, manifest, names);
+}
+
+uint64_t manifest_checksum(const std::string& dir) {
+    uint64_t bytes = 0;
+    return hash_file(dir + "/" + kManifestName, &bytes);
+}
+
+void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& manifest,
+                             const std::vector<std::string>& names) {
+    for (const std::string& name : names) {
+        const auto found = manifest.files.find(name);
+        if (found == manifest.files.end()) fail("%s/%s: not listed in %s", dir.c_str(), name.c_str(), kManifestName);
+        const CheckpointManifest::FileRecord& r = found->second;
         const std::string path = dir + "/" + name;
         const char* p = path.c_str();
         struct stat st;
@@ -640,17 +656,14 @@ std::vector<float> read_weights(const std::string& dir, const GPTConfig& cfg) {
     return out;
 }
 
-std::vector<float> read_state_range(const std::string& dir, const GPTConfig& cfg, StateTensor which,
-                                    size_t global_begin, size_t global_end) {
-    const auto off = param_offsets(cfg);
-    const size_t total = off[kNumParamTensors];
-    if (global_begin > global_end || global_end > total) {
-        fail("read_state_range: range [%zu, %zu) is outside the model's %zu parameters", global_begin, global_end, total);
-    }
-    const CheckpointManifest manifest = read_manifest(dir);
-    const std::string prefix = std::string(state_tensor_name(which)) + "/";
+namespace {
 
-    std::vector<std::unique_ptr<SafetensorsFile>> files;
+// The slices of `which` in every state file the manifest lists (files opens each one), in file
+// order; every slice's name and extent checked against the model.
+std::vector<Slice> state_slices(const std::string& dir, const GPTConfig& cfg, const CheckpointManifest& manifest,
+                                StateTensor which, std::vector<std::unique_ptr<SafetensorsFile>>& files) {
+    const auto off = param_offsets(cfg);
+    const std::string prefix = std::string(state_tensor_name(which)) + "/";
     std::vector<Slice> slices;
     for (const auto& entry : manifest.files) {
         const std::string& name = entry.first;
@@ -676,6 +689,41 @@ std::vector<float> read_state_range(const std::string& dir, const GPTConfig& cfg
             slices.push_back({&f, &t, off[p] + offset, off[p] + offset + len});
         }
     }
+    return slices;
+}
+
+void check_state_range(const GPTConfig& cfg, size_t global_begin, size_t global_end) {
+    const size_t total = param_offsets(cfg)[kNumParamTensors];
+    if (global_begin > global_end || global_end > total) {
+        fail("read_state_range: range [%zu, %zu) is outside the model's %zu parameters", global_begin, global_end, total);
+    }
+}
+
+}  // namespace
+
+std::vector<std::string> state_files_for_range(const std::string& dir, const GPTConfig& cfg, size_t global_begin,
+                                               size_t global_end) {
+    check_state_range(cfg, global_begin, global_end);
+    const CheckpointManifest manifest = read_manifest(dir);
+    std::set<std::string> names;
+    for (StateTensor which : {StateTensor::Master, StateTensor::M, StateTensor::V}) {
+        std::vector<std::unique_ptr<SafetensorsFile>> files;
+        for (const Slice& s : state_slices(dir, cfg, manifest, which, files)) {
+            if (s.global_begin < global_end && global_begin < s.global_end) {
+                const std::string& path = s.file->path();
+                names.insert(path.substr(path.find_last_of('/') + 1));
+            }
+        }
+    }
+    return std::vector<std::string>(names.begin(), names.end());
+}
+
+std::vector<float> read_state_range(const std::string& dir, const GPTConfig& cfg, StateTensor which,
+                                    size_t global_begin, size_t global_end) {
+    check_state_range(cfg, global_begin, global_end);
+    const CheckpointManifest manifest = read_manifest(dir);
+    std::vector<std::unique_ptr<SafetensorsFile>> files;
+    std::vector<Slice> slices = state_slices(dir, cfg, manifest, which, files);
     std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) { return a.global_begin < b.global_begin; });
 
     std::vector<float> out(global_end - global_begin);

@@ -147,6 +147,12 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
 void check_model_config(const CheckpointManifest& manifest, const GPTConfig& expected, const std::string& dir);
 // Checks that every file the manifest lists exists with its recorded size and XXH3 checksum.
 void verify_checkpoint(const std::string& dir, const CheckpointManifest& manifest);
+// The same for the files `names` of the manifest (a rank checks what it reads).
+void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& manifest,
+                             const std::vector<std::string>& names);
+// XXH3 of the checkpoint's manifest.json as it is on disk: ranks compare it to see that they
+// resume from the same checkpoint.
+uint64_t manifest_checksum(const std::string& dir);
 // read_manifest + check_model_config + verify_checkpoint.
 CheckpointManifest open_checkpoint(const std::string& dir, const GPTConfig& expected);
 
@@ -161,5 +167,9 @@ std::vector<float> read_weights(const std::string& dir, const GPTConfig& cfg);
 // is fully covered.
 std::vector<float> read_state_range(const std::string& dir, const GPTConfig& cfg, StateTensor which,
                                     size_t global_begin, size_t global_end);
+// The state files (manifest names) read_state_range reads for [global_begin, global_end): those
+// holding a slice of any state tensor that overlaps it (from their headers only).
+std::vector<std::string> state_files_for_range(const std::string& dir, const GPTConfig& cfg, size_t global_begin,
+                                               size_t global_end);
 
 }  // namespace train_gpt
