@@ -428,7 +428,7 @@ TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {
         {"-x 4 --vocab-size 300", {"--vocab-size 300 is larger than the tokenizer's 257"}},
         {"-x 4 --checkpoint-every 2 --checkpoint-dir 'A_FILE'", {"--checkpoint-dir A_FILE: it exists and is not a directory"}},
         {"-x 4 --checkpoint-every 2 --checkpoint-dir 'A_FILE/ckpts'", {"A_FILE exists and is not a directory"}},
-        {"-x 4 -l 1e39", {"--lr 1e39 is beyond the range of a float"}},
+        {"-x 4 -l 1e39", {"--lr: 1e39 is beyond FP32's range"}},
         {"-x 4 --resume-from-intact", {"--resume-from-intact", "--resume or --auto-resume"}},
         {"-x 4 --stop-on-loss-spike --loss-spike-factor 0", {"--stop-on-loss-spike", "no loss is ever a spike"}},
         {"-x 4 --resume --auto-resume", {"--resume and --auto-resume"}},
