@@ -3,15 +3,17 @@
 // Every test here runs the same op on two backends of the same activation dtype — the CPU kernel
 // set (the specification) and the CUDA kernel set — on identical input bytes, and compares the
 // outputs within a stated tolerance. Method (see also tests/cuda/test_cuda_kernels.cu):
-//   * inputs are fresh random values for every run (seed printed on failure; TG_TEST_SEED=<n>
-//     replays one), never zeros, which would hide unwritten outputs and wrong indexing;
+//   * inputs are random values from a fixed seed (kDefaultTestSeed: every run checks the same
+//     inputs; the seed is printed on failure, and TG_TEST_SEED=<n> runs the tests on another),
+//     never zeros, which would hide unwritten outputs and wrong indexing;
 //   * outputs that an op overwrites are poisoned with 0xff bytes first (NaN in fp32, bf16, fp16,
 //     E4M3 and E5M2), so an element the kernel forgot to write fails the comparison;
 //   * outputs that an op accumulates into (+=: parameter gradients, and layernorm_backward's
 //     dinp, the residual stream's gradient) start from random values, so a kernel that
 //     overwrites instead of accumulating fails too;
-//   * errors are normwise, max|gpu − cpu| / max|cpu| (test_util.h's max_rel_error), and a NaN the
-//     CPU twin does not produce is always a failure.
+//   * errors are normwise, max|gpu − cpu| / max|cpu| (test_util.h's max_rel_error), against a
+//     bound derived per op from the formats and the operation (twin_bounds.h), and a NaN the CPU
+//     twin does not produce is always a failure.
 //
 // Without a GPU, the fixture skips every test with the reason (never a vacuous pass).
 #pragma once
@@ -21,6 +23,7 @@
 #include "precision/dtypes.h"
 #include "precision/precision.h"
 #include "rng.h"
+#include "tests/cuda/twin_bounds.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
@@ -30,34 +33,37 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 namespace train_gpt::test {
 
-// Unit roundoff (half an ulp, relative) of the activation dtype: the unit of every 16-bit
-// tolerance below ("k ulps" = 2k·u).
+// Unit roundoff u of the activation dtype (tests/tolerances.h): a format of p significant bits
+// rounds to nearest within a relative 2^-p, p = 24 fp32, 8 bf16, 11 fp16; one ulp of a value is
+// at most 2u of it.
 inline double unit_roundoff(DType d) {
     switch (d) {
         case DType::F32: return std::ldexp(1.0, -24);
-        case DType::BF16: return std::ldexp(1.0, -9);
-        case DType::F16: return std::ldexp(1.0, -12);
+        case DType::BF16: return std::ldexp(1.0, -8);
+        case DType::F16: return std::ldexp(1.0, -11);
     }
     return 0;
 }
 
-// The tolerance of an output in the activation dtype: `fp32` when the dtype is fp32 (reordered
-// FP32 arithmetic), else `ulps` ulps of the 16-bit format, normwise.
+// The normwise tolerance of an output stored in the activation dtype: `fp32`, the bound on the
+// FP32 values before the store (twin_bounds.h), plus, in bf16 and fp16, `ulps` flips of the
+// store: two roundings of FP32 values a, b differ by at most |a − b| + one ulp, and one ulp is at
+// most 2u of the largest output (fp32 stores nothing: no flip).
 inline double act_tol(DType d, double fp32, double ulps) {
-    return d == DType::F32 ? fp32 : 2.0 * ulps * unit_roundoff(d);
+    return d == DType::F32 ? fp32 : fp32 + ulps * 2.0 * unit_roundoff(d);
 }
 
-// A random seed per test run, or TG_TEST_SEED when set (to replay a failure).
+// The seed of every test's inputs: a constant, so each run checks the same inputs; TG_TEST_SEED=<n>
+// runs the tests on other inputs (and replays a failure seen there).
+constexpr uint64_t kDefaultTestSeed = 20240520;
 inline uint64_t test_seed() {
     if (const char* s = std::getenv("TG_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-    std::random_device rd;
-    return ((uint64_t)rd() << 32) ^ rd();
+    return kDefaultTestSeed;
 }
 
 // Host encoding of FP32 values into the activation dtype's bytes (round to nearest even, the
@@ -270,7 +276,7 @@ struct Random {
     }
 };
 
-// Skips when there is no GPU, with the reason; otherwise hands each test a fresh seed.
+// Skips when there is no GPU, with the reason; otherwise hands each test the seed (test_seed()).
 class CudaTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -278,7 +284,7 @@ protected:
         if (cuda_device_count(&reason) == 0) GTEST_SKIP() << "no CUDA device: " << reason;
         seed_ = test_seed();
         trace_ = std::make_unique<::testing::ScopedTrace>(__FILE__, __LINE__,
-                                                          "seed " + std::to_string(seed_) + " (TG_TEST_SEED replays it)");
+                                                          "seed " + std::to_string(seed_) + " (TG_TEST_SEED=<n> sets it)");
     }
     uint64_t seed_ = 0;
     std::unique_ptr<::testing::ScopedTrace> trace_;

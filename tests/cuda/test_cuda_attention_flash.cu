@@ -3,15 +3,17 @@
 // cpu::attention_forward_tiled / attention_backward_tiled (the kernel's algorithm on the CPU), in
 // bf16 and fp16, on shapes with T = 1, 64, 77, 203, 1024 and B·NH > 1.
 //
-// Method: fresh random inputs (seed printed; TG_TEST_SEED replays), the launchers called directly
-// on a stream of the test's own; out, lse and dqkv poisoned with 0xff bytes (NaN) before every
-// launch, so an element left unwritten fails. Tolerances (tests/attention_bounds.h): a bound per
-// element derived from the formats — one rounding of each probability to T on either side plus
-// FP32 slack, the stores, and for the backward P and dS propagated through dq, dk, dv. The GPU
-// is held to that bound against the exact op and against the twin (any two implementations that
-// round each term once satisfy it). The twin and the kernel run the same roundings at the same
-// places, so the forward output must also agree with the twin to 2 ulps normwise (4u); their only
-// differences are the FP32 order inside an mma and the device's exp2f / logf.
+// Method: random inputs from a fixed seed (cuda_test_util.h; TG_TEST_SEED=<n> sets another), the
+// launchers called directly on a stream of the test's own; out, lse and dqkv poisoned with 0xff
+// bytes (NaN) before every launch, so an element left unwritten fails. Tolerances
+// (tests/attention_bounds.h): a bound per element derived from the formats — one rounding of each
+// probability to T on either side plus FP32 slack, the stores, and for the backward P and dS
+// propagated through dq, dk, dv. The GPU is held to that bound against the exact op and against
+// the twin (any two implementations that round each term once satisfy it). The twin and the
+// kernel run the same roundings at the same places (their only differences are the FP32 order
+// inside an mma and the device's exp2f / logf), so most elements are bit-identical (printed), but
+// a flipped rounding of any p_j may still move an output by 2u·Σ_j P_j·|v_j|: no bound tighter
+// than the element-wise one follows.
 // The backward must OVERWRITE dqkv: a run on a poisoned buffer and a run on a buffer of random
 // values give the same bits (every element written, nothing accumulated, and deterministic).
 // Without a GPU every test of the fixture reports SKIPPED with the reason; the two host-only
@@ -134,9 +136,8 @@ void check_forward(DType dtype, const Shape& s, uint64_t seed) {
                                  rounding_of(dtype));
         expect_within("out: cuda vs exact op", out_gpu, out_ref, out_bound);
         expect_within("lse: cuda vs exact op", lse_gpu, lse_cpu, lse_bound);
-        const BoundCheck twin = expect_within("out: cuda vs tiled twin", out_gpu, floats(out_twin), out_bound);
+        expect_within("out: cuda vs tiled twin", out_gpu, floats(out_twin), out_bound);
         expect_within("lse: cuda vs tiled twin", lse_gpu, lse_twin, lse_bound);
-        EXPECT_LE(twin.normwise(), 4 * rounding_of(dtype).u) << "out: the kernel strays from its twin by more than 2 ulps";
     });
 }
 

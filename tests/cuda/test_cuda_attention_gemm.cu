@@ -4,9 +4,10 @@
 // The launchers are called directly, on
 // a stream of the test's own, on the Twin's device buffers; the CPU side runs through the CPU
 // backend. Method and tolerances as the attention tests of test_cuda_kernels.cu (same shapes,
-// same bounds): out 1e-5 (fp32) / 4 ulps, lse 1e-5, dqkv 5e-5 (fp32) / 4 ulps; overwritten
-// outputs poisoned first (dqkv is overwritten; a second run into random values must give the same
-// bits). Added here:
+// same bounds): out, lse and dqkv within tests/attention_bounds.h's element-wise bounds for the
+// shape's head size (twin_bounds.h, attention_*_bounds_any), normwise; overwritten outputs
+// poisoned first (dqkv is overwritten; a second run into random values must give the same bits).
+// Added here:
 //   * a shape with T not a multiple of 64 (nor of 8: the T×T buffers' padded rows) and hs = 96
 //     (scale = 1/√96 is not a power of two: the GEMM path applies it to the FP32 sum, the CPU to
 //     each term);
@@ -28,8 +29,6 @@ using namespace train_gpt::test;
 namespace gpu = train_gpt::cuda;   // as the dev/cuda harnesses name it
 
 namespace {
-
-constexpr double kF32 = 1e-5;
 
 struct Shape { int B, T, C, NH; };
 // test_cuda_kernels.cu's attention shapes, then T = 203 with hs = 96
@@ -72,8 +71,12 @@ void check_forward(DType d, const Shape& s, uint64_t seed, size_t budget) {
                                         budget);
     });
     cudaCheck(cudaStreamSynchronize(stream.s));
-    tw.check_act("attention_forward_gemm out", out, act_tol(d, kF32, 4));
-    tw.check_f32("attention_forward_gemm lse", lse, kF32);
+    // tests/attention_bounds.h's element-wise bounds for this head size (twin_bounds.h), normwise
+    const std::vector<float> oc = tw.act_c(out), lc = tw.f32_c(lse);
+    std::vector<double> ob, lb;
+    attention_forward_bounds_any(ob, &lb, tw.act_c(qkv), oc, &lc, s.B, s.T, s.C, s.NH, 0, rounding_unit(d));
+    tw.check_act("attention_forward_gemm out", out, normwise(ob, oc));
+    tw.check_f32("attention_forward_gemm lse", lse, normwise(lb, lc));
 }
 
 // dqkv from the GEMM backward against the CPU twin's, from the CPU forward's out and lse on both
@@ -100,7 +103,11 @@ void check_backward(DType d, const Shape& s, uint64_t seed, size_t budget) {
         }
     });
     cudaCheck(cudaStreamSynchronize(stream.s));
-    tw.check_act("attention_backward_gemm dqkv", dqkv, act_tol(d, 5e-5, 4));
+    const std::vector<float> dc = tw.act_c(dqkv);
+    std::vector<double> bound;
+    attention_backward_bounds_any(bound, tw.act_c(qkv), tw.act_c(dout), tw.act_c(out), tw.f32_c(lse), dc, s.B, s.T, s.C,
+                                  s.NH, rounding_unit(d));
+    tw.check_act("attention_backward_gemm dqkv", dqkv, normwise(bound, dc));
     EXPECT_EQ(tw.bytes_g(dqkv), tw.bytes_g(dqkv_again)) << "attention_backward_gemm is not deterministic";
 }
 

@@ -4,8 +4,10 @@
 //
 // The launchers are called directly, on
 // a stream of the test's own, on the Twin's device buffers. Method and tolerances as the attention
-// tests of test_cuda_kernels.cu: out 4 ulps normwise, lse 1e-5, dqkv 4 ulps; overwritten outputs
-// poisoned first, dqkv starts from zeros (the lab kernel accumulates, the op overwrites). Shapes: test_cuda_kernels.cu's
+// tests of test_cuda_kernels.cu: out, lse and dqkv within tests/attention_bounds.h's element-wise
+// bounds for the shape's head size (twin_bounds.h, attention_*_bounds_any: any implementation
+// that rounds each probability once satisfies them), normwise; overwritten outputs poisoned
+// first, dqkv starts from zeros (the lab kernel accumulates, the op overwrites). Shapes: test_cuda_kernels.cu's
 // attention shapes (hs = 64; T = 77, 1, 128), T = 203 (not a multiple of 64) with hs = 64 and with
 // hs = 96 (padded to the HSP = 128 kernels; scale 1/√96 not a power of two), hs = 128 with
 // T = 150, hs = 32 with several heads. Determinism: two backward runs give bit-identical dqkv.
@@ -24,8 +26,6 @@ using namespace train_gpt::test;
 namespace gpu = train_gpt::cuda;
 
 namespace {
-
-constexpr double kF32 = 1e-5;
 
 struct Shape { int B, T, C, NH; };
 const Shape kShapes[] = {{2, 77, 192, 3}, {1, 1, 128, 2},  {4, 128, 128, 2}, {3, 203, 128, 2},
@@ -60,8 +60,12 @@ void check_forward(DType d, const Shape& s, uint64_t seed) {
         gpu::attention_forward_wmma<E>(out.gp<E>(), lse.gp<float>(), qkv.gp<E>(), s.B, s.T, s.C, s.NH, stream.s);
     });
     cudaCheck(cudaStreamSynchronize(stream.s));
-    tw.check_act("attention_forward_wmma out", out, act_tol(d, kF32, 4));
-    tw.check_f32("attention_forward_wmma lse", lse, kF32);
+    // tests/attention_bounds.h's element-wise bounds for this head size (twin_bounds.h), normwise
+    const std::vector<float> oc = tw.act_c(out), lc = tw.f32_c(lse);
+    std::vector<double> ob, lb;
+    attention_forward_bounds_any(ob, &lb, tw.act_c(qkv), oc, &lc, s.B, s.T, s.C, s.NH, 0, rounding_unit(d));
+    tw.check_act("attention_forward_wmma out", out, normwise(ob, oc));
+    tw.check_f32("attention_forward_wmma lse", lse, normwise(lb, lc));
 }
 
 void check_backward(DType d, const Shape& s, uint64_t seed) {
@@ -87,7 +91,11 @@ void check_backward(DType d, const Shape& s, uint64_t seed) {
         }
     });
     cudaCheck(cudaStreamSynchronize(stream.s));
-    tw.check_act("attention_backward_wmma dqkv", dqkv, act_tol(d, 5e-5, 4));
+    const std::vector<float> dc = tw.act_c(dqkv);
+    std::vector<double> bound;
+    attention_backward_bounds_any(bound, tw.act_c(qkv), tw.act_c(dout), tw.act_c(out), tw.f32_c(lse), dc, s.B, s.T, s.C,
+                                  s.NH, rounding_unit(d));
+    tw.check_act("attention_backward_wmma dqkv", dqkv, normwise(bound, dc));
     EXPECT_EQ(tw.bytes_g(dqkv), tw.bytes_g(dqkv_again)) << "attention_backward_wmma is not deterministic";
 }
 

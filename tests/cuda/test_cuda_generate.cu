@@ -1,12 +1,14 @@
 // test_cuda_generate.cu — sampling with the KV cache (model/generate.h) on the CUDA kernel set
 // against the CPU twin: the same GPT weights and tokens, a prompt in one pass then one token at a
 // time, in fp32, bf16 and fp16. Compared: the logits after the prompt and after every token
-// (normwise, the sampling-logits bounds of test_cuda_model.cu: fp32 1e-4, 16 bits 8u), and in
-// fp32 the greedy tokens. SKIPPED without a GPU.
+// (normwise, the sampling-logits bounds of test_cuda_model.cu, from tests/tolerances.h: fp32
+// fp32_logits_bound, 16 bits √n·2u over the forward's n = 10L + 2 stored tensors), and in fp32
+// the greedy tokens. SKIPPED without a GPU.
 #include "tests/cuda/cuda_test_util.h"
 
 #include "model/generate.h"
 #include "model/gpt.h"
+#include "tests/tolerances.h"
 
 #include <algorithm>
 
@@ -43,9 +45,10 @@ class CudaGenerateTest : public CudaTest, public ::testing::WithParamInterface<P
 
 TEST_P(CudaGenerateTest, KvCacheDecodingMatchesTheCpuTwin) {
     const Precision p = GetParam();
-    const double tol = p == Precision::FP32 ? 1e-4 : 8 * std::ldexp(1.0, p == Precision::BF16 ? -9 : -12);
     // head size 64, V not a multiple of 128, a position table the decode runs past (sliding window)
     const GPTConfig cfg = gpt_config_from_spec("d2", 1000, 48, 128, 2);
+    const double tol = p == Precision::FP32 ? fp32_logits_bound(cfg, cfg.max_seq_len)
+                                            : std::sqrt(10.0 * cfg.n_layer + 2) * one_flip(storage_unit_roundoff(p));
     Random r(seed_);
     std::vector<float> weights;
     {
