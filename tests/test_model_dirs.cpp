@@ -163,3 +163,47 @@ TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining
     EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("lm") + "' -e d4 -x 0 -g 0", &out), 0);
     EXPECT_CONTAINS(out, "--model: the model the run starts from (" + dir.file("lm") + ") has n_layer 2, the flags make 4");
 }
+
+// The shape a config.json or a manifest claims is checked against the weights' headers before a
+// model of that shape is allocated: n_positions 8000000 (before: 6 GB and 35 s, then a shape
+// refusal), 2^31 − 1 (before: "out of host memory", naming no file), fewer layers than the
+// weights hold (before: accepted, the extra layers ignored), a manifest's max_seq_len altered.
+TEST(ModelDirs, AConfigsShapeIsCheckedAgainstTheWeightsBeforeAnythingIsAllocated) {
+    ScratchDir dir;
+    std::string text;
+    for (int i = 0; i < 60; i++) text += kText;
+    const std::vector<uint32_t> tokens(text.begin(), text.end());
+    make_dirs(dir.file("d"));
+    write_shard(dir.file("d/t_train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+    Tokenizer::byte_level().save(dir.file("d/tokenizer.bin"));
+    std::string out;
+    ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("d/t_train_*.bin") + "' -j '' -e d2 --n-embd 32 -b 2 "
+                          "-t 16 -x 2 --checkpoint-every 2 -g 0 --threads 1 -o '" + dir.file("out") + "'", &out), 0) << out;
+    const std::string step = dir.file("out/checkpoints/step_00000002");
+    // a transformers directory: the step's config.json and weights without its manifest
+    const std::string hf = dir.file("hf");
+    ASSERT_EQ(run_command("mkdir '" + hf + "' && cp '" + step + "'/config.json '" + step + "'/model* '" + hf + "/'", &out), 0)
+        << out;
+    const nlohmann::json config = nlohmann::json::parse(read_text(hf + "/config.json"));
+    auto init_from = [&](const std::string& model) {
+        return run_timed("timeout 300 " + train_gpt_binary() + " --init-from '" + model + "' -x 0 -g 4 --threads 1");
+    };
+    ASSERT_EQ(init_from(hf).rc, 0) << "the directory as saved loads";
+    for (auto [field, value, named] :
+         {std::tuple{"n_positions", 8000000, "tensor transformer.wpe.weight has shape [16, 32]"},
+          {"n_positions", 2147483647, "tensor transformer.wpe.weight has shape [16, 32]"},
+          {"n_layer", 1, "holds tensor transformer.h.1."}}) {
+        SCOPED_TRACE(std::string(field) + " " + std::to_string(value));
+        nlohmann::json altered = config;
+        altered[field] = value;
+        write_text(hf + "/config.json", altered.dump(2));
+        expect_refused(init_from(hf), {hf + "/model", named, hf + "/config.json describes",
+                                       std::string(field == std::string("n_layer") ? "n_layer 1" : "n_positions ") +
+                                           (field == std::string("n_layer") ? "" : std::to_string(value))});
+    }
+    nlohmann::json manifest = nlohmann::json::parse(read_text(step + "/manifest.json"));
+    manifest["model"]["max_seq_len"] = 8000000;
+    write_text(step + "/manifest.json", manifest.dump(1));
+    expect_refused(init_from(step), {step + "/model", "tensor transformer.wpe.weight has shape [16, 32]",
+                                     step + "/manifest.json describes", "n_positions 8000000"});
+}

@@ -604,46 +604,96 @@ CheckpointManifest open_checkpoint(const std::string& dir, const GPTConfig& expe
     return m;
 }
 
-std::vector<float> read_weights(const std::string& dir, const GPTConfig& cfg) {
-    // sharded (an index names each tensor's file), or one model.safetensors
-    std::string index_path = dir + "/" + kIndexName;
-    nlohmann::json weight_map = nlohmann::json::object();
-    if (!file_exists(index_path) && file_exists(dir + "/" + kSingleWeightsName)) {
-        index_path = dir + "/" + kSingleWeightsName;
-        const SafetensorsFile single(index_path);
-        for (const StTensorInfo& t : single.tensors()) weight_map[t.name] = kSingleWeightsName;
-    } else {
-        try {
-            nlohmann::json index = nlohmann::json::parse(read_whole(index_path));
-            if (!index.at("weight_map").is_object()) fail("%s: weight_map is not an object", index_path.c_str());
-            weight_map = index["weight_map"];
-        } catch (const nlohmann::json::exception& e) {
-            fail("%s: malformed index (%s)", index_path.c_str(), e.what());
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+    std::string text;
+    for (int64_t d : shape) text += (text.empty() ? "" : ", ") + std::to_string(d);
+    return "[" + text + "]";
+}
+
+// The weight files of a checkpoint or transformers directory, headers only: each engine tensor's
+// name in them, its file, its header; every shape checked against cfg, and no tensor of a layer
+// beyond cfg's n_layer. `described_by` is what cfg came from (config.json, a manifest).
+struct WeightFiles {
+    std::string index_path;
+    std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
+    struct Located {
+        HfTensor t;
+        std::string name;   // as the file names it
+        SafetensorsFile* file;
+    };
+    std::vector<Located> tensors;
+
+    WeightFiles(const std::string& dir, const GPTConfig& cfg, const std::string& described_by) {
+        // sharded (an index names each tensor's file), or one model.safetensors
+        index_path = dir + "/" + kIndexName;
+        nlohmann::json weight_map = nlohmann::json::object();
+        if (!file_exists(index_path) && file_exists(dir + "/" + kSingleWeightsName)) {
+            index_path = dir + "/" + kSingleWeightsName;
+            auto single = std::make_unique<SafetensorsFile>(index_path);
+            for (const StTensorInfo& t : single->tensors()) weight_map[t.name] = kSingleWeightsName;
+            files[kSingleWeightsName] = std::move(single);
+        } else {
+            try {
+                nlohmann::json index = nlohmann::json::parse(read_whole(index_path));
+                if (!index.at("weight_map").is_object()) fail("%s: weight_map is not an object", index_path.c_str());
+                weight_map = index["weight_map"];
+            } catch (const nlohmann::json::exception& e) {
+                fail("%s: malformed index (%s)", index_path.c_str(), e.what());
+            }
+        }
+        const std::string model = format("(n_layer %d, n_head %d, n_embd %d, vocab_size %d, n_positions %d)",
+                                         cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.vocab_size, cfg.max_seq_len);
+        // a layer the config does not have: its tensors would be ignored, the model another
+        for (const auto& entry : weight_map.items()) {
+            std::string name = entry.key();
+            if (name.rfind("transformer.", 0) == 0) name = name.substr(12);
+            if (name.rfind("h.", 0) != 0) continue;
+            const size_t dot = name.find('.', 2);
+            const std::string digits = name.substr(2, dot == std::string::npos ? std::string::npos : dot - 2);
+            if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+            const long layer = std::stol(digits);
+            if (layer >= cfg.n_layer) {
+                fail("%s: holds tensor %s of layer %ld, but %s describes %d layers %s", index_path.c_str(),
+                     entry.key().c_str(), layer, described_by.c_str(), cfg.n_layer, model.c_str());
+            }
+        }
+        for (const HfTensor& t : hf_tensors(cfg, 1)) {
+            // GPT2LMHeadModel's names, or GPT2Model's (without "transformer.")
+            std::string name = t.name;
+            if (!weight_map.contains(name) && name.rfind("transformer.", 0) == 0) name = name.substr(12);
+            if (!weight_map.contains(name) || !weight_map[name].is_string()) {
+                fail("%s: no file for tensor %s", index_path.c_str(), t.name.c_str());
+            }
+            const std::string file = weight_map[name].get<std::string>();
+            if (file.find('/') != std::string::npos) fail("%s: invalid file name '%s'", index_path.c_str(), file.c_str());
+            auto& st = files[file];
+            if (!st) st = std::make_unique<SafetensorsFile>(dir + "/" + file);
+            const StTensorInfo& info = st->at(name);
+            if (info.shape != t.shape) {
+                fail("%s: tensor %s has shape %s, but %s describes a model %s that needs %s", st->path().c_str(),
+                     t.name.c_str(), shape_text(info.shape).c_str(), described_by.c_str(), model.c_str(),
+                     shape_text(t.shape).c_str());
+            }
+            tensors.push_back({t, name, st.get()});
         }
     }
-    std::map<std::string, std::unique_ptr<SafetensorsFile>> files;
-    std::vector<float> out(param_offsets(cfg)[kNumParamTensors], 0.0f);   // wte padding rows stay 0
+};
 
-    for (const HfTensor& t : hf_tensors(cfg, 1)) {
-        // GPT2LMHeadModel's names, or GPT2Model's (without "transformer.")
-        std::string name = t.name;
-        if (!weight_map.contains(name) && name.rfind("transformer.", 0) == 0) name = name.substr(12);
-        if (!weight_map.contains(name) || !weight_map[name].is_string()) {
-            fail("%s: no file for tensor %s", index_path.c_str(), t.name.c_str());
-        }
-        const std::string file = weight_map[name].get<std::string>();
-        if (file.find('/') != std::string::npos) fail("%s: invalid file name '%s'", index_path.c_str(), file.c_str());
-        auto& st = files[file];
-        if (!st) st = std::make_unique<SafetensorsFile>(dir + "/" + file);
-        const StTensorInfo& info = st->at(name);
-        if (info.shape != t.shape) {
-            std::string got, want;
-            for (int64_t d : info.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-            for (int64_t d : t.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
-            fail("%s: tensor %s has shape [%s], this model needs [%s]", st->path().c_str(), t.name.c_str(),
-                 got.c_str(), want.c_str());
-        }
-        const std::vector<float> src = st->read_floats(name);
+}  // namespace
+
+void check_weights(const std::string& dir, const GPTConfig& cfg, const std::string& described_by) {
+    const WeightFiles checked(dir, cfg, described_by);
+    (void)checked;
+}
+
+std::vector<float> read_weights(const std::string& dir, const GPTConfig& cfg) {
+    WeightFiles weights(dir, cfg, dir + "/config.json");
+    std::vector<float> out(param_offsets(cfg)[kNumParamTensors], 0.0f);   // wte padding rows stay 0
+    for (const WeightFiles::Located& w : weights.tensors) {
+        const HfTensor& t = w.t;
+        const std::vector<float> src = w.file->read_floats(w.name);
         const EngineView e = engine_view(cfg, t);
         float* dst = out.data() + e.offset;   // (rows, cols) = (out, in) when transposed
         if (t.transpose) {

@@ -162,6 +162,10 @@ CheckpointManifest open_checkpoint(const std::string& dir, const GPTConfig& expe
 // "transformer." prefix), F32, BF16 or F16 tensors; tensors the engine has no use for (a tied
 // lm_head.weight, attention-mask buffers) are ignored.
 std::vector<float> read_weights(const std::string& dir, const GPTConfig& cfg);
+// What read_weights checks before it reads a value, from the files' headers alone: every tensor
+// there with cfg's shape, and no layer beyond cfg's n_layer. Errors name the file, the tensor, and
+// `described_by` (the config.json or manifest cfg came from). Nothing is allocated for the model.
+void check_weights(const std::string& dir, const GPTConfig& cfg, const std::string& described_by);
 // Values [global_begin, global_end) of the flat FP32 vector `which`, assembled from the slices of
 // all state files listed in the manifest, whatever world size wrote them. Fails unless the range
 // is fully covered.

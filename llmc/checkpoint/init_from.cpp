@@ -99,6 +99,9 @@ ModelDir find_model_dir(const std::string& path) {
              "or a transformers model (config.json with model.safetensors or model.safetensors.index.json)",
              path.c_str());
     }
+    // the shape the config or manifest claims, against the weights' headers, before any model of
+    // that shape is allocated
+    check_weights(m.dir, m.model, m.dir + (m.checkpoint ? "/manifest.json" : "/config.json"));
     return m;
 }
 
