@@ -203,10 +203,12 @@ bool all_finite(const std::vector<float>& x) {
     return bad == 0;
 }
 
-// A checkpoint saved outside a streak of skipped steps (train/divergence.h): pruning keeps the
-// newest of these, whatever --keep-checkpoints says.
+// A checkpoint saved outside a streak of skipped steps and outside a series of loss spikes
+// (train/divergence.h): pruning keeps the newest of these, whatever --keep-checkpoints says.
 bool healthy_checkpoint(const CheckpointManifest& m) {
-    return m.extra_json.empty() || counters_from_json(m.extra_json).skip_streak == 0;
+    if (m.extra_json.empty()) return true;
+    const TrainCounters c = counters_from_json(m.extra_json);
+    return DivergenceState{c.skip_streak, c.loss_level, c.spike_since}.healthy();
 }
 
 // Writes <dir>/step_XXXXXXXX/ (all ranks take part): BF16 HF weights split over the ranks, this
@@ -426,6 +428,14 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     plan.device = choose_device(cfg.device);
     plan.attention = choose_attention(cfg, plan);
     const int B = cfg.batch_size, T = plan.seq_len;
+    // HellaSwag's examples, tokenised once (eval/hellaswag.h), and checked against the window
+    // before anything is built or trained (it evaluates at T)
+    std::vector<HellaSwagExample> hellaswag;
+    if (!cfg.hellaswag.empty()) {
+        if (!tokenizer) fail("--hellaswag needs a tokenizer (the run has none)");
+        hellaswag = load_hellaswag(cfg.hellaswag, *tokenizer, cfg.hellaswag_examples);
+        check_hellaswag_fits(hellaswag, T);
+    }
 
     // ---- model ----
     std::unique_ptr<Comm> nccl;
@@ -457,11 +467,6 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     // ---- data: every shard's header checked, and every token against the vocabulary (each rank
     //      scans its share); none to train on with -x 0 ----
     const int vocab_size = plan.model.vocab_size;
-    std::vector<HellaSwagExample> hellaswag;   // tokenised once (eval/hellaswag.h)
-    if (!cfg.hellaswag.empty()) {
-        if (!tokenizer) fail("--hellaswag needs a tokenizer (the run has none)");
-        hellaswag = load_hellaswag(cfg.hellaswag, *tokenizer, cfg.hellaswag_examples);
-    }
     std::unique_ptr<DataLoader> train_loader, val_loader;
     if (!data.train.empty()) {
         train_loader = std::make_unique<DataLoader>(data.train, B, T, comm.rank(), plan.world_size, cfg.shuffle,
@@ -538,7 +543,7 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     // ---- training loop ----
     TrainCounters counters = start.counters;
     DivergenceMonitor divergence({cfg.max_skipped_steps, cfg.loss_spike_factor, cfg.stop_on_loss_spike},
-                                 {counters.skip_streak, counters.loss_level});   // train/divergence.h
+                                 {counters.skip_streak, counters.loss_level, counters.spike_since});   // train/divergence.h
     RunClock clock((int)start.step, counters.seconds);   // the run's time, earlier processes included
     const double peak = peak_flops(plan, comm) * plan.world_size;   // all ranks' (0: no MFU)
     const double step_flops = flops_per_token(plan.model, plan.num_parameters, T) * plan.tokens_per_step;
@@ -578,6 +583,7 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
         const StepVerdict verdict = divergence.observe(step + 1, r.loss, r.norm, r.finite);
         counters.skip_streak = divergence.state().skip_streak;
         counters.loss_level = divergence.state().loss_level;
+        counters.spike_since = divergence.state().spike_since;
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         const double tok_per_s = plan.tokens_per_step / (ms / 1000.0);
         const double mfu = peak > 0 ? step_flops / (ms / 1000.0) / peak : 0.0;

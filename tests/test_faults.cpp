@@ -289,6 +289,29 @@ TEST(Faults, ALossSpikeIsReportedAndCanStopTheRun) {
     EXPECT_EQ(r.output.find("loss spike"), std::string::npos);
 }
 
+// A loss that blows up and stays finite (a resume with a far too large learning rate): the
+// checkpoints saved in the spike series are not healthy, so pruning keeps the one before it.
+// Before: pruning counted only non-finite streaks, deleted the checkpoint before the blow-up and
+// kept the ones at a loss 30x the level as healthy.
+TEST(Faults, ALossThatBlowsUpButStaysFiniteKeepsTheCheckpointBeforeIt) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 4 -l 1e-3 --checkpoint-every 2 --keep-checkpoints 1")).rc, 0);
+    const CommandResult r = run(c.train_gpt(out, "--resume -x 10 -l 3 -k constant -u 0 --grad-clip 0 --checkpoint-every 2 "
+                                                 "--keep-checkpoints 1"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "warning: loss spike at step ");
+    const auto spikes = records_of(out + "/log.jsonl", "loss_spike");
+    ASSERT_GE(spikes.size(), 1u);
+    const int first_spike = spikes[0]["step"].get<int>();
+    ASSERT_GT(first_spike, 4);
+    EXPECT_EQ(list_checkpoints(out + "/checkpoints"), (std::vector<int64_t>{4, 10}))
+        << "the newest checkpoint, and the newest before the spikes";
+    const auto extra = nlohmann::json::parse(read_manifest(checkpoint_dir(out + "/checkpoints", 10)).extra_json);
+    EXPECT_EQ(extra["spike_since"].get<int>(), first_spike) << "the series is saved with the state";
+    EXPECT_EQ(nlohmann::json::parse(read_manifest(checkpoint_dir(out + "/checkpoints", 4)).extra_json)["spike_since"], 0);
+}
+
 // ---- 3. resume -------------------------------------------------------------------------------
 
 namespace {
@@ -420,6 +443,12 @@ TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {
     tokens[3999] = 257;   // = the byte-level vocabulary: the last token of the shard
     write_shard(c.dir.file("bad_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
     write_text(c.dir.file("a_file"), "mine\n");
+    // HellaSwag examples in the byte-level tokenizer (a token a byte): the second one's third
+    // ending, 36 tokens with its leading space, cannot fit a window of 16
+    const std::string ok = R"({"ctx": "He", "label": 0, "endings": ["ran.", "sat.", "hid.", "ate."]})";
+    write_text(c.dir.file("hellaswag.jsonl"), ok + "\n" +
+               R"({"ctx": "She", "label": 1, "endings": ["ran.", "sat.", "walked all the way to the far hill.", "ate."]})" +
+               "\n" + ok + "\n");
     const struct {
         const char* flags;
         std::vector<std::string> named;
@@ -433,9 +462,13 @@ TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {
         {"-x 4 --stop-on-loss-spike --loss-spike-factor 0", {"--stop-on-loss-spike", "no loss is ever a spike"}},
         {"-x 4 --resume --auto-resume", {"--resume and --auto-resume"}},
         {"-x 4 --loss-spike-factor 0.5", {"--loss-spike-factor", "0 (off) or a number above 1"}},
+        // found before training, not after it (the run trained, wrote its checkpoints, then exited 1)
+        {"-x 4 --checkpoint-every 2 --hellaswag 'HS_FILE'",
+         {"HS_FILE:2: ending 2 has 36 tokens, which do not fit the model's window of 16 positions", "-t"}},
     };
     auto expand = [&](std::string s) {
-        for (auto [key, value] : {std::pair{"BAD", c.dir.file("bad")}, {"A_FILE", c.dir.file("a_file")}}) {
+        for (auto [key, value] : {std::pair{"BAD", c.dir.file("bad")}, {"A_FILE", c.dir.file("a_file")},
+                                  {"HS_FILE", c.dir.file("hellaswag.jsonl")}}) {
             for (size_t at; (at = s.find(key)) != std::string::npos;) s.replace(at, std::string(key).size(), value);
         }
         return s;

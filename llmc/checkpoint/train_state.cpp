@@ -24,7 +24,8 @@ nlohmann::json parse(const std::string& text, const std::string& origin, const c
 
 std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json) {
     nlohmann::ordered_json j{{"updates", c.updates}, {"skipped", c.skipped}, {"tokens", c.tokens},
-                             {"seconds", c.seconds}, {"skip_streak", c.skip_streak}, {"loss_level", c.loss_level}};
+                             {"seconds", c.seconds}, {"skip_streak", c.skip_streak}, {"loss_level", c.loss_level},
+                             {"spike_since", c.spike_since}};
     if (!flags_json.empty()) j["flags"] = nlohmann::ordered_json::parse(flags_json);
     return j.dump();
 }
@@ -38,6 +39,7 @@ TrainCounters counters_from_json(const std::string& text, const std::string& ori
     if (o.has("seconds")) c.seconds = o.real("seconds", 0, DBL_MAX);
     if (o.has("skip_streak")) c.skip_streak = o.integer("skip_streak", 0, INT_MAX);
     if (o.has("loss_level")) c.loss_level = o.real("loss_level", 0, DBL_MAX);
+    if (o.has("spike_since")) c.spike_since = o.integer("spike_since", 0, INT64_MAX);
     return c;
 }
 

@@ -21,11 +21,12 @@ struct TrainCounters {
     double seconds = 0;    // wall time of those steps, over every run that resumed this one
     int64_t skip_streak = 0;   // non-finite steps in a row up to this step (train/divergence.h)
     double loss_level = 0;     // the running level of the loss (train/divergence.h); 0: none yet
+    int64_t spike_since = 0;   // the first step of a series of loss spikes going on (divergence.h); 0: none
 };
 
 // The manifest's trainer record: the counters and the run's flags (train/config.h: flags_json).
 std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json);
-// The counters (tokens, seconds, skip_streak and loss_level 0 where a checkpoint has none).
+// The counters (tokens, seconds, skip_streak, loss_level and spike_since 0 where a checkpoint has none).
 TrainCounters counters_from_json(const std::string& json, const std::string& origin = "checkpoint");
 // The run's flags as flags_json() wrote them, or "" where the checkpoint records none.
 std::string run_flags_from_json(const std::string& json, const std::string& origin = "checkpoint");

@@ -22,6 +22,7 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
         line_no++;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         HellaSwagExample ex;
+        ex.source = path + ":" + std::to_string(line_no);
         try {
             const nlohmann::json j = nlohmann::json::parse(line);
             const auto& endings = j.at("endings");
@@ -47,6 +48,18 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
     }
     if (examples.empty()) fail("%s holds no HellaSwag examples", path.c_str());
     return examples;
+}
+
+void check_hellaswag_fits(const std::vector<HellaSwagExample>& examples, int max_T) {
+    for (const HellaSwagExample& ex : examples) {
+        for (int e = 0; e < 4; e++) {
+            if ((int)ex.endings[e].size() >= max_T + 1) {
+                fail("%s: ending %d has %zu tokens, which do not fit the model's window of %d positions with the "
+                     "context before them: give a larger -t (the model allows up to its position table), or leave "
+                     "the example out (--hellaswag-examples)", ex.source.c_str(), e, ex.endings[e].size(), max_T);
+            }
+        }
+    }
 }
 
 }  // namespace train_gpt

@@ -16,6 +16,7 @@
 namespace train_gpt {
 
 struct HellaSwagExample {
+    std::string source;                     // "file:line", for messages
     int label = 0;                          // 0..3
     std::vector<int> context;               // encode(ctx)
     std::array<std::vector<int>, 4> endings;   // encode(" " + ending)
@@ -24,5 +25,10 @@ struct HellaSwagExample {
 // The first `limit` examples (0: all) of a hellaswag jsonl file, tokenised; fails naming the file
 // and line for a line that is not an example.
 std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Tokenizer& tokenizer, int limit = 0);
+
+// Fails, naming the example's file and line, if an ending cannot fit a window of max_T positions
+// with at least one context token before it (an evaluation keeps the ending whole and cuts the
+// context): checked when the run starts, not when it evaluates after training.
+void check_hellaswag_fits(const std::vector<HellaSwagExample>& examples, int max_T);
 
 }  // namespace train_gpt

@@ -35,20 +35,20 @@ StepVerdict DivergenceMonitor::observe(int64_t step, double loss, double norm, b
         if (config_.stop_on_spike) {
             v.kind = StepVerdict::kStop;
             v.message = what + "; stopping (--stop-on-loss-spike)";
-        } else if (spike_series_start_ == 0) {
+        } else if (state_.spike_since == 0) {
             v.kind = StepVerdict::kSpike;
             v.message = what;
         } else {
             v.kind = StepVerdict::kSpike;   // a series goes on: logged, not printed again
         }
-        if (spike_series_start_ == 0) spike_series_start_ = step;
+        if (state_.spike_since == 0) state_.spike_since = step;
         return v;   // the level keeps its value from before the spike
     }
-    if (spike_series_start_ > 0) {
+    if (state_.spike_since > 0) {
         v.kind = StepVerdict::kSpikeEnded;
         v.message = format("loss back under the spike bound at step %lld (%.4g; spikes since step %lld)", (long long)step,
-                           loss, (long long)spike_series_start_);
-        spike_series_start_ = 0;
+                           loss, (long long)state_.spike_since);
+        state_.spike_since = 0;
     }
     state_.loss_level = state_.loss_level > 0 ? (1 - kLevelWeight) * state_.loss_level + kLevelWeight * loss : loss;
     return v;

@@ -12,8 +12,10 @@
 //     step where the loss is back under the bound) and does not move the level, so a loss that
 //     stays up keeps being judged against the level before it rose. With `stop_on_spike` the
 //     first spike stops the run. The level is saved and restored with the streak.
-// A checkpoint is "healthy" when it was saved outside a streak (streak 0); pruning always keeps
-// the newest healthy one (train_gpt.cu: save_checkpoint).
+// A checkpoint is "healthy" when it was saved outside a streak of skipped steps and outside a
+// series of spikes (a loss that blew up and stays finite is no healthier than a NaN); pruning
+// always keeps the newest healthy one (train_gpt.cu: save_checkpoint). The series is part of the
+// saved state too, so a resumed run goes on judging it.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +33,8 @@ struct DivergenceConfig {
 struct DivergenceState {
     int64_t skip_streak = 0;   // non-finite steps in a row, up to the last step
     double loss_level = 0;     // the running level of the loss; 0: no finite step yet
+    int64_t spike_since = 0;   // the first step of the series of spikes the last step is in; 0: none
+    bool healthy() const { return skip_streak == 0 && spike_since == 0; }
 };
 
 // What one step's loss means.
@@ -56,7 +60,6 @@ public:
 private:
     DivergenceConfig config_;
     DivergenceState state_;
-    int64_t spike_series_start_ = 0;   // the first step of the current series of spikes; 0: none
 };
 
 }  // namespace train_gpt
