@@ -1,9 +1,12 @@
 // utils.cpp — see utils.h.
 #include "utils.h"
 
+#include <xxhash.h>   // Debian's libxxhash-dev; link -lxxhash
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -184,6 +187,27 @@ void make_dirs(const std::string& path) {
             fail("cannot create directory %s: it exists and is not a directory", partial.c_str());
         }
     }
+}
+
+uint64_t hash_file(const std::string& path, uint64_t* bytes) {
+    FILE* f = open_file(path, "rb");
+    std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(), XXH3_freeState);
+    if (!state) {
+        std::fclose(f);
+        fail("out of memory hashing %s", path.c_str());
+    }
+    XXH3_64bits_reset(state.get());
+    std::vector<char> buf(1 << 20);
+    size_t got;
+    *bytes = 0;
+    while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+        XXH3_64bits_update(state.get(), buf.data(), got);
+        *bytes += got;
+    }
+    const bool err = std::ferror(f);
+    std::fclose(f);
+    if (err) fail("%s: read error while computing its checksum", path.c_str());
+    return XXH3_64bits_digest(state.get());
 }
 
 }  // namespace train_gpt

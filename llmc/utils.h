@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,8 @@ void write_exact(const void* src, size_t size, size_t count, FILE* f, const std:
 
 // The whole of a regular file (open_file's checks and messages).
 std::string read_file_text(const std::string& path);
+// XXH3_64bits (seed 0) of a whole file, read in 1 MiB blocks; its size into *bytes.
+uint64_t hash_file(const std::string& path, uint64_t* bytes);
 
 // write(2) all of `bytes` to fd, or fail naming `path` and the reason (a full disk: "No space left
 // on device"; a file-size limit: "File too large").

@@ -626,6 +626,37 @@ TEST(DataLoaderPrepareText, ResumesAnInterruptedRun) {
               kEndOfText + sample_text(2900));
 }
 
+// A resumed run reuses a saved part, or the trained BPE, only as it was written: each is checked
+// against the checksum recorded beside it. Before: a part with other tokens (its header intact)
+// went into shards stamped with the tokenizer's fingerprint.
+TEST(DataLoaderPrepareText, AResumeRedoesPartsAndABpeThatDoNotMatchTheirChecksums) {
+    ScratchDir dir;
+    write_text(dir.file("big.txt"), sample_text(3000));  // ~150 kB: 8 parts of ~20 kB
+    const std::string base = tool_command("--input " + dir.file("big.txt") + " --tokenizer bpe --vocab-size 300"
+                                          " --chunk-bytes 20000 --shard-tokens 10000 --out-dir ");
+    std::string output;
+    ASSERT_EQ(run_command(base + dir.file("clean"), &output), 0) << output;
+    const std::vector<int> clean = prepared_stream(dir.file("clean"), "data");
+    // an altered token in a saved part
+    EXPECT_EQ(run_command(base + dir.file("r") + " --stop-after-parts 3", &output), 1);
+    const std::string part = dir.file("r/data.parts/part_000001.bin");
+    std::string bytes = read_text(part);
+    bytes[bytes.size() - 2] ^= 1;
+    write_text(part, bytes);
+    ASSERT_EQ(run_command(base + dir.file("r"), &output), 0) << output;
+    EXPECT_CONTAINS(output, part + " does not match the checksum recorded when it was written; tokenizing it again");
+    EXPECT_CONTAINS(output, "(2 resumed)");
+    EXPECT_EQ(prepared_stream(dir.file("r"), "data"), clean);
+    // an altered trained BPE: trained again, and every part tokenised again
+    EXPECT_EQ(run_command(base + dir.file("b") + " --stop-after-parts 3", &output), 1);
+    const std::string merges = dir.file("b/data.parts/vocab.bpe");
+    write_text(merges, read_text(merges) + "x y\n");
+    ASSERT_EQ(run_command(base + dir.file("b"), &output), 0) << output;
+    EXPECT_CONTAINS(output, "does not match its recorded checksums; training it again, and tokenizing every part again");
+    EXPECT_EQ(output.find("resumed)"), std::string::npos) << output;
+    EXPECT_EQ(prepared_stream(dir.file("b"), "data"), clean);
+}
+
 TEST(DataLoaderPrepareText, JsonlErrorsNameTheFileAndLine) {
     ScratchDir dir;
     std::string lines;

@@ -22,7 +22,9 @@
 // Large inputs, resumable: the inputs are cut into parts of about --chunk-bytes (at line
 // boundaries where pre-tokens don't change), each tokenised on --threads threads and saved
 // in DIR/NAME.parts/ with the plan (inputs with sizes and mtimes, options). An interrupted run,
-// re-run with the same command, skips the parts already saved (and a trained BPE); then the
+// re-run with the same command, skips the parts already saved (and a trained BPE), each checked
+// against the checksum recorded beside it when it was written (PATH.sum; a part that does not
+// match is tokenised again, a BPE that does not match is trained again with every part); then the
 // shards are cut from the parts and NAME.parts/ is removed.
 //
 // Invariant: decoding train shards then val shards, in order, gives back exactly
@@ -409,6 +411,23 @@ std::vector<std::string> write_split(const Options& opt, const std::string& spli
     return paths;
 }
 
+// A file of the parts directory and its checksum: written into PATH.sum ("<bytes> <xxh3>") after
+// the file is complete, so that a resumed run reuses a part (or the BPE) only as it was written.
+void record_sum(const std::string& path) {
+    uint64_t bytes = 0;
+    const uint64_t h = hash_file(path, &bytes);
+    const std::string text = format("%llu %016llx\n", (unsigned long long)bytes, (unsigned long long)h);
+    write_file_atomic(path + ".sum", text.data(), text.size());
+}
+bool matches_its_sum(const std::string& path) {
+    if (!file_exists(path + ".sum")) return false;
+    unsigned long long want_bytes = 0, want_hash = 0;
+    if (std::sscanf(read_file_text(path + ".sum").c_str(), "%llu %llx", &want_bytes, &want_hash) != 2) return false;
+    uint64_t bytes = 0;
+    const uint64_t h = hash_file(path, &bytes);
+    return bytes == want_bytes && h == want_hash;
+}
+
 void remove_dir(const std::string& dir) {  // the parts directory: only files we wrote
     if (DIR* d = ::opendir(dir.c_str())) {
         while (const dirent* e = ::readdir(d)) {
@@ -498,13 +517,24 @@ void run(const Options& opt) {
         write_file_atomic(plan_path, text.data(), text.size());
     }
 
-    // The tokenizer.
+    // The tokenizer: a BPE trained by the interrupted run is reused only if its files are the ones
+    // it wrote (their checksums recorded beside them); else it is trained again, and the parts,
+    // which it tokenised, are all redone.
+    bool parts_valid = true;
     if (opt.tokenizer == "bpe" && !bpe) {
-        if (resuming && file_exists(parts_dir + "/encoder.json") && file_exists(parts_dir + "/vocab.bpe")) {
+        const std::string encoder = parts_dir + "/encoder.json", merges = parts_dir + "/vocab.bpe";
+        const bool saved = resuming && file_exists(encoder) && file_exists(merges);
+        if (saved && matches_its_sum(encoder) && matches_its_sum(merges)) {
             bpe = std::make_shared<const Bpe>(Bpe::load(parts_dir));
             std::fprintf(stderr, "prepare_text: reusing the BPE trained by the interrupted run (vocab %d)\n",
                          bpe->vocab_size());
         } else {
+            if (saved) {
+                std::fprintf(stderr, "prepare_text: the BPE the interrupted run trained (%s) does not match its "
+                             "recorded checksums; training it again, and tokenizing every part again\n",
+                             parts_dir.c_str());
+                parts_valid = false;
+            }
             const auto t0 = std::chrono::steady_clock::now();
             const std::vector<std::string> docs = training_documents(inputs, opt.jsonl_field, opt.train_bytes);
             std::vector<std::string_view> views(docs.begin(), docs.end());
@@ -517,6 +547,8 @@ void run(const Options& opt) {
             std::fprintf(stderr, "prepare_text: trained BPE: vocab %d (%d merges) in %.2fs%s\n", bpe->vocab_size(),
                          bpe->num_merges(), s, bpe->vocab_size() < opt.vocab_size ? " (the corpus ran out of pairs)" : "");
             bpe->save_gpt2(parts_dir);
+            record_sum(encoder);
+            record_sum(merges);
         }
     }
     const Tokenizer tokenizer = bpe ? Tokenizer::from_bpe(bpe) : Tokenizer::byte_level();
@@ -544,12 +576,13 @@ void run(const Options& opt) {
         const std::string path = format("%s/part_%06zu.bin", parts_dir.c_str(), k);
         part_paths.push_back(path);
         bool done = false;
-        if (resuming && file_exists(path)) {
-            try {
-                read_shard_header(path);
+        if (resuming && parts_valid && file_exists(path)) {
+            if (matches_its_sum(path)) {
                 done = true;
                 reused++;
-            } catch (const Error&) {  // torn or foreign: redo it
+            } else {   // torn, altered or foreign: redo it
+                std::fprintf(stderr, "prepare_text: %s does not match the checksum recorded when it was written; "
+                             "tokenizing it again\n", path.c_str());
             }
         }
         if (!done) {
@@ -558,6 +591,7 @@ void run(const Options& opt) {
             }
             const std::vector<uint32_t> tokens = tokenize_part(inputs[p.input], p, encoders, eot, opt.jsonl_field);
             write_shard(path, tokens.data(), static_cast<int64_t>(tokens.size()), token_bytes);
+            record_sum(path);
             tokenised++;
         }
         done_bytes += p.end - p.begin;

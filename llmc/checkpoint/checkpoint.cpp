@@ -89,26 +89,6 @@ std::string read_whole(const std::string& path) {
     return out;
 }
 
-uint64_t hash_file(const std::string& path, uint64_t* bytes) {
-    FILE* f = open_file(path, "rb");
-    std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(), XXH3_freeState);
-    if (!state) {
-        std::fclose(f);
-        fail("out of memory hashing %s", path.c_str());
-    }
-    XXH3_64bits_reset(state.get());
-    std::vector<char> buf(1 << 20);
-    size_t got;
-    *bytes = 0;
-    while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
-        XXH3_64bits_update(state.get(), buf.data(), got);
-        *bytes += got;
-    }
-    const bool err = std::ferror(f);
-    std::fclose(f);
-    if (err) fail("%s: read error while computing its checksum", path.c_str());
-    return XXH3_64bits_digest(state.get());
-}
 
 std::string hex64(uint64_t x) { return format("%016llx", (unsigned long long)x); }
 
