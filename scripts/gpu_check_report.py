@@ -5,11 +5,14 @@ gpu_check.sh runs things and keeps its state in plain files of its work folder; 
 them into verdicts and tables. Subcommands (each prints to stdout):
 
   tests OUT RC                 a GoogleTest run's output → "PASS|FAIL|NOGPU<TAB>note"
-  run-row ID KIND MODEL L C V B T PREC OPTIONS RC RUNDIR OUT PEAK
+  run-row ID KIND MODEL L C V B T PREC OPTIONS RC RUNDIR OUT PEAK [BASELINE_MS]
                                one training run → its row of runs.tsv (RUN_FIELDS), then
-                               "PASS|FAIL<TAB>note" on a second line
+                               "PASS|FAIL<TAB>note" on a second line; FAIL when its losses are
+                               unhealthy (loss_health) or, with BASELINE_MS, when its ms/step is
+                               over BASELINE_SLOWER times the baseline's
   track CPU_LOG CUDA_LOG PREC STEPS     → "PASS|FAIL note": the GPU run tracks the CPU twin
   loss BF16_LOG FP8_LOG STEPS JSON      → "PASS|FAIL note", and the figures into JSON
+  sample RUNDIR RC TOKENS V    a run with validation and a sample → "PASS|FAIL<TAB>note"
   summary WORK RESULTS         writes RESULTS/gpu_results.md, bench.json, bench.tsv from WORK's
                                meta.tsv, steps.tsv, runs.tsv, attn_*.out, loss.json
   selftest                     the summary and the targets on made-up figures (scripts/test.sh)
@@ -18,6 +21,7 @@ MFU = tokens/s · (6N + 6·L·C·T) / 989 TFLOP/s (H100/H200 dense bf16, for fp8
 parameters with the vocabulary padded to a multiple of 128.
 """
 import json
+import math
 import os
 import re
 import statistics
@@ -29,6 +33,8 @@ PEAK_FLOPS = 989e12
 RUN_FIELDS = ["id", "kind", "model", "B", "T", "prec", "attention", "options", "status", "ms", "tok_s", "mfu",
               "act_gib", "peak_gib", "fp8_gemms", "profile"]
 ATTN_SHAPES = [(16, 12), (8, 25)]   # B·NH of the attention lab, T = 1024, hs 64, bf16
+LOSS_FALL = 0.01        # a healthy run's last quarter of steps averages ≥ 1% under its first step's loss
+BASELINE_SLOWER = 1.10  # a run timed against a baseline fails when its ms/step is over 1.10× the baseline's
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,7 +83,42 @@ def read_jsonl(path):
 
 
 def step_losses(path):
-    return [r["loss"] for r in read_jsonl(path) if r.get("type") == "step"]
+    return [as_float(r.get("loss")) for r in read_jsonl(path) if r.get("type") == "step"]
+
+
+def as_float(x):
+    """A logged number as a float: the trainer logs a non-finite value as a string ("nan", "inf"),
+    PyTorch's json as NaN; None where it is neither (missing, not a number)."""
+    try:
+        return float(x) if not isinstance(x, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def loss_health(records):
+    """None where a run's step records are healthy, else why not: a step that was skipped (it skips
+    AdamW, so it also reports more tokens/s), a loss that is not a finite number, or a loss that does
+    not fall (the mean over the last quarter of the steps, at least one, not LOSS_FALL under the
+    first step's loss)."""
+    steps = [r for r in records if r.get("type") == "step"]
+    if not steps:
+        return "no step records in its log"
+    skipped = [r.get("step", i + 1) for i, r in enumerate(steps) if r.get("skipped")]
+    if skipped:
+        return f"{len(skipped)} of {len(steps)} steps skipped (first: step {skipped[0]})"
+    losses = [as_float(r.get("loss")) for r in steps]
+    bad = [(r.get("step", i + 1), r.get("loss")) for i, (r, x) in enumerate(zip(steps, losses))
+           if x is None or not math.isfinite(x)]
+    if bad:
+        return f"a non-finite loss at step {bad[0][0]} ({bad[0][1]}; {len(bad)} of {len(steps)} steps)"
+    if len(losses) < 2:
+        return "one step: whether the loss falls cannot be told"
+    k = max(1, (len(losses) + 3) // 4)
+    tail = sum(losses[-k:]) / k
+    if not tail <= (1 - LOSS_FALL) * losses[0]:
+        return (f"the loss does not fall: {losses[0]:.4f} at step 1, {tail:.4f} over the last {k} "
+                f"(needs ≤ {(1 - LOSS_FALL) * losses[0]:.4f})")
+    return None
 
 
 def flops_per_token(L, C, V, T):
@@ -89,11 +130,16 @@ def flops_per_token(L, C, V, T):
 def run_row(argv):
     """One row of runs.tsv from a finished (or cut) training run: the median ms/step over steps
     ≥ 4 (over all steps where there are fewer), tokens/s, MFU, the engine's activation bytes and
-    --profile's categories (from its output), the attention and FP8 GEMMs that ran (config.json)."""
-    (rid, kind, model, L, C, V, B, T, prec, options, rc, rundir, out, peak) = argv
+    --profile's categories (from its output), the attention and FP8 GEMMs that ran (config.json).
+    Its verdict: PASS only for a run that finished with healthy losses (loss_health; else its
+    status names why, and the summary's targets leave it out) and, given a baseline ms/step, was
+    not over BASELINE_SLOWER times slower."""
+    (rid, kind, model, L, C, V, B, T, prec, options, rc, rundir, out, peak) = argv[:14]
+    baseline = fnum(argv[14]) if len(argv) > 14 else None
     L, C, V, B, T, rc = int(L), int(C), int(V), int(B), int(T), int(rc)
     log = os.path.join(rundir, "log.jsonl") if os.path.isdir(rundir) else rundir
-    ms = [r["ms"] for r in read_jsonl(log) if r.get("type") == "step"]
+    records = read_jsonl(log)
+    ms = [r["ms"] for r in records if r.get("type") == "step"]
     ms = [m for i, m in enumerate(ms) if i >= 3] or ms
     try:
         text = open(out, errors="replace").read()
@@ -111,18 +157,26 @@ def run_row(argv):
                fp8_gemms=config.get("fp8_gemms", "") if prec.startswith("fp8") else "",
                act_gib=act.group(1) if act else "", peak_gib=peak if peak != "n/a" else "",
                profile=prof.group(1).strip() if prof else "")
+    health = loss_health(records)
     if ms and rc == 0:
         m = statistics.median(ms)
         tok = B * T / (m / 1000)
-        row.update(status="ok", ms=f"{m:.2f}", tok_s=f"{tok:.0f}",
+        row.update(status="ok" if health is None else f"bad losses: {health}", ms=f"{m:.2f}", tok_s=f"{tok:.0f}",
                    mfu=f"{100 * tok * flops_per_token(L, C, V, T)[1] / PEAK_FLOPS:.1f}")
     elif rc in (124, 137):
         row["status"] = f"timed out after {len(ms)} steps"
     else:
         row["status"] = f"failed (exit {rc})"
-    if row["status"] == "ok":
+    if row["ms"]:
         note = f"{float(row['tok_s']):,.0f} tok/s, MFU {row['mfu']}%, {float(row['ms']):.1f} ms/step"
-        verdict = "PASS"
+        verdict = "PASS" if row["status"] == "ok" else "FAIL"
+        if row["status"] != "ok":
+            note = f"{row['status']}; {note}"
+        if baseline:
+            x = float(row["ms"]) / baseline
+            note += f", {x:.2f}× the baseline's {baseline:g} ms/step"
+            if x > BASELINE_SLOWER:
+                verdict, note = "FAIL", note + f" (slower than {BASELINE_SLOWER:.2f}×)"
     else:
         last = [line for line in text.splitlines() if line.strip()][-2:]
         note, verdict = row["status"] + (": " + " / ".join(last) if last else ""), "FAIL"
@@ -144,6 +198,10 @@ def track_verdict(cpu_log, cuda_log, prec, steps):
         return f"FAIL {prec}: the CPU twin's run did not finish ({len(c)} of {steps} steps)"
     if len(g) < steps:
         return f"FAIL {prec}: the GPU run did not finish ({len(g)} of {steps} steps)"
+    for who, path in (("the GPU run", cuda_log), ("the CPU twin's run", cpu_log)):
+        health = loss_health(read_jsonl(path))
+        if health:   # a NaN compares false with every bound: judge it before the comparisons
+            return f"FAIL {prec}: {who}: {health}"
     rel = [abs(a - b) / abs(b) for a, b in zip(g, c)]
     worst = max(range(len(rel)), key=lambda i: rel[i])
     ok = rel[0] <= first and rel[worst] <= tol and g[-1] < g[0] - 0.5
@@ -156,6 +214,10 @@ def loss_verdict(bf16_log, fp8_log, steps, json_path):
     b, f = step_losses(bf16_log), step_losses(fp8_log)
     if len(b) < steps or len(f) < steps:
         return f"FAIL runs incomplete (bf16 {len(b)}, fp8 {len(f)} of {steps} steps)"
+    for who, path in (("bf16", bf16_log), ("fp8", fp8_log)):
+        health = loss_health(read_jsonl(path))
+        if health:
+            return f"FAIL the {who} run: {health}"
     tail = max(1, steps // 10)
     mb, mf = sum(b[-tail:]) / tail, sum(f[-tail:]) / tail
     rel = abs(mf - mb) / mb
@@ -164,6 +226,35 @@ def loss_verdict(bf16_log, fp8_log, steps, json_path):
         json.dump({"steps": steps, "tail": tail, "bf16": mb, "fp8": mf, "rel": rel, "worst_step": worst}, out)
     return (("PASS" if rel <= 0.01 else "FAIL") + f" mean loss of the last {tail} steps: fp8 {mf:.4f}, bf16 {mb:.4f},"
             f" {100 * rel:.2f}% apart (≤ 1%); both from {b[0]:.3f}; worst single step {100 * worst:.2f}%")
+
+
+def sample_verdict(rundir, rc, tokens, V):
+    """A run with validation and a sample at its end (attention_decode): it finished, its losses are
+    healthy, it logged two or more val losses, all finite, and one sample of TOKENS token ids in
+    [0, V) (without a tokenizer the trainer prints ids)."""
+    records = read_jsonl(os.path.join(rundir, "log.jsonl"))
+    try:
+        config = json.load(open(os.path.join(rundir, "config.json")))
+    except (OSError, ValueError):
+        config = {}
+    what = f"precision {config.get('precision', '?')}, attention {config.get('attention', '?')}"
+    if rc != 0:
+        return "FAIL", f"exit {rc} ({what})"
+    health = loss_health(records)
+    if health:
+        return "FAIL", f"{health} ({what})"
+    val = [as_float(r.get("loss")) for r in records if r.get("type") == "val"]
+    if len(val) < 2 or not all(x is not None and math.isfinite(x) for x in val):
+        return "FAIL", f"val losses {val} (two or more, finite, expected; {what})"
+    samples = [r.get("text", "") for r in records if r.get("type") == "sample"]
+    if not samples:
+        return "FAIL", f"no sample in its log ({what})"
+    ids = samples[-1].split()
+    if len(ids) != tokens or not all(t.isdigit() and int(t) < V for t in ids):
+        return "FAIL", f"the sample has {len(ids)} tokens, not {tokens} ids in [0, {V}): {samples[-1][:80]!r} ({what})"
+    steps = [as_float(r.get("loss")) for r in records if r.get("type") == "step"]
+    return "PASS", (f"{what}: loss {steps[0]:.4f} → {steps[-1]:.4f}, val {val[0]:.4f} → {val[-1]:.4f} "
+                    f"({len(val)} evaluations), a sample of {len(ids)} tokens")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,6 +316,7 @@ def targets(runs, attn, loss):
     'not measured'."""
     def verdict(ok):
         return "not measured" if ok is None else ("met" if ok else "not met")
+    runs = [r for r in runs if "prof" not in r["options"].split(",")]   # timed with the profiler's events
     out = []
     for d, name in (("fwd", "forward"), ("bwd", "backward")):
         pairs = [(B, NH, attn[("flash", B, NH)][f"{d}_ms"], attn[("sdpa_flash", B, NH)][f"{d}_ms"])
@@ -354,7 +446,10 @@ def summary(work, results):
         L.append("Training, T = 1024, synthetic tokens over GPT-2's vocabulary: median ms/step over steps ≥ 4; "
                  "MFU = tok/s · (6N + 6·L·C·T) / 989 TFLOP/s (fp8 too); act = the engine's activation bytes "
                  "(its `memory: activations` line); peak = the process's GPU memory (nvidia-smi every 200 ms); "
-                 "engine runs with `--profile`; PyTorch = dev/reference/gpt2.py --dtype bf16 --compile.")
+                 "engine runs without `--profile` but for the one whose options name prof (its per-op "
+                 "breakdown; left out of the targets); a run with bad losses (a skipped step, a non-finite loss, "
+                 "a loss that does not fall) is listed by its status, never timed; "
+                 "PyTorch = dev/reference/gpt2.py --dtype bf16 --compile.")
         L.append("")
         L.append("| run | tok/s | MFU | ms/step | act GiB | peak GiB | vs PyTorch | vs bf16 (speed, act) |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -403,6 +498,96 @@ def summary(work, results):
 
 # ---------------------------------------------------------------------------------------------
 # Self-test: made-up figures through the summary; the targets must come out as computed by hand.
+# Then the verdicts on made-up logs: each bad run judged FAIL for its own reason, the healthy ones PASS.
+
+
+def verdict_cases(work):
+    """[(name, verdict, expected, note)] of run_row, track_verdict, loss_verdict and sample_verdict on
+    logs written as the trainer writes them (a non-finite number as a string, a skipped step as
+    "skipped": 1) and as dev/reference/gpt2.py does (NaN, no "skipped")."""
+    def run_dir(name, losses, skipped=(), ms=60.0, extra=(), sample=None, torch=False):
+        d = os.path.join(work, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "log.jsonl"), "w") as f:
+            for i, x in enumerate(losses):
+                r = {"type": "step", "step": i + 1, "loss": x, "ms": ms}
+                if not torch:
+                    r["skipped"] = 1 if i + 1 in skipped else 0
+                    if isinstance(x, float) and not math.isfinite(x):
+                        r["loss"] = f"{x}"   # the trainer's form: "nan", "inf"
+                f.write(json.dumps(r) + "\n")
+            for r in extra:
+                f.write(json.dumps(r) + "\n")
+            if sample is not None:
+                f.write(json.dumps({"type": "sample", "step": len(losses), "text": sample}) + "\n")
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump({"attention": "gemm", "precision": "bf16"}, f)
+        with open(os.path.join(d, "out.txt"), "w") as f:
+            f.write("memory: activations 6.469 GiB for B=16, T=1024 (per rank)\n")
+        return d
+
+    falling = [10.99 - 0.2 * i for i in range(20)]            # 10.99 → 7.19
+    flat = [10.99 + 0.004 * (-1) ** i for i in range(20)]       # no update would look like this
+    cases = []
+
+    def judge(name, want, fn, *args):   # an exception is a wrong verdict too
+        try:
+            status, note = fn(*args)
+        except Exception as e:   # noqa: BLE001 (any error of the verdict code)
+            status, note = "error", f"{type(e).__name__}: {e}"
+        cases.append((name, status, note, want))
+
+    def row(d, kind="engine", baseline=None):
+        argv = [os.path.basename(d), kind, "d12", "12", "768", "50257", "16", "1024", "bf16", "-", "0", d,
+                os.path.join(d, "out.txt"), "n/a"] + ([str(baseline)] if baseline is not None else [])
+        return run_row(argv).split("\n")[1].split("\t", 1)
+
+    def words(v):   # "PASS|FAIL note" → (status, note)
+        return v.split(" ", 1)
+
+    judge("run-row: a healthy run", "PASS", row, run_dir("healthy", falling))
+    judge("run-row: one skipped step", "FAIL", row, run_dir("skipped", falling, skipped={5}))
+    judge("run-row: a NaN loss (the trainer's \"nan\"), not marked skipped", "FAIL", row,
+          run_dir("nan", falling[:6] + [float("nan")] + falling[7:]))
+    judge("run-row: an inf loss (\"inf\") at step 12", "FAIL", row,
+          run_dir("inf", falling[:11] + [float("inf")] + falling[12:]))
+    judge("run-row: PyTorch's log (no \"skipped\") with a NaN loss", "FAIL", row,
+          run_dir("torch_nan", falling[:3] + [float("nan")] + falling[4:], torch=True), "torch")
+    judge("run-row: d48-like, every step NaN and skipped (fewer than --max-skipped-steps)", "FAIL", row,
+          run_dir("all_nan", [float("nan")] * 10, skipped=set(range(1, 11))))
+    judge("run-row: a loss that does not fall", "FAIL", row, run_dir("flat", flat))
+    judge("run-row: a rising loss", "FAIL", row, run_dir("rising", [10.99 + 0.1 * i for i in range(20)]))
+    judge("run-row: 64 ms against a 63.1 ms baseline", "PASS", row, run_dir("baseline_ok", falling, ms=64.0), "engine",
+          63.1)
+    judge("run-row: 70 ms against a 63.1 ms baseline (1.11×)", "FAIL", row, run_dir("baseline_slow", falling, ms=70.0),
+          "engine", 63.1)
+
+    cpu = run_dir("track_cpu", falling)
+    gpu_ok = run_dir("track_gpu", [x * (1 + 1e-4) for x in falling])
+    gpu_nan = run_dir("track_gpu_nan", falling[:9] + [float("nan")] + falling[10:])
+    gpu_skip = run_dir("track_gpu_skip", falling, skipped={3})
+    for name, g, want in (("a GPU run within its bounds", gpu_ok, "PASS"),
+                          ("a GPU run with a NaN at step 10", gpu_nan, "FAIL"),
+                          ("a GPU run with a skipped step", gpu_skip, "FAIL")):
+        judge(f"track: {name}", want, lambda g=g: words(track_verdict(os.path.join(cpu, "log.jsonl"),
+                                                                      os.path.join(g, "log.jsonl"), "bf16", 20)))
+    for name, f, want in (("fp8 0.01% from bf16", gpu_ok, "PASS"), ("fp8 with a skipped step", gpu_skip, "FAIL")):
+        judge(f"loss: {name}", want, lambda f=f: words(loss_verdict(os.path.join(cpu, "log.jsonl"),
+                                                                    os.path.join(f, "log.jsonl"), 20,
+                                                                    os.path.join(work, "loss_case.json"))))
+
+    val = [{"type": "val", "step": 0, "loss": 10.98}, {"type": "val", "step": 20, "loss": 7.3}]
+    ids = " ".join(str(i * 97 % 50257) for i in range(256)) + " "
+    for name, d, want in (
+            ("validation and a 256-token sample", run_dir("sample_ok", falling, extra=val, sample=ids), "PASS"),
+            ("no sample", run_dir("sample_none", falling, extra=val), "FAIL"),
+            ("a sample of 255 tokens", run_dir("sample_short", falling, extra=val, sample=ids[:ids.rindex(" ", 0, -1)]),
+             "FAIL"),
+            ("a NaN val loss", run_dir("sample_nan", falling, extra=[val[0], dict(val[1], loss="nan")], sample=ids),
+             "FAIL"),
+            ("a skipped step", run_dir("sample_skip", falling, skipped={2}, extra=val, sample=ids), "FAIL")):
+        judge(f"sample: {name}", want, sample_verdict, d, 0, 256, 50257)
+    return cases
 
 
 def selftest():
@@ -426,6 +611,11 @@ def selftest():
              "fc", ""],
             ["d48.bf16.flash", "engine", "d48", 8, 1024, "bf16", "flash", "-", "ok", 200, 40960, 56.0, 20, 40, "", ""],
             ["d48.fp8.flash", "engine", "d48", 8, 1024, "fp8", "flash", "-", "failed (exit 1)", "", "", "", 14, "", "", ""],
+            # left out of the targets: a run with bad losses (its speed is no speed), the profiled run
+            ["d48.bf16.gemm", "engine", "d48", 8, 1024, "bf16", "gemm", "-", "bad losses: 10 of 10 steps skipped", 100,
+             81920, 91.0, 20, 40, "", ""],
+            ["profile.d12", "engine", "d12", 16, 1024, "bf16", "flash", "fused,prof", "ok", 20, 819200, 61.5, 4.0, 8,
+             "", "gemm 50%"],
         ]
         write("runs.tsv", "".join("\t".join(map(str, r)) + "\n" for r in rows))
         write("loss.json", json.dumps({"steps": 200, "tail": 20, "bf16": 2.0, "fp8": 2.03, "rel": 0.015,
@@ -433,6 +623,7 @@ def selftest():
         summary(work, work)
         got = [t["verdict"] for t in json.load(open(os.path.join(work, "bench.json")))["targets"]]
         md = open(os.path.join(work, "gpu_results.md")).read()
+        cases = verdict_cases(work)
     want = ["met", "not met",          # attention: forward faster on both shapes; backward slower at 16·12
             "met", "not met",          # d12: 546133 / 409600 = 1.33× PyTorch; MFU 41%
             "met",                     # d48 MFU 56%
@@ -443,14 +634,21 @@ def selftest():
     bad = [(i, g, w) for i, (g, w) in enumerate(zip(got, want)) if g != w] + ([(len(got), got, want)] if len(got) != len(want) else [])
     checks = [("targets", not bad), ("unfinished", "written when d12.bf16.flash started" in md),
               ("ratio vs PyTorch", "| 1.33× |" in md), ("fp8 vs bf16", "0.97×, 0.75×" in md),
-              ("fp16 lines ignored", "9.000" not in md), ("failed run listed", "failed (exit 1)" in md)]
+              ("fp16 lines ignored", "9.000" not in md), ("failed run listed", "failed (exit 1)" in md),
+              ("the profiled run left out of the targets", "1.33× (546,133 vs 409,600" in md),
+              ("a run with bad losses left out of the targets", "| d48 bf16 MFU ≥ 55% | 56.0% (" in md),
+              ("a run with bad losses listed by its status", "| d48.bf16.gemm | bad losses: 10 of 10 steps skipped |" in md)]
     failed = [name for name, ok in checks if not ok]
     for i, g, w in bad:
         print(f"selftest: target {i + 1}: {g}, expected {w}")
     for name in failed:
         print(f"selftest: {name}: wrong in\n{md}")
-    print(f"gpu_check_report selftest: {'ok' if not failed else 'FAILED'}")
-    return 1 if failed else 0
+    wrong = [(name, got, note, want) for name, got, note, want in cases if got != want]
+    for name, got, note, want in wrong:
+        print(f"selftest: verdict {name}: {got}, expected {want} ({note})")
+    print(f"gpu_check_report selftest: {len(checks) - len(failed)} of {len(checks)} summary checks, "
+          f"{len(cases) - len(wrong)} of {len(cases)} verdict cases right: {'ok' if not failed and not wrong else 'FAILED'}")
+    return 1 if failed or wrong else 0
 
 
 def main(argv):
@@ -464,6 +662,9 @@ def main(argv):
         print(track_verdict(args[0], args[1], args[2], int(args[3])))
     elif cmd == "loss":
         print(loss_verdict(args[0], args[1], int(args[2]), args[3]))
+    elif cmd == "sample":
+        status, note = sample_verdict(args[0], int(args[1]), int(args[2]), int(args[3]))
+        print(f"{status}\t{note}")
     elif cmd == "summary":
         summary(args[0], args[1])
     elif cmd == "selftest":
