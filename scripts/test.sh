@@ -5,8 +5,10 @@
 # without a GPU, a GPU step of gpu_check's dry run, a kernel set this CPU lacks) counts as skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start_all=$SECONDS
 scripts/setup.sh --test
 make -j"$(nproc)" all tests
+build_seconds=$(( SECONDS - start_all ))
 
 status=0
 total_passed=0 total_failed=0 total_skipped=0
@@ -15,7 +17,7 @@ summaries=()
 # totals. A run that fails without a GoogleTest failure count (crash, hang, MPI abort) counts as
 # one failure.
 run_suite() {
-    local name=$1 rc=0 log passed failed skipped
+    local name=$1 rc=0 log passed failed skipped t0=$SECONDS
     shift
     log=$(mktemp)
     "$@" 2>&1 | tee "$log" || rc=$?
@@ -29,7 +31,7 @@ run_suite() {
         status=$rc
         if (( failed == 0 )); then failed=1; failed_note="1 (exit $rc)"; fi
     fi
-    summaries+=("$name: $passed passed, $failed_note failed, $skipped skipped")
+    summaries+=("$name: $passed passed, $failed_note failed, $skipped skipped   ($(( SECONDS - t0 )) s)")
     total_passed=$(( total_passed + passed ))
     total_failed=$(( total_failed + failed ))
     total_skipped=$(( total_skipped + skipped ))
@@ -40,7 +42,7 @@ run_suite() {
 # here), echo its output, and add its counts to the totals. A run without that line counts as one
 # failure (and as nothing passed); so does a non-zero exit without a failure count.
 run_check() {
-    local name=$1 rc=0 log line passed=0 failed=0 skipped=0
+    local name=$1 rc=0 log line passed=0 failed=0 skipped=0 t0=$SECONDS
     shift
     log=$(mktemp)
     "$@" 2>&1 | tee "$log" || rc=$?
@@ -58,7 +60,7 @@ run_check() {
         status=$rc
         if (( failed == 0 )); then failed=1; failed_note="1 (exit $rc)"; fi
     fi
-    summaries+=("$name: $passed passed, $failed_note failed, $skipped skipped")
+    summaries+=("$name: $passed passed, $failed_note failed, $skipped skipped   ($(( SECONDS - t0 )) s)")
     total_passed=$(( total_passed + passed ))
     total_failed=$(( total_failed + failed ))
     total_skipped=$(( total_skipped + skipped ))
@@ -102,5 +104,6 @@ run_check check_build scripts/check_build.sh
 
 echo
 printf '%s\n' "${summaries[@]}"
+echo "setup and build: $build_seconds s; all: $(( SECONDS - start_all )) s"
 echo "total: $total_passed passed, $total_failed failed, $total_skipped skipped"
 exit "$status"
