@@ -314,6 +314,25 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
     return choice;
 }
 
+// Every rank's command-line flags are rank 0's (a resume then restores the same checkpoint's on
+// every rank): ranks started with different flags would hang in a collective (another -x) or
+// disagree silently (another -b).
+void check_ranks_agree(const TrainConfig& cfg, Comm& comm) {
+    if (comm.world_size() == 1) return;
+    const std::string mine = flags_json(cfg);
+    std::string rank0 = mine;
+    uint64_t length = rank0.size();
+    comm.broadcast(&length, sizeof length, 0);
+    rank0.resize(length);
+    comm.broadcast(rank0.data(), length, 0);
+    const std::string difference = first_flag_difference(mine, rank0);
+    float disagree = difference.empty() ? 0.0f : 1.0f;
+    if (disagree) std::fprintf(stderr, "rank %d: its flags differ from rank 0's: %s\n", comm.rank(), difference.c_str());
+    comm.all_reduce_max(&disagree, 1);
+    if (disagree) fail("the ranks were started with different flags (each rank that differs says how): start every "
+                       "rank with the same command line");
+}
+
 // ---- one training step ----------------------------------------------------------------------------
 
 // What one optimizer step did; the same on every rank.
@@ -400,9 +419,20 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     //      anything is written ----
     // --resume / --auto-resume: the run of the newest checkpoint, with the flags given now on top
     validate_start(cfg);
+    check_ranks_agree(cfg, comm);   // before any other collective, and before anything is read or written
     const std::optional<ResumeChoice> resume_from = choose_resume(cfg, comm);
+    if (resume_from && !cfg.init_from.empty()) {   // --auto-resume (--resume with it is refused above)
+        print0("notice: --auto-resume resumes %s; --init-from %s applies to a fresh start only\n",
+               resume_from->dir.c_str(), cfg.init_from.c_str());
+    }
     if (resume_from) restore_run_flags(argc, argv, resume_from->dir, cfg);
     validate(cfg);
+    if (resume_from && cfg.steps < resume_from->manifest.step) {
+        fail("--resume: %s is at step %lld, past --steps %d: there is nothing to train. Give --steps above %lld to "
+             "train on, or --init-from %s -x 0 to evaluate or sample it", resume_from->dir.c_str(),
+             (long long)resume_from->manifest.step, cfg.steps, (long long)resume_from->manifest.step,
+             resume_from->dir.c_str());
+    }
     if (cfg.threads > 0) set_cpu_threads(cfg.threads);
     const RunData data = run_data(cfg);   // the shards it reads: none to train on with -x 0
     // the model the run starts from, if not a fresh one: the checkpoint it resumes, or --init-from
@@ -659,6 +689,7 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
             return stop == StopRequest::Checkpoint ? kStopExitCode : kInterruptExitCode;
         }
         std::fflush(stdout);
+        warn_if_stdout_failed();
     }
     stop_signals.reset();   // from here on a signal ends the process at once
     if (counters.skipped > 0) print0("%lld step(s) skipped for a non-finite loss or gradient norm\n", (long long)counters.skipped);
@@ -685,6 +716,8 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     if (summary.best_val_loss) end.num("best_val_loss", *summary.best_val_loss).num("best_val_step", summary.best_val_step);
     write_log(end);
     if (log) log->sync();
+    std::fflush(stdout);
+    warn_if_stdout_failed();
     return 0;
 }
 
@@ -698,7 +731,7 @@ int main(int argc, char** argv) {
     try {
         TrainConfig cfg;
         if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) return *exit_code;
-        ignore_file_size_signal();   // a file-size limit is an error naming the file (train/signals.h)
+        ignore_output_signals();   // a file-size limit or a closed stdout is no kill (train/signals.h)
         comm = make_comm();   // MPI under mpirun / srun, else one process
         return run(std::move(cfg), argc, argv, *comm);
     } catch (const std::exception& e) {   // train_gpt::Error (fail()) and anything else

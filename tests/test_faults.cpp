@@ -491,6 +491,51 @@ TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {
     ASSERT_EQ(run(no_tokenizer + "-g 8").rc, 0) << "without a prompt it samples ids";
 }
 
+// Flags that cannot work together, or ranks that disagree, are refused at start (issue 23):
+// --resume with --init-from (before: --init-from ignored silently); --resume to a step the
+// checkpoint is past (before: exit 0, nothing done); ranks started with different flags (before:
+// a hang with another -x, a silent disagreement with another -b).
+TEST(Faults, ConflictingResumeFlagsAndRanksThatDisagreeAreRefusedAtStart) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 6 --checkpoint-every 6")).rc, 0);
+    const std::string step6 = checkpoint_dir(out + "/checkpoints", 6);
+    const auto before = directory_snapshot(out);
+    expect_refused(run(c.train_gpt(out, "--resume --init-from '" + step6 + "'")),
+                   {"--resume continues a run from its checkpoint", "--init-from " + step6, "give one of them"});
+    expect_refused(run(c.train_gpt(out, "--resume -x 3")),
+                   {"--resume: " + step6 + " is at step 6, past --steps 3: there is nothing to train",
+                    "--init-from " + step6 + " -x 0"});
+    EXPECT_EQ(directory_snapshot(out), before) << "nothing written";
+    const std::string other = c.dir.file("other");
+    const CommandResult r = run(std::string(kMpirun) + "-np 1 " + train_gpt_binary() + c.flags(other, "-x 4") + " : -np 1 " +
+                                train_gpt_binary() + c.flags(other, "-x 5"));
+    expect_refused(r, {"rank 1: its flags differ from rank 0's: --steps is 5 here, 4 on rank 0",
+                       "the ranks were started with different flags"});
+    EXPECT_FALSE(file_exists(other)) << "nothing written";
+}
+
+// NaN weights through --init-from are refused naming the model and the tensor (before: trained
+// with every step skipped, exit 0).
+TEST(Faults, NonFiniteInitFromWeightsAreRefusedNamingTheTensor) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 2 --checkpoint-every 2")).rc, 0);
+    const std::string hf = c.dir.file("hf"), step = checkpoint_dir(out + "/checkpoints", 2);
+    ASSERT_EQ(run("mkdir '" + hf + "' && cp '" + step + "'/config.json '" + step + "'/model* '" + hf + "/'").rc, 0);
+    write_text(c.dir.file("nan.py"),
+               "import glob, sys\n"
+               "from safetensors.torch import load_file, save_file\n"
+               "path = glob.glob(sys.argv[1] + '/model-*.safetensors')[0]\n"
+               "t = load_file(path)\n"
+               "t['transformer.h.1.mlp.c_fc.weight'][3, 5] = float('nan')\n"
+               "save_file(t, path, metadata={'format': 'pt'})\n");
+    const CommandResult made = run(python_binary() + " '" + c.dir.file("nan.py") + "' '" + hf + "'");
+    ASSERT_EQ(made.rc, 0) << "the safetensors package (with transformers: scripts/setup.sh --test): " << made.output;
+    expect_refused(run(c.train_gpt(c.dir.file("ft"), "-x 2 --init-from '" + hf + "'")),
+                   {"--init-from: transformers model " + hf + " holds a non-finite weight (nan) in fcw"});
+}
+
 // ---- 6. every write checked ------------------------------------------------------------------
 
 // A full filesystem under the output directory: the run stops naming log.jsonl and the reason,
@@ -540,6 +585,19 @@ TEST(Faults, AFileSizeLimitStopsTheRunNamingTheFile) {
     expect_refused(r, {"error: " + small + "/config.json.tmp: write failed: File too large"});
     EXPECT_FALSE(file_exists(small + "/config.json"));
     EXPECT_FALSE(file_exists(small + "/config.json.tmp"));
+}
+
+// stdout closed (the run piped into `head`): the run goes on to its end and its checkpoint, with
+// one warning (before: killed by SIGPIPE, exit 141, no checkpoint).
+TEST(Faults, AClosedStdoutIsAWarningNotTheEndOfTheRun) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    const CommandResult r = run("bash -c \"set -o pipefail; " + c.train_gpt(out, "-x 40 --checkpoint-every 40") +
+                                " 2> '" + c.dir.file("err.txt") + "' | head -c 10 > /dev/null\"");
+    EXPECT_EQ(r.rc, 0) << r.output << read_text(c.dir.file("err.txt"));
+    EXPECT_EQ(list_checkpoints(out + "/checkpoints"), (std::vector<int64_t>{40}));
+    EXPECT_EQ(last_step(out + "/log.jsonl"), 40);
+    EXPECT_CONTAINS(read_text(c.dir.file("err.txt")), "warning: writing to stdout failed (it was closed)");
 }
 
 // ---- 7. one run per directory, nothing replaced unasked ----------------------------------------

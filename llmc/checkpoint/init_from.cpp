@@ -2,6 +2,7 @@
 #include "checkpoint/init_from.h"
 
 #include "checkpoint/checkpoint.h"
+#include "model/layout.h"
 #include "utils.h"
 
 #include <nlohmann/json.hpp>
@@ -106,11 +107,26 @@ ModelDir find_model_dir(const std::string& path) {
 }
 
 std::vector<float> read_model_weights(const ModelDir& m) {
-    if (!m.checkpoint) return read_weights(m.dir, m.model);
-    open_checkpoint(m.dir, m.model);   // every file's checksum
-    size_t n = 0;
-    for (size_t s : param_tensor_sizes(m.model)) n += s;
-    return read_state_range(m.dir, m.model, StateTensor::Master, 0, n);
+    std::vector<float> w;
+    if (!m.checkpoint) {
+        w = read_weights(m.dir, m.model);
+    } else {
+        open_checkpoint(m.dir, m.model);   // every file's checksum
+        size_t n = 0;
+        for (size_t s : param_tensor_sizes(m.model)) n += s;
+        w = read_state_range(m.dir, m.model, StateTensor::Master, 0, n);
+    }
+    // a model that holds NaN or inf would train with every step skipped, or sample nothing
+    const auto offsets = param_tensor_offsets(m.model);
+    for (int t = 0; t < kNumParamTensors; t++) {
+        for (size_t i = offsets[t]; i < offsets[t + 1]; i++) {
+            if (!std::isfinite(w[i])) {
+                fail("--init-from: %s holds a non-finite weight (%g) in %s, at index %zu of its %zu values", m.description.c_str(),
+                     w[i], param_tensor_name(t), i - offsets[t], offsets[t + 1] - offsets[t]);
+            }
+        }
+    }
+    return w;
 }
 
 }  // namespace train_gpt

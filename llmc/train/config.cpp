@@ -381,8 +381,27 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
     return overrides;
 }
 
+std::string first_flag_difference(const std::string& flags, const std::string& reference) {
+    const nlohmann::json a = nlohmann::json::parse(flags), b = nlohmann::json::parse(reference);
+    for (const auto& [name, text] : b.items()) {
+        if (!a.contains(name)) return format("rank 0 has --%s %s, this rank does not", name.c_str(), text.get<std::string>().c_str());
+        if (a[name] != text) {
+            return format("--%s is %s here, %s on rank 0", name.c_str(), a[name].get<std::string>().c_str(),
+                          text.get<std::string>().c_str());
+        }
+    }
+    for (const auto& [name, text] : a.items()) {
+        if (!b.contains(name)) return format("this rank has --%s %s, rank 0 does not", name.c_str(), text.get<std::string>().c_str());
+    }
+    return "";
+}
+
 void validate_start(const TrainConfig& c) {
     if (c.resume && c.auto_resume) fail("--resume and --auto-resume: give one (--auto-resume also starts a fresh run)");
+    if (c.resume && !c.init_from.empty()) {
+        fail("--resume continues a run from its checkpoint, with its weights; --init-from %s starts one from other "
+             "weights: give one of them", c.init_from.c_str());
+    }
     if (c.resume_from_intact && !c.resume && !c.auto_resume) {
         fail("--resume-from-intact chooses the checkpoint a run resumes from: give it with --resume or --auto-resume");
     }

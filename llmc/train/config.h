@@ -111,6 +111,9 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
 
 // The flags of a run, {"steps": "120", ...}, as its checkpoints record them.
 std::string flags_json(const TrainConfig& cfg);
+// "" if two flags_json() texts give the same flags, else the first difference, in words
+// ("--steps is 4 here, 6 on rank 0").
+std::string first_flag_difference(const std::string& flags, const std::string& reference);
 
 // A resumed run: cfg (this command line, parsed) becomes the checkpoint's run — `saved_json`, the
 // flags_json() its checkpoint recorded — with the flags given on this command line on top. Not

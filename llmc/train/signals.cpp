@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace train_gpt {
@@ -38,7 +39,18 @@ void install(int sig, void (*handler)(int), int flags, struct sigaction* previou
 
 }  // namespace
 
-void ignore_file_size_signal() { install(SIGXFSZ, SIG_IGN, 0, nullptr); }
+void ignore_output_signals() {
+    install(SIGXFSZ, SIG_IGN, 0, nullptr);
+    install(SIGPIPE, SIG_IGN, 0, nullptr);
+}
+
+void warn_if_stdout_failed() {
+    static bool warned = false;
+    if (warned || !std::ferror(stdout)) return;
+    warned = true;
+    std::fprintf(stderr, "warning: writing to stdout failed (%s); the run goes on, and its records are in "
+                 "log.jsonl\n", errno == EPIPE ? "it was closed" : errno != 0 ? std::strerror(errno) : "an I/O error");
+}
 
 StopSignals::StopSignals() {
     static_assert(std::atomic<int>::is_always_lock_free, "the handlers touch only lock-free atomics");

@@ -8,9 +8,11 @@
 //                      ends the process at once.
 // Before the loop (reading data, verifying a checkpoint) and after it, the three keep their
 // default action: there is no step to finish, and the process ends at once.
-// Always (ignore_file_size_signal, at start): SIGXFSZ is ignored, so a write past a file-size
+// Always (ignore_output_signals, at start): SIGXFSZ is ignored, so a write past a file-size
 // limit (ulimit -f) fails with "File too large" and stops the run with the file named, instead of
-// killing it.
+// killing it; and SIGPIPE, so a closed stdout (the run piped into `head`) is a failed write the
+// trainer reports once (warn_if_stdout_failed) while the run goes on, not a kill without a
+// checkpoint.
 //
 // A handler only records the signal; the trainer asks at the end of every step. Under MPI the
 // ranks may see a signal at different steps (or only some of them), so the trainer reduces the
@@ -33,7 +35,10 @@ enum class StopRequest {
 };
 
 // SIGXFSZ ignored, for the whole process (call it before MPI_Init, which may write files too).
-void ignore_file_size_signal();
+void ignore_output_signals();
+// Once: a warning on stderr that stdout could not be written (closed, a full device), the run
+// going on with log.jsonl as its record. Call after the step lines are printed.
+void warn_if_stdout_failed();
 
 // SIGTERM, SIGUSR1 and SIGINT recorded instead of ending the process, for as long as it lives;
 // the dispositions before it come back when it dies. One at a time.

@@ -425,7 +425,8 @@ INSTANTIATE_TEST_SUITE_P(AllDTypes, CudaFp8FusedTest, ::testing::Values(DType::F
 // both formats, both layouts, one layout, and values that saturate, flush and are NaN.
 TEST_F(CudaTest, VectorisedCastIsTheScalarCast) {
     for (DType d : {DType::BF16, DType::F16}) {
-        for (auto [rows, cols] : {std::pair<int, int>{64, 64}, {128, 768}, {256, 3072}, {192, 320}}) {
+        for (const std::pair<int, int>& shape : {std::pair<int, int>{64, 64}, {128, 768}, {256, 3072}, {192, 320}}) {
+            const int rows = shape.first, cols = shape.second;   // (a lambda below captures them)
             SCOPED_TRACE(std::string(dtype_name(d)) + " " + std::to_string(rows) + "x" + std::to_string(cols));
             Twin tw(d);
             Random r(seed_);
