@@ -310,7 +310,13 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
              "--checkpoint-dir (or -o) of the run to continue; --auto-resume resumes when there is one and starts "
              "fresh otherwise", root.c_str());
     }
-    if (!choice) print0("notice: --auto-resume: no checkpoint in %s; starting a fresh run\n", root.c_str());
+    if (!choice) {
+        const bool earlier = !cfg.output_dir.empty() && (file_exists(cfg.output_dir + "/log.jsonl") ||
+                                                         file_exists(cfg.output_dir + "/config.json"));
+        print0("notice: --auto-resume: no checkpoint in %s; starting a fresh run%s\n", root.c_str(),
+               earlier ? format(" (it replaces the log.jsonl and config.json in %s of a start that wrote no checkpoint)",
+                                cfg.output_dir.c_str()).c_str() : "");
+    }
     return choice;
 }
 

@@ -399,6 +399,18 @@ TEST(Faults, ResumeWithNothingToResumeIsAnErrorAndAutoResumeStartsFresh) {
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output, "resuming from " + out + "/checkpoints/step_00000002");
     EXPECT_EQ(last_step(out + "/log.jsonl"), 4);
+    // killed before its first checkpoint, a requeued job starts again with the same command (before:
+    // refused on every restart, since the first start had written log.jsonl and config.json)
+    const std::string early = c.dir.file("early");
+    Background job(c.train_gpt(early, "-x 100000 --checkpoint-every 50000 --auto-resume"), c.dir.file("early.txt"));
+    ASSERT_TRUE(wait_until([&] { return last_step(early + "/log.jsonl") >= 2; })) << job.output();
+    kill(-job.pid, SIGKILL);
+    job.wait(300);
+    r = run(c.train_gpt(early, "-x 3 --checkpoint-every 50000 --auto-resume"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "starting a fresh run (it replaces the log.jsonl and config.json in " + early +
+                                  " of a start that wrote no checkpoint)");
+    EXPECT_EQ(records_of(early + "/log.jsonl", "step").size(), 3u) << "one run's steps, not two";
 }
 
 // Every rank verifies what it reads. Two ranks resume a 2-rank ZeRO-1 checkpoint, each from its

@@ -39,7 +39,9 @@ void check_directory(const std::string& path, const char* flag) {
 
 void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
     if (resuming) return;
-    if (!dirs.output.empty() && !cfg.overwrite_output) {
+    // --auto-resume that found no checkpoint restarts a run killed before its first one: the same
+    // command again (a requeued job), whose log and config it replaces (the trainer says so)
+    if (!dirs.output.empty() && !cfg.overwrite_output && !cfg.auto_resume) {
         std::string found;
         for (const char* name : {"log.jsonl", "config.json"}) {
             if (file_exists(dirs.output + "/" + name)) found += std::string(found.empty() ? "" : " and ") + name;
