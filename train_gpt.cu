@@ -60,6 +60,7 @@
 #include "train/divergence.h"
 #include "train/resume.h"
 #include "train/run_dirs.h"
+#include "train/run_lock.h"
 #include "train/signals.h"
 #include "utils.h"
 
@@ -283,6 +284,8 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
     const std::string root = checkpoint_dir_of(cfg);
     std::optional<ResumeChoice> choice;
     std::string chosen;   // "": none
+    // a live run's checkpoints are being written and pruned: "in use", before they are read
+    if (comm.rank() == 0) DirLock::fail_if_held(root);
     if (comm.rank() == 0 && (choice = choose_resume_checkpoint(root, cfg.resume_from_intact))) {
         chosen = choice->dir;
         for (const auto& [dir, problem] : choice->damaged) {

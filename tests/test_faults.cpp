@@ -636,6 +636,23 @@ TEST(Faults, ASecondRunInTheSameDirectoryIsRefusedNamingTheFirst) {
     ASSERT_EQ(run(c.train_gpt(c.dir.file("other"), "-x 2 --checkpoint-every 2 --checkpoint-dir '" + out + "/checkpoints'")).rc, 0);
 }
 
+// A resume against a live run's checkpoints (written and pruned while it looks at them) says the
+// directory is in use, every time (before: sometimes "does not exist" or "every one is damaged").
+TEST(Faults, AResumeAgainstALiveRunSaysItIsInUse) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    Background live(c.train_gpt(out, "-x 100000 --n-embd 64 --checkpoint-every 1 --keep-checkpoints 2"),
+                    c.dir.file("live.txt"));
+    ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 3; })) << live.output();
+    for (int attempt = 0; attempt < 5; attempt++) {
+        SCOPED_TRACE(attempt);
+        expect_refused(run(c.train_gpt(out, "-x 100000 --auto-resume --resume-from-intact")),
+                       {out + "/checkpoints is in use by another run: pid " + std::to_string(live.pid)});
+    }
+    kill(live.pid, SIGINT);
+    EXPECT_EQ(live.wait(300), 130) << live.output();
+}
+
 TEST(Faults, ARerunDoesNotReplaceAPreviousRunsFilesUnlessAsked) {
     Corpus c;
     const std::string out = c.dir.file("out");

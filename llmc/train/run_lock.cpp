@@ -14,21 +14,36 @@ namespace train_gpt {
 
 std::string lock_file_of(const std::string& dir) { return dir + "/train_gpt.lock"; }
 
+namespace {
+
+// Fails naming the holder: fd is the lock file, held by another process.
+[[noreturn]] void fail_in_use(const std::string& dir, const std::string& path, int fd) {
+    std::string holder;
+    char buf[4096];
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    if (n > 0) holder.assign(buf, (size_t)n);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd);
+    fail("%s is in use by another run: %s (%s holds the lock). Wait for it to end, or give this run another "
+         "directory", dir.c_str(), holder.empty() ? "its holder wrote no details" : holder.c_str(), path.c_str());
+}
+
+}  // namespace
+
+void DirLock::fail_if_held(const std::string& dir) {
+    const std::string path = lock_file_of(dir);
+    if (!file_exists(path)) return;
+    const int fd = open_regular_file(path, O_RDONLY);
+    if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) fail_in_use(dir, path, fd);
+    ::close(fd);   // free (the shared lock goes with it), or a filesystem without flock
+}
+
 std::unique_ptr<DirLock> DirLock::acquire(const std::string& dir, const std::string& command, std::string* warning) {
     const std::string path = lock_file_of(dir);
     const int fd = open_regular_file(path, O_RDWR | O_CREAT);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
-        if (err == EWOULDBLOCK) {
-            std::string holder;
-            char buf[4096];
-            const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-            if (n > 0) holder.assign(buf, (size_t)n);
-            while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-            ::close(fd);
-            fail("%s is in use by another run: %s (%s holds the lock). Wait for it to end, or give this run another "
-                 "directory", dir.c_str(), holder.empty() ? "its holder wrote no details" : holder.c_str(), path.c_str());
-        }
+        if (err == EWOULDBLOCK) fail_in_use(dir, path, fd);
         ::close(fd);
         // ENOLCK, EOPNOTSUPP, ENOSYS: a filesystem without flock
         *warning = format("cannot lock %s (%s): a second run in %s would not be detected", path.c_str(),

@@ -19,6 +19,9 @@ public:
     // Locks `dir` (which must exist) or fails naming the holder. *warning: set (and the lock not
     // held) when the filesystem cannot lock.
     static std::unique_ptr<DirLock> acquire(const std::string& dir, const std::string& command, std::string* warning);
+    // Fails naming the holder if a live process holds `dir`'s lock; writes nothing. A run checks
+    // this before it reads a directory another run may be writing (a checkpoint it would resume).
+    static void fail_if_held(const std::string& dir);
     ~DirLock();
     DirLock(const DirLock&) = delete;
     DirLock& operator=(const DirLock&) = delete;
