@@ -746,8 +746,9 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {   // train_gpt::Error (fail()) and anything else
         std::fflush(stdout);
         const bool ranks = comm && comm->world_size() > 1;
-        if (ranks) std::fprintf(stderr, "rank %d: error: %s\n", comm->rank(), e.what());
-        else std::fprintf(stderr, "error: %s\n", e.what());
+        const std::string what = printable(e.what());   // a message may quote a binary file's bytes
+        if (ranks) std::fprintf(stderr, "rank %d: error: %s\n", comm->rank(), what.c_str());
+        else std::fprintf(stderr, "error: %s\n", what.c_str());
         std::fflush(stderr);
         if (ranks) comm->abort_job(1);
         return 1;

@@ -247,3 +247,28 @@ TEST(HostileInputs, ResumeNeverTrainsFromANegativeStep) {
     }
     EXPECT_EQ(directory_snapshot(ck.c.dir.file("out/checkpoints")), checkpoints_before);
 }
+
+// An error that quotes what a file holds prints it safely: a control byte as \xNN, a byte of
+// invalid UTF-8 as U+FFFD (before: the raw bytes, an escape sequence reaching the terminal).
+TEST(HostileInputs, ErrorsQuotingAFilesBytesPrintThemSafely) {
+    ScratchDir dir;
+    make_dirs(dir.file("hf"));
+    write_text(dir.file("hf/config.json"),
+               R"({"model_type": "gpt2", "n_layer": 1, "n_head": 1, "n_embd": 8, "vocab_size": 10, "n_positions": 8})");
+    // a header whose tensor name holds ESC (escaped in the JSON, raw once parsed)
+    const std::string header = "{\"\\u001b[31mX\":{\"dtype\":\"F32\"}}";
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; i++) file[i] = (char)((header.size() >> (8 * i)) & 0xff);
+    write_text(dir.file("hf/model.safetensors"), file + header);
+    CommandResult r = run(train_gpt_binary() + " --init-from '" + dir.file("hf") + "' -x 0 -g 1");
+    expect_refused(r, {dir.file("hf/model.safetensors") + ": tensor '\\x1b[31mX' lacks dtype"});
+    EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << "no raw ESC reaches the terminal";
+    // invalid UTF-8 in the header: the parser's message quotes it
+    const std::string raw = "{\"\xff\x1b[2J\":1}";
+    std::string file2(8, '\0');
+    for (int i = 0; i < 8; i++) file2[i] = (char)((raw.size() >> (8 * i)) & 0xff);
+    write_text(dir.file("hf/model.safetensors"), file2 + raw);
+    r = run(train_gpt_binary() + " --init-from '" + dir.file("hf") + "' -x 0 -g 1");
+    expect_refused(r, {dir.file("hf/model.safetensors") + ": header is not valid JSON", "\xEF\xBF\xBD"});
+    EXPECT_EQ(r.output.find('\xff'), std::string::npos);
+}

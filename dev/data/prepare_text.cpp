@@ -705,13 +705,13 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);  // prints the help text, exit 0
     } catch (const CLI::ParseError& e) {
-        std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", e.what());
+        std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", printable(e.what()).c_str());
         return 1;
     }
     try {
         run(opt);
     } catch (const Error& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
+        std::fprintf(stderr, "error: %s\n", printable(e.what()).c_str());
         return 1;
     }
     return 0;
