@@ -750,3 +750,17 @@ TEST(Faults, ASignalToOneRankStopsEveryRankAtTheSameStepWithOneCheckpoint) {
     EXPECT_EQ(manifest.files.count("state-00000.safetensors") + manifest.files.count("state-00001.safetensors"), 2u);
     EXPECT_NO_THROW(verify_checkpoint(ckpt, manifest));
 }
+
+// An output path whose directories can be made, but under which a checkpoint's files cannot (the
+// whole path past PATH_MAX), is refused at start naming the flag (before: the first save failed
+// with "File name too long", leaving its .tmp).
+TEST(Faults, AnOutputPathWithNoRoomForTheCheckpointsIsRefusedAtStart) {
+    Corpus c;
+    std::string deep = c.dir.path;
+    while (deep.size() < PATH_MAX - 60) deep += "/" + std::string(std::min<size_t>(200, PATH_MAX - 61 - deep.size()), 'd');
+    ASSERT_EQ(run("mkdir -p '" + deep + "'").rc, 0) << "the directory itself fits";
+    const std::string out = deep + "/o";
+    expect_refused(run("sh -c \"cd '" + c.dir.path + "' && " + c.train_gpt(out, "-x 2 --checkpoint-every 1") + "\""),
+                   {"--checkpoint-dir " + out + "/checkpoints: its", "leave too little room for the files"});
+    EXPECT_FALSE(file_exists(out)) << "nothing written";
+}

@@ -5,6 +5,7 @@
 #include "utils.h"
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +35,31 @@ void check_directory(const std::string& path, const char* flag) {
     }
     if (::access(ancestor.c_str(), W_OK | X_OK) != 0) {
         fail("%s %s: cannot be created in %s: %s", flag, path.c_str(), ancestor.c_str(), std::strerror(errno));
+    }
+}
+
+// The room a run's files need under a directory, beyond its own name: a checkpoint's
+// "/step_<8+ digits>.tmp/" (or ".damaged.N") and its longest file name with write_file_atomic's
+// ".tmp" ("model.safetensors.index.json.tmp", "model-00001-of-01024.safetensors"), with room to
+// spare: 80; the output directory's "/config.json.tmp" and "/log.png": 32.
+constexpr size_t kCheckpointRoom = 80, kOutputRoom = 32;
+
+// Every path the run will write under `dir` fits the system's limits: each name of `dir` within
+// NAME_MAX, and the whole path with `room` more within PATH_MAX (else the first save fails with
+// "File name too long", a checkpoint's .tmp left behind).
+void check_path_room(const std::string& dir, size_t room, const char* flag) {
+    if (dir.size() + room >= PATH_MAX) {
+        fail("%s %s: its %zu characters leave too little room for the files the run writes under it (they need %zu "
+             "more; a path may have at most %d): give a shorter path", flag, dir.c_str(), dir.size(), room, PATH_MAX - 1);
+    }
+    for (size_t begin = 0; begin <= dir.size();) {
+        size_t end = dir.find('/', begin);
+        if (end == std::string::npos) end = dir.size();
+        if (end - begin > NAME_MAX) {
+            fail("%s %s: its name '%s…' has %zu characters (a name may have at most %d)", flag, dir.c_str(),
+                 dir.substr(begin, 16).c_str(), end - begin, NAME_MAX);
+        }
+        begin = end + 1;
     }
 }
 
@@ -70,8 +96,14 @@ RunDirs run_dirs(const TrainConfig& cfg, const RunPlan& plan, bool resuming) {
 }
 
 void check_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
-    if (!dirs.output.empty()) check_directory(dirs.output, "--output-dir");
-    if (!dirs.checkpoints.empty()) check_directory(dirs.checkpoints, "--checkpoint-dir");
+    if (!dirs.output.empty()) {
+        check_path_room(dirs.output, kOutputRoom, "--output-dir");
+        check_directory(dirs.output, "--output-dir");
+    }
+    if (!dirs.checkpoints.empty()) {
+        check_path_room(dirs.checkpoints, kCheckpointRoom, "--checkpoint-dir");
+        check_directory(dirs.checkpoints, "--checkpoint-dir");
+    }
     check_previous_run(dirs, cfg, resuming);
 }
 
