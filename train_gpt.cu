@@ -27,6 +27,7 @@
 //                                comm_nccl.h: the same between GPUs, over NCCL
 //   llmc/checkpoint/checkpoint.h step_XXXXXXXX/ directories: HF safetensors weights, sharded optimizer state
 //   llmc/data/dataloader.h       batches of (B, T) tokens from a glob of llm.c token shards
+//   llmc/data/mapped_files.h     the shard a bus error (a file truncated while mapped) belongs to
 //   llmc/data/tokenizer.h        decoding samples, encoding a prompt (data/bpe.h: the byte-level BPE);
 //                                data/run_tokenizer.h: the run's tokenizer, checked against its shards
 //   llmc/checkpoint/init_from.h  --init-from: a checkpoint or a transformers GPT-2 directory
@@ -46,6 +47,7 @@
 #include "data/dataloader.h"
 #include "data/run_tokenizer.h"
 #include "data/tokenizer.h"
+#include "data/mapped_files.h"
 #include "distributed/comm.h"
 #include "distributed/comm_nccl.h"
 #include "eval/hellaswag.h"
@@ -741,6 +743,7 @@ int main(int argc, char** argv) {
         TrainConfig cfg;
         if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) return *exit_code;
         ignore_output_signals();   // a file-size limit or a closed stdout is no kill (train/signals.h)
+        install_bus_error_handler();   // a shard truncated while mapped is named (data/mapped_files.h)
         comm = make_comm();   // MPI under mpirun / srun, else one process
         return run(std::move(cfg), argc, argv, *comm);
     } catch (const std::exception& e) {   // train_gpt::Error (fail()) and anything else

@@ -764,3 +764,20 @@ TEST(Faults, AnOutputPathWithNoRoomForTheCheckpointsIsRefusedAtStart) {
                    {"--checkpoint-dir " + out + "/checkpoints: its", "leave too little room for the files"});
     EXPECT_FALSE(file_exists(out)) << "nothing written";
 }
+
+// A shard truncated while the run reads it: one message naming the shard, exit 1 (before: "Bus
+// error" and nothing else, exit 135).
+TEST(Faults, AShardTruncatedWhileTrainingIsNamed) {
+    Corpus c;
+    std::string text;
+    for (int i = 0; i < 20000; i++) text += "In the beginning was the word. ";   // 620k tokens, 1.2 MB
+    const std::vector<uint32_t> tokens(text.begin(), text.end());
+    const std::string shard = c.dir.file("big_000000.bin");
+    write_shard(shard, tokens.data(), (int64_t)tokens.size(), 2);
+    const std::string out = c.dir.file("out");
+    Background job(c.train_gpt(out, "-x 100000 --checkpoint-every 50000 -i '" + shard + "'"), c.dir.file("job.txt"));
+    ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 2; })) << job.output();
+    ASSERT_EQ(::truncate(shard.c_str(), 4096), 0);   // the header and a few tokens are left
+    EXPECT_EQ(job.wait(300), 1) << job.output();
+    EXPECT_CONTAINS(job.output(), "error: " + shard + " was truncated or changed while the run read it");
+}

@@ -1,5 +1,6 @@
 // dataloader.cpp — see dataloader.h for the sample order and position invariants.
 #include "data/dataloader.h"
+#include "data/mapped_files.h"
 
 #include "utils.h"
 
@@ -45,11 +46,15 @@ struct DataLoader::MappedShard {
             fail("cannot mmap %s: %s", path.c_str(), std::strerror(err));
         }
         tokens = static_cast<const unsigned char*>(base) + kShardHeaderBytes;
+        register_mapped_file(base, mapped_bytes, path);   // a bus error reading it names it
     }
     // Reads will jump around (shuffling): no readahead. A hint; errors are harmless.
     void advise_random() { ::madvise(base, mapped_bytes, MADV_RANDOM); }
     ~MappedShard() {
-        if (base) ::munmap(base, mapped_bytes);
+        if (base) {
+            unregister_mapped_file(base);
+            ::munmap(base, mapped_bytes);
+        }
     }
     MappedShard(const MappedShard&) = delete;
     MappedShard& operator=(const MappedShard&) = delete;
