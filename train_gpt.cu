@@ -491,8 +491,19 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     // activations for (B, T) where the run trains or evaluates; sampling alone has buffers of its own
     const bool forwards = !data.train.empty() || !data.val.empty() || !cfg.hellaswag.empty();
     const int model_B = forwards ? B : 1, model_T = forwards ? T : 1;
-    GPT model(plan.model, *backend, model_B, model_T, plan.precision, &model_comm, cfg.zero, cfg.recompute,
-              cfg.lm_head_chunks);
+    // an allocation that fails names what asked for it: the model, its source, its sizes
+    std::unique_ptr<GPT> built;
+    try {
+        built = std::make_unique<GPT>(plan.model, *backend, model_B, model_T, plan.precision, &model_comm, cfg.zero,
+                                      cfg.recompute, cfg.lm_head_chunks);
+    } catch (const Error& e) {
+        fail("building the model (%s; %d layers, %d wide, %zu parameters; activations for B=%d, T=%d: %.2f GiB): %s",
+             start_model ? start_model->description.c_str() : "a fresh one", plan.model.n_layer, plan.model.n_embd,
+             (size_t)param_tensor_offsets(plan.model)[kNumParamTensors], model_B, model_T,
+             GPT::activation_bytes_for(plan.model, model_B, model_T, plan.precision, cfg.recompute, cfg.lm_head_chunks) /
+                 1073741824.0, e.what());
+    }
+    GPT& model = *built;
     model.init_weights(cfg.seed);
     plan.num_parameters = model.num_parameters();
     // fp16: dynamic loss scaling keeps small gradients above fp16's smallest subnormal

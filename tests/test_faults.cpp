@@ -781,3 +781,13 @@ TEST(Faults, AShardTruncatedWhileTrainingIsNamed) {
     EXPECT_EQ(job.wait(300), 1) << job.output();
     EXPECT_CONTAINS(job.output(), "error: " + shard + " was truncated or changed while the run read it");
 }
+
+// An allocation that fails names what asked for it (before: "out of host memory allocating N
+// bytes", naming neither the model nor its sizes).
+TEST(Faults, AModelThatDoesNotFitInMemoryIsNamedWithItsSizes) {
+    Corpus c;
+    const CommandResult r = run("bash -c \"ulimit -v 2000000; exec " + c.train_gpt(c.dir.file("out"), "-x 1 -e d12 --n-embd 768 -b 64 -t 1024") + "\"");
+    expect_refused(r, {"error: building the model (a fresh one; 12 layers, 768 wide, ", "activations for B=64, T=1024",
+                       "out of host memory allocating"});
+    EXPECT_FALSE(file_exists(c.dir.file("out")));
+}
