@@ -545,6 +545,11 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     if (g_is_root) {
         held = hold_run_dirs(dirs, cfg, resume_from.has_value(), command_line(argc, argv));
         for (const std::string& w : held.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+        if (!held.moved_to.empty()) {
+            const bool resumable = latest_checkpoint(held.moved_to + "/checkpoints").has_value();
+            print0("notice: %s held a previous run; it is now %s, whole%s\n", dirs.output.c_str(), held.moved_to.c_str(),
+                   resumable ? format(" (to continue it: --resume -o %s)", held.moved_to.c_str()).c_str() : "");
+        }
         if (resume_from) {
             for (const auto& damaged : resume_from->damaged) {
                 print0("kept the damaged checkpoint as %s\n", set_aside_damaged_checkpoint(damaged.first).c_str());

@@ -791,3 +791,27 @@ TEST(Faults, AModelThatDoesNotFitInMemoryIsNamedWithItsSizes) {
                        "out of host memory allocating"});
     EXPECT_FALSE(file_exists(c.dir.file("out")));
 }
+
+// The default output directory (no -o): the same command runs again as often as it is given; a
+// previous run there is moved aside whole, and the run says where (before: the second run was
+// refused, and its hint, --resume, failed for a run without checkpoints). With -o given, a
+// previous run is refused as above.
+TEST(Faults, TheDefaultOutputDirectoryMovesAPreviousRunAsideAndSaysWhere) {
+    Corpus c;
+    const std::string in_dir = "sh -c \"cd '" + c.dir.path + "' && " + train_gpt_binary() +
+                               " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" +
+                               c.dir.file("train_*.bin") + "' --tokenizer '" + c.dir.file("tokenizer.bin") + "' ";
+    ASSERT_EQ(run(in_dir + "-x 2 --checkpoint-every 2\"").rc, 0);
+    const std::string first_log = read_text(c.dir.file("out/log.jsonl"));
+    const CommandResult again = run(in_dir + "-x 3\"");
+    ASSERT_EQ(again.rc, 0) << again.output;
+    const size_t at = again.output.find("notice: out held a previous run; it is now out.previous-");
+    ASSERT_NE(at, std::string::npos) << again.output;
+    const size_t name = again.output.find("out.previous-", at);
+    const std::string moved = again.output.substr(name, again.output.find(',', name) - name);
+    EXPECT_CONTAINS(again.output, "(to continue it: --resume -o " + moved + ")");
+    EXPECT_EQ(read_text(c.dir.file(moved + "/log.jsonl")), first_log) << "the first run, whole";
+    EXPECT_EQ(list_checkpoints(c.dir.file(moved + "/checkpoints")), (std::vector<int64_t>{2}));
+    EXPECT_EQ(last_step(c.dir.file("out/log.jsonl")), 3);
+    ASSERT_EQ(run(in_dir + "-x 2\"").rc, 0) << "and once more";
+}

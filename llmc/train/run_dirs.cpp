@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <ctime>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,7 +65,7 @@ void check_path_room(const std::string& dir, size_t room, const char* flag) {
 }
 
 void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
-    if (resuming) return;
+    if (resuming || dirs.move_previous) return;
     // --auto-resume that found no checkpoint restarts a run killed before its first one: the same
     // command again (a requeued job), whose log and config it replaces (the trainer says so)
     if (!dirs.output.empty() && !cfg.overwrite_output && !cfg.auto_resume) {
@@ -92,6 +93,12 @@ RunDirs run_dirs(const TrainConfig& cfg, const RunPlan& plan, bool resuming) {
     RunDirs d;
     if (cfg.steps > 0 || cfg.given.count("output-dir")) d.output = cfg.output_dir;
     if (cfg.checkpoint_every > 0 || resuming) d.checkpoints = plan.checkpoint_dir;
+    // the default directory, with the checkpoints (if any) inside it, holding a previous run
+    const bool defaults = !d.output.empty() && !cfg.given.count("output-dir") && !cfg.given.count("checkpoint-dir");
+    if (defaults && !resuming && !cfg.auto_resume && !cfg.overwrite_output) {
+        d.move_previous = file_exists(d.output + "/log.jsonl") || file_exists(d.output + "/config.json") ||
+                          latest_checkpoint(d.output + "/checkpoints").has_value();
+    }
     return d;
 }
 
@@ -109,6 +116,19 @@ void check_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) 
 
 HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming, const std::string& command) {
     HeldRunDirs held;
+    if (dirs.move_previous) {   // not while another run holds it
+        DirLock::fail_if_held(dirs.output);
+        if (!dirs.checkpoints.empty() && file_exists(dirs.checkpoints)) DirLock::fail_if_held(dirs.checkpoints);
+        const std::time_t now = std::time(nullptr);
+        char when[32];
+        std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", std::gmtime(&now));
+        std::string to = dirs.output + ".previous-" + when;
+        for (int k = 2; file_exists(to); k++) to = dirs.output + ".previous-" + when + "-" + std::to_string(k);
+        if (std::rename(dirs.output.c_str(), to.c_str()) != 0) {
+            fail("cannot move the previous run in %s to %s: %s", dirs.output.c_str(), to.c_str(), std::strerror(errno));
+        }
+        held.moved_to = to;
+    }
     // Directories that exist are locked first: a run refused there creates no directory.
     std::vector<std::string> todo;
     for (const std::string& dir : {dirs.output, dirs.checkpoints}) {

@@ -12,6 +12,9 @@
 //   * a run that does not resume does not replace a previous run's log.jsonl or config.json
 //     (unless --overwrite-output), and does not write checkpoints among another run's (any step_*
 //     directory, damaged ones included).
+// Except for the default output directory (no -o given, the checkpoints inside it): a run there
+// that finds a previous run's files moves that run aside, whole, to out.previous-<UTC time>, and
+// says so, so that the same command (scripts/run_default.sh) runs again as often as it is given.
 #pragma once
 
 #include "train/config.h"
@@ -26,6 +29,7 @@ namespace train_gpt {
 struct RunDirs {
     std::string output;        // where log.jsonl and config.json go; "": the run writes none
     std::string checkpoints;   // the checkpoint directory the run uses; "": none
+    bool move_previous = false;   // the default output directory holds a previous run: move it aside
 };
 // resuming: the run continues a checkpoint (--resume, or --auto-resume that found one).
 RunDirs run_dirs(const TrainConfig& cfg, const RunPlan& plan, bool resuming);
@@ -40,6 +44,7 @@ void check_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming);
 struct HeldRunDirs {
     std::vector<std::unique_ptr<DirLock>> locks;
     std::vector<std::string> warnings;
+    std::string moved_to;   // where a previous run in the default output directory went; "": none moved
 };
 HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming, const std::string& command);
 
