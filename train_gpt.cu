@@ -566,6 +566,9 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     auto write_log = [&](const LogRecord& r) { if (log) log->write(r); };
     if (resume_from) {
         print0("resuming from %s (step %lld)\n", resume_from->dir.c_str(), (long long)start.step);
+        const std::string change = schedule_change_notice(plan.schedule, resume_from->manifest.train_config_json,
+                                                          start.step);
+        if (!change.empty()) print0("notice: %s\n", change.c_str());
         write_log(LogRecord("resume").num("step", start.step).str("checkpoint", resume_from->dir));
     } else if (start_model) {
         print0("initialised from the weights of %s\n", start_model->description.c_str());

@@ -815,3 +815,22 @@ TEST(Faults, TheDefaultOutputDirectoryMovesAPreviousRunAsideAndSaysWhere) {
     EXPECT_EQ(last_step(c.dir.file("out/log.jsonl")), 3);
     ASSERT_EQ(run(in_dir + "-x 2\"").rc, 0) << "and once more";
 }
+
+// Extending a finished run with a larger -x stretches its schedule: the learning rate it resumes
+// at is raised, and the run says so, with the flags that keep the rate it ended with (which then
+// resume without a notice). Before: the rate rose from 1e-4 to 3.25e-4 silently.
+TEST(Faults, ExtendingAFinishedRunSaysHowTheLearningRateChanges) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 6 --checkpoint-every 6 -l 1e-3")).rc, 0);
+    ASSERT_EQ(run("cp -a '" + out + "' '" + c.dir.file("copy") + "'").rc, 0);
+    CommandResult r = run(train_gpt_binary() + " --resume -o '" + out + "' -x 9");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "notice: the learning-rate schedule now runs to step 9 (the checkpoint's run: 6), so the "
+                              "learning rate at step 7 is 0.000325, raised from the 0.0001 of the checkpoint's schedule");
+    EXPECT_CONTAINS(r.output, "add --lr-schedule constant --lr 0.0001 --warmup-steps 0");
+    r = run(train_gpt_binary() + " --resume -o '" + c.dir.file("copy") + "' -x 9 --lr-schedule constant --lr 0.0001 --warmup-steps 0");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_EQ(r.output.find("learning-rate schedule now runs"), std::string::npos) << r.output;
+    EXPECT_CONTAINS(r.output, "| lr 1.00e-04 |");
+}

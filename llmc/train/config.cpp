@@ -396,6 +396,38 @@ std::string first_flag_difference(const std::string& flags, const std::string& r
     return "";
 }
 
+std::string schedule_change_notice(const LrSchedule& now, const std::string& saved_config_json, int64_t step) {
+    nlohmann::json saved;
+    try {
+        saved = nlohmann::json::parse(saved_config_json);
+    } catch (const nlohmann::json::exception&) {
+        return "";
+    }
+    const char* keys[] = {"steps", "lr", "warmup_steps", "lr_schedule", "final_lr_frac", "wsd_decay_frac"};
+    for (const char* key : keys) {
+        if (!saved.contains(key)) return "";   // a checkpoint from before these were recorded
+    }
+    LrSchedule then;
+    try {
+        then.kind = parse_lr_schedule(saved["lr_schedule"].get<std::string>());
+        then.lr = saved["lr"].get<float>();
+        then.warmup_steps = saved["warmup_steps"].get<int>();
+        then.total_steps = saved["steps"].get<int>();
+        then.final_lr_frac = saved["final_lr_frac"].get<float>();
+        then.decay_frac = saved["wsd_decay_frac"].get<float>();
+    } catch (const std::exception&) {
+        return "";
+    }
+    const double was = then.at((int)step), is = now.at((int)step);
+    if (std::fabs(is - was) <= 1e-6 * std::max(std::fabs(was), std::fabs(is))) return "";
+    return format("the learning-rate schedule now runs to step %d (the checkpoint's run: %d), so the learning rate "
+                  "at step %lld is %.3g, %s from the %.3g of the checkpoint's schedule (a decay is stretched over "
+                  "the new steps). To train on at the rate the run ended with instead, add --lr-schedule constant "
+                  "--lr %.3g --warmup-steps 0",
+                  now.total_steps, then.total_steps, (long long)step + 1, is, is > was ? "raised" : "lowered", was,
+                  then.at(std::max(0, then.total_steps - 1)));
+}
+
 void validate_start(const TrainConfig& c) {
     if (c.resume && c.auto_resume) fail("--resume and --auto-resume: give one (--auto-resume also starts a fresh run)");
     if (c.resume && !c.init_from.empty()) {

@@ -128,6 +128,9 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
 
 // The flags that say how a run starts (--resume, --auto-resume, --resume-from-intact), checked
 // before the checkpoint is looked for; fails naming the flag.
+// On a resume: "" where the learning rate of the step after `step` is what the checkpoint's run
+// (its config.json text) had scheduled, else a notice of the change, with what to give instead.
+std::string schedule_change_notice(const LrSchedule& now, const std::string& saved_config_json, int64_t step);
 void validate_start(const TrainConfig& cfg);
 // Cross-flag checks the parser cannot do (flags that contradict each other or have no effect,
 // numbers beyond a float's range), on the run's flags (a resumed run's: the checkpoint's with

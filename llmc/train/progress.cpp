@@ -75,7 +75,7 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
                         " -x 0 -g 200 --sample-prompt 'Text to continue'   (sample from it)");
         const std::string where = s.checkpoint_dir == s.output_dir + "/checkpoints" ? "" : " --checkpoint-dir " + s.checkpoint_dir;
         lines.push_back("            ./train_gpt --resume -o " + s.output_dir + where + " -x " + std::to_string(2 * s.steps) +
-                        "   (train on, to twice the steps)");
+                        "   (train on, to twice the steps: the schedule stretches over them, and the run says how)");
     } else if (s.steps > 0) {
         lines.push_back("checkpoint: none written (--checkpoint-every N writes one every N steps and at the end)");
     }
