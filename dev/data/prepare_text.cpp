@@ -655,10 +655,18 @@ void run(const Options& opt) {
     std::printf("  tokenizer: %s%s, recorded in every shard\n", tokenizer_path.c_str(),
                 bpe && !bpe->merges().empty() ? " (+ encoder.json, vocab.bpe)" : "");
     // the trainer takes the tokenizer beside the shards by itself; the run's output goes to a
-    // directory named for the data (a trainer run does not replace another run's log)
+    // directory named for the data (a trainer run does not replace another run's log): the --name
+    // given, else the last name of --out-dir (datasets that keep the default name "data" differ there)
+    std::string run_name = opt.name;
+    if (opt.name == "data") {
+        std::string dir = opt.out_dir;
+        while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+        const std::string last = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
+        if (!last.empty() && last != "." && last != "..") run_name = last;
+    }
     const std::string val_glob = val.empty() ? "" : format("%s/%s_val_*.bin", opt.out_dir.c_str(), opt.name.c_str());
     std::printf("next: ./train_gpt -i '%s/%s_train_*.bin' -j '%s' -o out/%s\n", opt.out_dir.c_str(), opt.name.c_str(),
-                val_glob.c_str(), opt.name.c_str());
+                val_glob.c_str(), run_name.c_str());
 }
 
 }  // namespace
