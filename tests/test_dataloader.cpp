@@ -599,11 +599,17 @@ TEST(DataLoaderPrepareText, Gpt2TokenizerGivesGpt2sIds) {
     EXPECT_CONTAINS(output, "error: " + dir.file("nowhere") + ": expected a directory with encoder.json and vocab.bpe");
 }
 
+// The input of the resume tests, ~150 kB in 8 parts of ~20 kB, and the command that prepares it
+// with a BPE (the output directory to be appended).
+std::string resumable_input(const ScratchDir& dir) {
+    write_text(dir.file("big.txt"), sample_text(3000));
+    return tool_command("--input " + dir.file("big.txt") + " --tokenizer bpe --vocab-size 300"
+                        " --chunk-bytes 20000 --shard-tokens 10000 --out-dir ");
+}
+
 TEST(DataLoaderPrepareText, ResumesAnInterruptedRun) {
     ScratchDir dir;
-    write_text(dir.file("big.txt"), sample_text(3000));  // ~150 kB: 8 parts of ~20 kB
-    const std::string base = tool_command("--input " + dir.file("big.txt") + " --tokenizer bpe --vocab-size 300"
-                                          " --chunk-bytes 20000 --shard-tokens 10000 --out-dir ");
+    const std::string base = resumable_input(dir);
     std::string output;
     ASSERT_EQ(run_command(base + dir.file("clean"), &output), 0) << output;
     EXPECT_EQ(run_command(base + dir.file("r") + " --stop-after-parts 3", &output), 1);
@@ -631,9 +637,7 @@ TEST(DataLoaderPrepareText, ResumesAnInterruptedRun) {
 // went into shards stamped with the tokenizer's fingerprint.
 TEST(DataLoaderPrepareText, AResumeRedoesPartsAndABpeThatDoNotMatchTheirChecksums) {
     ScratchDir dir;
-    write_text(dir.file("big.txt"), sample_text(3000));  // ~150 kB: 8 parts of ~20 kB
-    const std::string base = tool_command("--input " + dir.file("big.txt") + " --tokenizer bpe --vocab-size 300"
-                                          " --chunk-bytes 20000 --shard-tokens 10000 --out-dir ");
+    const std::string base = resumable_input(dir);
     std::string output;
     ASSERT_EQ(run_command(base + dir.file("clean"), &output), 0) << output;
     const std::vector<int> clean = prepared_stream(dir.file("clean"), "data");

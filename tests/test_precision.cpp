@@ -342,42 +342,39 @@ TEST(Fp8Kernels, GemmsAreScaledFp8ProductsAccumulatedInFp32) {
     // every rescaling by a power of two: the only error is FP32's in a K-term sum, at most
     // γ_K ≈ K·u of Σ|terms| (K + 1 with the bias's add, or the dequantising multiply).
     const double u = kUnitRoundoffFp32;
+    // Σ_k term(k) in double, with Σ_k |term(k)|
+    auto sum_of = [](int n, auto term) {
+        double sum = 0, abs_sum = 0;
+        for (int k = 0; k < n; k++) {
+            const double t = term(k);
+            sum += t;
+            abs_sum += std::fabs(t);
+        }
+        return std::pair{sum, abs_sum};
+    };
     for (int i = 0; i < N; i++) {
         for (int o = 0; o < OC; o++) {
-            double ref = 0, terms = 0;
-            for (int c = 0; c < C; c++) {
-                const double t = (double)xq[i * C + c].to_float() * wq[o * C + c].to_float() / (sx * sw);
-                ref += t;
-                terms += std::fabs(t);
-            }
+            const auto [ref, terms] = sum_of(C, [&](int c) {
+                return (double)xq[i * C + c].to_float() * wq[o * C + c].to_float() / (sx * sw);
+            });
             EXPECT_NEAR(out[i * OC + o], ref + bias[o], (C + 1) * u * (terms + std::fabs(bias[o])));
         }
     }
     for (int i = 0; i < N; i++) {
         for (int c = 0; c < C; c++) {
-            double ref = 0, terms = 0;
-            for (int o = 0; o < OC; o++) {
-                const double t = (double)dyq[i * OC + o].to_float() * wq[o * C + c].to_float() / (sdy * sw);
-                ref += t;
-                terms += std::fabs(t);
-            }
+            const auto [ref, terms] = sum_of(OC, [&](int o) {
+                return (double)dyq[i * OC + o].to_float() * wq[o * C + c].to_float() / (sdy * sw);
+            });
             EXPECT_NEAR(dinp[i * C + c], ref, (OC + 1) * u * terms);
         }
     }
     for (int o = 0; o < OC; o++) {
-        double db = 0, db_terms = 0;
-        for (int i = 0; i < N; i++) {
-            db += dy[i * OC + o];
-            db_terms += std::fabs(dy[i * OC + o]);
-        }
+        const auto [db, db_terms] = sum_of(N, [&](int i) { return (double)dy[i * OC + o]; });
         EXPECT_NEAR(dbias[o], db, (N + 1) * u * db_terms);
         for (int c = 0; c < C; c++) {
-            double ref = 0, terms = 0;
-            for (int i = 0; i < N; i++) {
-                const double t = (double)dyq[i * OC + o].to_float() * xq[i * C + c].to_float() / (sdy * sx);
-                ref += t;
-                terms += std::fabs(t);
-            }
+            const auto [ref, terms] = sum_of(N, [&](int i) {
+                return (double)dyq[i * OC + o].to_float() * xq[i * C + c].to_float() / (sdy * sx);
+            });
             EXPECT_NEAR(dweight[o * C + c], ref, (N + 1) * u * terms);
         }
     }

@@ -303,8 +303,8 @@ inline AdamWTols adamw_tols(const std::vector<float>& p0, const std::vector<floa
 // ---- causal attention, any head size ----------------------------------------------------------
 // tests/attention_bounds.h's element-wise bounds (its header has the derivation: one rounding of
 // each probability on either side, the FP32 dot products, exp and sums by the recursive-summation
-// bound with ε = 2^-23, the stores; for the backward P and dS carried through dq, dk, dv), with
-// the head size hs a parameter instead of 64, for the query rows t0 … T−1 of each sequence.
+// bound with ε = 2^-23, the stores; for the backward P and dS carried through dq, dk, dv) at the
+// shapes' head size, on the twin's vectors.
 // RoundingUnit r: the activation dtype's u and half its smallest subnormal (fp32: 2^-24, 2^-150,
 // where P and the outputs are not rounded: the bound only over-counts).
 inline RoundingUnit rounding_unit(DType d) {
@@ -315,65 +315,14 @@ inline RoundingUnit rounding_unit(DType d) {
     }
     return RoundingUnit{kU32, 0x1p-150};
 }
-namespace attention_any_detail {
-constexpr double kEps = 0x1p-23, kTrans = 0x1p-22;
-struct View {
-    const float* qkv;
-    int T, C, hs;
-    double q(int b, int t, int h, int d) const { return qkv[((size_t)b * T + t) * 3 * C + (size_t)h * hs + d]; }
-    double k(int b, int t, int h, int d) const { return qkv[((size_t)b * T + t) * 3 * C + C + (size_t)h * hs + d]; }
-    double v(int b, int t, int h, int d) const { return qkv[((size_t)b * T + t) * 3 * C + 2 * (size_t)C + (size_t)h * hs + d]; }
-};
-}  // namespace attention_any_detail
-
 // out_bound: (B, T − t0, C), lse_bound: (B, NH, T − t0) when non-null; out_ref: the CPU's out rows
 // t0 … T−1 (B, T − t0, C).
 inline void attention_forward_bounds_any(std::vector<double>& out_bound, std::vector<double>* lse_bound,
                                          const std::vector<float>& qkv, const std::vector<float>& out_ref,
                                          const std::vector<float>* lse_ref, int B, int T, int C, int NH, int t0,
                                          RoundingUnit r) {
-    using namespace attention_any_detail;
-    const int hs = C / NH, rows = T - t0;
-    const View x{qkv.data(), T, C, hs};
-    const double scale = 1.0 / std::sqrt((double)hs);
-    out_bound.assign((size_t)B * rows * C, 0.0);
-    if (lse_bound) lse_bound->assign((size_t)B * NH * rows, 0.0);
-#pragma omp parallel for collapse(2) schedule(dynamic)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            std::vector<double> P(T);
-            for (int t = t0; t < T; t++) {
-                double mx = -INFINITY, qk = 0;
-                for (int j = 0; j <= t; j++) {
-                    double s = 0, a = 0;
-                    for (int d = 0; d < hs; d++) {
-                        s += x.q(b, t, h, d) * x.k(b, j, h, d);
-                        a += std::fabs(x.q(b, t, h, d) * x.k(b, j, h, d));
-                    }
-                    P[j] = s * scale;
-                    mx = std::max(mx, P[j]);
-                    qk = std::max(qk, a * scale);
-                }
-                double sum = 0;
-                for (int j = 0; j <= t; j++) sum += (P[j] = std::exp(P[j] - mx));
-                for (int j = 0; j <= t; j++) P[j] /= sum;
-                const double sigma = hs * kEps * qk + kTrans + (t + 8) * kEps;
-                for (int d = 0; d < hs; d++) {
-                    double a = 0, vmax = 0;
-                    for (int j = 0; j <= t; j++) {
-                        a += P[j] * std::fabs(x.v(b, j, h, d));
-                        vmax = std::max(vmax, std::fabs(x.v(b, j, h, d)));
-                    }
-                    const size_t i = ((size_t)b * rows + (t - t0)) * C + (size_t)h * hs + d;
-                    out_bound[i] = ((2 * r.u + 2 * sigma) * a + 2.0 * (t + 1) * r.h * vmax) * (1 + 4 * r.u) +
-                                   2 * r.u * std::fabs(out_ref[i]) + 2 * r.h;
-                }
-                if (lse_bound) {
-                    const size_t i = ((size_t)b * NH + h) * rows + (t - t0);
-                    (*lse_bound)[i] = 2 * sigma + kTrans * std::fabs((*lse_ref)[i]);
-                }
-            }
-        }
+    attention_forward_bounds_rows(out_bound, lse_bound, qkv.data(), out_ref.data(), lse_ref ? lse_ref->data() : nullptr,
+                                  B, T, NH, C / NH, t0, r);
 }
 
 // dqkv_bound (B, T, 3C) from qkv, dout (B, T, C), the out and lse both backwards read, and the
@@ -382,55 +331,8 @@ inline void attention_backward_bounds_any(std::vector<double>& dqkv_bound, const
                                           const std::vector<float>& dout, const std::vector<float>& out,
                                           const std::vector<float>& lse, const std::vector<float>& dqkv_ref, int B,
                                           int T, int C, int NH, RoundingUnit r) {
-    using namespace attention_any_detail;
-    const int hs = C / NH;
-    const View x{qkv.data(), T, C, hs};
-    const double scale = 1.0 / std::sqrt((double)hs);
-    auto at_out = [&](int b, int t, int h, int d) { return ((size_t)b * T + t) * C + (size_t)h * hs + d; };
-    dqkv_bound.assign((size_t)B * T * 3 * C, 0.0);
-#pragma omp parallel for collapse(2) schedule(dynamic)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            std::vector<double> bq((size_t)T * hs, 0.0), bk(bq.size(), 0.0), bv(bq.size(), 0.0);
-            for (int t = 0; t < T; t++) {
-                double D = 0, D_abs = 0;
-                for (int d = 0; d < hs; d++) {
-                    const double g = dout[at_out(b, t, h, d)] * (double)out[at_out(b, t, h, d)];
-                    D += g;
-                    D_abs += std::fabs(g);
-                }
-                const double l = lse[((size_t)b * NH + h) * T + t];
-                for (int j = 0; j <= t; j++) {
-                    double s = 0, s_abs = 0, dp = 0, dp_abs = 0;
-                    for (int d = 0; d < hs; d++) {
-                        s += x.q(b, t, h, d) * x.k(b, j, h, d);
-                        s_abs += std::fabs(x.q(b, t, h, d) * x.k(b, j, h, d));
-                        dp += dout[at_out(b, t, h, d)] * x.v(b, j, h, d);
-                        dp_abs += std::fabs(dout[at_out(b, t, h, d)] * x.v(b, j, h, d));
-                    }
-                    const double p = std::exp(s * scale - l);
-                    const double sigma = hs * kEps * s_abs * scale + kEps * (std::fabs(s * scale) + std::fabs(l)) + kTrans;
-                    const double eP = (2 * r.u + 2 * sigma) * p + 2 * r.h;
-                    const double ddp = 2 * hs * kEps * (dp_abs + D_abs);
-                    const double ds_abs = p * std::fabs(dp - D);
-                    const double edS = eP * (std::fabs(dp - D) + ddp) + p * ddp + 2 * r.u * ds_abs + 2 * r.h;
-                    const double acc_q = 2.0 * (t + 2) * kEps, acc_kv = 2.0 * (T - j + 2) * kEps;
-                    for (int d = 0; d < hs; d++) {
-                        bq[(size_t)t * hs + d] += scale * (edS + acc_q * ds_abs) * std::fabs(x.k(b, j, h, d));
-                        bk[(size_t)j * hs + d] += scale * (edS + acc_kv * ds_abs) * std::fabs(x.q(b, t, h, d));
-                        bv[(size_t)j * hs + d] += (eP + acc_kv * p) * std::fabs((double)dout[at_out(b, t, h, d)]);
-                    }
-                }
-            }
-            for (int t = 0; t < T; t++)
-                for (int part = 0; part < 3; part++) {
-                    const std::vector<double>& acc = part == 0 ? bq : part == 1 ? bk : bv;
-                    for (int d = 0; d < hs; d++) {
-                        const size_t i = ((size_t)b * T + t) * 3 * C + (size_t)part * C + (size_t)h * hs + d;
-                        dqkv_bound[i] = acc[(size_t)t * hs + d] * (1 + 4 * r.u) + 2 * r.u * std::fabs(dqkv_ref[i]) + 2 * r.h;
-                    }
-                }
-        }
+    attention_backward_bounds(dqkv_bound, qkv.data(), dout.data(), out.data(), lse.data(), dqkv_ref.data(), B, T, NH,
+                              r, C / NH);
 }
 
 }  // namespace train_gpt::test
