@@ -373,7 +373,7 @@ StepResult train_step(GPT& model, DataLoader& loader, const TrainConfig& cfg, co
         r.loss += model.forward(inputs.data(), targets.data(), B, T, dloss * r.loss_scale) / plan.grad_accum_steps;
         model.backward();
     }
-    if (step >= cfg.inject_nonfinite_first && step <= cfg.inject_nonfinite_last) model.poison_gradient();   // testing
+    if (cfg.injects_nonfinite_at(step)) model.poison_gradient();   // testing
     model.reduce_gradients();                                      // sum over ranks
     r.loss = comm.all_reduce_sum(r.loss) / plan.world_size;        // the mean over ranks
     r.norm = model.gradient_norm() / r.loss_scale;                 // of the unscaled mean gradient

@@ -244,8 +244,41 @@ TEST(TrainerCli, LlmcShortFlagsAndTheWarmupOfAShortRun) {
 TEST(TrainerCli, HelpExitsZeroAndShowsDefaults) {
     std::string output;
     ASSERT_EQ(run_command(train_gpt_binary() + " --help", &output), 0);
-    EXPECT_CONTAINS(output, "--batch-size");
-    EXPECT_CONTAINS(output, "=8");   // defaults are shown
+    EXPECT_CONTAINS(output, "-b,--batch-size  B");
+    EXPECT_CONTAINS(output, "Micro-batch size B (sequences per rank) [> 0] (default 8)");   // range and default
+    EXPECT_CONTAINS(output, "(default true)");   // a bool's default in words, not 1
+    EXPECT_CONTAINS(output, "--shuffle,--no-shuffle ");
+    EXPECT_CONTAINS(output, "Testing:\n  --inject-nonfinite-step");   // the testing flag in a group of its own
+    // none of CLI11's own notation: type names, validator names, "=default", "{false}"
+    for (const char* artefact : {"INT", "FLOAT", "TEXT:", "=8", "{false}", "POSITIVE", " in ["}) {
+        EXPECT_EQ(output.find(artefact), std::string::npos) << artefact;
+    }
+}
+
+// config.json holds every flag --help lists (as its long name with '_'), so it is the whole run.
+TEST(TrainerCli, ConfigJsonHoldsEveryFlag) {
+    std::string help;
+    ASSERT_EQ(run_command(train_gpt_binary() + " --help", &help), 0);
+    std::vector<std::string> flags;
+    std::istringstream lines(help);
+    for (std::string line; std::getline(lines, line);) {
+        const size_t at = line.find("--");
+        if (line.rfind("  ", 0) != 0 || at == std::string::npos || at > 6) continue;   // an option's line
+        const size_t end = line.find_first_of(", ", at);
+        const std::string name = line.substr(at + 2, end - at - 2);
+        if (name != "help") flags.push_back(name);
+    }
+    ASSERT_GT(flags.size(), 60u) << help;
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --threads 1", &output), 0) << output;
+    const auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
+    for (std::string name : flags) {
+        for (char& ch : name) {
+            if (ch == '-') ch = '_';
+        }
+        EXPECT_TRUE(config.contains(name)) << name << " is a flag, but not in config.json";
+    }
 }
 
 TEST(TrainerCli, UnknownFlagIsRejected) {

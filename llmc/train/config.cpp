@@ -3,6 +3,7 @@
 
 #include "precision/fp8_scaling.h"
 
+#include "train/flags.h"
 #include "train/schedule.h"
 #include "utils.h"
 
@@ -18,243 +19,52 @@ namespace train_gpt {
 
 namespace {
 
-// A numeric check that names the problem: "'abc' is not a number", "... outside [lo, hi]", or a
-// value that FP32 (every float flag's type) cannot hold: above FLT_MAX, or non-zero and below the
-// smallest normal FLT_MIN, where it would become 0 or lose its precision silently. (CLI11's own
-// range validators report a non-number as out of range.)
-CLI::Validator numeric(double lo, double hi = 1e300, bool lo_exclusive = false, bool hi_exclusive = false) {
-    std::string desc = lo_exclusive ? "POSITIVE"
-                       : hi < 1e300 ? format("[%g, %g%s", lo, hi, hi_exclusive ? ")" : "]")
-                                    : format(">= %g", lo);
-    return CLI::Validator(
-        [=](std::string& text) -> std::string {
-            char* end = nullptr;
-            double x = std::strtod(text.c_str(), &end);
-            if (text.empty() || end == nullptr || *end != '\0' || !std::isfinite(x)) {
-                return "'" + text + "' is not a number";
-            }
-            if (lo_exclusive ? !(x > lo) : !(x >= lo)) {
-                return format("%s must be %s %g", text.c_str(), lo_exclusive ? ">" : ">=", lo);
-            }
-            if (hi_exclusive ? !(x < hi) : x > hi) return format("%s must be %s %g", text.c_str(), hi_exclusive ? "<" : "<=", hi);
-            if (std::fabs(x) > FLT_MAX) return format("%s is beyond FP32's range (at most %g)", text.c_str(), (double)FLT_MAX);
-            if (x != 0 && std::fabs(x) < FLT_MIN) {
-                return format("%s underflows FP32 (the smallest normal value is %g): give 0 or a larger value",
-                              text.c_str(), (double)FLT_MIN);
-            }
-            return "";
-        },
-        desc);
-}
-const CLI::Validator kPositive = numeric(0.0, 1e300, true);
-const CLI::Validator kNonNegative = numeric(0.0);
-const CLI::Validator kFraction = numeric(0.0, 1.0);
-// Adam's β: 1 − β^t divides the bias correction, 0 at β = 1 (and the moments never move)
-const CLI::Validator kAdamBeta = numeric(0.0, 1.0, false, true);
+// --help's layout: CLI11's, with each option's names as given ("--shuffle,--no-shuffle", not
+// CLI11's "--no-shuffle{false}").
+class HelpFormatter : public CLI::Formatter {
+public:
+    std::string make_option_name(const CLI::Option* opt, bool positional) const override {
+        std::string name = CLI::Formatter::make_option_name(opt, positional);
+        for (size_t open; (open = name.find('{')) != std::string::npos;) {
+            name.erase(open, name.find('}', open) - open + 1);
+        }
+        return name;
+    }
+};
 
-// Every flag, bound to the fields of c, with its help text and check: the one table of the
-// command line (parsing, --help, and the flags a checkpoint records all come from it).
+// Every flag of the table (train/flags.h), bound to the fields of c: the parser and --help. Each
+// option shows its value's name, its range and its default in --help.
 void add_flags(CLI::App& app, TrainConfig& c) {
     app.option_defaults()->always_capture_default();
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);   // later flags override earlier ones
+    app.formatter(std::make_shared<HelpFormatter>());
     app.get_formatter()->column_width(34);
-
-    app.add_option("-i,--train-data", c.train_data, "Glob of training token shards")->group("Data");
-    app.add_option("-j,--val-data", c.val_data, "Glob of validation token shards ('' = no validation)")->group("Data");
-    app.add_option("--tokenizer", c.tokenizer,
-                   "Tokenizer file (tokenizer.bin), for the vocabulary size, prompts and samples ('' = the model's, "
-                   "or the one beside the training shards; shards that record theirs are checked against it)")
-        ->group("Data");
-    app.add_flag("--shuffle,!--no-shuffle", c.shuffle, "Shuffle training samples each epoch")->group("Data");
-    app.add_option("-o,--output-dir", c.output_dir, "Directory for log.jsonl and config.json")->group("Data");
-
-    app.add_option("-e,--model", c.model, "Depth dial dN: d12 = GPT-2 124M, d24, d36, d48 = 1.5B; else C = 64N, N heads")
-        ->group("Model");
-    app.add_option("--n-embd", c.n_embd, "Override the width C (0 = from --model)")->check(kNonNegative)->group("Model");
-    app.add_option("--n-head", c.n_head, "Override the number of heads (0 = from --model)")->check(kNonNegative)->group("Model");
-    app.add_option("--vocab-size", c.vocab_size, "Vocabulary size (0 = from --tokenizer)")->check(kNonNegative)->group("Model");
-    app.add_option("--max-seq-len", c.max_seq_len, "Rows of the position table (0 = --seq-len)")->check(kNonNegative)->group("Model");
-
-    app.add_option("-b,--batch-size", c.batch_size, "Micro-batch size B (sequences per rank)")->check(kPositive)->group("Batch");
-    app.add_option("-t,--seq-len", c.seq_len, "Sequence length T")->check(kPositive)->group("Batch");
-    app.add_option("-d,--total-batch-tokens", c.total_batch_tokens,
-                   "Tokens per optimizer step, reached by gradient accumulation (0 = B*T*ranks)")
-        ->check(kNonNegative)->group("Batch");
-
-    app.add_option("-x,--steps", c.steps, "Optimizer steps")->check(kNonNegative)->group("Optimizer");
-    app.add_option("-l,--lr", c.lr, "Peak learning rate")->check(kNonNegative)->group("Optimizer");
-    app.add_option("-u,--warmup-steps", c.warmup_steps,
-                   "Linear warmup steps (-1 = a sixth of the steps, at most 700)")->check(numeric(-1.0))->group("Optimizer");
-    app.add_option("-k,--lr-schedule", c.lr_schedule, "After warmup: cosine | linear | constant | wsd")
-        ->check(CLI::IsMember({"cosine", "linear", "constant", "wsd"}))->group("Optimizer");
-    app.add_option("-q,--final-lr-frac", c.final_lr_frac, "Final learning rate as a fraction of --lr")
-        ->check(kFraction)->group("Optimizer");
-    app.add_option("--wsd-decay-frac", c.wsd_decay_frac, "wsd: fraction of all steps spent in the final decay")
-        ->check(kFraction)->group("Optimizer");
-    app.add_option("-c,--weight-decay", c.weight_decay, "AdamW weight decay (2-D weights only)")
-        ->check(kNonNegative)->group("Optimizer");
-    app.add_option("--beta1", c.beta1, "AdamW beta1")->check(kAdamBeta)->group("Optimizer");
-    app.add_option("--beta2", c.beta2, "AdamW beta2")->check(kAdamBeta)->group("Optimizer");
-    app.add_option("--adam-eps", c.adam_eps, "AdamW epsilon")->check(kPositive)->group("Optimizer");
-    app.add_option("--grad-clip", c.grad_clip, "Clip the global gradient norm to this (0 = off)")
-        ->check(kNonNegative)->group("Optimizer");
-
-    app.add_option("-p,--precision", c.precision, "fp32 | bf16 | fp16 | fp8 (bf16 storage, FP8 GEMMs)")
-        ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8"}))->group("Precision");
-    app.add_option("-w,--master-weights", c.master_weights, "Keep FP32 master weights (bf16/fp16/fp8)")->group("Precision");
-    app.add_option("--loss-scaling", c.loss_scaling, "fp16: dynamic loss scaling")->group("Precision");
-    app.add_option("--loss-scale-init", c.loss_scale_init, "fp16: initial loss scale")->check(kPositive)->group("Precision");
-    app.add_option("--loss-scale-growth-interval", c.loss_scale_growth_interval,
-                   "fp16: clean steps before the loss scale doubles")->check(kPositive)->group("Precision");
-    app.add_option("--loss-scale-min", c.loss_scale_min, "fp16: floor of the loss scale")->check(kPositive)->group("Precision");
-    app.add_option("--fp8-amax-history", c.fp8_amax_history, "fp8: amax history length")->check(kPositive)->group("Precision");
-    app.add_option("--fp8-amax-algo", c.fp8_amax_algo, "fp8: scale from the history's max | most_recent")
-        ->check(CLI::IsMember({"max", "most_recent"}))->group("Precision");
-    app.add_option("--fp8-margin", c.fp8_margin, "fp8: back the scale off by 2^-margin")->check(kNonNegative)->group("Precision");
-    app.add_option("--fp8-recipe", c.fp8_recipe, "fp8: delayed (amax history) | current (this step's amax)")
-        ->check(CLI::IsMember({"delayed", "current"}))->group("Precision");
-    app.add_option("--fp8-gemms", c.fp8_gemms,
-                   "fp8: the block GEMMs that run in FP8 (all, none, a comma list of qkv, attproj, fc, fcproj, or "
-                   "auto: those faster in FP8 on this GPU at this B·T, timed at start); the others run in bf16")
-        ->check(CLI::Validator(
-            [](std::string& text) -> std::string {
-                try {
-                    if (text != "auto") parse_fp8_gemms(text);
-                } catch (const Error& e) {
-                    return e.what();
+    for (const Flag& flag : flag_table()) {
+        CLI::Option* opt = std::visit(
+            [&](auto member) -> CLI::Option* {
+                auto& field = c.*member;
+                if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
+                    if (flag.is_switch) return app.add_flag(flag.names, field, flag.help);
                 }
-                return "";
+                return app.add_option(flag.names, field, flag.help);
             },
-            "GEMMS"))
-        ->group("Precision");
-    app.add_option("--fp8-telemetry-every", c.fp8_telemetry_every,
-                   "fp8: log per-tensor amax/scale/saturation every N steps (0 = never)")->check(kNonNegative)->group("Precision");
-    app.add_option("--max-skipped-steps", c.max_skipped_steps,
-                   "Stop after this many consecutive steps with a non-finite loss or gradient (the streak is saved in "
-                   "checkpoints)")->check(kPositive)->group("Precision");
-    app.add_option("--loss-spike-factor", c.loss_spike_factor,
-                   "Warn when a step's loss exceeds this times its running level (an average of the earlier losses, "
-                   "weight 0.1 per step); 0 = never")
-        ->check(CLI::Validator(
-            [](std::string& text) -> std::string {
-                char* end = nullptr;
-                const double x = std::strtod(text.c_str(), &end);
-                if (text.empty() || *end != '\0' || !(x == 0 || (x > 1 && x <= FLT_MAX))) {
-                    return "'" + text + "' must be 0 (off) or a number above 1";
-                }
-                return "";
-            },
-            "0 | > 1"))
-        ->group("Precision");
-    app.add_flag("--stop-on-loss-spike", c.stop_on_loss_spike,
-                 "Stop the run (exit 1) at the first loss spike (see --loss-spike-factor)")->group("Precision");
-    app.add_option_function<std::string>(
-           "--inject-nonfinite-step",
-           [&c](const std::string& text) {
-               const size_t dash = text.find('-', 1);
-               c.inject_nonfinite_first = std::stoi(text.substr(0, dash));
-               c.inject_nonfinite_last = dash == std::string::npos ? c.inject_nonfinite_first : std::stoi(text.substr(dash + 1));
-           },
-           "Testing: make a gradient +inf at this step, or at the steps FIRST-LAST (0-based), to exercise the skip "
-           "path (-1 = never)")
-        ->check(CLI::Validator(
-            [](std::string& text) -> std::string {
-                int first = 0, last = 0, used = 0;
-                if (std::sscanf(text.c_str(), "%d%n", &first, &used) == 1 && text[used] == '\0' && first >= -1) return "";
-                if (std::sscanf(text.c_str(), "%d-%d%n", &first, &last, &used) == 2 && text[used] == '\0' && first >= 0 &&
-                    last >= first) {
-                    return "";
-                }
-                return "'" + text + "' is not a step (N, -1 = never) or a range FIRST-LAST";
-            },
-            "N|FIRST-LAST"))
-        ->default_str("-1")
-        ->group("Precision");
-
-    app.add_option("-v,--val-every", c.val_every, "Evaluate val loss every N steps and at the end (0 = never)")
-        ->check(kNonNegative)->group("Evaluation");
-    app.add_option("-m,--val-batches", c.val_batches, "Micro-batches per val-loss evaluation")
-        ->check(kPositive)->group("Evaluation");
-    app.add_option("--hellaswag", c.hellaswag,
-                   "HellaSwag jsonl (dev/data/hellaswag.sh) to evaluate as llm.c does (acc_norm), at the end and every "
-                   "--eval-every steps ('' = none)")->group("Evaluation");
-    app.add_option("--eval-every", c.eval_every, "Evaluate HellaSwag every N steps and at the end (0 = at the end only)")
-        ->check(kNonNegative)->group("Evaluation");
-    app.add_option("--hellaswag-examples", c.hellaswag_examples, "Evaluate the first N HellaSwag examples (0 = all)")
-        ->check(kNonNegative)->group("Evaluation");
-    app.add_option("-g,--sample-tokens", c.sample_tokens, "Tokens per sample, at the end and every -s steps (0 = none)")
-        ->check(kNonNegative)->group("Evaluation");
-    app.add_option("-s,--sample-every", c.sample_every, "Sample every N steps during training (0 = only at the end)")
-        ->check(kNonNegative)->group("Evaluation");
-    app.add_option("--sample-prompt", c.sample_prompt, "Text to start the sample from (default: <|endoftext|>)")
-        ->group("Evaluation");
-    app.add_option("--temperature", c.temperature, "Sampling temperature (0 = greedy)")->check(kNonNegative)
-        ->group("Evaluation");
-    app.add_option("--top-k", c.top_k, "Sample from the k most likely tokens (0 = all)")->check(kNonNegative)
-        ->group("Evaluation");
-    app.add_option("--top-p", c.top_p, "Sample from the smallest set of tokens holding this much probability (1 = all)")
-        ->check(numeric(0.0, 1.0, true))->group("Evaluation");
-    app.add_option("--sample-seed", c.sample_seed, "Seed of the samples' draws (-1 = from --seed)")
-        ->check(numeric(-1.0))->group("Evaluation");
-
-    app.add_option("-r,--recompute", c.recompute, "Activations recomputed in backward instead of kept for every "
-                   "layer: 0 none, 1 GELU outputs, 2 GELU and layernorm outputs (less memory, the same result)")
-        ->check(CLI::IsMember({0, 1, 2}))->group("Batch");
-    app.add_option("--lm-head-chunks", c.lm_head_chunks, "Run the LM head and the cross-entropy over the tokens in N "
-                   "chunks: the logits take 1/N of their memory, and the head's backward runs in the forward")
-        ->check(CLI::Range(1, 1024))->group("Batch");
-    app.add_option("-z,--zero", c.zero, "0: every rank keeps the whole optimizer state; 1: ZeRO-1 (master weights and "
-                   "Adam m, v sharded over ranks)")->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
-    app.add_option("-n,--checkpoint-every", c.checkpoint_every, "Write a checkpoint every N steps and at the end (0 = none)")
-        ->check(kNonNegative)->group("Distributed and checkpoints");
-    app.add_option("--checkpoint-dir", c.checkpoint_dir, "Where checkpoints go ('' = <output-dir>/checkpoints)")
-        ->group("Distributed and checkpoints");
-    app.add_option("--keep-checkpoints", c.keep_checkpoints, "Complete checkpoints to keep (older ones are deleted)")
-        ->check(kPositive)->group("Distributed and checkpoints");
-    app.add_flag("--resume", c.resume,
-                 "Continue the run of the newest checkpoint in --checkpoint-dir: its flags, with those given here on "
-                 "top. No checkpoint there, or a damaged one: an error")
-        ->group("Distributed and checkpoints");
+            flag.field);
+        opt->group(flag.group);
+        if (flag.is_switch) continue;
+        if (!flag.choices.empty()) opt->check(CLI::IsMember(flag.choices));
+        if (flag.check) {
+            opt->check(CLI::Validator([check = flag.check](std::string& text) { return check(text); }, flag.range));
+        }
+        const std::string default_text = field_text(flag, TrainConfig{});
+        const std::string shown = default_text.empty() ? "''" : default_text;
+        opt->option_text(" " + flag.value);
+        opt->description(flag.help + (flag.range.empty() ? "" : " [" + flag.range + "]") + " (default " + shown + ")");
+    }
+    // llm.c's spelling of --resume; not a flag of its own (it records nothing)
     app.add_option_function<int>("-y", [&c](const int& y) { c.resume = y != 0; }, "llm.c's form of --resume: -y 1")
-        ->check(CLI::IsMember({0, 1}))->group("Distributed and checkpoints");
-    app.add_flag("--auto-resume", c.auto_resume,
-                 "As --resume when --checkpoint-dir holds a checkpoint, else start fresh: one command line for the "
-                 "first start and every restart (a requeued job)")
+        ->check(CLI::IsMember({0, 1}))
+        ->option_text(" 0|1")
         ->group("Distributed and checkpoints");
-    app.add_flag("--resume-from-intact", c.resume_from_intact,
-                 "With --resume / --auto-resume: when the newest checkpoint is damaged, resume from the newest intact "
-                 "one (a warning names the damaged ones, which are kept, renamed to step_*.damaged)")
-        ->group("Distributed and checkpoints");
-    app.add_flag("--overwrite-output", c.overwrite_output,
-                 "A run that does not resume may replace the log.jsonl and config.json a previous run left in "
-                 "--output-dir (without it, that is an error)")
-        ->group("Distributed and checkpoints");
-    app.add_option("--init-from", c.init_from,
-                   "Start from these weights with a fresh optimizer (the model's shape and tokenizer come with them): "
-                   "a checkpoint directory (its newest step), a step directory, or a transformers GPT-2 directory. "
-                   "With -x 0: sample / evaluate it without training")
-        ->group("Distributed and checkpoints");
-
-    app.add_option("--device", c.device, "Kernel set: auto (GPU if present, else CPU) | cpu | cuda")
-        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->group("Runtime");
-    app.add_option("--attention", c.attention,
-                   "CUDA attention: gemm (cuBLASLt batched GEMMs, T×T scores in scratch) | flash (tensor-core flash "
-                   "attention, head size 64, bf16/fp16; not yet validated on a GPU)")
-        ->check(CLI::IsMember({"gemm", "flash"}))->group("Runtime");
-    app.add_option("--fused-kernels", c.fused_kernels,
-                   "CUDA: run fused ops as one kernel (FP8 casts in their producers, residual add + layernorm, bias "
-                   "gradients in layernorm and GELU backward); false: as the separate kernels validated on a GPU, "
-                   "the same bits. Not yet validated on a GPU")->group("Runtime");
-    app.add_flag("--gemm-autotune", c.gemm_autotune,
-                 "CUDA: time cuBLASLt's candidate algorithms once per GEMM shape and keep the fastest (logged); "
-                 "default: the heuristic's first. Not yet validated on a GPU")->group("Runtime");
-    app.add_option("--threads", c.threads, "CPU threads, at most 1024 (0 = OpenMP default)")
-        ->check(numeric(0, 1024))->group("Runtime");
-    app.add_option("--seed", c.seed, "Seed for initialisation, shuffling and sampling")->group("Runtime");
-    app.add_option("--log-every", c.log_every, "Print a step line every N steps")->check(kPositive)->group("Runtime");
-    app.add_flag("--profile", c.profile, "CUDA: GPU time per kernel-set op (CUDA events, no added synchronisation), "
-                 "printed at exit")->group("Runtime");
-
 }
 
 CLI::App make_app() {
@@ -303,6 +113,21 @@ bool same_value(const std::string& a, const std::string& b) {
 }
 
 }  // namespace
+
+bool parse_injected_steps(const std::string& text, int& first, int& last) {
+    int used = 0;
+    if (std::sscanf(text.c_str(), "%d%n", &first, &used) == 1 && text[used] == '\0' && first >= -1) {
+        last = first;
+        return true;
+    }
+    return std::sscanf(text.c_str(), "%d-%d%n", &first, &last, &used) == 2 && text[used] == '\0' && first >= 0 &&
+           last >= first;
+}
+
+bool TrainConfig::injects_nonfinite_at(int step) const {
+    int first = -1, last = -1;
+    return parse_injected_steps(inject_nonfinite_step, first, last) && first >= 0 && step >= first && step <= last;
+}
 
 std::optional<int> parse_command_line(int argc, const char* const* argv, TrainConfig& c) {
     CLI::App app = make_app();
@@ -441,14 +266,13 @@ void validate_start(const TrainConfig& c) {
 
 void validate(const TrainConfig& c) {
     if (c.train_data.empty()) fail("--train-data must not be empty");
-    // the parser reads these as double, then stores a float: beyond FLT_MAX they would be inf
-    const std::pair<const char*, float> reals[] = {
-        {"lr", c.lr}, {"final-lr-frac", c.final_lr_frac}, {"wsd-decay-frac", c.wsd_decay_frac},
-        {"weight-decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2}, {"adam-eps", c.adam_eps},
-        {"grad-clip", c.grad_clip}, {"loss-scale-init", c.loss_scale_init}, {"loss-scale-min", c.loss_scale_min},
-        {"temperature", c.temperature}, {"top-p", c.top_p}, {"loss-spike-factor", c.loss_spike_factor}};
-    for (const auto& [flag, value] : reals) {
-        if (!std::isfinite(value)) fail("--%s %s is beyond the range of a float (%g)", flag, c.flag_texts.count(flag) ? c.flag_texts.at(flag).c_str() : "", FLT_MAX);
+    // the parser reads floats as double, then stores a float: beyond FLT_MAX they would be inf
+    for (const Flag& flag : flag_table()) {
+        if (const auto* member = std::get_if<float TrainConfig::*>(&flag.field); member && !std::isfinite(c.**member)) {
+            const std::string name = flag.long_name();
+            fail("--%s %s is beyond the range of a float (%g)", name.c_str(),
+                 c.flag_texts.count(name) ? c.flag_texts.at(name).c_str() : "", FLT_MAX);
+        }
     }
     if (c.stop_on_loss_spike && c.loss_spike_factor == 0) {
         fail("--stop-on-loss-spike: --loss-spike-factor is 0, so no loss is ever a spike");
@@ -556,78 +380,15 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
 }
 
 std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
-    auto text = [](const char* key, const std::string& v) { return ConfigRow{ConfigRow::kText, key, v}; };
-    auto integer = [](const char* key, int64_t v) { return ConfigRow{ConfigRow::kInteger, key, std::to_string(v)}; };
-    auto number = [](const char* key, double v) { return ConfigRow{ConfigRow::kNumber, key, format("%g", v)}; };
-    auto boolean = [](const char* key, bool v) { return ConfigRow{ConfigRow::kBool, key, v ? "true" : "false"}; };
-    auto none = [](const char* key) { return ConfigRow{ConfigRow::kNone, key, "-"}; };
-    const bool fp8 = p.precision.precision == Precision::FP8;
-    const Fp8ScalingConfig& f = p.precision.fp8;
-    return {
-        text("device", p.device),
-        text("attention", p.attention),
-        boolean("fused_kernels", c.fused_kernels),
-        boolean("gemm_autotune", c.gemm_autotune),
-        text("model", c.model),
-        integer("n_layer", p.model.n_layer),
-        integer("n_head", p.model.n_head),
-        integer("n_embd", p.model.n_embd),
-        integer("vocab_size", p.model.vocab_size),
-        integer("padded_vocab_size", p.model.padded_vocab_size),
-        integer("max_seq_len", p.model.max_seq_len),
-        integer("num_parameters", (int64_t)p.num_parameters),
-        text("train_data", c.train_data),
-        text("val_data", c.val_data),
-        text("tokenizer", p.tokenizer),
-        boolean("shuffle", c.shuffle),
-        text("output_dir", c.output_dir),
-        integer("batch_size", c.batch_size),
-        integer("seq_len", p.seq_len),
-        integer("world_size", p.world_size),
-        integer("grad_accum_steps", p.grad_accum_steps),
-        integer("tokens_per_step", p.tokens_per_step),
-        integer("steps", c.steps),
-        number("lr", p.schedule.lr),
-        integer("warmup_steps", p.schedule.warmup_steps),
-        text("lr_schedule", lr_schedule_name(p.schedule.kind)),
-        number("final_lr_frac", p.schedule.final_lr_frac),
-        number("wsd_decay_frac", p.schedule.decay_frac),
-        number("weight_decay", p.adamw.weight_decay),
-        number("beta1", p.adamw.beta1),
-        number("beta2", p.adamw.beta2),
-        number("adam_eps", p.adamw.eps),
-        number("grad_clip", c.grad_clip),
-        text("precision", precision_name(p.precision.precision)),
-        boolean("master_weights", p.precision.master_weights),
-        boolean("loss_scaling", p.precision.precision == Precision::FP16 && c.loss_scaling),
-        fp8 ? text("fp8_recipe", fp8_recipe_name(f.recipe)) : none("fp8_recipe"),
-        fp8 ? integer("fp8_amax_history", f.amax_history) : none("fp8_amax_history"),
-        fp8 ? text("fp8_amax_algo", fp8_amax_algo_name(f.algo)) : none("fp8_amax_algo"),
-        fp8 ? integer("fp8_margin", f.margin) : none("fp8_margin"),
-        fp8 ? text("fp8_gemms", fp8_gemms_name(f.gemms)) : none("fp8_gemms"),
-        integer("max_skipped_steps", c.max_skipped_steps),
-        number("loss_spike_factor", c.loss_spike_factor),
-        boolean("stop_on_loss_spike", c.stop_on_loss_spike),
-        integer("val_every", c.val_every),
-        integer("val_batches", c.val_batches),
-        text("hellaswag", c.hellaswag),
-        integer("eval_every", c.eval_every),
-        integer("hellaswag_examples", c.hellaswag_examples),
-        integer("sample_tokens", c.sample_tokens),
-        integer("sample_every", c.sample_every),
-        number("temperature", c.temperature),
-        integer("top_k", c.top_k),
-        number("top_p", c.top_p),
-        integer("recompute", c.recompute),
-        integer("lm_head_chunks", c.lm_head_chunks),
-        integer("zero", c.zero),
-        text("init_from", c.init_from),
-        integer("checkpoint_every", c.checkpoint_every),
-        text("checkpoint_dir", p.checkpoint_dir),
-        integer("threads", c.threads),
-        ConfigRow{ConfigRow::kInteger, "seed", std::to_string(c.seed)},
-        boolean("profile", c.profile),
-    };
+    std::vector<ConfigRow> rows;
+    for (const Flag& flag : flag_table()) {
+        if (flag.rows) {
+            for (ConfigRow& r : flag.rows(c, p)) rows.push_back(std::move(r));
+        } else {
+            rows.push_back(field_row(flag, c));
+        }
+    }
+    return rows;
 }
 
 void print_config_table(const TrainConfig& c, const RunPlan& p) {

@@ -61,8 +61,8 @@ struct TrainConfig {
     int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
     float loss_spike_factor = 2.0f;          // warn when a step's loss exceeds this × its running level; 0: never
     bool stop_on_loss_spike = false;         // stop the run at the first loss spike
-    int inject_nonfinite_first = -1;         // testing: poison a gradient at the steps first..last (0-based;
-    int inject_nonfinite_last = -1;          //          --inject-nonfinite-step N or FIRST-LAST); -1: never
+    std::string inject_nonfinite_step = "-1";   // testing: poison a gradient at step N or steps FIRST-LAST
+                                                //          (0-based); -1: never
     // evaluation and sampling
     int val_every = 40;      // steps between val-loss evaluations (and at the end); 0: never
     int val_batches = 20;    // micro-batches per val-loss evaluation
@@ -103,7 +103,14 @@ struct TrainConfig {
     // ("steps" → "120"), and the long names given on the command line
     std::map<std::string, std::string> flag_texts;
     std::set<std::string> given;
+
+    // --inject-nonfinite-step: whether the run poisons a gradient at `step` (0-based)
+    bool injects_nonfinite_at(int step) const;
 };
+
+// --inject-nonfinite-step's text: "N" (-1: never) or "FIRST-LAST" into first..last; false if it is
+// neither.
+bool parse_injected_steps(const std::string& text, int& first, int& last);
 
 // Parses argv into cfg. Returns an exit code when the program should stop right away
 // (--help: 0; an unknown flag or a bad value: non-zero, after printing the reason).
@@ -186,7 +193,9 @@ RunPlan resolve_run_plan(const TrainConfig& cfg, int world_size, int tokenizer_v
 int grad_accum_steps_for(const TrainConfig& cfg, int world_size, int seq_len = 0);
 
 // The resolved configuration as ordered rows: the start-up table and config.json (where each
-// value is a JSON string, integer, number, boolean or null by its kind).
+// value is a JSON string, integer, number, boolean or null by its kind). Built from the flag
+// table (train/flags.h): one or more rows per flag, so config.json holds every flag, as the run
+// resolved it.
 struct ConfigRow {
     enum Kind { kText, kInteger, kNumber, kBool, kNone } kind;   // kNone: not used in this run (shown as "-")
     std::string key, value;
