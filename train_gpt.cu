@@ -420,18 +420,46 @@ std::string command_line(int argc, char** argv) {
     return text;
 }
 
-// cfg: this command line's flags, parsed; comm: the ranks (one process, or MPI). Returns the
-// exit code: 0, 1 (a collective stop: divergence), kStopExitCode / kInterruptExitCode (a
-// signal). A failure of this rank alone throws (main ends the job).
-int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
-    g_is_root = comm.rank() == 0;
+// ---- the run: set up, the step loop, logging, the summary --------------------------------------
 
-    // ---- configuration: the flags, and what they resolve to on this machine; every check before
-    //      anything is written ----
-    // --resume / --auto-resume: the run of the newest checkpoint, with the flags given now on top
+// Everything a run holds once it is set up, in the order it is built (and destroyed in reverse:
+// the model before its kernel set).
+struct Run {
+    TrainConfig cfg;                           // the run's flags (a resumed run's: the checkpoint's, with this command line's on top)
+    RunPlan plan;                              // what they resolve to
+    RunData data;                              // the shards it reads
+    RunDirs dirs;                              // where it writes
+    std::optional<ResumeChoice> resume_from;   // the checkpoint it continues, if any
+    std::optional<ModelDir> start_model;       // the weights it starts from, if not fresh
+    std::optional<Tokenizer> tokenizer;
+    std::string tokenizer_how;                 // which tokenizer, and why (printed)
+    std::vector<HellaSwagExample> hellaswag;   // tokenised, checked against T
+    std::unique_ptr<Comm> nccl;                // between GPUs, under MPI
+    std::unique_ptr<Backend> backend;          // the kernel set
+    std::unique_ptr<GPT> model;
+    int model_B = 1, model_T = 1;              // the (B, T) its activations are sized for
+    std::optional<LossScaler> scaler;          // fp16
+    std::unique_ptr<DataLoader> train_loader, val_loader;
+    ResumeState start;                         // step 0, or the checkpoint's step and counters
+    HeldRunDirs held;                          // rank 0: the locked output and checkpoint directories
+    std::optional<JsonlLog> log;               // rank 0: log.jsonl
+    std::unique_ptr<Generator> generator;      // rank 0: samples, made at the first one
+    Comm* model_comm = nullptr;                // NCCL where there is one, else the ranks' Comm
+
+    void write_log(const LogRecord& r) {
+        if (log) log->write(r);
+    }
+};
+
+// The configuration: the flags, and what they resolve to on this machine; every check before
+// anything is built or written. --resume / --auto-resume: the run of the newest checkpoint, with
+// the flags given now on top.
+void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
+    TrainConfig& cfg = run.cfg;
     validate_start(cfg);
     check_ranks_agree(cfg, comm);   // before any other collective, and before anything is read or written
-    const std::optional<ResumeChoice> resume_from = choose_resume(cfg, comm);
+    run.resume_from = choose_resume(cfg, comm);
+    const std::optional<ResumeChoice>& resume_from = run.resume_from;
     if (resume_from && !cfg.init_from.empty()) {   // --auto-resume (--resume with it is refused above)
         print0("notice: --auto-resume resumes %s; --init-from %s applies to a fresh start only\n",
                resume_from->dir.c_str(), cfg.init_from.c_str());
@@ -445,298 +473,279 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
              resume_from->dir.c_str());
     }
     if (cfg.threads > 0) set_cpu_threads(cfg.threads);
-    const RunData data = run_data(cfg);   // the shards it reads: none to train on with -x 0
+    run.data = run_data(cfg);   // the shards it reads: none to train on with -x 0
     // the model the run starts from, if not a fresh one: the checkpoint it resumes, or --init-from
-    std::optional<ModelDir> start_model;
-    if (resume_from) start_model = find_model_dir(resume_from->dir);
-    else if (!cfg.init_from.empty()) start_model = find_model_dir(cfg.init_from);
+    if (resume_from) run.start_model = find_model_dir(resume_from->dir);
+    else if (!cfg.init_from.empty()) run.start_model = find_model_dir(cfg.init_from);
+    const std::optional<ModelDir>& start_model = run.start_model;
     // the tokenizer: --tokenizer, the model's, or the one beside the shards; checked against what
     // the shards that the run reads record (no training data with -x 0)
-    std::string tokenizer_how;
-    const std::optional<Tokenizer> tokenizer = choose_run_tokenizer(
-        cfg.tokenizer, start_model ? read_model_tokenizer(start_model->dir) : std::nullopt, {data.train, data.val},
-        &tokenizer_how);
-    RunPlan plan = resolve_run_plan(cfg, comm.world_size(), tokenizer ? tokenizer->vocab_size() : 0,
-                                    start_model ? &start_model->model : nullptr, start_model ? start_model->dir : "");
+    run.tokenizer = choose_run_tokenizer(cfg.tokenizer, start_model ? read_model_tokenizer(start_model->dir) : std::nullopt,
+                                         {run.data.train, run.data.val}, &run.tokenizer_how);
+    const std::optional<Tokenizer>& tokenizer = run.tokenizer;
+    run.plan = resolve_run_plan(cfg, comm.world_size(), tokenizer ? tokenizer->vocab_size() : 0,
+                                start_model ? &start_model->model : nullptr, start_model ? start_model->dir : "");
+    RunPlan& plan = run.plan;
     plan.tokenizer = tokenizer ? tokenizer->origin() : "none";
     if (!cfg.sample_prompt.empty() && cfg.sample_tokens > 0 && (!tokenizer || !tokenizer->can_encode())) {
         fail("--sample-prompt needs a tokenizer that encodes text; the run's %s", tokenizer
              ? ("(" + tokenizer->origin() + ") only decodes: give --tokenizer a tokenizer.bin with encoder.json and vocab.bpe beside it").c_str()
              : "has none: give --tokenizer");
     }
-    const RunDirs dirs = run_dirs(cfg, plan, resume_from.has_value());   // train/run_dirs.h
-    check_run_dirs(dirs, cfg, resume_from.has_value());
+    run.dirs = run_dirs(cfg, plan, resume_from.has_value());   // train/run_dirs.h
+    check_run_dirs(run.dirs, cfg, resume_from.has_value());
     plan.device = choose_device(cfg.device);
     plan.attention = choose_attention(cfg, plan);
-    const int B = cfg.batch_size, T = plan.seq_len;
     // HellaSwag's examples, tokenised once (eval/hellaswag.h), and checked against the window
     // before anything is built or trained (it evaluates at T)
-    std::vector<HellaSwagExample> hellaswag;
     if (!cfg.hellaswag.empty()) {
         if (!tokenizer) fail("--hellaswag needs a tokenizer (the run has none)");
-        hellaswag = load_hellaswag(cfg.hellaswag, *tokenizer, cfg.hellaswag_examples);
-        check_hellaswag_fits(hellaswag, T);
+        run.hellaswag = load_hellaswag(cfg.hellaswag, *tokenizer, cfg.hellaswag_examples);
+        check_hellaswag_fits(run.hellaswag, plan.seq_len);
     }
+}
 
-    // ---- model ----
-    std::unique_ptr<Comm> nccl;
-    std::unique_ptr<Backend> backend = make_kernel_set(cfg, plan, comm, &nccl);
-    Comm& model_comm = nccl ? *nccl : comm;   // device buffers go over NCCL; host scalars stay on `comm`
+// The kernel set and the model (its weights initialised; a checkpoint's come later), and fp16's
+// loss scaler.
+void build_model(Run& run, Comm& comm) {
+    const TrainConfig& cfg = run.cfg;
+    RunPlan& plan = run.plan;
+    const int B = cfg.batch_size, T = plan.seq_len;
+    run.backend = make_kernel_set(cfg, plan, comm, &run.nccl);
+    run.model_comm = run.nccl ? run.nccl.get() : &comm;   // device buffers go over NCCL; host scalars stay on `comm`
     if (plan.precision.precision == Precision::FP8 && cfg.fp8_gemms == "auto") {   // fp8_autotune.h
-        const std::optional<std::string> resumed_dir = resume_from ? std::optional<std::string>(resume_from->dir) : std::nullopt;
-        const Fp8AutoChoice choice = choose_fp8_gemms_auto(*backend, plan.model, B, T, resumed_dir, comm);
+        const std::optional<std::string> resumed_dir =
+            run.resume_from ? std::optional<std::string>(run.resume_from->dir) : std::nullopt;
+        const Fp8AutoChoice choice = choose_fp8_gemms_auto(*run.backend, plan.model, B, T, resumed_dir, comm);
         plan.precision.fp8.gemms = choice.gemms;   // config.json and checkpoints record the choice
         print0("%s\n", choice.how.c_str());
     }
     // activations for (B, T) where the run trains or evaluates; sampling alone has buffers of its own
-    const bool forwards = !data.train.empty() || !data.val.empty() || !cfg.hellaswag.empty();
-    const int model_B = forwards ? B : 1, model_T = forwards ? T : 1;
+    const bool forwards = !run.data.train.empty() || !run.data.val.empty() || !cfg.hellaswag.empty();
+    run.model_B = forwards ? B : 1;
+    run.model_T = forwards ? T : 1;
     // an allocation that fails names what asked for it: the model, its source, its sizes
-    std::unique_ptr<GPT> built;
     try {
-        built = std::make_unique<GPT>(plan.model, *backend, model_B, model_T, plan.precision, &model_comm, cfg.zero,
-                                      cfg.recompute, cfg.lm_head_chunks);
+        run.model = std::make_unique<GPT>(plan.model, *run.backend, run.model_B, run.model_T, plan.precision,
+                                          run.model_comm, cfg.zero, cfg.recompute, cfg.lm_head_chunks);
     } catch (const Error& e) {
         fail("building the model (%s; %d layers, %d wide, %zu parameters; activations for B=%d, T=%d: %.2f GiB): %s",
-             start_model ? start_model->description.c_str() : "a fresh one", plan.model.n_layer, plan.model.n_embd,
-             (size_t)param_tensor_offsets(plan.model)[kNumParamTensors], model_B, model_T,
-             GPT::activation_bytes_for(plan.model, model_B, model_T, plan.precision, cfg.recompute, cfg.lm_head_chunks) /
-                 1073741824.0, e.what());
+             run.start_model ? run.start_model->description.c_str() : "a fresh one", plan.model.n_layer,
+             plan.model.n_embd, (size_t)param_tensor_offsets(plan.model)[kNumParamTensors], run.model_B, run.model_T,
+             GPT::activation_bytes_for(plan.model, run.model_B, run.model_T, plan.precision, cfg.recompute,
+                                       cfg.lm_head_chunks) / 1073741824.0, e.what());
     }
-    GPT& model = *built;
-    model.init_weights(cfg.seed);
-    plan.num_parameters = model.num_parameters();
+    run.model->init_weights(cfg.seed);
+    plan.num_parameters = run.model->num_parameters();
     // fp16: dynamic loss scaling keeps small gradients above fp16's smallest subnormal
-    std::optional<LossScaler> scaler;
     if (plan.precision.precision == Precision::FP16 && cfg.loss_scaling) {
         LossScalerConfig lsc;
         lsc.init_scale = cfg.loss_scale_init;
         lsc.growth_interval = cfg.loss_scale_growth_interval;
         lsc.min_scale = cfg.loss_scale_min;
-        scaler.emplace(lsc);
+        run.scaler.emplace(lsc);
     }
+}
 
-    // ---- data: every shard's header checked, and every token against the vocabulary (each rank
-    //      scans its share); none to train on with -x 0 ----
-    const int vocab_size = plan.model.vocab_size;
-    std::unique_ptr<DataLoader> train_loader, val_loader;
-    if (!data.train.empty()) {
-        train_loader = std::make_unique<DataLoader>(data.train, B, T, comm.rank(), plan.world_size, cfg.shuffle,
-                                                    cfg.seed, vocab_size);
+// The data: every shard's header checked, and every token against the vocabulary (each rank
+// scans its share); none to train on with -x 0. Then where to start: fresh, from a checkpoint's
+// weights, or resuming a run.
+void open_data_and_start(Run& run, Comm& comm) {
+    const TrainConfig& cfg = run.cfg;
+    const RunPlan& plan = run.plan;
+    const int B = cfg.batch_size, T = plan.seq_len, vocab_size = plan.model.vocab_size;
+    if (!run.data.train.empty()) {
+        run.train_loader = std::make_unique<DataLoader>(run.data.train, B, T, comm.rank(), plan.world_size,
+                                                        cfg.shuffle, cfg.seed, vocab_size);
     }
-    if (!data.val.empty()) {
-        val_loader = std::make_unique<DataLoader>(data.val, B, T, comm.rank(), plan.world_size, false, cfg.seed,
-                                                  vocab_size);
+    if (!run.data.val.empty()) {
+        run.val_loader = std::make_unique<DataLoader>(run.data.val, B, T, comm.rank(), plan.world_size, false,
+                                                      cfg.seed, vocab_size);
     }
-
-    // ---- where to start: fresh, from a checkpoint's weights, or resuming a run ----
-    ResumeState start;
-    if (resume_from) {
-        start = load_checkpoint(*resume_from, model, plan, train_loader.get(), scaler, comm);
-    } else if (start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
-        model.set_weights(read_model_weights(*start_model));
+    if (run.resume_from) {
+        run.start = load_checkpoint(*run.resume_from, *run.model, plan, run.train_loader.get(), run.scaler, comm);
+    } else if (run.start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
+        run.model->set_weights(read_model_weights(*run.start_model));
     }
     comm.barrier();   // every rank's checks have passed: from here on, files are written
+}
 
-    // ---- output (rank 0): the directories locked, config table, config.json, the JSONL log
-    //      (continued on resume) ----
-    HeldRunDirs held;
-    std::optional<JsonlLog> log;
+// The outputs (rank 0): the directories locked, the config table, config.json, the JSONL log
+// (continued on resume); then what the run starts from, its data and its memory.
+void open_outputs(Run& run, int argc, char** argv) {
+    const TrainConfig& cfg = run.cfg;
+    const std::optional<ResumeChoice>& resume_from = run.resume_from;
     if (g_is_root) {
-        held = hold_run_dirs(dirs, cfg, resume_from.has_value(), command_line(argc, argv));
-        for (const std::string& w : held.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-        if (!held.moved_to.empty()) {
-            const bool resumable = latest_checkpoint(held.moved_to + "/checkpoints").has_value();
-            print0("notice: %s held a previous run; it is now %s, whole%s\n", dirs.output.c_str(), held.moved_to.c_str(),
-                   resumable ? format(" (to continue it: --resume -o %s)", held.moved_to.c_str()).c_str() : "");
+        run.held = hold_run_dirs(run.dirs, cfg, resume_from.has_value(), command_line(argc, argv));
+        for (const std::string& w : run.held.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+        if (!run.held.moved_to.empty()) {
+            const bool resumable = latest_checkpoint(run.held.moved_to + "/checkpoints").has_value();
+            print0("notice: %s held a previous run; it is now %s, whole%s\n", run.dirs.output.c_str(),
+                   run.held.moved_to.c_str(),
+                   resumable ? format(" (to continue it: --resume -o %s)", run.held.moved_to.c_str()).c_str() : "");
         }
         if (resume_from) {
             for (const auto& damaged : resume_from->damaged) {
                 print0("kept the damaged checkpoint as %s\n", set_aside_damaged_checkpoint(damaged.first).c_str());
             }
         }
-        if (!dirs.output.empty()) {
-            const std::string log_path = dirs.output + "/log.jsonl";
-            if (resume_from) truncate_log_for_resume(log_path, start.step);   // no step twice
-            log.emplace(log_path, /*append=*/resume_from.has_value());
-            save_config_json(dirs.output + "/config.json", cfg, plan);
+        if (!run.dirs.output.empty()) {
+            const std::string log_path = run.dirs.output + "/log.jsonl";
+            if (resume_from) truncate_log_for_resume(log_path, run.start.step);   // no step twice
+            run.log.emplace(log_path, /*append=*/resume_from.has_value());
+            save_config_json(run.dirs.output + "/config.json", cfg, run.plan);
         }
-        print_config_table(cfg, plan);
+        print_config_table(cfg, run.plan);
     }
-    auto write_log = [&](const LogRecord& r) { if (log) log->write(r); };
     if (resume_from) {
-        print0("resuming from %s (step %lld)\n", resume_from->dir.c_str(), (long long)start.step);
-        const std::string change = schedule_change_notice(plan.schedule, resume_from->manifest.train_config_json,
-                                                          start.step);
+        print0("resuming from %s (step %lld)\n", resume_from->dir.c_str(), (long long)run.start.step);
+        const std::string change = schedule_change_notice(run.plan.schedule, resume_from->manifest.train_config_json,
+                                                          run.start.step);
         if (!change.empty()) print0("notice: %s\n", change.c_str());
-        write_log(LogRecord("resume").num("step", start.step).str("checkpoint", resume_from->dir));
-    } else if (start_model) {
-        print0("initialised from the weights of %s\n", start_model->description.c_str());
+        run.write_log(LogRecord("resume").num("step", run.start.step).str("checkpoint", resume_from->dir));
+    } else if (run.start_model) {
+        print0("initialised from the weights of %s\n", run.start_model->description.c_str());
     }
-    if (train_loader) print0("train: %lld tokens in %d shard(s) | ", (long long)train_loader->num_tokens(), train_loader->num_shards());
-    if (val_loader) print0("val: %lld tokens | ", (long long)val_loader->num_tokens());
-    if (!hellaswag.empty()) print0("hellaswag: %zu examples | ", hellaswag.size());
-    print0("%d rank(s), %s\n", plan.world_size, model_comm.name().c_str());
-    print0("%s\n", tokenizer_how.c_str());
-    print0("memory: activations %.3f GiB for B=%d, T=%d (per rank)\n", model.activation_bytes() / 1073741824.0, model_B,
-           model_T);
+    if (run.train_loader) {
+        print0("train: %lld tokens in %d shard(s) | ", (long long)run.train_loader->num_tokens(),
+               run.train_loader->num_shards());
+    }
+    if (run.val_loader) print0("val: %lld tokens | ", (long long)run.val_loader->num_tokens());
+    if (!run.hellaswag.empty()) print0("hellaswag: %zu examples | ", run.hellaswag.size());
+    print0("%d rank(s), %s\n", run.plan.world_size, run.model_comm->name().c_str());
+    print0("%s\n", run.tokenizer_how.c_str());
+    print0("memory: activations %.3f GiB for B=%d, T=%d (per rank)\n", run.model->activation_bytes() / 1073741824.0,
+           run.model_B, run.model_T);
+}
 
-    // samples (rank 0): the model's current weights through a KV cache, -g tokens every -s steps and at the end
-    std::unique_ptr<Generator> generator;
-    Rng sample_rng(cfg.sample_seed >= 0 ? (uint64_t)cfg.sample_seed : cfg.seed ^ 0x5eed5eedULL);
-    auto sample = [&](int step) {
-        if (!g_is_root || cfg.sample_tokens == 0) return;
-        if (!generator) generator = std::make_unique<Generator>(model, *backend);
-        const std::string text = sample_text(*generator, tokenizer, cfg, sample_rng);
-        std::printf("---- sample (%d tokens, step %d) ----\n%s\n---------------------------\n", cfg.sample_tokens, step,
-                    text.c_str());
-        write_log(LogRecord("sample").num("step", step).str("text", text));
-    };
-    // a stop that every rank decides together (divergence): said once, exit 1 on every rank
-    auto stop_run = [&](const std::string& message, int step) {
-        std::fflush(stdout);
-        if (g_is_root) std::fprintf(stderr, "error: %s\n", message.c_str());
-        write_log(LogRecord("stop").num("step", step).str("reason", message));
-        return 1;
-    };
+// Rank 0: a sample of -g tokens from the model's current weights, through a KV cache, printed and logged.
+void sample(Run& run, Rng& rng, int step) {
+    if (!g_is_root || run.cfg.sample_tokens == 0) return;
+    if (!run.generator) run.generator = std::make_unique<Generator>(*run.model, *run.backend);
+    const std::string text = sample_text(*run.generator, run.tokenizer, run.cfg, rng);
+    std::printf("---- sample (%d tokens, step %d) ----\n%s\n---------------------------\n", run.cfg.sample_tokens, step,
+                text.c_str());
+    run.write_log(LogRecord("sample").num("step", step).str("text", text));
+}
 
-    // ---- training loop ----
-    TrainCounters counters = start.counters;
-    DivergenceMonitor divergence({cfg.max_skipped_steps, cfg.loss_spike_factor, cfg.stop_on_loss_spike},
-                                 {counters.skip_streak, counters.loss_level, counters.spike_since});   // train/divergence.h
-    RunClock clock((int)start.step, counters.seconds);   // the run's time, earlier processes included
-    const double peak = peak_flops(plan, comm) * plan.world_size;   // all ranks' (0: no MFU)
-    const double step_flops = flops_per_token(plan.model, plan.num_parameters, T) * plan.tokens_per_step;
-    RunSummary summary;
-    summary.first_step = (int)start.step;
-    if (resume_from) summary.checkpoint = resume_from->dir;
-    double this_process_tokens = 0, this_process_step_seconds = 0;
-    std::optional<StopSignals> stop_signals(std::in_place);   // SIGTERM / SIGUSR1 / SIGINT: stop after a step
-    for (int step = (int)start.step; step <= cfg.steps; step++) {
-        const bool last = step == cfg.steps;
-        if (val_loader && (step % cfg.val_every == 0 || last)) {
-            float val_loss = evaluate(model, *val_loader, cfg.val_batches, B, T, comm);
-            print0("step %d/%d | val loss %.4f\n", step, cfg.steps, val_loss);
-            write_log(LogRecord("val").num("step", step).num("loss", val_loss).num("tokens", (double)counters.tokens)
+// The evaluations due at `step` (before its update): val loss every -v steps and at the end,
+// HellaSwag every --eval-every steps and at the end; their results go into the summary.
+void evaluate_if_due(Run& run, int step, const RunClock& clock, const TrainCounters& counters, RunSummary& summary,
+                     Comm& comm) {
+    const TrainConfig& cfg = run.cfg;
+    const bool last = step == cfg.steps;
+    if (run.val_loader && (step % cfg.val_every == 0 || last)) {
+        const float val_loss = evaluate(*run.model, *run.val_loader, cfg.val_batches, cfg.batch_size, run.plan.seq_len, comm);
+        print0("step %d/%d | val loss %.4f\n", step, cfg.steps, val_loss);
+        run.write_log(LogRecord("val").num("step", step).num("loss", val_loss).num("tokens", (double)counters.tokens)
                           .num("elapsed_s", clock.elapsed()).num("time", unix_time()));
-            if (!summary.best_val_loss || val_loss < *summary.best_val_loss) {
-                summary.best_val_loss = val_loss;
-                summary.best_val_step = step;
-            }
-            if (last) summary.final_val_loss = val_loss;
+        if (!summary.best_val_loss || val_loss < *summary.best_val_loss) {
+            summary.best_val_loss = val_loss;
+            summary.best_val_step = step;
         }
-        if (!hellaswag.empty() && ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last)) {
-            const HellaSwagResult h = evaluate_hellaswag(model, hellaswag, model_B, model_T, comm);
-            print0("step %d/%d | hellaswag acc_norm %.4f (%lld/%lld), acc %.4f%s\n", step, cfg.steps, h.acc_norm(),
-                   (long long)h.correct_norm, (long long)h.examples, h.acc(),
-                   h.truncated ? format(" | %lld example(s) cut to T = %d", (long long)h.truncated, model_T).c_str() : "");
-            write_log(LogRecord("hellaswag").num("step", step).num("acc_norm", h.acc_norm()).num("acc", h.acc())
-                          .num("examples", (double)h.examples).num("truncated", (double)h.truncated).str("choices", h.choices)
-                          .str("choices_acc", h.choices_acc));
-            if (last) summary.hellaswag_acc_norm = h.acc_norm();
-        }
-        if (last) break;
-        if (cfg.sample_every > 0 && step > 0 && step % cfg.sample_every == 0) sample(step);
-
-        const auto t0 = std::chrono::steady_clock::now();
-        const StepResult r = train_step(model, *train_loader, cfg, plan, step, scaler, counters, comm);
-        const StepVerdict verdict = divergence.observe(step + 1, r.loss, r.norm, r.finite);
-        counters.skip_streak = divergence.state().skip_streak;
-        counters.loss_level = divergence.state().loss_level;
-        counters.spike_since = divergence.state().spike_since;
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        const double tok_per_s = plan.tokens_per_step / (ms / 1000.0);
-        const double mfu = peak > 0 ? step_flops / (ms / 1000.0) / peak : 0.0;
-        counters.tokens += plan.tokens_per_step;
-        counters.seconds = clock.elapsed();
-        this_process_tokens += plan.tokens_per_step;
-        this_process_step_seconds += ms / 1000.0;
-        summary.final_loss = r.loss;
-        if (step % cfg.log_every == 0 || step == cfg.steps - 1 || !r.finite) {
-            std::string extra = mfu > 0 ? format(" | MFU %.1f%%", 100 * mfu) : "";
-            extra += format(" | %s elapsed", human_duration(counters.seconds).c_str());
-            if (step + 1 < cfg.steps) extra += format(", ETA %s", human_duration(clock.eta(step + 1, cfg.steps)).c_str());
-            if (scaler) extra += format(" | scale %g", r.loss_scale);
-            if (!r.finite) extra += " | SKIPPED (non-finite)";
-            print0("step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s%s\n", step + 1, cfg.steps, r.loss,
-                   r.lr, r.norm, ms, human_rate(tok_per_s).c_str(), extra.c_str());
-        }
-        LogRecord record("step");
-        record.num("step", step + 1).num("loss", r.loss).num("lr", r.lr).num("grad_norm", r.norm).num("ms", ms)
-            .num("tok_per_s", tok_per_s).num("skipped", r.finite ? 0 : 1).num("tokens", (double)counters.tokens)
-            .num("elapsed_s", counters.seconds).num("time", unix_time());
-        if (mfu > 0) record.num("mfu", mfu);
-        if (scaler) record.num("loss_scale", r.loss_scale);
-        write_log(record);
-        if (model.fp8() && cfg.fp8_telemetry_every > 0 &&
-            (step % cfg.fp8_telemetry_every == 0 || step == cfg.steps - 1)) {
-            for (const Fp8TensorReport& t : model.fp8()->report()) {
-                write_log(LogRecord("fp8").num("step", step + 1).str("tensor", t.name).num("amax", t.amax)
-                              .num("scale", t.scale).num("saturated", t.saturated_frac).num("flushed", t.flushed_frac));
-            }
-        }
-        // divergence (train/divergence.h): the same verdict on every rank
-        if (verdict.kind == StepVerdict::kSpike || (verdict.kind == StepVerdict::kStop && r.finite)) {
-            write_log(LogRecord("loss_spike").num("step", step + 1).num("loss", r.loss)
-                          .num("level", divergence.state().loss_level).num("factor", cfg.loss_spike_factor));
-        }
-        if (verdict.kind == StepVerdict::kStop) return stop_run(verdict.message, step + 1);
-        if (!verdict.message.empty()) print0("%s%s\n", verdict.kind == StepVerdict::kSpike ? "warning: " : "", verdict.message.c_str());
-
-        // a checkpoint every --checkpoint-every steps and at the end, and when a signal asks for one
-        const bool due = cfg.checkpoint_every > 0 && ((step + 1) % cfg.checkpoint_every == 0 || step + 1 == cfg.steps);
-        const StopRequest stop = stop_request_of_all(comm);   // train/signals.h
-        bool saved = false;
-        if (due || (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0)) {
-            const std::string path = checkpoint_dir(plan.checkpoint_dir, step + 1);
-            saved = save_checkpoint(plan.checkpoint_dir, step + 1, model, comm, cfg, plan, *train_loader, counters,
-                                    scaler, tokenizer, cfg.keep_checkpoints);
-            if (saved) {
-                const int64_t streak = counters.skip_streak;
-                print0("checkpoint: %s%s\n", path.c_str(),
-                       streak > 0 ? format(" (during a streak of %lld skipped step(s): not counted as healthy)",
-                                           (long long)streak).c_str() : "");
-                summary.checkpoint = path;
-                write_log(LogRecord("checkpoint").num("step", step + 1).str("path", path));
-                if (log) log->sync();   // the log, up to this checkpoint, on disk with it
-            } else {
-                print0("warning: no checkpoint at step %d: the model's state holds a non-finite value; the newest "
-                       "checkpoint stays %s\n", step + 1, summary.checkpoint ? summary.checkpoint->c_str() : "(none)");
-                write_log(LogRecord("checkpoint_skipped").num("step", step + 1).str("reason", "non-finite state"));
-            }
-        }
-        if (stop != StopRequest::None) {
-            std::string what = format("stopped by %s after step %d", stop_signal_name(), step + 1);
-            if (stop == StopRequest::Checkpoint && saved) what += "; resume with --resume (or --auto-resume)";
-            if (stop == StopRequest::Checkpoint && cfg.checkpoint_every == 0) what += "; no checkpoint: --checkpoint-every is 0";
-            if (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0 && !saved) what += "; no checkpoint written";
-            if (stop == StopRequest::Interrupt) what += " (Ctrl-C: no checkpoint)";
-            print0("%s\n", what.c_str());
-            write_log(LogRecord("stop").num("step", step + 1).str("reason", what)
-                          .str("checkpoint", saved ? checkpoint_dir(plan.checkpoint_dir, step + 1) : ""));
-            if (log) log->sync();
-            std::fflush(stdout);
-            return stop == StopRequest::Checkpoint ? kStopExitCode : kInterruptExitCode;
-        }
-        std::fflush(stdout);
-        warn_if_stdout_failed();
+        if (last) summary.final_val_loss = val_loss;
     }
-    stop_signals.reset();   // from here on a signal ends the process at once
-    if (counters.skipped > 0) print0("%lld step(s) skipped for a non-finite loss or gradient norm\n", (long long)counters.skipped);
+    if (!run.hellaswag.empty() && ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last)) {
+        const HellaSwagResult h = evaluate_hellaswag(*run.model, run.hellaswag, run.model_B, run.model_T, comm);
+        print0("step %d/%d | hellaswag acc_norm %.4f (%lld/%lld), acc %.4f%s\n", step, cfg.steps, h.acc_norm(),
+               (long long)h.correct_norm, (long long)h.examples, h.acc(),
+               h.truncated ? format(" | %lld example(s) cut to T = %d", (long long)h.truncated, run.model_T).c_str() : "");
+        run.write_log(LogRecord("hellaswag").num("step", step).num("acc_norm", h.acc_norm()).num("acc", h.acc())
+                          .num("examples", (double)h.examples).num("truncated", (double)h.truncated)
+                          .str("choices", h.choices).str("choices_acc", h.choices_acc));
+        if (last) summary.hellaswag_acc_norm = h.acc_norm();
+    }
+}
 
-    sample(cfg.steps);
+// What a step's line and log record show besides the StepResult.
+struct StepTiming {
+    double ms = 0, tok_per_s = 0, mfu = 0;   // mfu 0: no known peak
+};
 
-    // ---- the run's summary: time, losses, where the checkpoint is, what to run next ----
+// The step's line (every --log-every steps, the last, and every skipped one) and its log record,
+// with FP8 telemetry every --fp8-telemetry-every steps.
+void log_step(Run& run, int step, const StepResult& r, const StepTiming& t, const TrainCounters& counters,
+              const RunClock& clock) {
+    const TrainConfig& cfg = run.cfg;
+    if (step % cfg.log_every == 0 || step == cfg.steps - 1 || !r.finite) {
+        std::string extra = t.mfu > 0 ? format(" | MFU %.1f%%", 100 * t.mfu) : "";
+        extra += format(" | %s elapsed", human_duration(counters.seconds).c_str());
+        if (step + 1 < cfg.steps) extra += format(", ETA %s", human_duration(clock.eta(step + 1, cfg.steps)).c_str());
+        if (run.scaler) extra += format(" | scale %g", r.loss_scale);
+        if (!r.finite) extra += " | SKIPPED (non-finite)";
+        print0("step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s%s\n", step + 1, cfg.steps, r.loss,
+               r.lr, r.norm, t.ms, human_rate(t.tok_per_s).c_str(), extra.c_str());
+    }
+    LogRecord record("step");
+    record.num("step", step + 1).num("loss", r.loss).num("lr", r.lr).num("grad_norm", r.norm).num("ms", t.ms)
+        .num("tok_per_s", t.tok_per_s).num("skipped", r.finite ? 0 : 1).num("tokens", (double)counters.tokens)
+        .num("elapsed_s", counters.seconds).num("time", unix_time());
+    if (t.mfu > 0) record.num("mfu", t.mfu);
+    if (run.scaler) record.num("loss_scale", r.loss_scale);
+    run.write_log(record);
+    if (run.model->fp8() && cfg.fp8_telemetry_every > 0 &&
+        (step % cfg.fp8_telemetry_every == 0 || step == cfg.steps - 1)) {
+        for (const Fp8TensorReport& f : run.model->fp8()->report()) {
+            run.write_log(LogRecord("fp8").num("step", step + 1).str("tensor", f.name).num("amax", f.amax)
+                              .num("scale", f.scale).num("saturated", f.saturated_frac).num("flushed", f.flushed_frac));
+        }
+    }
+}
+
+// After step `step`: a checkpoint every --checkpoint-every steps and at the end, and when a signal
+// asks for one; then, after a signal, the exit code of the stop (nullopt: train on).
+std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& counters, RunSummary& summary, Comm& comm) {
+    const TrainConfig& cfg = run.cfg;
+    const RunPlan& plan = run.plan;
+    const bool due = cfg.checkpoint_every > 0 && ((step + 1) % cfg.checkpoint_every == 0 || step + 1 == cfg.steps);
+    const StopRequest stop = stop_request_of_all(comm);   // train/signals.h
+    bool saved = false;
+    if (due || (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0)) {
+        const std::string path = checkpoint_dir(plan.checkpoint_dir, step + 1);
+        saved = save_checkpoint(plan.checkpoint_dir, step + 1, *run.model, comm, cfg, plan, *run.train_loader, counters,
+                                run.scaler, run.tokenizer, cfg.keep_checkpoints);
+        if (saved) {
+            const int64_t streak = counters.skip_streak;
+            print0("checkpoint: %s%s\n", path.c_str(),
+                   streak > 0 ? format(" (during a streak of %lld skipped step(s): not counted as healthy)",
+                                       (long long)streak).c_str() : "");
+            summary.checkpoint = path;
+            run.write_log(LogRecord("checkpoint").num("step", step + 1).str("path", path));
+            if (run.log) run.log->sync();   // the log, up to this checkpoint, on disk with it
+        } else {
+            print0("warning: no checkpoint at step %d: the model's state holds a non-finite value; the newest "
+                   "checkpoint stays %s\n", step + 1, summary.checkpoint ? summary.checkpoint->c_str() : "(none)");
+            run.write_log(LogRecord("checkpoint_skipped").num("step", step + 1).str("reason", "non-finite state"));
+        }
+    }
+    if (stop == StopRequest::None) return std::nullopt;
+    std::string what = format("stopped by %s after step %d", stop_signal_name(), step + 1);
+    if (stop == StopRequest::Checkpoint && saved) what += "; resume with --resume (or --auto-resume)";
+    if (stop == StopRequest::Checkpoint && cfg.checkpoint_every == 0) what += "; no checkpoint: --checkpoint-every is 0";
+    if (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0 && !saved) what += "; no checkpoint written";
+    if (stop == StopRequest::Interrupt) what += " (Ctrl-C: no checkpoint)";
+    print0("%s\n", what.c_str());
+    run.write_log(LogRecord("stop").num("step", step + 1).str("reason", what)
+                      .str("checkpoint", saved ? checkpoint_dir(plan.checkpoint_dir, step + 1) : ""));
+    if (run.log) run.log->sync();
+    std::fflush(stdout);
+    return stop == StopRequest::Checkpoint ? kStopExitCode : kInterruptExitCode;
+}
+
+// The closing summary: time, losses, where the checkpoint is, what to run next; printed and logged.
+void finish(Run& run, RunSummary& summary, const TrainCounters& counters, double this_process_tokens,
+            double this_process_step_seconds, double peak, double step_flops) {
+    const TrainConfig& cfg = run.cfg;
     summary.steps = cfg.steps;
     summary.tokens = counters.tokens;
     summary.seconds = counters.seconds;
     if (this_process_step_seconds > 0) {
         summary.mean_tokens_per_second = this_process_tokens / this_process_step_seconds;
-        if (peak > 0) summary.mfu = step_flops / plan.tokens_per_step * summary.mean_tokens_per_second / peak;
+        if (peak > 0) summary.mfu = step_flops / run.plan.tokens_per_step * summary.mean_tokens_per_second / peak;
     }
-    summary.log_path = log ? log->path() : "";
+    summary.log_path = run.log ? run.log->path() : "";
     summary.output_dir = cfg.output_dir;
-    summary.checkpoint_dir = plan.checkpoint_dir;
+    summary.checkpoint_dir = run.plan.checkpoint_dir;
     for (const std::string& line : summary_lines(summary)) print0("%s\n", line.c_str());
     LogRecord end("summary");
     end.num("step", cfg.steps).num("tokens", (double)counters.tokens).num("elapsed_s", counters.seconds)
@@ -744,11 +753,88 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     if (summary.mean_tokens_per_second > 0) end.num("tok_per_s", summary.mean_tokens_per_second);
     if (summary.final_val_loss) end.num("val_loss", *summary.final_val_loss);
     if (summary.best_val_loss) end.num("best_val_loss", *summary.best_val_loss).num("best_val_step", summary.best_val_step);
-    write_log(end);
-    if (log) log->sync();
+    run.write_log(end);
+    if (run.log) run.log->sync();
+}
+
+// The step loop, from the start step to --steps: the evaluations due, train_step, its line and
+// record, the divergence verdict, checkpoints and signals; then the last sample and the summary.
+// Returns the exit code.
+int train(Run& run, Comm& comm) {
+    const TrainConfig& cfg = run.cfg;
+    const RunPlan& plan = run.plan;
+    Rng sample_rng(cfg.sample_seed >= 0 ? (uint64_t)cfg.sample_seed : cfg.seed ^ 0x5eed5eedULL);
+    // a stop that every rank decides together (divergence): said once, exit 1 on every rank
+    auto stop_run = [&](const std::string& message, int step) {
+        std::fflush(stdout);
+        if (g_is_root) std::fprintf(stderr, "error: %s\n", message.c_str());
+        run.write_log(LogRecord("stop").num("step", step).str("reason", message));
+        return 1;
+    };
+    TrainCounters counters = run.start.counters;
+    DivergenceMonitor divergence({cfg.max_skipped_steps, cfg.loss_spike_factor, cfg.stop_on_loss_spike},
+                                 {counters.skip_streak, counters.loss_level, counters.spike_since});   // train/divergence.h
+    RunClock clock((int)run.start.step, counters.seconds);   // the run's time, earlier processes included
+    const double peak = peak_flops(plan, comm) * plan.world_size;   // all ranks' (0: no MFU)
+    const double step_flops = flops_per_token(plan.model, plan.num_parameters, plan.seq_len) * plan.tokens_per_step;
+    RunSummary summary;
+    summary.first_step = (int)run.start.step;
+    if (run.resume_from) summary.checkpoint = run.resume_from->dir;
+    double this_process_tokens = 0, this_process_step_seconds = 0;
+    std::optional<StopSignals> stop_signals(std::in_place);   // SIGTERM / SIGUSR1 / SIGINT: stop after a step
+    for (int step = (int)run.start.step; step <= cfg.steps; step++) {
+        evaluate_if_due(run, step, clock, counters, summary, comm);
+        if (step == cfg.steps) break;
+        if (cfg.sample_every > 0 && step > 0 && step % cfg.sample_every == 0) sample(run, sample_rng, step);
+
+        const auto t0 = std::chrono::steady_clock::now();
+        const StepResult r = train_step(*run.model, *run.train_loader, cfg, plan, step, run.scaler, counters, comm);
+        const StepVerdict verdict = divergence.observe(step + 1, r.loss, r.norm, r.finite);
+        counters.skip_streak = divergence.state().skip_streak;
+        counters.loss_level = divergence.state().loss_level;
+        counters.spike_since = divergence.state().spike_since;
+        StepTiming timing;
+        timing.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        timing.tok_per_s = plan.tokens_per_step / (timing.ms / 1000.0);
+        timing.mfu = peak > 0 ? step_flops / (timing.ms / 1000.0) / peak : 0.0;
+        counters.tokens += plan.tokens_per_step;
+        counters.seconds = clock.elapsed();
+        this_process_tokens += plan.tokens_per_step;
+        this_process_step_seconds += timing.ms / 1000.0;
+        summary.final_loss = r.loss;
+        log_step(run, step, r, timing, counters, clock);
+        // divergence (train/divergence.h): the same verdict on every rank
+        if (verdict.kind == StepVerdict::kSpike || (verdict.kind == StepVerdict::kStop && r.finite)) {
+            run.write_log(LogRecord("loss_spike").num("step", step + 1).num("loss", r.loss)
+                              .num("level", divergence.state().loss_level).num("factor", cfg.loss_spike_factor));
+        }
+        if (verdict.kind == StepVerdict::kStop) return stop_run(verdict.message, step + 1);
+        if (!verdict.message.empty()) print0("%s%s\n", verdict.kind == StepVerdict::kSpike ? "warning: " : "", verdict.message.c_str());
+        if (const std::optional<int> stopped = checkpoint_or_stop(run, step, counters, summary, comm)) return *stopped;
+        std::fflush(stdout);
+        warn_if_stdout_failed();
+    }
+    stop_signals.reset();   // from here on a signal ends the process at once
+    if (counters.skipped > 0) print0("%lld step(s) skipped for a non-finite loss or gradient norm\n", (long long)counters.skipped);
+    sample(run, sample_rng, cfg.steps);
+    finish(run, summary, counters, this_process_tokens, this_process_step_seconds, peak, step_flops);
     std::fflush(stdout);
     warn_if_stdout_failed();
     return 0;
+}
+
+// cfg: this command line's flags, parsed; comm: the ranks (one process, or MPI). Returns the
+// exit code: 0, 1 (a collective stop: divergence), kStopExitCode / kInterruptExitCode (a
+// signal). A failure of this rank alone throws (main ends the job).
+int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
+    g_is_root = comm.rank() == 0;
+    Run run;
+    run.cfg = std::move(cfg);
+    resolve_configuration(run, argc, argv, comm);
+    build_model(run, comm);
+    open_data_and_start(run, comm);
+    open_outputs(run, argc, argv);
+    return train(run, comm);
 }
 
 }  // namespace
