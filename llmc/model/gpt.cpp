@@ -1,6 +1,7 @@
 // gpt.cpp — the model's forward, backward and update, as calls into the Backend.
 #include "model/gpt.h"
 
+#include "precision/fp8_block_ops.h"
 #include "rng.h"
 #include "utils.h"
 
@@ -188,13 +189,18 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
     inputs_ = static_cast<int32_t*>(k_.alloc(tokens * sizeof(int32_t)));
     targets_ = static_cast<int32_t*>(k_.alloc(tokens * sizeof(int32_t)));
 
+    tensors_ = ModelTensors{cfg, params_, grads_, param_offsets_, act_size_};
     if (precision.precision == Precision::FP8) {
         fp8_ = std::make_unique<Fp8State>(cfg, backend, precision.fp8, params_, max_B, max_T, comm, recompute);
         activation_bytes_ += fp8_->activation_bytes();
+        ops_ = std::make_unique<Fp8BlockOps>(backend, tensors_, recompute, *fp8_);
+    } else {
+        ops_ = std::make_unique<BlockOps>(backend, tensors_, recompute);
     }
 }
 
 GPT::~GPT() {
+    ops_.reset();
     fp8_.reset();
     k_.release(params_);
     if (master_ != nullptr) k_.release(master_);
@@ -294,78 +300,79 @@ std::vector<float> GPT::gradients() const {
     return host;
 }
 
+// Layer l's activations, for N = B·T rows (shapes for (B, T)). A tensor that --recompute keeps for
+// one layer only (the layernorm outputs from level 2, GELU's from level 1) is every layer's in the
+// one slot; one that only an FP8 GEMM would read (fp8 mode) has no bytes.
+struct GPT::LayerActivations {
+    const void* residual;   // (B,T,C)   the block's input: the embeddings, or the block before's output
+    LayernormInput ln1;     // (B,T,C)   ln1(residual), qkv's input
+    void* qkv;              // (B,T,3C)
+    void* atty;             // (B,T,C)   attention output, before the projection
+    float* lse;             // (B,NH,T)  softmax log-sum-exp per query row
+    void* residual2;        // (B,T,C)   after the attention branch
+    LayernormInput ln2;     // (B,T,C)   ln2(residual2), fc's input
+    void* fch;              // (B,T,4C)
+    void* fch_gelu;         // (B,T,4C)  gelu(fch), fcproj's input
+    void* residual3;        // (B,T,C)   after the MLP branch: the block's output
+};
+
+GPT::LayerActivations GPT::layer(int l, int N) const {
+    const Activations& a = *acts_;
+    const size_t C = cfg_.n_embd, NC = (size_t)N * C, rows = (size_t)l * N;
+    auto kept = [&](int recomputed_from) { return (size_t)(recompute_ >= recomputed_from ? 0 : l); };
+    LayerActivations x;
+    x.residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);
+    x.ln1 = {x.residual, act_at(a.ln1, kept(2) * NC), a.ln1_mean + rows, a.ln1_rstd + rows,
+             param(kLn1w, l * C), param(kLn1b, l * C), grad(kLn1w) + l * C, grad(kLn1b) + l * C};
+    x.qkv = act_at(a.qkv, l * NC * 3);
+    x.atty = act_at(a.atty, l * NC);
+    x.lse = a.att_lse + rows * cfg_.n_head;
+    x.residual2 = act_at(a.residual2, l * NC);
+    x.ln2 = {x.residual2, act_at(a.ln2, kept(2) * NC), a.ln2_mean + rows, a.ln2_rstd + rows,
+             param(kLn2w, l * C), param(kLn2b, l * C), grad(kLn2w) + l * C, grad(kLn2b) + l * C};
+    x.fch = act_at(a.fch, l * NC * 4);
+    x.fch_gelu = act_at(a.fch_gelu, kept(1) * NC * 4);
+    x.residual3 = act_at(a.residual3, l * NC);
+    return x;
+}
+
+// lnf(the last block's output), the LM head's input
+LayernormInput GPT::lnf_input(int N) const {
+    const Activations& a = *acts_;
+    return {act_at(a.residual3, (size_t)(cfg_.n_layer - 1) * N * cfg_.n_embd), a.lnf, a.lnf_mean, a.lnf_rstd,
+            param(kLnfw), param(kLnfb), grad(kLnfw), grad(kLnfb)};
+}
+
 float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, float dloss) {
     if (B < 1 || B > max_B_ || T < 1 || T > max_T_) {
         fail("forward(B=%d, T=%d) outside the allocated (%d, %d)", B, T, max_B_, max_T_);
     }
-    const int L = cfg_.n_layer, C = cfg_.n_embd, NH = cfg_.n_head;
+    const int L = cfg_.n_layer, C = cfg_.n_embd;
     const int V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
     const int N = B * T;
-    const size_t NC = (size_t)N * C;
     Activations& a = *acts_;
     k_.copy_to_device(inputs_, inputs, (size_t)N * sizeof(int32_t));
-    const bool training = targets != nullptr && dloss != 0.0f;   // backward() follows
-    if (fp8_) {
-        // the weight gradients' FP8 GEMMs reduce over B·T
-        const int multiple = k_.fp8_gemm_multiple();
-        if (training && prec_.fp8.gemms != 0 && N % multiple != 0) {
-            fail("fp8 training on %s: B·T = %d·%d = %d must be a multiple of %d (FP8 tensor-core GEMMs reduce over "
-                 "it)", k_.name().c_str(), B, T, N, multiple);
-        }
-        fp8_->begin_forward(training);
-    }
+    ops_->begin_forward(B, T, /*training=*/targets != nullptr && dloss != 0.0f);   // backward() follows training
 
     k_.encoder_forward(a.encoded, inputs_, param(kWte), param(kWpe), B, T, C);
     // a block's first layernorm (ln1) is done by the residual add that ends the block before it; the
-    // first block's here (the FP8 qkv GEMM does its own, inside its input's cast)
-    if (!in_fp8(kQkv)) {
-        k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, param(kLn1w), param(kLn1b), N, C);
-    }
+    // first block's here
+    ops_->layernorm_forward(kQkv, layer(0, N).ln1, N);
     for (int l = 0; l < L; l++) {
-        const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);   // (B,T,C)
-        void* ln1 = act_at(a.ln1, recompute_ < 2 ? l * NC : 0);   // (B,T,C), unless qkv runs in FP8
-        float* ln1_mean = a.ln1_mean + (size_t)l * N;              // (B,T)
-        float* ln1_rstd = a.ln1_rstd + (size_t)l * N;              // (B,T)
-        void* qkv = act_at(a.qkv, l * NC * 3);                     // (B,T,3C)
-        void* atty = act_at(a.atty, l * NC);                       // (B,T,C)
-        float* lse = a.att_lse + (size_t)l * N * NH;               // (B,NH,T)
-        void* residual2 = act_at(a.residual2, l * NC);             // (B,T,C)
-        void* ln2 = act_at(a.ln2, recompute_ < 2 ? l * NC : 0);    // (B,T,C), unless fc runs in FP8
-        float* ln2_mean = a.ln2_mean + (size_t)l * N;
-        float* ln2_rstd = a.ln2_rstd + (size_t)l * N;
-        void* fch = act_at(a.fch, l * NC * 4);                     // (B,T,4C)
-        void* fch_gelu = act_at(a.fch_gelu, recompute_ < 1 ? l * NC * 4 : 0);   // (B,T,4C), unless fcproj in FP8
-        void* residual3 = act_at(a.residual3, l * NC);             // (B,T,C)
-
+        const LayerActivations x = layer(l, N);
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        if (in_fp8(kQkv)) {   // ln1 of the residual, cast to E4M3 as it is computed
-            fp8_->layernorm_matmul_forward(l, kQkv, qkv, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C),
-                                           param(kLn1b, l * C), gemm_bias(l, kQkv), N);
-        } else {
-            matmul_forward(l, kQkv, qkv, ln1, N);
-        }
-        if (!(in_fp8(kAttproj) && fp8_->attention_forward_cast(l, atty, lse, qkv, B, T, NH))) {
-            k_.attention_forward(atty, lse, qkv, B, T, C, NH);
-        }
-        matmul_forward(l, kAttproj, a.attproj, atty, N);
-        residual_layernorm_forward(residual2, residual, a.attproj, ln2, ln2_mean, ln2_rstd, kLn2w, kLn2b, l,
-                                   !in_fp8(kFc), N);
+        ops_->layernorm_matmul_forward(l, kQkv, x.qkv, x.ln1, N);
+        ops_->attention_forward(l, x.atty, x.lse, x.qkv, B, T);
+        ops_->matmul_forward(l, kAttproj, a.attproj, x.atty, N);
+        ops_->residual_layernorm_forward(kFc, x.residual2, x.residual, a.attproj, x.ln2, N);
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        if (in_fp8(kFc)) {
-            fp8_->layernorm_matmul_forward(l, kFc, fch, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C),
-                                           param(kLn2b, l * C), gemm_bias(l, kFc), N);
-        } else {
-            matmul_forward(l, kFc, fch, ln2, N);
-        }
-        gelu_matmul_forward(l, kFcproj, a.fcproj, fch_gelu, fch, N);
-        // the block's output, and the next layernorm of it: the next block's ln1, or lnf
+        ops_->layernorm_matmul_forward(l, kFc, x.fch, x.ln2, N);
+        ops_->gelu_matmul_forward(l, kFcproj, a.fcproj, x.fch_gelu, x.fch, N);
+        // the block's output, and the next layernorm of it: the next block's ln1, or lnf (the head's input)
         if (l + 1 < L) {
-            void* next_ln1 = act_at(a.ln1, recompute_ < 2 ? (l + 1) * NC : 0);
-            residual_layernorm_forward(residual3, residual2, a.fcproj, next_ln1, ln1_mean + N, ln1_rstd + N, kLn1w,
-                                       kLn1b, l + 1, !in_fp8(kQkv), N);
+            ops_->residual_layernorm_forward(kQkv, x.residual3, x.residual2, a.fcproj, layer(l + 1, N).ln1, N);
         } else {
-            residual_layernorm_forward(residual3, residual2, a.fcproj, a.lnf, a.lnf_mean, a.lnf_rstd, kLnfw, kLnfb, 0,
-                                       true, N);
+            ops_->residual_layernorm_forward(kNoBlockGemm, x.residual3, x.residual2, a.fcproj, lnf_input(N), N);
         }
     }
     last_B_ = B;
@@ -414,7 +421,7 @@ void GPT::backward() {
     if (!have_dlogits_) fail("backward() needs a forward() with targets and a non-zero dloss first");
     have_dlogits_ = false;
     const int B = last_B_, T = last_T_;
-    const int L = cfg_.n_layer, C = cfg_.n_embd, NH = cfg_.n_head, Vp = cfg_.padded_vocab_size;
+    const int L = cfg_.n_layer, C = cfg_.n_embd, Vp = cfg_.padded_vocab_size;
     const int N = B * T;
     const size_t NC = (size_t)N * C;
     Activations& a = *acts_;
@@ -429,153 +436,21 @@ void GPT::backward() {
     k_.zero(a.dresidual, NC * act_size_);
     // the head: dln = dlogits · wte, wte's gradient += dlogitsᵀ · lnf (chunked: done in forward)
     if (lm_head_chunks_ == 1) k_.matmul_backward(a.dln, grad(kWte), nullptr, a.logits, a.lnf, param(kWte), N, C, Vp);
-    layernorm_backward(kLnfw, kLnfb, 0, act_at(a.residual3, (L - 1) * NC), a.lnf_mean, a.lnf_rstd, L - 1, kFcproj, N);
+    ops_->layernorm_backward(L - 1, kFcproj, a.dresidual, a.dln, lnf_input(N), N);
 
     for (int l = L - 1; l >= 0; l--) {
-        const void* residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);   // (B,T,C)
-        void* ln1 = act_at(a.ln1, recompute_ < 2 ? l * NC : 0);   // (B,T,C), unless qkv runs in FP8
-        float* ln1_mean = a.ln1_mean + (size_t)l * N;              // (B,T)
-        float* ln1_rstd = a.ln1_rstd + (size_t)l * N;              // (B,T)
-        const void* qkv = act_at(a.qkv, l * NC * 3);               // (B,T,3C)
-        const void* atty = act_at(a.atty, l * NC);                 // (B,T,C)
-        const float* lse = a.att_lse + (size_t)l * N * NH;         // (B,NH,T)
-        const void* residual2 = act_at(a.residual2, l * NC);       // (B,T,C)
-        void* ln2 = act_at(a.ln2, recompute_ < 2 ? l * NC : 0);    // (B,T,C), unless fc runs in FP8
-        float* ln2_mean = a.ln2_mean + (size_t)l * N;
-        float* ln2_rstd = a.ln2_rstd + (size_t)l * N;
-        const void* fch = act_at(a.fch, l * NC * 4);               // (B,T,4C)
-        void* fch_gelu = act_at(a.fch_gelu, recompute_ < 1 ? l * NC * 4 : 0);   // (B,T,4C), unless fcproj in FP8
-        // --recompute: what the forward kept for one layer only is computed again here, where a
-        // 16-bit GEMM's weight gradient reads it (the same ops on the same inputs: the same bits;
-        // the layernorm writes its row statistics again, unchanged)
-        const bool gelu_again = recompute_ >= 1 && !in_fp8(kFcproj);
-        const bool ln2_again = recompute_ >= 2 && !in_fp8(kFc), ln1_again = recompute_ >= 2 && !in_fp8(kQkv);
-        // what an FP8 GEMM casts its Xᵀ again from (fp8_state.h)
-        const Fp8State::Source fp8_fcproj{fch}, fp8_attproj{atty};
-        const Fp8State::Source fp8_fc{residual2, param(kLn2w, l * C), param(kLn2b, l * C), ln2_mean, ln2_rstd};
-        const Fp8State::Source fp8_qkv{residual, param(kLn1w, l * C), param(kLn1b, l * C), ln1_mean, ln1_rstd};
-
+        const LayerActivations x = layer(l, N);
         // MLP branch: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        if (gelu_again) k_.gelu_forward(fch_gelu, fch, NC * 4);
-        matmul_backward(l, kFcproj, a.dfch_gelu, a.dresidual, fch_gelu, fp8_fcproj, nullptr, N);   // bias: lnf / ln1 above
-        if (ln2_again) {
-            k_.layernorm_forward(ln2, ln2_mean, ln2_rstd, residual2, param(kLn2w, l * C), param(kLn2b, l * C), N, C);
-        }
-        gelu_matmul_backward(l, kFc, a.dln, a.dfch, a.dfch_gelu, fch, ln2, fp8_fc, N);
-        layernorm_backward(kLn2w, kLn2b, l, residual2, ln2_mean, ln2_rstd, l, kAttproj, N);
-
+        ops_->gelu_matmul_backward(l, kFcproj, a.dfch_gelu, a.dresidual, x.fch_gelu, x.fch, N);
+        ops_->gelu_backward_layernorm_matmul_backward(l, kFc, a.dln, a.dfch, a.dfch_gelu, x.fch, x.ln2, N);
+        ops_->layernorm_backward(l, kAttproj, a.dresidual, a.dln, x.ln2, N);
         // attention branch: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        matmul_backward(l, kAttproj, a.datty, a.dresidual, atty, fp8_attproj, nullptr, N);   // bias: ln2 above
-        if (!(in_fp8(kQkv) && fp8_->attention_backward_cast(l, a.dqkv, a.datty, qkv, atty, lse, B, T, NH))) {
-            k_.attention_backward(a.dqkv, a.datty, qkv, atty, lse, B, T, C, NH);
-        }
-        if (ln1_again) {
-            k_.layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, param(kLn1w, l * C), param(kLn1b, l * C), N, C);
-        }
-        matmul_backward(l, kQkv, a.dln, a.dqkv, ln1, fp8_qkv, gemm_dbias(l, kQkv), N);
-        layernorm_backward(kLn1w, kLn1b, l, residual, ln1_mean, ln1_rstd, l - 1, kFcproj, N);
+        ops_->matmul_backward(l, kAttproj, a.datty, a.dresidual, x.atty, N);
+        ops_->attention_backward(l, a.dqkv, a.datty, x.qkv, x.atty, x.lse, B, T);
+        ops_->layernorm_matmul_backward(l, kQkv, a.dln, a.dqkv, x.ln1, N);
+        ops_->layernorm_backward(l - 1, kFcproj, a.dresidual, a.dln, x.ln1, N);
     }
     k_.encoder_backward(grad(kWte), grad(kWpe), a.dresidual, inputs_, B, T, C);
-}
-
-// ---- the block GEMMs: a 16-bit GEMM through the kernel set, or one that runs in FP8 through the
-// Fp8State, which fuses the input's producer into its E4M3 cast (fp8_state.h) ------------------------
-
-void* GPT::gemm_weight(int l, int g) const {
-    const BlockGemmInfo& gemm = kBlockGemms[g];
-    return param(gemm.weight, (size_t)l * gemm.out * cfg_.n_embd * gemm.in * cfg_.n_embd);
-}
-void* GPT::gemm_bias(int l, int g) const {
-    return param(kBlockGemms[g].bias, (size_t)l * kBlockGemms[g].out * cfg_.n_embd);
-}
-
-// dresidual += the backward of the layernorm (weight, bias tensors ln_weight, ln_bias of layer ln_l)
-// from dln, its input inp and row statistics; the residual stream's gradient it produces is the
-// output gradient of projection g of layer l (none when l < 0: the embeddings'): its rows are summed
-// into that projection's bias gradient, and, where g runs in FP8, it is cast to E5M2 for g's backward
-void GPT::layernorm_backward(int ln_weight, int ln_bias, int ln_l, const void* inp, const float* mean,
-                             const float* rstd, int l, int g, int N) {
-    Activations& a = *acts_;
-    const int C = cfg_.n_embd;
-    float* dweight = grad(ln_weight) + (size_t)ln_l * C;
-    float* dbias = grad(ln_bias) + (size_t)ln_l * C;
-    const void* weight = param(ln_weight, (size_t)ln_l * C);
-    float* sums = l >= 0 ? gemm_dbias(l, g) : nullptr;
-    if (l >= 0 && in_fp8(g) &&
-        fp8_->layernorm_backward_cast(l, g, a.dresidual, dweight, dbias, a.dln, inp, weight, mean, rstd, N, sums)) {
-        return;
-    }
-    k_.layernorm_backward(a.dresidual, dweight, dbias, a.dln, inp, weight, mean, rstd, N, C, sums);
-}
-
-float* GPT::gemm_dbias(int l, int g) const { return grad(kBlockGemms[g].bias) + (size_t)l * kBlockGemms[g].out * cfg_.n_embd; }
-
-// residual (N, C) = a + b, and, when with_layernorm, out, mean, rstd = the layernorm of it with the
-// parameters ln_weight, ln_bias of layer l: one op (the FP8 GEMM that reads an FP8 layernorm does
-// the layernorm itself, in its cast)
-void GPT::residual_layernorm_forward(void* residual, const void* a, const void* b, void* out, float* mean, float* rstd,
-                                     int ln_weight, int ln_bias, int l, bool with_layernorm, int N) {
-    const int C = cfg_.n_embd;
-    if (!with_layernorm) {
-        k_.residual_forward(residual, a, b, (size_t)N * C);
-        return;
-    }
-    k_.residual_layernorm_forward(residual, out, mean, rstd, a, b, param(ln_weight, (size_t)l * C),
-                                  param(ln_bias, (size_t)l * C), N, C);
-}
-
-// out (N, out·C) = inp · W[l]ᵀ + b
-void GPT::matmul_forward(int l, int g, void* out, const void* inp, int N) {
-    const int C = cfg_.n_embd;
-    if (in_fp8(g)) {
-        fp8_->matmul_forward(l, g, out, inp, gemm_bias(l, g), N);
-        return;
-    }
-    k_.matmul_forward(out, inp, gemm_weight(l, g), gemm_bias(l, g), N, kBlockGemms[g].in * C, kBlockGemms[g].out * C);
-}
-
-// out (N, out·C) = gelu(inp) · W[l]ᵀ + b, the GELU into gelu_out (N, in·C)
-void GPT::gelu_matmul_forward(int l, int g, void* out, void* gelu_out, const void* inp, int N) {
-    const int C = cfg_.n_embd;
-    if (in_fp8(g)) {
-        fp8_->gelu_matmul_forward(l, g, out, inp, gemm_bias(l, g), N);
-        return;
-    }
-    k_.gelu_forward(gelu_out, inp, (size_t)N * kBlockGemms[g].in * C);
-    k_.matmul_forward(out, gelu_out, gemm_weight(l, g), gemm_bias(l, g), N, kBlockGemms[g].in * C,
-                      kBlockGemms[g].out * C);
-}
-
-// dinp (N, in·C) = dout · W[l]; dW[l] += doutᵀ · x; dbias += Σ dout (the bias gradient, unless the
-// caller sums it elsewhere: null). x: the GEMM's input as the forward kept it (16 bits); fp8_source:
-// what an FP8 GEMM casts its Xᵀ from again (fp8_state.h)
-void GPT::matmul_backward(int l, int g, void* dinp, const void* dout, const void* x,
-                          const Fp8State::Source& fp8_source, float* dbias, int N) {
-    const BlockGemmInfo& gemm = kBlockGemms[g];
-    const int C = cfg_.n_embd;
-    float* dweight = grad(gemm.weight) + (size_t)l * gemm.out * C * gemm.in * C;
-    if (in_fp8(g)) {
-        fp8_->matmul_backward(l, g, dinp, dweight, dbias, dout, fp8_source, N);
-        return;
-    }
-    k_.matmul_backward(dinp, dweight, dbias, dout, x, gemm_weight(l, g), N, gemm.in * C, gemm.out * C);
-}
-
-// GELU backward into the GEMM's backward: dgelu_in (N, out·C) = gelu'(gelu_in) ∘ dgelu_out, then
-// matmul_backward with dout = dgelu_in (fc: gelu_in is fc's output, x its 16-bit input ln2). In 16
-// bits GELU backward also sums its output over the rows: the GEMM's bias gradient.
-void GPT::gelu_matmul_backward(int l, int g, void* dinp, void* dgelu_in, const void* dgelu_out, const void* gelu_in,
-                               const void* x, const Fp8State::Source& fp8_source, int N) {
-    const BlockGemmInfo& gemm = kBlockGemms[g];
-    const int C = cfg_.n_embd;
-    if (in_fp8(g)) {   // the E5M2 cast of dgelu_in fused into GELU backward
-        float* dweight = grad(gemm.weight) + (size_t)l * gemm.out * C * gemm.in * C;
-        float* dbias = grad(gemm.bias) + (size_t)l * gemm.out * C;
-        fp8_->gelu_backward_matmul_backward(l, g, dinp, dweight, dbias, dgelu_in, gelu_in, dgelu_out, fp8_source, N);
-        return;
-    }
-    k_.gelu_backward_bias(dgelu_in, gemm_dbias(l, g), gelu_in, dgelu_out, N, gemm.out * C);
-    matmul_backward(l, g, dinp, dgelu_in, x, fp8_source, nullptr, N);
 }
 
 void GPT::zero_grad() { k_.zero(grads_, padded_params_ * sizeof(float)); }

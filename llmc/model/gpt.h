@@ -30,6 +30,7 @@
 
 #include "backend.h"
 #include "distributed/comm.h"
+#include "model/block_ops.h"
 #include "model/layout.h"
 #include "precision/fp8_scaling.h"
 #include "precision/fp8_state.h"
@@ -177,26 +178,17 @@ private:
     bool have_dlogits_ = false;
     std::vector<float> token_losses_;   // (B, T) of the last forward with targets
 
+    ModelTensors tensors_;            // where the weights and gradients are, for the block ops
+    std::unique_ptr<BlockOps> ops_;   // the block's ops: 16-bit, or fp8 mode's (block_ops.h)
+
+    // Layer l's activations for N = B·T rows, where forward and backward find them.
+    struct LayerActivations;
+    LayerActivations layer(int l, int N) const;
+    LayernormInput lnf_input(int N) const;
     void lm_head_chunked(int N, float dloss);
     void* act_at(void* base, size_t elements) const { return static_cast<char*>(base) + elements * act_size_; }
     void* param(int tensor, size_t offset = 0) const { return act_at(params_, param_offsets_[tensor] + offset); }
     float* grad(int tensor) const { return grads_ + param_offsets_[tensor]; }
-    // block GEMM g runs through the Fp8State
-    bool in_fp8(int g) const { return fp8_ != nullptr && fp8_->runs(g); }
-    void* gemm_weight(int l, int g) const;   // W[l] of block GEMM g, (out·C, in·C)
-    void* gemm_bias(int l, int g) const;     // b[l], (out·C)
-    // the block GEMMs with their inputs' producers (gpt.cpp)
-    float* gemm_dbias(int l, int g) const;   // the gradient of b[l]
-    void layernorm_backward(int ln_weight, int ln_bias, int ln_l, const void* inp, const float* mean, const float* rstd,
-                            int l, int g, int N);
-    void residual_layernorm_forward(void* residual, const void* a, const void* b, void* out, float* mean, float* rstd,
-                                    int ln_weight, int ln_bias, int l, bool with_layernorm, int N);
-    void matmul_forward(int l, int g, void* out, const void* inp, int N);
-    void gelu_matmul_forward(int l, int g, void* out, void* gelu_out, const void* inp, int N);
-    void matmul_backward(int l, int g, void* dinp, const void* dout, const void* x, const Fp8State::Source& fp8_source,
-                         float* dbias, int N);
-    void gelu_matmul_backward(int l, int g, void* dinp, void* dgelu_in, const void* dgelu_out, const void* gelu_in,
-                              const void* x, const Fp8State::Source& fp8_source, int N);
 };
 
 }  // namespace train_gpt

@@ -1,8 +1,8 @@
 // fp8_state.h — everything fp8 mode adds to the model: the block GEMMs that run on FP8 operands,
 // their E4M3/E5M2 copies, and the delayed-scaling state of every scaled tensor.
 //
-// The model (model/gpt.cpp) owns an Fp8State only in fp8 mode and calls it at named places: a
-// block GEMM that runs in FP8 goes through one of the forward / backward calls below instead of
+// The model (model/gpt.cpp) owns an Fp8State only in fp8 mode. Its block ops (fp8_block_ops.h)
+// call it where a block GEMM runs in FP8: one of the forward / backward calls below instead of
 // the backend's 16-bit matmul; update() calls end_step() first and lets adamw_update() write the
 // weights' E4M3 copies; checkpoints save to_json(). A bf16, fp16 or fp32 step never enters it.
 //
@@ -67,6 +67,7 @@ public:
 
     // GEMM g of every block runs in FP8 (--fp8-gemms).
     bool runs(int g) const { return config_.gemms >> g & 1u; }
+    bool runs_any() const { return config_.gemms != 0; }
     // Bytes of the FP8 activation copies for max_B·max_T tokens (see activation_bytes_for).
     size_t activation_bytes() const { return activation_bytes_; }
     // The same without building one: the kept Xᵀ of qkv and fc (every layer; none under
