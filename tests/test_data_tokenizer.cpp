@@ -111,6 +111,34 @@ TEST(DataTokenizer, ATokenizerThatDidNotMakeTheDataIsRefusedNamingBoth) {
     EXPECT_EQ(read_text(dir.file("out/log.jsonl")), "previous run\n") << "nothing written";
 }
 
+// A model started from (--init-from) reads ids of its own tokenizer: data made with another is
+// refused, with advice that does not lead to training it on that data anyway (before: "give
+// --tokenizer <the data's>", then "give -g 0", then a 300-token BPE model trained on byte data).
+TEST(DataTokenizer, AModelIsNotTrainedOnDataOfAnotherTokenizer) {
+    ScratchDir dir;
+    prepare(dir, "--out-dir '" + dir.file("bytes") + "' --name bytes");
+    prepare(dir, "--out-dir '" + dir.file("bpe") + "' --name bpe --tokenizer bpe --vocab-size 300");
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("bpe/bpe_train_*.bin") + "' -j ''" + kTinyRun +
+                              " -n 2 -o '" + dir.file("model") + "'", &output), 0) << output;
+    const std::string bytes = " -i '" + dir.file("bytes/bytes_train_*.bin") + "' -j '" + dir.file("bytes/bytes_val_*.bin") + "'";
+    const std::string from = " --init-from '" + dir.file("model/checkpoints") + "'";
+    ASSERT_NE(run_command(train_gpt_binary() + bytes + from + kTinyRun + " -o '" + dir.file("out1") + "'", &output), 0);
+    EXPECT_CONTAINS(output, "the model's tokenizer");
+    EXPECT_CONTAINS(output, "is not the tokenizer " + dir.file("bytes/bytes_train_000000.bin") + " was made with (vocab 257");
+    EXPECT_CONTAINS(output, "without --init-from");
+    EXPECT_EQ(output.find("give --tokenizer"), std::string::npos) << output;
+    // the data's tokenizer given: not the model's
+    ASSERT_NE(run_command(train_gpt_binary() + bytes + from + " --tokenizer '" + dir.file("bytes/tokenizer.bin") + "'" +
+                              kTinyRun + " -g 0 -o '" + dir.file("out2") + "'", &output), 0) << output;
+    EXPECT_CONTAINS(output, "--tokenizer " + dir.file("bytes/tokenizer.bin") + " (vocab 257");
+    EXPECT_CONTAINS(output, "is not the tokenizer of the model the run starts from");
+    EXPECT_FALSE(file_exists(dir.file("out2/log.jsonl"))) << "nothing trained";
+    // the model's own data still trains
+    ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("bpe/bpe_train_*.bin") + "' -j ''" + from + kTinyRun +
+                              " -o '" + dir.file("out3") + "'", &output), 0) << output;
+}
+
 TEST(DataTokenizer, ShardsWithoutARecordTakeTheTokenizerBesideThemOrNeedAVocabularySize) {
     ScratchDir dir;
     std::vector<uint32_t> tokens(2000);

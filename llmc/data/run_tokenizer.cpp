@@ -65,10 +65,20 @@ std::optional<Tokenizer> choose_run_tokenizer(const std::string& flag, std::opti
 
     std::optional<Tokenizer> tokenizer;
     std::string source;   // for the messages: "--tokenizer X", "the model's tokenizer (...)", ...
+    const bool from_model = flag.empty() && model_tokenizer;
     if (!flag.empty()) {
         tokenizer = Tokenizer::load(flag);
         source = "--tokenizer " + flag;
         *how = "tokenizer: " + flag + " (--tokenizer)";
+        // the model's ids are its own tokenizer's: another one would read and write other text
+        if (model_tokenizer && !same(record_of(*tokenizer), record_of(*model_tokenizer))) {
+            fail("%s (%s) is not the tokenizer of the model the run starts from (%s: %s): the model's token ids "
+                 "stand for its tokenizer's text. Drop --tokenizer to use the model's%s",
+                 source.c_str(), describe(record_of(*tokenizer)).c_str(), model_tokenizer->origin().c_str(),
+                 describe(record_of(*model_tokenizer)).c_str(),
+                 records.empty() ? "" : ", with data made by the model's tokenizer, or train a fresh model on this "
+                                        "data (without --init-from)");
+        }
     } else if (model_tokenizer) {
         tokenizer = std::move(model_tokenizer);
         source = "the model's tokenizer (" + tokenizer->origin() + ")";
@@ -84,6 +94,13 @@ std::optional<Tokenizer> choose_run_tokenizer(const std::string& flag, std::opti
         }
         *how = beside.empty() ? "tokenizer: none" : "tokenizer: none (no " + beside + ")";
         return std::nullopt;
+    }
+    if (!records.empty() && !same(record_of(*tokenizer), records[0].tokenizer) && from_model) {
+        fail("%s (%s) is not the tokenizer %s was made with (%s): the model reads the ids of its own tokenizer, "
+             "and these are another's. Make the data with the model's tokenizer, or train a fresh model on this data "
+             "(without --init-from)",
+             source.c_str(), describe(record_of(*tokenizer)).c_str(), records[0].shard.c_str(),
+             describe(records[0].tokenizer).c_str());
     }
     if (!records.empty() && !same(record_of(*tokenizer), records[0].tokenizer)) {
         const std::string right = matching_beside();

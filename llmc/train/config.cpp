@@ -319,7 +319,7 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
         if (vocab_size > tokenizer_vocab && (!from_model || c.sample_tokens > 0)) {
             fail("%s %d is larger than the tokenizer's %d (%s): the model could sample ids it cannot decode%s", what,
                  vocab_size, tokenizer_vocab, c.tokenizer.empty() ? "the run's tokenizer" : c.tokenizer.c_str(),
-                 from_model ? "; give -g 0 to evaluate it without sampling" : "");
+                 from_model && c.steps == 0 ? "; give -g 0 to evaluate it without sampling" : "");
         }
     }
     if (vocab_size == 0) {
