@@ -142,7 +142,11 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
 // Mean loss over `batches` micro-batches from the start of the validation set, split over the
 // ranks (rank r takes batches r, r + W, ...), so every world size evaluates the same tokens when
 // W divides `batches`.
-float evaluate(GPT& model, DataLoader& loader, int batches, int B, int T, Comm& comm) {
+struct ValLoss {
+    float loss = 0;
+    int64_t tokens = 0;   // the tokens it is the mean over
+};
+ValLoss evaluate(GPT& model, DataLoader& loader, int batches, int B, int T, Comm& comm) {
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
     loader.reset();
     const int per_rank = (batches + comm.world_size() - 1) / comm.world_size();
@@ -151,7 +155,8 @@ float evaluate(GPT& model, DataLoader& loader, int batches, int B, int T, Comm& 
         loader.next_batch(inputs.data(), targets.data());
         sum += model.forward(inputs.data(), targets.data(), B, T);
     }
-    return (float)(comm.all_reduce_sum(sum) / (per_rank * comm.world_size()));
+    return {(float)(comm.all_reduce_sum(sum) / (per_rank * comm.world_size())),
+            (int64_t)per_rank * comm.world_size() * B * T};
 }
 
 // Rank 0: a sample of cfg.sample_tokens tokens after --sample-prompt (or <|endoftext|>) from the
@@ -398,6 +403,14 @@ StepResult train_step(GPT& model, DataLoader& loader, const TrainConfig& cfg, co
     return r;
 }
 
+// -x 0 from a checkpoint (evaluating it): the val loss as the checkpoint's run measured it
+// (train/config.h, evaluation_flags_of).
+void evaluate_as_trained(const ModelDir& model, TrainConfig& cfg) {
+    if (!model.checkpoint) return;
+    const std::string taken = evaluation_flags_of(read_manifest(model.dir).train_config_json, cfg);
+    if (!taken.empty()) print0("evaluating as the checkpoint's run did: %s (from %s)\n", taken.c_str(), model.dir.c_str());
+}
+
 // --resume: cfg becomes the checkpoint's run, with the flags given on this command line on top;
 // the differences are printed (train/resume.h).
 void restore_run_flags(int argc, char** argv, const std::string& checkpoint, TrainConfig& cfg) {
@@ -473,11 +486,12 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
              resume_from->dir.c_str());
     }
     if (cfg.threads > 0) set_cpu_threads(cfg.threads);
-    run.data = run_data(cfg);   // the shards it reads: none to train on with -x 0
     // the model the run starts from, if not a fresh one: the checkpoint it resumes, or --init-from
     if (resume_from) run.start_model = find_model_dir(resume_from->dir);
     else if (!cfg.init_from.empty()) run.start_model = find_model_dir(cfg.init_from);
     const std::optional<ModelDir>& start_model = run.start_model;
+    if (start_model && !resume_from && cfg.steps == 0) evaluate_as_trained(*start_model, cfg);
+    run.data = run_data(cfg);   // the shards it reads: none to train on with -x 0
     // the tokenizer: --tokenizer, the model's, or the one beside the shards; checked against what
     // the shards that the run reads record (no training data with -x 0)
     run.tokenizer = choose_run_tokenizer(cfg.tokenizer, start_model ? read_model_tokenizer(start_model->dir) : std::nullopt,
@@ -635,10 +649,14 @@ void evaluate_if_due(Run& run, int step, const RunClock& clock, const TrainCount
     const TrainConfig& cfg = run.cfg;
     const bool last = step == cfg.steps;
     if (run.val_loader && (step % cfg.val_every == 0 || last)) {
-        const float val_loss = evaluate(*run.model, *run.val_loader, cfg.val_batches, cfg.batch_size, run.plan.seq_len, comm);
-        print0("step %d/%d | val loss %.4f\n", step, cfg.steps, val_loss);
+        const ValLoss val = evaluate(*run.model, *run.val_loader, cfg.val_batches, cfg.batch_size, run.plan.seq_len, comm);
+        const float val_loss = val.loss;
+        print0("step %d/%d | val loss %.4f | %lld tokens (%d batches of %dx%d)\n", step, cfg.steps, val_loss,
+               (long long)val.tokens, (int)(val.tokens / ((int64_t)cfg.batch_size * run.plan.seq_len)), cfg.batch_size,
+               run.plan.seq_len);
         run.write_log(LogRecord("val").num("step", step).num("loss", val_loss).num("tokens", (double)counters.tokens)
-                          .num("elapsed_s", clock.elapsed()).num("time", unix_time()));
+                          .num("val_tokens", (double)val.tokens).num("elapsed_s", clock.elapsed())
+                          .num("time", unix_time()));
         if (!summary.best_val_loss || val_loss < *summary.best_val_loss) {
             summary.best_val_loss = val_loss;
             summary.best_val_step = step;

@@ -210,6 +210,31 @@ TEST(TrainerCli, SamplesDuringTrainingAndFromACheckpointWithoutTrainingData) {
     sample(root, "--top-k 3 --top-p 0.5 -j '" + corpus.dir.file("tiny_val_*.bin") + "' -m 2 -b 2 -t 16");
 }
 
+// Evaluating a checkpoint without training (-x 0) measures its val loss as its run did: the run's
+// -b, -t, -m, so the same tokens and the same loss as the training log's at that step (before: the
+// command line's defaults, another loss); the val line says how many tokens it covered.
+TEST(TrainerCli, EvaluatingACheckpointGivesTheValLossItsRunLogged) {
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 4 -v 4 -n 4 -g 0 --threads 1", &output), 0) << output;
+    double logged = 0;
+    std::istringstream log(read_text(corpus.dir.file("out/log.jsonl")));
+    for (std::string line; std::getline(log, line);) {
+        const auto j = nlohmann::json::parse(line);
+        if (j["type"] == "val" && j["step"] == 4) logged = j["loss"].get<double>();
+    }
+    EXPECT_CONTAINS(output, "step 4/4 | val loss " + format("%.4f", logged) + " | 64 tokens (2 batches of 2x16)");
+    const std::string eval = train_gpt_binary() + " --init-from '" + corpus.dir.file("out/checkpoints") + "' -x 0 -g 0 -j '" +
+                             corpus.dir.file("tiny_val_*.bin") + "' --threads 1 -o '" + corpus.dir.file("eval") + "'";
+    ASSERT_EQ(run_command(eval, &output), 0) << output;
+    EXPECT_CONTAINS(output, "evaluating as the checkpoint's run did: --batch-size 2 --seq-len 16 --val-batches 2");
+    EXPECT_CONTAINS(output, "step 0/0 | val loss " + format("%.4f", logged) + " | 64 tokens (2 batches of 2x16)");
+    // given flags hold: another batch, other tokens
+    ASSERT_EQ(run_command(eval + " -m 1 --overwrite-output", &output), 0) << output;
+    EXPECT_CONTAINS(output, "--batch-size 2 --seq-len 16 (from");
+    EXPECT_CONTAINS(output, "| 32 tokens (1 batches of 2x16)");
+}
+
 // llm.c's short flags where they do not clash (-y resume, -n checkpoint every, -s sample every,
 // -z ZeRO, -q final lr fraction, -k schedule, -w master weights), and a warmup that scales with
 // the run: 12 steps warm up for 2, not all of them.

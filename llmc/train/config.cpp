@@ -253,6 +253,28 @@ std::string schedule_change_notice(const LrSchedule& now, const std::string& sav
                   then.at(std::max(0, then.total_steps - 1)));
 }
 
+std::string evaluation_flags_of(const std::string& saved_config_json, TrainConfig& c) {
+    const auto saved = nlohmann::json::parse(saved_config_json, nullptr, false);
+    if (!saved.is_object()) return "";
+    const std::pair<const char*, int*> fields[] = {
+        {"batch-size", &c.batch_size}, {"seq-len", &c.seq_len}, {"val-batches", &c.val_batches}};
+    std::string taken;
+    for (const auto& [flag, field] : fields) {
+        std::string key = flag;
+        for (char& ch : key) {
+            if (ch == '-') ch = '_';
+        }
+        if (c.given.count(flag) || !saved.contains(key) || !saved[key].is_number_integer()) continue;
+        const int64_t value = saved[key].get<int64_t>();
+        if (value < 1 || value > INT32_MAX) continue;
+        *field = (int)value;
+        c.given.insert(flag);
+        c.flag_texts[flag] = std::to_string(value);
+        taken += format("%s--%s %d", taken.empty() ? "" : " ", flag, *field);
+    }
+    return taken;
+}
+
 void validate_start(const TrainConfig& c) {
     if (c.resume && c.auto_resume) fail("--resume and --auto-resume: give one (--auto-resume also starts a fresh run)");
     if (c.resume && !c.init_from.empty()) {

@@ -133,6 +133,12 @@ struct FlagOverride {
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
                                                      const std::string& checkpoint_root, TrainConfig& cfg);
 
+// Evaluating a checkpoint without training (-x 0): its val loss as the checkpoint's run measured
+// it, over the same tokens: -b, -t and -m from `saved_config_json` (its config.json) where not
+// given on this command line; they then count as given (-t so holds over the model's position
+// table). Returns what it took ("--batch-size 8 --seq-len 128"), "" for nothing.
+std::string evaluation_flags_of(const std::string& saved_config_json, TrainConfig& cfg);
+
 // The flags that say how a run starts (--resume, --auto-resume, --resume-from-intact), checked
 // before the checkpoint is looked for; fails naming the flag.
 // On a resume: "" where the learning rate of the step after `step` is what the checkpoint's run
