@@ -62,6 +62,7 @@ command -v python3 >/dev/null || { echo "check_ptx: python3 not found"; echo "ch
 nvcc_version=$("$NVCC" --version | sed -n 's/.*\(release [0-9.]*, V[0-9.]*\).*/\1/p')
 
 # The Makefile's CPPFLAGS and NVCCFLAGS (its GENCODE's virtual architecture; no -MMD: no .d files).
+# shellcheck disable=SC2054,SC2206  # -fopenmp,-Wall is one argument; NVCC_PTX_FLAGS a list of flags
 flags=(-std=c++17 -O3 -arch="$PTX_ARCH" --ptx -I. -Illmc -I"$CUDA_HOME/include"
        -I/usr/include/x86_64-linux-gnu/openblas-pthread -Xcompiler -fopenmp,-Wall ${NVCC_PTX_FLAGS:-})
 
@@ -135,29 +136,30 @@ if [[ -n $diff_against ]]; then
     baseline_name="commit $(git rev-parse --short=12 "$baseline")"
 elif git ls-files --error-unmatch "$RECORD" >/dev/null 2>&1 && git diff --quiet HEAD -- "$RECORD" 2>/dev/null; then
     baseline=$(git log -1 --format=%H -- "$RECORD")
-    baseline_name="commit $(git rev-parse --short=12 "$baseline") (the record's)"
+    baseline_name="the record's commit $(git rev-parse --short=12 "$baseline")"
 fi
 build_baseline() {
     [[ -n $baseline ]] || return 1
     [[ -f $tmp/base/index.json ]] && return 0
     mkdir -p "$tmp/base_tree"
     git archive "$baseline" | tar -x -C "$tmp/base_tree" || return 1
-    echo "check_ptx: rebuilding $baseline_name for the diffs"
+    echo "check_ptx: rebuilding $baseline_name: $1"
     compile_tree "$tmp/base_tree" "$tmp/base" > "$tmp/base.log" 2>&1 || { cat "$tmp/base.log"; return 1; }
 }
 
 check_args=()
+no_baseline="no commit to rebuild (the record is not committed as it is; --diff-against COMMIT names one)"
 recorded_nvcc=$(sed -n 's/^# nvcc: //p' "$RECORD")
 if [[ $recorded_nvcc != "$nvcc_version" ]]; then
-    echo "check_ptx: note: the record was made by nvcc $recorded_nvcc, this is nvcc $nvcc_version: the reference is $baseline_name rebuilt here"
-    if ! build_baseline; then
-        echo "check_ptx: FAIL the record's hashes are nvcc $recorded_nvcc's and its commit cannot be rebuilt here (${baseline_name:-none: the record has uncommitted changes}); record again with this nvcc (scripts/check_ptx.sh --record on that commit)"
+    echo "check_ptx: note: the record's hashes are nvcc $recorded_nvcc's, this is nvcc $nvcc_version: the reference is the record's commit rebuilt here"
+    if ! build_baseline "the reference under this nvcc"; then
+        echo "check_ptx: FAIL ${baseline_name:-$no_baseline}${baseline_name:+ cannot be rebuilt}: nothing to compare with; record again with this nvcc (scripts/check_ptx.sh --record on the record's commit)"
         echo "check_ptx: 0 passed, 1 failed"
         exit 1
     fi
     check_args+=(--reference "$tmp/base/index.json")
 fi
-[[ -n $diff_against ]] && { build_baseline || echo "check_ptx: note: $baseline_name does not build: no diffs"; }
+[[ -n $diff_against ]] && { build_baseline "the diffs" || echo "check_ptx: note: $baseline_name does not build: no diffs"; }
 
 run_check() {
     "${py[@]}" check "$RECORD" "$tmp/cur/index.json" "${check_args[@]}" --counts "$tmp/counts" \
@@ -166,7 +168,7 @@ run_check() {
 run_check > "$tmp/check.out"
 read -r passed failed < "$tmp/counts"
 if (( failed > 0 )) && [[ ! -f $tmp/base/index.json ]]; then
-    build_baseline || echo "check_ptx: note: ${baseline_name:-no baseline (the record has uncommitted changes; --diff-against COMMIT)} cannot be rebuilt: no diffs"
+    build_baseline "the diffs" || echo "check_ptx: note: no diffs: ${baseline_name:-$no_baseline}${baseline_name:+ cannot be rebuilt}"
 fi
 if [[ -f $tmp/base/index.json ]]; then
     run_check --baseline "$tmp/base/index.json" --baseline-name "$baseline_name" > "$tmp/check.out"

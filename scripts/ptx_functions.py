@@ -27,6 +27,7 @@ The hash is the first 16 hex digits of the normalised body's sha256.
 import difflib
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -321,7 +322,13 @@ def cmd_record(record_path, cur_path, nvcc, commit):
     by_name, by_hash = {}, {}
     for e in old:
         by_name.setdefault(e["name"], e)
-        by_hash.setdefault(e["hash"], e)
+        by_hash.setdefault(e["hash"], []).append(e)
+    cur_names = {e["name"] for e in cur}
+
+    def renamed_from(e):
+        """The recorded function of e's hash that e likely was: one whose name went, the most alike."""
+        gone = [o for o in by_hash[e["hash"]] if o["name"] not in cur_names] or by_hash[e["hash"]]
+        return max(gone, key=lambda o: difflib.SequenceMatcher(None, o["name"], e["name"]).ratio())
     kept_name = kept_hash = 0
     ruled, unruled, renamed, changed = [], [], [], []
     lines = []
@@ -332,9 +339,10 @@ def cmd_record(record_path, cur_path, nvcc, commit):
             if by_name[e["name"]]["hash"] != e["hash"]:
                 changed.append((tag, e["name"]))
         elif e["hash"] in by_hash:
-            tag = by_hash[e["hash"]]["tag"]
+            was = renamed_from(e)
+            tag = was["tag"]
             kept_hash += 1
-            renamed.append((tag, by_hash[e["hash"]]["name"], e["name"]))
+            renamed.append((tag, was["name"], e["name"]))
         else:
             tag = rule_tag(e["name"])
             if tag is None:
@@ -358,7 +366,6 @@ def cmd_record(record_path, cur_path, nvcc, commit):
                 frontier.append(c)
     if promoted:
         lines = ["%s  %s  %s" % (e["hash"], e["tag"], e["name"]) for e in sorted(cur, key=sort_key)]
-    cur_names = {e["name"] for e in cur}
     dropped = sorted({e["name"] for e in old if e["name"] not in cur_names} -
                      {old_name for _, old_name, _ in renamed})
     with open(record_path, "w") as f:
@@ -435,14 +442,18 @@ def cmd_check(record_path, cur_path, reference_path, baseline_path, baseline_nam
                 continue
             now = cur_by_name.get(r["name"], [])
             if not now:
-                print("check_ptx: FAIL %s: no function compiles to its recorded PTX (%s), and none has its name now"
-                      % (r["name"], r["hash"]))
-                if new_names:
-                    print("check_ptx:     functions not in the record (renamed and changed?): %s"
-                          % "; ".join(e["name"] for e in new_names[:5]) + (" …" if len(new_names) > 5 else ""))
-                continue
-            print("check_ptx: FAIL %s: its PTX changed (recorded %s, now %s)"
-                  % (r["name"], r["hash"], ", ".join(e["hash"] for e in now)))
+                # renamed and changed? the new function whose name is the most alike
+                alike = sorted(new_names, key=lambda e: -difflib.SequenceMatcher(None, e["name"], r["name"]).ratio())
+                alike = [e for e in alike[:1] if difflib.SequenceMatcher(None, e["name"], r["name"]).ratio() >= 0.6]
+                print("check_ptx: FAIL %s: no function compiles to its recorded PTX (%s), and none has its name now%s"
+                      % (r["name"], r["hash"], "; the likeliest rename: %s (%s)" % (alike[0]["name"], alike[0]["hash"])
+                                                if alike else ""))
+                if not alike:
+                    continue
+                now = alike
+            else:
+                print("check_ptx: FAIL %s: its PTX changed (recorded %s, now %s)"
+                      % (r["name"], r["hash"], ", ".join(e["hash"] for e in now)))
             old = baseline_by_name.get(r["name"], [])
             old = [e for e in old if e["hash"] == r["hash"]] or old
             if not baseline_path:
@@ -466,7 +477,8 @@ def cmd_check(record_path, cur_path, reference_path, baseline_path, baseline_nam
     for e in cur:
         if e["hash"] in record_hashes and e["name"] not in record_names:
             was = [r["name"] for r in expected if r["hash"] == e["hash"]]
-            print("check_ptx: note: %s has the recorded PTX of %s (renamed or moved)" % (e["name"], was[0]))
+            was = max(was, key=lambda n: difflib.SequenceMatcher(None, n, e["name"]).ratio())   # the likeliest
+            print("check_ptx: note: %s has the recorded PTX of %s (renamed or moved)" % (e["name"], was))
     for e in new_names:
         print("check_ptx: note: new %s, not in the record: %s (%s)" % (e["kind"], e["name"], e["hash"]))
     n_default = sum(1 for r in record if r["tag"] == "default")
@@ -477,7 +489,6 @@ def cmd_check(record_path, cur_path, reference_path, baseline_path, baseline_nam
 
 
 def cmd_dump(cur_path, out_dir):
-    import os
     os.makedirs(out_dir, exist_ok=True)
     for i, e in enumerate(load_index(cur_path)):
         safe = re.sub(r"[^\w.-]+", "_", e["name"])[:120]
