@@ -79,6 +79,9 @@ done
 run_suite test_cuda build/test_cuda --gtest_color=no
 # No CUDA kernel may spill registers (sm_90a, every CUDA source; one check per compiled function).
 run_check check_spills scripts/check_spills.sh
+# The default CUDA path (fp32, bf16, fp16 with default flags) still compiles to the PTX recorded in
+# tests/data/default_path_ptx.txt, names aside: one check per default function; about 15 s.
+run_check check_ptx scripts/check_ptx.sh
 # The code references in docs/walkthrough.md and README.md name files and functions that exist.
 run_check check_docs python3 scripts/check_docs.py
 # gpu_check.sh's steps without a GPU: every GPU step counts as skipped; passed counts what ran
