@@ -11,7 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 gpus=${1:-8}; shift || true
 make -j"$(nproc)" all
-exec mpirun -np "$gpus" --bind-to none ./train_gpt \
+# Open MPI refuses to start as root (containers, cloud images) unless told it may
+as_root=(); [[ $(id -u) == 0 ]] && as_root=(--allow-run-as-root)
+exec mpirun "${as_root[@]}" -np "$gpus" --bind-to none ./train_gpt \
     -e d12 -p bf16 --zero 1 \
     -i 'data/fineweb/fw_train_*.bin' -j 'data/fineweb/fw_val_*.bin' \
     --tokenizer data/fineweb/tokenizer.bin \

@@ -12,5 +12,7 @@ cd "$(dirname "$0")/.."
 : "${HOSTFILE:?set HOSTFILE to an Open MPI hostfile}"
 gpus_per_node=${GPUS_PER_NODE:-8}
 nodes=$(grep -cv '^\s*\(#\|$\)' "$HOSTFILE")
-exec mpirun -np $((nodes * gpus_per_node)) --hostfile "$HOSTFILE" --map-by ppr:"$gpus_per_node":node \
+# Open MPI refuses to start as root (containers, cloud images) unless told it may
+as_root=(); [[ $(id -u) == 0 ]] && as_root=(--allow-run-as-root)
+exec mpirun "${as_root[@]}" -np $((nodes * gpus_per_node)) --hostfile "$HOSTFILE" --map-by ppr:"$gpus_per_node":node \
     --bind-to none -x PATH -x LD_LIBRARY_PATH ./train_gpt "$@"

@@ -235,6 +235,32 @@ TEST(TrainerCli, EvaluatingACheckpointGivesTheValLossItsRunLogged) {
     EXPECT_CONTAINS(output, "| 32 tokens (1 batches of 2x16)");
 }
 
+// The launch scripts start mpirun as root too (containers, cloud images: Open MPI refuses root
+// without --allow-run-as-root), and not with it otherwise. make, mpirun and id are stubs on PATH.
+TEST(TrainerCli, LaunchScriptsStartMpirunAsRoot) {
+    ScratchDir dir;
+    make_dirs(dir.file("bin"));
+    write_text(dir.file("bin/mpirun"), "#!/bin/sh\necho \"mpirun $*\"\n");
+    write_text(dir.file("bin/make"), "#!/bin/sh\nexit 0\n");
+    write_text(dir.file("hosts.txt"), "node1 slots=2\nnode2 slots=2\n");
+    for (const char* uid : {"0", "1000"}) {
+        write_text(dir.file("bin/id"), std::string("#!/bin/sh\necho ") + uid + "\n");
+        std::string chmod_out;
+        ASSERT_EQ(run_command("chmod +x '" + dir.file("bin") + "'/*", &chmod_out), 0) << chmod_out;
+        const std::string env = "PATH='" + dir.file("bin") + "':$PATH ";
+        std::string single, multi;
+        ASSERT_EQ(run_command(env + repo_root() + "/scripts/run_gpt2_124M.sh 2 -x 1", &single), 0) << single;
+        ASSERT_EQ(run_command(env + "HOSTFILE='" + dir.file("hosts.txt") + "' GPUS_PER_NODE=2 " + repo_root() +
+                                  "/scripts/run_multinode.sh -x 1", &multi), 0) << multi;
+        EXPECT_CONTAINS(single, "mpirun ");
+        EXPECT_CONTAINS(single, "-np 2 --bind-to none ./train_gpt -e d12");
+        EXPECT_CONTAINS(multi, "-np 4 --hostfile");
+        for (const std::string& out : {single, multi}) {
+            EXPECT_EQ(out.find("--allow-run-as-root") != std::string::npos, std::string(uid) == "0") << uid << ": " << out;
+        }
+    }
+}
+
 // llm.c's short flags where they do not clash (-y resume, -n checkpoint every, -s sample every,
 // -z ZeRO, -q final lr fraction, -k schedule, -w master weights), and a warmup that scales with
 // the run: 12 steps warm up for 2, not all of them.
