@@ -83,6 +83,24 @@ not_run() {
 
 check "the default run (run_default.sh, in the repository: it builds there)" "scripts/run_default.sh" "---- run summary ----" -- \
     bash -c "cd '$repo' && scripts/run_default.sh -x 4 -m 4 -g 32 -o '$base/default_out'"
+# The default run's summary points to its checkpoint: the "next:" commands it printed, run as
+# printed (sampling from the checkpoint with -g shortened, then training on).
+mapfile -t next_cmds < <(sed -n 's/^\(next: \|    \) *\(\.\/train_gpt .*[^ ]\)   (.*$/\2/p' "$log")
+if (( ${#next_cmds[@]} < 2 )); then
+    echo "check_readme: FAIL the default run's next: commands: its summary printed ${#next_cmds[@]} (expected 2: sample, train on)"
+    failed=$(( failed + 1 ))
+fi
+for cmd in "${next_cmds[@]}"; do
+    start=$SECONDS
+    if (cd "$repo" && eval "${cmd/-g 200/-g 16}") > "$base/next.log" 2>&1 && grep -qF -- "---- run summary ----" "$base/next.log"; then
+        echo "check_readme: ok the default run's printed command: $cmd ($(( SECONDS - start ))s)"
+        passed=$(( passed + 1 ))
+    else
+        echo "check_readme: FAIL the default run's printed command: $cmd"
+        tail -15 "$base/next.log" | sed 's/^/    /'
+        failed=$(( failed + 1 ))
+    fi
+done
 check "--help" "./train_gpt --help" "--init-from" -- ./train_gpt --help
 check "prepare_text, byte-level" "build/prepare_text --input book.txt --out-dir data/mine --name mine" \
     "next: ./train_gpt -i 'data/mine/mine_train_*.bin' -j 'data/mine/mine_val_*.bin' -o out/mine" -- \
