@@ -644,11 +644,26 @@ void sample(Run& run, Rng& rng, int step) {
 
 // The evaluations due at `step` (before its update): val loss every -v steps and at the end,
 // HellaSwag every --eval-every steps and at the end; their results go into the summary.
-void evaluate_if_due(Run& run, int step, const RunClock& clock, const TrainCounters& counters, RunSummary& summary,
+bool val_due(const Run& run, int step) {
+    return run.val_loader && (step % run.cfg.val_every == 0 || step == run.cfg.steps);
+}
+bool hellaswag_due(const Run& run, int step) {
+    return !run.hellaswag.empty() && ((run.cfg.eval_every > 0 && step % run.cfg.eval_every == 0) || step == run.cfg.steps);
+}
+// The steps after `step` at which an evaluation is due (for the ETA).
+int evaluations_after(const Run& run, int step) {
+    int n = 0;
+    for (int s = step + 1; s <= run.cfg.steps; s++) n += val_due(run, s) || hellaswag_due(run, s);
+    return n;
+}
+
+void evaluate_if_due(Run& run, int step, RunClock& clock, const TrainCounters& counters, RunSummary& summary,
                      Comm& comm) {
     const TrainConfig& cfg = run.cfg;
     const bool last = step == cfg.steps;
-    if (run.val_loader && (step % cfg.val_every == 0 || last)) {
+    if (!val_due(run, step) && !hellaswag_due(run, step)) return;
+    const double started = clock.here();
+    if (val_due(run, step)) {
         const ValLoss val = evaluate(*run.model, *run.val_loader, cfg.val_batches, cfg.batch_size, run.plan.seq_len, comm);
         const float val_loss = val.loss;
         print0("step %d/%d | val loss %.4f | %lld tokens (%d batches of %dx%d)\n", step, cfg.steps, val_loss,
@@ -663,7 +678,7 @@ void evaluate_if_due(Run& run, int step, const RunClock& clock, const TrainCount
         }
         if (last) summary.final_val_loss = val_loss;
     }
-    if (!run.hellaswag.empty() && ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last)) {
+    if (hellaswag_due(run, step)) {
         const HellaSwagResult h = evaluate_hellaswag(*run.model, run.hellaswag, run.model_B, run.model_T, comm);
         print0("step %d/%d | hellaswag acc_norm %.4f (%lld/%lld), acc %.4f%s\n", step, cfg.steps, h.acc_norm(),
                (long long)h.correct_norm, (long long)h.examples, h.acc(),
@@ -673,6 +688,7 @@ void evaluate_if_due(Run& run, int step, const RunClock& clock, const TrainCount
                           .str("choices", h.choices).str("choices_acc", h.choices_acc));
         if (last) summary.hellaswag_acc_norm = h.acc_norm();
     }
+    clock.evaluation_took(clock.here() - started);
 }
 
 // What a step's line and log record show besides the StepResult.
@@ -688,7 +704,10 @@ void log_step(Run& run, int step, const StepResult& r, const StepTiming& t, cons
     if (step % cfg.log_every == 0 || step == cfg.steps - 1 || !r.finite) {
         std::string extra = t.mfu > 0 ? format(" | MFU %.1f%%", 100 * t.mfu) : "";
         extra += format(" | %s elapsed", human_duration(counters.seconds).c_str());
-        if (step + 1 < cfg.steps) extra += format(", ETA %s", human_duration(clock.eta(step + 1, cfg.steps)).c_str());
+        if (step + 1 < cfg.steps) {
+            const double eta = clock.eta(cfg.steps - (step + 1), evaluations_after(run, step + 1));
+            extra += format(", ETA %s", human_duration(eta).c_str());
+        }
         if (run.scaler) extra += format(" | scale %g", r.loss_scale);
         if (!r.finite) extra += " | SKIPPED (non-finite)";
         print0("step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %s tok/s%s\n", step + 1, cfg.steps, r.loss,
@@ -751,12 +770,14 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
 }
 
 // The closing summary: time, losses, where the checkpoint is, what to run next; printed and logged.
-void finish(Run& run, RunSummary& summary, const TrainCounters& counters, double this_process_tokens,
-            double this_process_step_seconds, double peak, double step_flops) {
+void finish(Run& run, RunSummary& summary, const TrainCounters& counters, const RunClock& clock,
+            double this_process_tokens, double this_process_step_seconds, double peak, double step_flops) {
     const TrainConfig& cfg = run.cfg;
     summary.steps = cfg.steps;
     summary.tokens = counters.tokens;
-    summary.seconds = counters.seconds;
+    summary.seconds = clock.elapsed();   // the final evaluation and sample included
+    summary.process_seconds = clock.here();
+    summary.max_seq_len = run.plan.model.max_seq_len;
     if (this_process_step_seconds > 0) {
         summary.mean_tokens_per_second = this_process_tokens / this_process_step_seconds;
         if (peak > 0) summary.mfu = step_flops / run.plan.tokens_per_step * summary.mean_tokens_per_second / peak;
@@ -766,7 +787,7 @@ void finish(Run& run, RunSummary& summary, const TrainCounters& counters, double
     summary.checkpoint_dir = run.plan.checkpoint_dir;
     for (const std::string& line : summary_lines(summary)) print0("%s\n", line.c_str());
     LogRecord end("summary");
-    end.num("step", cfg.steps).num("tokens", (double)counters.tokens).num("elapsed_s", counters.seconds)
+    end.num("step", cfg.steps).num("tokens", (double)counters.tokens).num("elapsed_s", summary.seconds)
         .num("time", unix_time());
     if (summary.mean_tokens_per_second > 0) end.num("tok_per_s", summary.mean_tokens_per_second);
     if (summary.final_val_loss) end.num("val_loss", *summary.final_val_loss);
@@ -792,7 +813,7 @@ int train(Run& run, Comm& comm) {
     TrainCounters counters = run.start.counters;
     DivergenceMonitor divergence({cfg.max_skipped_steps, cfg.loss_spike_factor, cfg.stop_on_loss_spike},
                                  {counters.skip_streak, counters.loss_level, counters.spike_since});   // train/divergence.h
-    RunClock clock((int)run.start.step, counters.seconds);   // the run's time, earlier processes included
+    RunClock clock(counters.seconds);   // the run's time, earlier processes included
     const double peak = peak_flops(plan, comm) * plan.world_size;   // all ranks' (0: no MFU)
     const double step_flops = flops_per_token(plan.model, plan.num_parameters, plan.seq_len) * plan.tokens_per_step;
     RunSummary summary;
@@ -819,6 +840,7 @@ int train(Run& run, Comm& comm) {
         counters.seconds = clock.elapsed();
         this_process_tokens += plan.tokens_per_step;
         this_process_step_seconds += timing.ms / 1000.0;
+        clock.step_took(timing.ms / 1000.0);
         summary.final_loss = r.loss;
         log_step(run, step, r, timing, counters, clock);
         // divergence (train/divergence.h): the same verdict on every rank
@@ -835,7 +857,7 @@ int train(Run& run, Comm& comm) {
     stop_signals.reset();   // from here on a signal ends the process at once
     if (counters.skipped > 0) print0("%lld step(s) skipped for a non-finite loss or gradient norm\n", (long long)counters.skipped);
     sample(run, sample_rng, cfg.steps);
-    finish(run, summary, counters, this_process_tokens, this_process_step_seconds, peak, step_flops);
+    finish(run, summary, counters, clock, this_process_tokens, this_process_step_seconds, peak, step_flops);
     std::fflush(stdout);
     warn_if_stdout_failed();
     return 0;

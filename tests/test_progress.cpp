@@ -58,3 +58,42 @@ TEST(Progress, SummarySaysWhereTheCheckpointIsAndWhatToRunNext) {
     EXPECT_CONTAINS(text, "MFU 51.2%");
     EXPECT_CONTAINS(text, "checkpoint: none written");
 }
+
+// The ETA counts this process's training steps and evaluations at their own mean times: not the
+// start-up, not the step-0 val loss as if it were a step (before: "ETA 14m05s" for a 2-minute run).
+TEST(Progress, EtaIsTheMeanStepTimeAndTheMeanEvaluationTime) {
+    RunClock clock(100.0);   // 100 s before this process (a resume)
+    EXPECT_LT(clock.eta(10, 1), 0) << "no step measured yet: unknown";
+    clock.evaluation_took(30);   // a slow step-0 val loss
+    clock.step_took(2);
+    clock.step_took(4);
+    EXPECT_DOUBLE_EQ(clock.eta(10, 0), 30.0);        // 10 steps at 3 s
+    EXPECT_DOUBLE_EQ(clock.eta(10, 2), 30.0 + 60.0);  // and two evaluations at 30 s
+    EXPECT_GE(clock.elapsed(), 100.0);
+    EXPECT_LT(clock.here(), 5.0);
+}
+
+// After a resume the summary says which numbers are the whole run's and which this process's;
+// a short position table says what transformers can generate from the checkpoint.
+TEST(Progress, AResumedRunsSummaryTellsTheWholeRunFromThisProcess) {
+    RunSummary s;
+    s.steps = 240;
+    s.first_step = 120;
+    s.tokens = 245760;
+    s.seconds = 130;
+    s.process_seconds = 65;
+    s.mean_tokens_per_second = 1920;
+    s.output_dir = "out";
+    s.checkpoint_dir = "out/checkpoints";
+    s.checkpoint = "out/checkpoints/step_00000240";
+    s.max_seq_len = 128;
+    std::string text;
+    for (const std::string& line : summary_lines(s)) text += line + "\n";
+    EXPECT_CONTAINS(text, "time:       2m10s for 240 step(s), 245760 tokens (the whole run); this process: steps "
+                          "121-240 in 1m05s, 1920 tok/s on average\n");
+    EXPECT_CONTAINS(text, "n_positions 128: transformers generates at most 128 tokens");
+    s.max_seq_len = 1024;
+    text.clear();
+    for (const std::string& line : summary_lines(s)) text += line + "\n";
+    EXPECT_EQ(text.find("n_positions"), std::string::npos);
+}

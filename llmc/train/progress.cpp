@@ -39,24 +39,30 @@ std::string human_duration(double s) {
     return format("%lldd%02lldh", (long long)(t / 86400), (long long)(t % 86400 / 3600));
 }
 
-RunClock::RunClock(int first_step, double earlier_seconds)
-    : first_step_(first_step), earlier_(earlier_seconds), start_(now_seconds()) {}
+RunClock::RunClock(double earlier_seconds) : earlier_(earlier_seconds), start_(now_seconds()) {}
 
-double RunClock::elapsed() const { return earlier_ + (now_seconds() - start_); }
+double RunClock::elapsed() const { return earlier_ + here(); }
+double RunClock::here() const { return now_seconds() - start_; }
 
-double RunClock::eta(int steps_done, int total_steps) const {
-    const int here = steps_done - first_step_;
-    if (here <= 0) return -1;
-    return (now_seconds() - start_) / here * (total_steps - steps_done);
+double RunClock::eta(int steps, int evaluations) const {
+    if (steps_ == 0) return -1;
+    return step_seconds_ / steps_ * steps + (evals_ > 0 ? eval_seconds_ / evals_ * evaluations : 0.0);
 }
 
 std::vector<std::string> summary_lines(const RunSummary& s) {
     std::vector<std::string> lines;
     lines.push_back("---- run summary ----");
     if (s.steps > s.first_step || s.first_step > 0) {
-        std::string time = format("time:       %s for %d step(s), %s tokens", human_duration(s.seconds).c_str(), s.steps,
-                                  format("%lld", (long long)s.tokens).c_str());
-        if (s.mean_tokens_per_second > 0) time += format("; %.0f tok/s on average", s.mean_tokens_per_second);
+        std::string time = format("time:       %s for %d step(s), %lld tokens", human_duration(s.seconds).c_str(), s.steps,
+                                  (long long)s.tokens);
+        // after a resume the totals are the whole run's, the rate this process's: said apart
+        if (s.first_step > 0) {
+            time += format(" (the whole run); this process: steps %d-%d in %s", s.first_step + 1, s.steps,
+                           human_duration(s.process_seconds).c_str());
+            if (s.mean_tokens_per_second > 0) time += format(", %.0f tok/s on average", s.mean_tokens_per_second);
+        } else if (s.mean_tokens_per_second > 0) {
+            time += format("; %.0f tok/s on average", s.mean_tokens_per_second);
+        }
         if (s.mfu > 0) time += format(", MFU %.1f%%", 100 * s.mfu);
         lines.push_back(time);
     }
@@ -70,7 +76,13 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
     if (s.hellaswag_acc_norm) lines.push_back(format("hellaswag:  acc_norm %.4f (end)", *s.hellaswag_acc_norm));
     if (!s.log_path.empty()) lines.push_back("log:        " + s.log_path + "   (plot it: scripts/plot_run.py " + s.log_path + ")");
     if (s.checkpoint) {
-        lines.push_back("checkpoint: " + *s.checkpoint + "   (a Hugging Face model directory: weights and tokenizer)");
+        std::string what = "a Hugging Face model directory: weights and tokenizer";
+        // transformers' generate stops at n_positions tokens; the engine's sampling slides its window
+        if (s.max_seq_len > 0 && s.max_seq_len < 1024) {
+            what += format("; n_positions %d: transformers generates at most %d tokens, the engine's samples slide "
+                           "past them", s.max_seq_len, s.max_seq_len);
+        }
+        lines.push_back("checkpoint: " + *s.checkpoint + "   (" + what + ")");
         lines.push_back("next:       ./train_gpt --init-from " + s.checkpoint_dir +
                         " -x 0 -g 200 --sample-prompt 'Text to continue'   (sample from it)");
         const std::string where = s.checkpoint_dir == s.output_dir + "/checkpoints" ? "" : " --checkpoint-dir " + s.checkpoint_dir;

@@ -30,27 +30,38 @@ double unix_time();
 // "42s", "3m05s", "1h02m", "2d04h"
 std::string human_duration(double seconds);
 
-// The time of a run: steps done in this process and their wall time, on top of what the run's
-// earlier processes (before a resume) took.
+// The time of a run: this process's wall time on top of what the run's earlier processes (before
+// a resume) took, and the ETA from what this process measured: its mean time per training step
+// and per evaluation (val loss, HellaSwag), so that start-up and the step-0 evaluation do not
+// count as training time, and a resumed run's ETA is its own.
 class RunClock {
 public:
-    // first_step: the step this process starts from; earlier_seconds: the time before it
-    RunClock(int first_step, double earlier_seconds);
-    double elapsed() const;                   // the whole run's, in seconds
-    double eta(int steps_done, int total_steps) const;   // from this process's mean time per step; < 0: unknown
+    // earlier_seconds: the run's time before this process
+    explicit RunClock(double earlier_seconds);
+    double elapsed() const;   // the whole run's, in seconds
+    double here() const;      // this process's
+    void step_took(double seconds) { step_seconds_ += seconds, steps_++; }
+    void evaluation_took(double seconds) { eval_seconds_ += seconds, evals_++; }
+    // the time left for `steps` more training steps and `evaluations` more evaluations; < 0: unknown
+    // (no step measured yet)
+    double eta(int steps, int evaluations) const;
+
 private:
-    int first_step_;
     double earlier_;
     double start_;   // monotonic seconds at construction
+    double step_seconds_ = 0, eval_seconds_ = 0;
+    int steps_ = 0, evals_ = 0;
 };
 
 // The closing lines of a run.
 struct RunSummary {
     int steps = 0, first_step = 0;          // the run's steps, and where this process started
     int64_t tokens = 0;                      // trained on, the whole run
-    double seconds = 0;                      // the whole run
-    double mean_tokens_per_second = 0;       // this process's
+    double seconds = 0;                      // the whole run, to the end of its last sample
+    double process_seconds = 0;              // this process's (after a resume: less than seconds)
+    double mean_tokens_per_second = 0;       // this process's, over its training steps
     double mfu = 0;                          // this process's mean, 0: none
+    int max_seq_len = 0;                     // the model's position table (the export's n_positions)
     std::optional<double> final_loss, final_val_loss, best_val_loss, hellaswag_acc_norm;
     int best_val_step = 0;
     std::optional<std::string> checkpoint;   // the newest one written
