@@ -406,7 +406,8 @@ StepResult train_step(GPT& model, DataLoader& loader, const TrainConfig& cfg, co
 // -x 0 from a checkpoint (evaluating it): the val loss as the checkpoint's run measured it
 // (train/config.h, evaluation_flags_of).
 void evaluate_as_trained(const ModelDir& model, TrainConfig& cfg) {
-    if (!model.checkpoint) return;
+    const bool evaluates = (cfg.val_every > 0 && cfg.given.count("val-data")) || !cfg.hellaswag.empty();
+    if (!model.checkpoint || !evaluates) return;
     const std::string taken = evaluation_flags_of(read_manifest(model.dir).train_config_json, cfg);
     if (!taken.empty()) print0("evaluating as the checkpoint's run did: %s (from %s)\n", taken.c_str(), model.dir.c_str());
 }
@@ -494,8 +495,17 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     run.data = run_data(cfg);   // the shards it reads: none to train on with -x 0
     // the tokenizer: --tokenizer, the model's, or the one beside the shards; checked against what
     // the shards that the run reads record (no training data with -x 0)
+    // (-x 0 from a fresh model reads no training data, but its samples take the tokenizer beside it)
+    std::vector<std::string> tokenizer_globs = {run.data.train, run.data.val};
+    if (!start_model && run.data.train.empty() && !cfg.train_data.empty()) {
+        try {
+            expand_glob(cfg.train_data);
+            tokenizer_globs[0] = cfg.train_data;
+        } catch (const Error&) {
+        }
+    }
     run.tokenizer = choose_run_tokenizer(cfg.tokenizer, start_model ? read_model_tokenizer(start_model->dir) : std::nullopt,
-                                         {run.data.train, run.data.val}, &run.tokenizer_how);
+                                         tokenizer_globs, &run.tokenizer_how);
     const std::optional<Tokenizer>& tokenizer = run.tokenizer;
     run.plan = resolve_run_plan(cfg, comm.world_size(), tokenizer ? tokenizer->vocab_size() : 0,
                                 start_model ? &start_model->model : nullptr, start_model ? start_model->dir : "");
@@ -609,7 +619,14 @@ void open_outputs(Run& run, int argc, char** argv) {
             run.log.emplace(log_path, /*append=*/resume_from.has_value());
             save_config_json(run.dirs.output + "/config.json", cfg, run.plan);
         }
-        print_config_table(cfg, run.plan);
+        if (cfg.steps > 0) {
+            print_config_table(cfg, run.plan);
+        } else {   // nothing trains: what is evaluated and sampled (config.json has every row)
+            const GPTConfig& m = run.plan.model;
+            print0("model: %d layers, %d wide, %d heads, vocab %d, %d positions, %zu parameters (%s, on the %s)\n",
+                   m.n_layer, m.n_embd, m.n_head, m.vocab_size, m.max_seq_len, run.plan.num_parameters,
+                   precision_name(run.plan.precision.precision), run.plan.device.c_str());
+        }
     }
     if (resume_from) {
         print0("resuming from %s (step %lld)\n", resume_from->dir.c_str(), (long long)run.start.step);
@@ -628,6 +645,10 @@ void open_outputs(Run& run, int argc, char** argv) {
     if (!run.hellaswag.empty()) print0("hellaswag: %zu examples | ", run.hellaswag.size());
     print0("%d rank(s), %s\n", run.plan.world_size, run.model_comm->name().c_str());
     print0("%s\n", run.tokenizer_how.c_str());
+    if (!run.tokenizer && cfg.sample_tokens > 0) {
+        print0("notice: the run has no tokenizer%s: samples are printed as token ids; give --tokenizer to decode them\n",
+               run.start_model ? format(" (none in %s)", run.start_model->dir.c_str()).c_str() : "");
+    }
     print0("memory: activations %.3f GiB for B=%d, T=%d (per rank)\n", run.model->activation_bytes() / 1073741824.0,
            run.model_B, run.model_T);
 }
@@ -778,6 +799,7 @@ void finish(Run& run, RunSummary& summary, const TrainCounters& counters, const 
     summary.seconds = clock.elapsed();   // the final evaluation and sample included
     summary.process_seconds = clock.here();
     summary.max_seq_len = run.plan.model.max_seq_len;
+    summary.sample_tokens = cfg.sample_tokens;
     if (this_process_step_seconds > 0) {
         summary.mean_tokens_per_second = this_process_tokens / this_process_step_seconds;
         if (peak > 0) summary.mfu = step_flops / run.plan.tokens_per_step * summary.mean_tokens_per_second / peak;
@@ -813,6 +835,7 @@ int train(Run& run, Comm& comm) {
     TrainCounters counters = run.start.counters;
     DivergenceMonitor divergence({cfg.max_skipped_steps, cfg.loss_spike_factor, cfg.stop_on_loss_spike},
                                  {counters.skip_streak, counters.loss_level, counters.spike_since});   // train/divergence.h
+    GradNormWatch norm_watch(cfg.grad_norm_spike_factor);   // a warning only (train/divergence.h)
     RunClock clock(counters.seconds);   // the run's time, earlier processes included
     const double peak = peak_flops(plan, comm) * plan.world_size;   // all ranks' (0: no MFU)
     const double step_flops = flops_per_token(plan.model, plan.num_parameters, plan.seq_len) * plan.tokens_per_step;
@@ -849,6 +872,11 @@ int train(Run& run, Comm& comm) {
                               .num("level", divergence.state().loss_level).num("factor", cfg.loss_spike_factor));
         }
         if (verdict.kind == StepVerdict::kStop) return stop_run(verdict.message, step + 1);
+        if (const std::string norm_spike = norm_watch.observe(step + 1, r.norm, r.finite); !norm_spike.empty()) {
+            print0("warning: %s\n", norm_spike.c_str());
+            run.write_log(LogRecord("grad_norm_spike").num("step", step + 1).num("grad_norm", r.norm)
+                              .num("factor", cfg.grad_norm_spike_factor));
+        }
         if (!verdict.message.empty()) print0("%s%s\n", verdict.kind == StepVerdict::kSpike ? "warning: " : "", verdict.message.c_str());
         if (const std::optional<int> stopped = checkpoint_or_stop(run, step, counters, summary, comm)) return *stopped;
         std::fflush(stdout);

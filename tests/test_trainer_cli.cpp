@@ -4,6 +4,7 @@
 #include "data/shard.h"
 #include "test_util.h"
 #include "data/tokenizer.h"
+#include "rng.h"
 
 #include <nlohmann/json.hpp>
 
@@ -259,6 +260,59 @@ TEST(TrainerCli, LaunchScriptsStartMpirunAsRoot) {
             EXPECT_EQ(out.find("--allow-run-as-root") != std::string::npos, std::string(uid) == "0") << uid << ": " << out;
         }
     }
+}
+
+// -x 0 (evaluating or sampling, no training): a one-line model description instead of the
+// training table, a summary that says what it did, the tokenizer beside the training shards for a
+// fresh model's samples, a notice where samples can only be ids; -x 0 -g 0 with nothing to evaluate
+// is an error; llm.c's -e gpt2_124M.bin points to --init-from.
+TEST(TrainerCli, RunsThatTrainNothingSayWhatTheyDo) {
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 2 -n 2 -g 0 --threads 1", &output), 0) << output;
+    const std::string from = " --init-from '" + corpus.dir.file("out/checkpoints") + "' --threads 1";
+    ASSERT_EQ(run_command(train_gpt_binary() + from + " -x 0 -g 4 -o '" + corpus.dir.file("s") + "'", &output), 0) << output;
+    EXPECT_CONTAINS(output, "model: 2 layers, 32 wide, 2 heads, vocab 257, 16 positions,");
+    EXPECT_EQ(output.find("| batch_size"), std::string::npos) << "no training table";
+    EXPECT_CONTAINS(output, "---- run summary ----\nsample:     4 tokens (above)\n");
+    // nothing to do
+    const std::string none = train_gpt_binary() + from + " -x 0 -g 0 -o '" + corpus.dir.file("n") + "'";
+    ASSERT_EQ(run_command(none, &output), 1) << output;
+    EXPECT_CONTAINS(output, "-x 0 -g 0: nothing to do");
+    // a fresh model's samples decode with the tokenizer beside the training shards
+    const std::string glob = corpus.dir.file("tiny_train_*.bin");
+    ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + glob + "' -e d2 --n-embd 32 -t 16 -x 0 -g 4 --threads 1 -o '" +
+                              corpus.dir.file("f") + "'", &output), 0) << output;
+    EXPECT_CONTAINS(output, "(beside the training shards)");
+    // no tokenizer at all (--vocab-size): a notice that the sample is ids
+    ASSERT_EQ(run_command(train_gpt_binary() + " -i '/nonexistent/*.bin' --vocab-size 300 -e d2 --n-embd 32 -t 16 -x 0 "
+                              "-g 4 --threads 1 -o '" + corpus.dir.file("v") + "'", &output), 0) << output;
+    EXPECT_CONTAINS(output, "notice: the run has no tokenizer: samples are printed as token ids");
+    // llm.c's habit
+    EXPECT_CONTAINS(expect_failure("-e gpt2_124M.bin"), "give --init-from DIR");
+}
+
+// A gradient norm far above its running level is a warning of its own, in the output and the log
+// (before: a norm 85x its level passed silently, the loss spike warning needing the loss to double).
+// Data that changes at step 31, from a repeated sentence to random bytes: the norm jumps about 4x its level.
+TEST(TrainerCli, AGradientNormSpikeIsAWarning) {
+    ScratchDir dir;
+    std::string text;
+    while (text.size() < 960) text += "In the beginning was the word. ";
+    std::vector<uint32_t> tokens(text.begin(), text.begin() + 960);
+    Rng rng(1);
+    for (int i = 0; i < 2000; i++) tokens.push_back((uint32_t)(rng.next_u64() % 256));
+    write_shard(dir.file("s_train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+    const std::string run = train_gpt_binary() + " -i '" + dir.file("s_train_*.bin") + "' -j '' --vocab-size 257 -e d2 "
+                            "--n-embd 32 -b 2 -t 16 -x 36 -g 0 -u 0 -k constant --threads 1 -o '" + dir.file("out") + "'";
+    std::string output;
+    ASSERT_EQ(run_command(run + " --grad-norm-spike-factor 3", &output), 0) << output;
+    EXPECT_CONTAINS(output, "warning: step 31: the gradient norm");
+    EXPECT_CONTAINS(output, "(--grad-norm-spike-factor 3): a spike");
+    const LogSummary log = summarize_log(dir.file("out/log.jsonl"));
+    EXPECT_EQ(log.count.at({"grad_norm_spike", 31}), 1);
+    ASSERT_EQ(run_command(run + " --grad-norm-spike-factor 0 --overwrite-output", &output), 0) << output;
+    EXPECT_EQ(output.find("gradient norm"), std::string::npos) << "0: never";
 }
 
 // llm.c's short flags where they do not clash (-y resume, -n checkpoint every, -s sample every,

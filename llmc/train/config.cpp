@@ -398,6 +398,12 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
     plan.schedule.final_lr_frac = c.final_lr_frac;
     plan.schedule.decay_frac = c.wsd_decay_frac;
     plan.checkpoint_dir = checkpoint_dir_of(c);
+    // checked last: the model and the flags are checked against each other first (a -x 0 -g 0 run
+    // does that and nothing else, refused only here)
+    if (c.steps == 0 && c.sample_tokens == 0 && c.hellaswag.empty() && !(c.val_every > 0 && c.given.count("val-data"))) {
+        fail("-x 0 -g 0: nothing to do (no training, no sample, no evaluation). Give -j GLOB (and --init-from) to "
+             "evaluate a model's val loss, --hellaswag FILE, or -g N to sample");
+    }
     return plan;
 }
 

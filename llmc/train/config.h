@@ -61,6 +61,7 @@ struct TrainConfig {
     int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
     float loss_spike_factor = 2.0f;          // warn when a step's loss exceeds this × its running level; 0: never
     bool stop_on_loss_spike = false;         // stop the run at the first loss spike
+    float grad_norm_spike_factor = 10.0f;    // warn when a step's gradient norm exceeds this × its level; 0: never
     std::string inject_nonfinite_step = "-1";   // testing: poison a gradient at step N or steps FIRST-LAST
                                                 //          (0-based); -1: never
     // evaluation and sampling

@@ -62,4 +62,22 @@ private:
     DivergenceState state_;
 };
 
+// Gradient-norm spikes, a warning only: the running level of the norm is an exponential moving
+// average of the finite steps' norms (level ← 0.9 · level + 0.1 · norm), judged from the 10th
+// finite step of this process on (the first steps' norms fall fast). A norm above `factor` × level
+// is a spike: the first of a series is reported (the loss often follows a few steps later) and does
+// not move the level. Not saved in checkpoints: a resumed run measures the level again.
+class GradNormWatch {
+public:
+    explicit GradNormWatch(double factor) : factor_(factor) {}
+    // "" or the warning for this step's norm (`step`: 1-based)
+    std::string observe(int64_t step, double norm, bool finite);
+
+private:
+    double factor_;   // --grad-norm-spike-factor; 0: never
+    double level_ = 0;
+    int64_t seen_ = 0;
+    bool in_spike_ = false;
+};
+
 }  // namespace train_gpt

@@ -48,6 +48,18 @@ std::string spike_factor_check(const std::string& text) {
     return "";
 }
 
+// --model: a depth dial dN; a file or directory there is llm.c's habit (-e gpt2_124M.bin), which
+// here is --init-from
+std::string model_spec_check(const std::string& text) {
+    if (text.size() >= 2 && text[0] == 'd' && text.find_first_not_of("0123456789", 1) == std::string::npos) return "";
+    if (text.find_first_of("./") != std::string::npos) {
+        return "'" + text + "' is not a depth dial dN (d12 = GPT-2 124M). To start from a model's weights, give "
+               "--init-from DIR: a train_gpt checkpoint or a transformers GPT-2 directory (llm.c's .bin files are "
+               "not read)";
+    }
+    return "'" + text + "' is not of the form dN (d12 = GPT-2 124M, d24, d36, d48)";
+}
+
 // --fp8-gemms: auto, or a list parse_fp8_gemms takes
 std::string fp8_gemms_check(const std::string& text) {
     try {
@@ -118,6 +130,7 @@ std::vector<Flag> make_table() {
         // model
         Flag("-e,--model", model, "dN", "Depth dial dN: d12 = GPT-2 124M, d24, d36, d48 = 1.5B; else C = 64N, N heads",
              &C::model)
+            .checked(model_spec_check, "")
             .config([](const C& c, const P& p) {
                 return Rows{text_row("model", c.model), integer_row("n_layer", p.model.n_layer)};
             }),
@@ -254,6 +267,11 @@ std::vector<Flag> make_table() {
              "Warn when a step's loss exceeds this times its running level (an average of the earlier losses, weight "
              "0.1 per step); 0 = never",
              &C::loss_spike_factor)
+            .checked(spike_factor_check, "0, or above 1"),
+        Flag("--grad-norm-spike-factor", precision, "F",
+             "Warn when a step's gradient norm exceeds this times its running level (an average of the earlier "
+             "norms, weight 0.1 per step, from the 10th step); 0 = never",
+             &C::grad_norm_spike_factor)
             .checked(spike_factor_check, "0, or above 1"),
         Flag("--stop-on-loss-spike", precision, "",
              "Stop the run (exit 1) at the first loss spike (see --loss-spike-factor)", &C::stop_on_loss_spike)
