@@ -200,6 +200,10 @@ $(SAN_TOOLS): $(SAN_BUILD)/%: $(SAN_BUILD)/dev/data/%.o $(DATA_OBJS:$(BUILD)/%=$
 $(SAN_BUILD)/test_cpu: $(TEST_OBJS:$(BUILD)/%=$(SAN_BUILD)/%) $(DATA_OBJS:$(BUILD)/%=$(SAN_BUILD)/%) $(SAN_LIB)
 	$(call quiet,LINK,$@)$(CXX) -fopenmp $(SAN_FLAGS) $^ -o $@ $(LDLIBS) -lgtest -lgtest_main
 
+# the tools' own objects are made through the pattern rule $(BUILD)/%: make would delete them as
+# intermediates after a clean build, and compile them again next time
+.SECONDARY: $(TOOL_NAMES:%=$(BUILD)/dev/data/%.o) $(TOOL_NAMES:%=$(SAN_BUILD)/dev/data/%.o)
+
 clean:
 	rm -rf $(BUILD) $(TRAIN_GPT)
 

@@ -3,7 +3,8 @@
 #   * quiet by default: one short line per file, the whole command with V=1;
 #   * without nvcc, `make` builds a CPU-only trainer (here into build/cpu_only/, beside the real
 #     one) and says so; it links no CUDA library, trains on the CPU, and --device cuda stops with
-#     the reason.
+#     the reason;
+#   * a second make has nothing to do for the data tools (their objects are not deleted).
 # Prints "check_build: ok NAME" or "check_build: FAIL NAME" per check, and last
 # "check_build: P passed, F failed" (scripts/test.sh counts these).
 set -uo pipefail
@@ -45,6 +46,13 @@ result "no nvcc: trains on the CPU, saying why" $?
 ! $cpu_only --device cuda -x 1 -o "$scratch/out2" > "$out" 2>&1 &&
     grep -q "error: --device cuda: no usable GPU (this train_gpt was built without CUDA" "$out"
 result "no nvcc: --device cuda stops with the reason" $?
+
+# a second make after a build from nothing has nothing to do: the tools' objects are kept (before:
+# make deleted them as intermediates, and compiled them again every time)
+rm -f build/dev/data/prepare_text.o build/dev/data/prepare_text.d build/prepare_text   # as after a clean build
+make build/prepare_text > "$out" 2>&1 && [[ -f build/dev/data/prepare_text.o ]] &&
+    make -q build/prepare_text >> "$out" 2>&1
+result "a built tool is up to date: its object is kept" $?
 
 echo "check_build: $passed passed, $failed failed"
 (( failed == 0 ))
