@@ -125,3 +125,21 @@ TEST(HellaSwag, ChoicesAndAccNormAreThoseOfThePyTorchComputation) {
         }
     }
 }
+
+// Offline, the download scripts fail naming what failed, leave no empty directory, and
+// hellaswag.sh points to the bundled fixture (before: an empty data/hellaswag/ and no pointer).
+TEST(HellaSwag, TheDownloadScriptsFailCleanlyOffline) {
+    ScratchDir dir;
+    std::string output;
+    const std::string out = dir.file("hs");
+    EXPECT_NE(run_command("OUT='" + out + "' URL=http://127.0.0.1:9/none " + repo_root() + "/dev/data/hellaswag.sh",
+                          &output), 0) << output;
+    EXPECT_CONTAINS(output, "hellaswag: error: the download of http://127.0.0.1:9/none failed");
+    EXPECT_CONTAINS(output, "tests/data/hellaswag_fixture.jsonl");
+    EXPECT_FALSE(file_exists(out)) << "no empty directory left";
+    const std::string ts = dir.file("ts");
+    EXPECT_NE(run_command("OUT='" + ts + "' URL=http://127.0.0.1:9 " + repo_root() + "/dev/data/tinystories.sh", &output),
+              0) << output;
+    EXPECT_CONTAINS(output, "tinystories: error:");
+    EXPECT_FALSE(file_exists(ts)) << "no empty directory left";
+}

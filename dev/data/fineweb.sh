@@ -34,6 +34,8 @@ GPT2_DIR=${GPT2_DIR:-../shared/data/gpt2}
 THREADS=${THREADS:-0}
 
 die() { echo "fineweb: error: $*" >&2; exit 1; }
+# a run that fails leaves no empty output directory behind (rmdir removes only an empty one)
+trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
 [[ -x build/prepare_text ]] || die "build/prepare_text is missing; run make"
 /usr/bin/python3 -c 'import datasets' 2>/dev/null ||
     die "python3 cannot import datasets: /usr/bin/python3 -m pip install --break-system-packages datasets"

@@ -17,11 +17,16 @@ URL=${URL:-https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellas
 file=$OUT/hellaswag_val.jsonl
 
 die() { echo "hellaswag: error: $*" >&2; exit 1; }
+# a run that fails leaves no empty output directory behind (rmdir removes only an empty one)
+trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
 mkdir -p "$OUT"
 if [[ ! -s $file ]]; then
     command -v curl >/dev/null || die "curl is missing (apt-get install curl)"
     echo "hellaswag: downloading $file"
-    curl -L --fail -o "$file.part" "$URL" || die "the download of $URL failed"
+    curl -L --fail -o "$file.part" "$URL" || {
+        rm -f "$file.part"
+        die "the download of $URL failed. Offline, tests/data/hellaswag_fixture.jsonl (16 examples in HellaSwag's format) tries --hellaswag out"
+    }
     mv "$file.part" "$file"
 fi
 lines=$(grep -c . "$file")

@@ -15,7 +15,7 @@
 #       --tokenizer data/tinystories/tokenizer.bin -b 32 -t 512 -x 5000
 #
 # Overrides (environment): OUT (data/tinystories), TOKENIZER (gpt2 | bpe), VOCAB (4096, bpe
-# only), GPT2_DIR (../shared/data/gpt2), THREADS (all cores).
+# only), GPT2_DIR (../shared/data/gpt2), THREADS (all cores), URL (the dataset on huggingface.co).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -24,9 +24,11 @@ TOKENIZER=${TOKENIZER:-gpt2}
 VOCAB=${VOCAB:-4096}
 GPT2_DIR=${GPT2_DIR:-../shared/data/gpt2}
 THREADS=${THREADS:-0}
-URL=https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main
+URL=${URL:-https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main}
 
 die() { echo "tinystories: error: $*" >&2; exit 1; }
+# a run that fails leaves no empty output directory behind (rmdir removes only an empty one)
+trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
 [[ -x build/prepare_text ]] || die "build/prepare_text is missing; run make"
 mkdir -p "$OUT"
 
@@ -35,7 +37,10 @@ for split in train valid; do
     if [[ ! -s $txt ]]; then
         command -v curl >/dev/null || die "curl is missing (apt-get install curl)"
         echo "tinystories: downloading $txt"
-        curl -L --fail -C - -o "$txt.part" "$URL/TinyStoriesV2-GPT4-$split.txt" || die "download of $split failed"
+        curl -L --fail -C - -o "$txt.part" "$URL/TinyStoriesV2-GPT4-$split.txt" || {
+            [[ -s $txt.part ]] || rm -f "$txt.part"   # a partial download is kept: curl -C - resumes it
+            die "download of $split failed"
+        }
         mv "$txt.part" "$txt"
     fi
     jsonl=$OUT/$split.jsonl
