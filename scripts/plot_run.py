@@ -108,15 +108,25 @@ def main():
         by_tensor = defaultdict(list)
         for r in fp8:
             by_tensor[r["tensor"]].append(r)
+        # a tensor is "h<layer>.<gemm>.<operand>": the colour says the operand, the line style the
+        # GEMM, so one legend of both reads every layer's lines
+        colours = {"x": "C0", "w": "C1", "dy": "C2"}
+        styles = {"qkv": "-", "attproj": "--", "fc": ":", "fcproj": "-."}
         for name, rs in sorted(by_tensor.items()):
             xs = [r["step"] for r in rs]
-            axes["amax"].plot(xs, [number(r["amax"]) for r in rs], lw=0.6, label=name)
-            axes["saturated"].plot(xs, [number(r["saturated"]) for r in rs], lw=0.6, label=name)
+            parts = name.split(".")
+            gemm, operand = (parts[1], parts[2]) if len(parts) == 3 else ("", "")
+            look = dict(lw=0.6, color=colours.get(operand), ls=styles.get(gemm, "-"), label=name)
+            axes["amax"].plot(xs, [number(r["amax"]) for r in rs], **look)
+            axes["saturated"].plot(xs, [number(r["saturated"]) for r in rs], **look)
         axes["amax"].set_ylabel("FP8 amax")
         axes["amax"].set_yscale("log")
         axes["saturated"].set_ylabel("FP8 saturated fraction")
-        if len(by_tensor) <= 12:
-            axes["amax"].legend(loc="upper right", fontsize=6, ncol=2)
+        from matplotlib.lines import Line2D
+        handles = [Line2D([], [], color=c, lw=1.2, label=op) for op, c in colours.items()]
+        handles += [Line2D([], [], color="gray", ls=ls, lw=1.2, label=g) for g, ls in styles.items()]
+        for panel in ("amax", "saturated"):
+            axes[panel].legend(handles=handles, loc="upper right", fontsize=6, ncol=2)
 
     for a in axes.values():
         for step in resumes:
@@ -133,7 +143,9 @@ def main():
         series = [f"{line.get_label()} {sum(1 for y in line.get_ydata() if math.isfinite(y))}"
                   for line in lines if line.get_label() != "_resume"]
         drawn_resumes = sum(1 for line in lines if line.get_label() == "_resume")
-        print(f"plot_run: panel {name}: {', '.join(series)} | {drawn_resumes} resume{'s' if drawn_resumes != 1 else ''}")
+        legend = axes[name].get_legend()
+        keys = f" | legend: {', '.join(t.get_text() for t in legend.get_texts())}" if legend else ""
+        print(f"plot_run: panel {name}: {', '.join(series)} | {drawn_resumes} resume{'s' if drawn_resumes != 1 else ''}{keys}")
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ TEST(PlotRun, WritesAPngOfTheLossLearningRateNormAndPrecisionTelemetry) {
     const size_t vals = log_records(dir.file("fp16/log.jsonl"), "val").size();
     ASSERT_EQ(steps, 8u);
     ASSERT_GE(vals, 4u);
-    EXPECT_EQ(panel_line(out, "loss"), format("train loss %zu, val loss %zu | 1 resume", steps, vals));
+    EXPECT_EQ(panel_line(out, "loss"), format("train loss %zu, val loss %zu | 1 resume | legend: train loss, val loss", steps, vals));
     EXPECT_EQ(panel_line(out, "lr"), format("lr %zu | 1 resume", steps));
     EXPECT_EQ(panel_line(out, "norm"), format("grad norm %zu | 1 resume", steps));
     EXPECT_EQ(panel_line(out, "scale"), format("loss scale %zu | 1 resume", steps));
@@ -79,8 +79,10 @@ TEST(PlotRun, WritesAPngOfTheLossLearningRateNormAndPrecisionTelemetry) {
     ASSERT_EQ(records_per_tensor.size(), 24u);
     std::string series;
     for (const auto& [tensor, n] : records_per_tensor) series += (series.empty() ? "" : ", ") + tensor + " " + std::to_string(n);
-    EXPECT_EQ(panel_line(out, "amax"), series + " | 0 resumes");
-    EXPECT_EQ(panel_line(out, "saturated"), series + " | 0 resumes");
+    // a legend of operands (colour) and GEMMs (line style), whatever the number of layers (before: none past 12 tensors)
+    const std::string legend = " | legend: x, w, dy, qkv, attproj, fc, fcproj";
+    EXPECT_EQ(panel_line(out, "amax"), series + " | 0 resumes" + legend);
+    EXPECT_EQ(panel_line(out, "saturated"), series + " | 0 resumes" + legend);
     EXPECT_EQ(panel_line(out, "scale"), "(no panel scale)") << "no loss scale in an fp8 run";
 
     write_text(dir.file("bad.jsonl"), "{\"type\": \"step\"\n");
