@@ -177,7 +177,7 @@ std::string sample_text(Generator& generator, const std::optional<Tokenizer>& to
         for (int id : generated) ids += std::to_string(id) + " ";
         return ids;
     }
-    return cfg.sample_prompt + printable(tokenizer->decode(generated));
+    return cfg.sample_prompt + printable_text(tokenizer->decode(generated));
 }
 
 // The dense BF16 peak of this rank's GPU, for MFU; 0 on the CPU or a GPU whose peak is not known.

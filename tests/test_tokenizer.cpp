@@ -155,6 +155,15 @@ TEST(Tokenizer, BadFilesNameThePathAndTheProblem) {
     EXPECT_CONTAINS(msg, "No such file");
 }
 
+// Samples print the line breaks of any convention as lines (before: "\x0d" before every line of
+// a model trained on CRLF text); other control characters stay escaped.
+TEST(Tokenizer, PrintableTextPrintsLineBreaksAsLines) {
+    EXPECT_EQ(printable_text("one\r\ntwo\rthree\ffour\vfive\n"), "one\ntwo\nthree\nfour\nfive\n");
+    EXPECT_EQ(printable_text("\r\r\n"), "\n\n");
+    EXPECT_EQ(printable_text("\x1b[2Jtab\there"), "\\x1b[2Jtab\there");
+    EXPECT_EQ(printable_text(std::string("a\0b", 3)), "a\\x00b");
+}
+
 TEST(Tokenizer, PrintableKeepsValidUtf8AndEscapesTheRest) {
     const std::string fffd = "\xef\xbf\xbd";
     EXPECT_EQ(printable("plain text\nwith\ttab"), "plain text\nwith\ttab");

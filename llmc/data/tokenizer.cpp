@@ -239,4 +239,15 @@ std::string printable(const std::string& bytes) {
     return out;
 }
 
+std::string printable_text(const std::string& bytes) {
+    std::string lines;
+    lines.reserve(bytes.size());
+    for (size_t i = 0; i < bytes.size(); i++) {
+        const char c = bytes[i];
+        if (c == '\r' && i + 1 < bytes.size() && bytes[i + 1] == '\n') continue;   // \r\n: the \n follows
+        lines += c == '\r' || c == '\f' || c == '\v' ? '\n' : c;
+    }
+    return printable(lines);
+}
+
 }  // namespace train_gpt

@@ -71,5 +71,9 @@ private:
 // invalid or truncated sequence becomes U+FFFD; control characters other than \n and \t
 // become escapes (\xNN for C0 and DEL, \u00NN for C1).
 std::string printable(const std::string& bytes);
+// Generated text for a terminal: printable(), after every line break of another convention
+// (\r\n, \r, \f, \v) becomes \n, so a model trained on CRLF text prints lines, not \x0d escapes.
+// The other control characters stay escaped (a sampled ESC sequence must not drive the terminal).
+std::string printable_text(const std::string& bytes);
 
 }  // namespace train_gpt
