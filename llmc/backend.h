@@ -38,19 +38,13 @@
 
 namespace train_gpt {
 
+class Fp8Ops;
+
 class Backend {
 public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;   // for messages ("cpu", "cuda")
     virtual DType act_dtype() const = 0;
-
-    // --- what the kernel set can do (the model asks these, never the name) ---
-    // FP8 GEMMs need their reduced dimensions (C, 4C, and the B·T of a training pass's weight
-    // gradients) to be multiples of this: 16 for Hopper's FP8 tensor cores, 1 for the CPU twin.
-    virtual int fp8_gemm_multiple() const = 0;
-    // FP8 is emulated (the CPU twin, the specification): timing FP8 against 16-bit GEMMs says
-    // nothing about a GPU (--fp8-gemms auto takes every GEMM then).
-    virtual bool emulates_fp8() const = 0;
 
     // --- memory (device buffers, zero-initialised) ---
     virtual void* alloc(size_t bytes) = 0;
@@ -126,6 +120,39 @@ public:
     // 0 in the padding. dlogits may alias logits (in place).
     virtual void fused_classifier(void* dlogits, float* losses, const void* logits, const int32_t* targets,
                                   int N, int V, int Vp, float dloss) = 0;
+
+    // --- optimizer ---
+    // Σ g² (FP32 gradients), double accumulation; inf/NaN propagate.
+    virtual double sum_squares(const float* g, size_t n) = 0;
+    // AdamW with PyTorch's semantics on n values (FP32 moments m, v):
+    //   g ← grads · grad_scale                      (grad_scale = clipping factor / loss scale / ranks)
+    //   m ← β1·m + (1−β1)·g ;  v ← β2·v + (1−β2)·g²
+    //   p ← p·(1 − lr·wd)                           (decoupled weight decay)
+    //   p ← p − (lr / (1−β1^t)) · m / (√v / √(1−β2^t) + ε)
+    // p is the FP32 master copy and working = round(p); master may be null (no FP32 master copy:
+    // p is read from and rounded back into the working weights, so updates below half an ulp of
+    // the storage type are lost).
+    virtual void adamw_update(float* master, void* working, float* m, float* v, const float* grads, size_t n,
+                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                              int t) = 0;
+
+    // --- the FP8 extension (fp8 mode): the kernel set's FP8 ops, or null where it has none ---
+    virtual Fp8Ops* fp8() { return nullptr; }
+};
+
+// The FP8 ops of a kernel set (fp8 mode; precision/fp8_state.h calls them): the casts with their
+// statistics, the scale state's updates, the casts fused into producers, and the FP8 GEMMs. A
+// bf16, fp16 or fp32 step calls none of them.
+class Fp8Ops {
+public:
+    virtual ~Fp8Ops() = default;
+    // --- what the FP8 ops can do (the model asks these, never the name) ---
+    // FP8 GEMMs need their reduced dimensions (C, 4C, and the B·T of a training pass's weight
+    // gradients) to be multiples of this: 16 for Hopper's FP8 tensor cores, 1 for the CPU twin.
+    virtual int fp8_gemm_multiple() const = 0;
+    // FP8 is emulated (the CPU twin, the specification): timing FP8 against 16-bit GEMMs says
+    // nothing about a GPU (--fp8-gemms auto takes every GEMM then).
+    virtual bool emulates_fp8() const = 0;
 
     // --- FP8 (the recipe: precision/fp8_scaling.h; the GEMMs' operands: cpu/fp8_kernels.h) ---
     // The scale state lives in backend memory (Fp8ScaleSlot, fp8_scaling.h): casts read a slot's
@@ -207,20 +234,6 @@ public:
                                      const fp8e4m3* inp_qt, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight_qt,
                                      const Fp8ScaleSlot* weight_scale, int N, int C, int OC) = 0;
 
-    // --- optimizer ---
-    // Σ g² (FP32 gradients), double accumulation; inf/NaN propagate.
-    virtual double sum_squares(const float* g, size_t n) = 0;
-    // AdamW with PyTorch's semantics on n values (FP32 moments m, v):
-    //   g ← grads · grad_scale                      (grad_scale = clipping factor / loss scale / ranks)
-    //   m ← β1·m + (1−β1)·g ;  v ← β2·v + (1−β2)·g²
-    //   p ← p·(1 − lr·wd)                           (decoupled weight decay)
-    //   p ← p − (lr / (1−β1^t)) · m / (√v / √(1−β2^t) + ε)
-    // p is the FP32 master copy and working = round(p); master may be null (no FP32 master copy:
-    // p is read from and rounded back into the working weights, so updates below half an ulp of
-    // the storage type are lost).
-    virtual void adamw_update(float* master, void* working, float* m, float* v, const float* grads, size_t n,
-                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                              int t) = 0;
 };
 
 // The CPU kernel set for activations of `dtype` (always available).

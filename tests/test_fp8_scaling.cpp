@@ -402,7 +402,7 @@ TEST(Fp8Counters, AccumulateCastsIntoOneSlotInAnyOrder) {
     EXPECT_EQ(empty.count, 0u);
 }
 
-// The scale state in backend memory (Fp8ScaleSlot, Backend::fp8_end_step) follows Fp8TensorScale
+// The scale state in backend memory (Fp8ScaleSlot, Fp8Ops::fp8_end_step) follows Fp8TensorScale
 // step for step, bit for bit: the same rules (fp8_scale_rule, fp8_select_rule) on both.
 TEST(Fp8ScaleSlots, EndStepFollowsFp8TensorScale) {
     auto backend = make_cpu_backend();
@@ -429,7 +429,7 @@ TEST(Fp8ScaleSlots, EndStepFollowsFp8TensorScale) {
                     accumulate(counters[i], st);
                     ref[i].end_step(to_cast_stats(counters[i]).amax);
                 }
-                backend->fp8_end_step(slots.data(), history.data(), counters.data(), nullptr, n, n_e4m3,
+                backend->fp8()->fp8_end_step(slots.data(), history.data(), counters.data(), nullptr, n, n_e4m3,
                                       cfg.amax_history, algo == Fp8AmaxAlgo::MostRecent, cfg.margin,
                                       recipe == Fp8Recipe::Delayed);
                 for (int i = 0; i < n; i++) {

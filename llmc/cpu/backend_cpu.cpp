@@ -15,11 +15,12 @@ namespace train_gpt {
 namespace {
 
 template <typename T>
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public Fp8Ops {
     static T* act(void* p) { return static_cast<T*>(p); }
     static const T* act(const void* p) { return static_cast<const T*>(p); }
 
 public:
+    Fp8Ops* fp8() override { return this; }
     explicit CpuBackend(DType dtype) : dtype_(dtype) {}
     std::string name() const override { return "cpu"; }
     int fp8_gemm_multiple() const override { return 1; }   // the emulation takes any shape

@@ -50,11 +50,12 @@ inline unsigned elementwise_blocks(size_t n, int threads) {
 __global__ void probe_kernel() {}
 
 template <typename T>
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public Fp8Ops {
     static T* act(void* p) { return static_cast<T*>(p); }
     static const T* act(const void* p) { return static_cast<const T*>(p); }
 
 public:
+    Fp8Ops* fp8() override { return this; }
     CudaBackend(DType dtype, int device, const CudaOptions& options)
         : dtype_(dtype), device_(device), options_(options), profiler_(options.profile) {
         cudaCheck(cudaSetDevice(device));

@@ -416,7 +416,7 @@ inline void fp8_scale_from_counters(Fp8ScaleSlot* slot, const Fp8Counters* count
     cudaCheck(cudaGetLastError());
 }
 
-// Every slot's end of step in one launch (Backend::fp8_end_step). Returns at once.
+// Every slot's end of step in one launch (Fp8Ops::fp8_end_step). Returns at once.
 inline void fp8_end_step(Fp8ScaleSlot* slots, float* history, const Fp8Counters* counters, const float* amaxes, int n,
                          int n_e4m3, int H, bool most_recent, int margin, bool delayed, cudaStream_t stream) {
     if (n <= 0) return;

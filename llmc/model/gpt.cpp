@@ -154,7 +154,7 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
     if (zero != 0 && zero != 1) fail("--zero %d: expected 0 or 1", zero);
     // FP8 GEMMs reduce over C (and 4C); the kernel set says which multiple its FP8 GEMMs need.
     // (Checked before anything is allocated.)
-    const int fp8_multiple = backend.fp8_gemm_multiple();
+    const int fp8_multiple = precision.precision == Precision::FP8 ? fp8_ops_of(backend).fp8_gemm_multiple() : 1;
     if (precision.precision == Precision::FP8 && prec_.fp8.gemms != 0 && cfg.n_embd % fp8_multiple != 0) {
         fail("fp8 on %s: n_embd %d must be a multiple of %d (FP8 tensor-core GEMMs); use bf16 for this width",
              backend.name().c_str(), cfg.n_embd, fp8_multiple);

@@ -1,5 +1,6 @@
 // fp8_autotune.cpp — see fp8_autotune.h.
 #include "precision/fp8_autotune.h"
+#include "precision/fp8_state.h"
 
 #include "checkpoint/checkpoint.h"
 #include "rng.h"
@@ -98,7 +99,7 @@ std::vector<Fp8GemmTiming> time_fp8_gemms(Backend& k, const GPTConfig& cfg, int 
                                       {1 / 4096.0f, 4096.0f, 0, {}}};   // X, W, dY
         k.copy_to_device(slots, host, sizeof(host));
         Fp8Counters* counters = buf.zeros<Fp8Counters>(sizeof(Fp8Counters));
-        k.quantize_transpose_e4m3(wq, wt, w, s.c_out, s.c_in, &slots[1], counters);
+        fp8_ops_of(k).quantize_transpose_e4m3(wq, wt, w, s.c_out, s.c_in, &slots[1], counters);
 
         Fp8GemmTiming t;
         t.name = s.name;
@@ -110,10 +111,10 @@ std::vector<Fp8GemmTiming> time_fp8_gemms(Backend& k, const GPTConfig& cfg, int 
             k.matmul_backward(dx, dw, db, dy, x, w, N, s.c_in, s.c_out);
         });
         t.ms_fp8 = median_ms(k, reps, [&] {
-            k.quantize_transpose_e4m3(xq, xt, x, N, s.c_in, &slots[0], counters);
-            k.matmul_forward_fp8(y, xq, &slots[0], wq, &slots[1], bias, N, s.c_in, s.c_out);
-            k.quantize_transpose_e5m2(dyq, dyt, dy, N, s.c_out, &slots[2], counters);
-            k.matmul_backward_fp8(dx, dw, db, dyq, dyt, &slots[2], dy, xt, &slots[0], wt, &slots[1], N, s.c_in,
+            fp8_ops_of(k).quantize_transpose_e4m3(xq, xt, x, N, s.c_in, &slots[0], counters);
+            fp8_ops_of(k).matmul_forward_fp8(y, xq, &slots[0], wq, &slots[1], bias, N, s.c_in, s.c_out);
+            fp8_ops_of(k).quantize_transpose_e5m2(dyq, dyt, dy, N, s.c_out, &slots[2], counters);
+            fp8_ops_of(k).matmul_backward_fp8(dx, dw, db, dyq, dyt, &slots[2], dy, xt, &slots[0], wt, &slots[1], N, s.c_in,
                                   s.c_out);
         });
         t.fp8 = t.ms_fp8 < t.ms_16bit;
@@ -146,13 +147,13 @@ Fp8AutoChoice choose_fp8_gemms_auto(Backend& backend, const GPTConfig& cfg, int 
             return choice;
         }
     }
-    if (backend.emulates_fp8()) {
+    if (fp8_ops_of(backend).emulates_fp8()) {
         std::string name = backend.name();
         for (char& c : name) c = (char)std::toupper((unsigned char)c);
         choice.how = format("fp8 GEMMs: auto → all (the %s kernel set emulates FP8: nothing to time)", name.c_str());
         return choice;
     }
-    const int multiple = backend.fp8_gemm_multiple();
+    const int multiple = fp8_ops_of(backend).fp8_gemm_multiple();
     if (cfg.n_embd % multiple != 0 || (B * T) % multiple != 0) {   // shapes its FP8 GEMMs cannot take
         choice.gemms = 0;
         choice.how = format("fp8 GEMMs: auto → none (n_embd %d and B·T %d must be multiples of %d for FP8 GEMMs)",

@@ -18,7 +18,7 @@ Fp8BlockOps::Fp8BlockOps(Backend& backend, const ModelTensors& tensors, int reco
 
 void Fp8BlockOps::begin_forward(int B, int T, bool training) {
     // the weight gradients' FP8 GEMMs reduce over B·T
-    const int multiple = k_.fp8_gemm_multiple(), N = B * T;
+    const int multiple = fp8_ops_of(k_).fp8_gemm_multiple(), N = B * T;
     if (training && fp8_.runs_any() && N % multiple != 0) {
         fail("fp8 training on %s: B·T = %d·%d = %d must be a multiple of %d (FP8 tensor-core GEMMs reduce over it)",
              k_.name().c_str(), B, T, N, multiple);

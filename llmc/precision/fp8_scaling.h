@@ -82,7 +82,7 @@ TG_HD inline float combine_amax(float a, float b) {
 
 // ---- the scaling rules, host and device ---------------------------------------------------------
 // One implementation of the rules above for the host (Fp8TensorScale) and for the state that
-// lives in the kernel set's memory (Fp8ScaleSlot, Backend::fp8_end_step): the same FP32
+// lives in the kernel set's memory (Fp8ScaleSlot, Fp8Ops::fp8_end_step): the same FP32
 // operations in the same order, so the CPU and CUDA kernel sets agree bit for bit.
 
 // s = (fp8_max / amax) · 2^-margin; amax 0 / inf / NaN → previous; s = inf → FLT_MAX;
@@ -194,7 +194,7 @@ struct Fp8CastStats {
     double flushed_frac() const { return count ? double(flushed) / double(count) : 0.0; }
 };
 
-// A cast's statistics as they accumulate in the backend's memory (Backend::quantize_e4m3/e5m2),
+// A cast's statistics as they accumulate in the backend's memory (Fp8Ops::quantize_e4m3/e5m2),
 // so that no cast waits for the host: the casts of one step into one slot (its micro-batches)
 // combine, and the trainer reads every slot back once per step. The amax is kept as the bits of
 // |x|: non-negative floats order like their bit patterns and every NaN (sign cleared) lies above

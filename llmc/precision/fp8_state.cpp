@@ -41,6 +41,12 @@ ActivationSizes activation_sizes(const GPTConfig& cfg, size_t tokens, unsigned g
 
 }  // namespace
 
+Fp8Ops& fp8_ops_of(Backend& backend) {
+    Fp8Ops* ops = backend.fp8();
+    if (ops == nullptr) fail("fp8: the %s kernel set has no FP8 ops", backend.name().c_str());
+    return *ops;
+}
+
 size_t Fp8State::activation_bytes_for(const GPTConfig& cfg, size_t tokens, unsigned gemms, int recompute) {
     const ActivationSizes s = activation_sizes(cfg, tokens, gemms, recompute);
     return s.kept_t + s.recast_t + 2 * s.dout;
@@ -48,7 +54,7 @@ size_t Fp8State::activation_bytes_for(const GPTConfig& cfg, size_t tokens, unsig
 
 Fp8State::Fp8State(const GPTConfig& cfg, Backend& backend, const Fp8ScalingConfig& config, void* params, int max_B,
                    int max_T, Comm* comm, int recompute)
-    : cfg_(cfg), k_(backend), config_(config), params_(params), offsets_(param_tensor_offsets(cfg)),
+    : cfg_(cfg), k_(backend), f_(fp8_ops_of(backend)), config_(config), params_(params), offsets_(param_tensor_offsets(cfg)),
       max_tokens_((size_t)max_B * max_T), comm_(comm), recompute_(recompute),
       instances_(cfg.n_layer * kNumBlockGemms) {
     config_.validate();
@@ -152,17 +158,17 @@ void Fp8State::scale_just_in_time(Fp8ScaleSlot* slot, float fp8_max,
                                   const std::function<void(Fp8Counters*)>& record_amax) {
     k_.zero(jit_, sizeof(Fp8Counters));
     record_amax(jit_);
-    k_.fp8_scale_from_counters(slot, jit_, fp8_max, config_.margin);
+    f_.fp8_scale_from_counters(slot, jit_, fp8_max, config_.margin);
 }
 
 // q (N,C) and/or qt (C,N): the E4M3 cast of a GEMM input, with its producer fused
 void Fp8State::cast_input(const CastInput& in, fp8e4m3* q, fp8e4m3* qt, int N, int C, const Fp8ScaleSlot* slot,
                           Fp8Counters* stats) {
     switch (in.kind) {
-        case CastInput::kTensor: k_.quantize_transpose_e4m3(q, qt, in.x, N, C, slot, stats); break;
-        case CastInput::kGelu: k_.gelu_forward_e4m3(q, qt, in.x, N, C, slot, stats); break;
+        case CastInput::kTensor: f_.quantize_transpose_e4m3(q, qt, in.x, N, C, slot, stats); break;
+        case CastInput::kGelu: f_.gelu_forward_e4m3(q, qt, in.x, N, C, slot, stats); break;
         case CastInput::kLayerNorm:
-            k_.layernorm_forward_e4m3(q, qt, in.mean, in.rstd, in.x, in.ln_weight, in.ln_bias, N, C, slot, stats,
+            f_.layernorm_forward_e4m3(q, qt, in.mean, in.rstd, in.x, in.ln_weight, in.ln_bias, N, C, slot, stats,
                                       in.stats_ready);
             break;
     }
@@ -185,7 +191,7 @@ void Fp8State::gelu_matmul_forward(int l, int g, void* out, const void* inp, con
 
 bool Fp8State::attention_forward_cast(int l, void* out, float* lse, const void* qkv, int B, int T, int NH) {
     if (!runs(kAttproj) || needs_amax_now(kX, l, kAttproj)) return false;
-    k_.attention_forward_e4m3(out, lse, x_, qkv, B, T, cfg_.n_embd, NH, scale(kX, l, kAttproj),
+    f_.attention_forward_e4m3(out, lse, x_, qkv, B, T, cfg_.n_embd, NH, scale(kX, l, kAttproj),
                               training_ ? counters(kX, l, kAttproj) : spare_counters());
     x_cast_slot_ = (long)slot_index(kX, l, kAttproj);
     return true;
@@ -196,7 +202,7 @@ void Fp8State::forward(int l, int g, void* out, const CastInput& inp, const void
     const bool cast_by_producer = x_cast_slot_ == (long)slot_index(kX, l, g);   // attention_forward_cast
     x_cast_slot_ = -1;
     if (cast_by_producer) {
-        k_.matmul_forward_fp8(out, x_, scale(kX, l, g), weight(l, g, false), scale(kW, l, g), bias, N, C, OC);
+        f_.matmul_forward_fp8(out, x_, scale(kX, l, g), weight(l, g, false), scale(kW, l, g), bias, N, C, OC);
         return;
     }
     // X → E4M3 with its scale (just in time on the first step / every step of the current recipe:
@@ -205,7 +211,7 @@ void Fp8State::forward(int l, int g, void* out, const CastInput& inp, const void
     if (needs_amax_now(kX, l, g)) {
         scale_just_in_time(sx, fp8e4m3::max_finite, [&](Fp8Counters* jit) {
             if (inp.kind == CastInput::kTensor) {
-                k_.amax_into(inp.x, (size_t)N * C, jit);
+                f_.amax_into(inp.x, (size_t)N * C, jit);
             } else {
                 cast_input(inp, nullptr, nullptr, N, C, sx, jit);
             }
@@ -223,7 +229,7 @@ void Fp8State::forward(int l, int g, void* out, const CastInput& inp, const void
     } else {
         cast_input(input, x_, nullptr, N, C, sx, spare_counters());
     }
-    k_.matmul_forward_fp8(out, x_, sx, weight(l, g, false), scale(kW, l, g), bias, N, C, OC);
+    f_.matmul_forward_fp8(out, x_, sx, weight(l, g, false), scale(kW, l, g), bias, N, C, OC);
 }
 
 // ---- backward -------------------------------------------------------------------------------------
@@ -240,7 +246,7 @@ void Fp8State::gelu_backward_matmul_backward(int l, int g, void* dinp, float* dw
     // E5M2 cast is fused into GELU backward
     const bool fuse_dy = !needs_amax_now(kDY, l, g);
     if (fuse_dy) {
-        k_.gelu_backward_e5m2(dfch, dout_, dout_t_, fch, dfch_gelu, N, cols, scale(kDY, l, g), counters(kDY, l, g));
+        f_.gelu_backward_e5m2(dfch, dout_, dout_t_, fch, dfch_gelu, N, cols, scale(kDY, l, g), counters(kDY, l, g));
     } else {
         k_.gelu_backward(dfch, fch, dfch_gelu, (size_t)N * cols);
     }
@@ -251,7 +257,7 @@ bool Fp8State::layernorm_backward_cast(int l, int g, void* dinp, float* dweight,
                                        const void* inp, const void* weight, const float* mean, const float* rstd,
                                        int N, float* dinp_sums) {
     if (!runs(g) || needs_amax_now(kDY, l, g)) return false;
-    k_.layernorm_backward_e5m2(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, cfg_.n_embd, dinp_sums, dout_,
+    f_.layernorm_backward_e5m2(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, cfg_.n_embd, dinp_sums, dout_,
                                dout_t_, scale(kDY, l, g), counters(kDY, l, g));
     dy_cast_slot_ = (long)slot_index(kDY, l, g);
     return true;
@@ -260,7 +266,7 @@ bool Fp8State::layernorm_backward_cast(int l, int g, void* dinp, float* dweight,
 bool Fp8State::attention_backward_cast(int l, void* dqkv, const void* dout, const void* qkv, const void* out,
                                        const float* lse, int B, int T, int NH) {
     if (!runs(kQkv) || needs_amax_now(kDY, l, kQkv)) return false;
-    k_.attention_backward_e5m2(dqkv, dout_, dout_t_, dout, qkv, out, lse, B, T, cfg_.n_embd, NH, scale(kDY, l, kQkv),
+    f_.attention_backward_e5m2(dqkv, dout_, dout_t_, dout, qkv, out, lse, B, T, cfg_.n_embd, NH, scale(kDY, l, kQkv),
                                counters(kDY, l, kQkv));
     dy_cast_slot_ = (long)slot_index(kDY, l, kQkv);
     return true;
@@ -275,15 +281,15 @@ void Fp8State::backward(int l, int g, void* dinp, float* dweight, float* dbias, 
     if (!dout_cast) {   // else the producer of dY has cast it already (gelu_backward_e5m2)
         if (needs_amax_now(kDY, l, g)) {
             scale_just_in_time(sdy, fp8e5m2::max_finite,
-                               [&](Fp8Counters* jit) { k_.amax_into(dout, (size_t)N * OC, jit); });
+                               [&](Fp8Counters* jit) { f_.amax_into(dout, (size_t)N * OC, jit); });
         }
         // dY (N,OC) for dX and dYᵀ (OC,N) for dW, from one cast
-        k_.quantize_transpose_e5m2(dout_, dout_t_, dout, N, OC, sdy, counters(kDY, l, g));
+        f_.quantize_transpose_e5m2(dout_, dout_t_, dout, N, OC, sdy, counters(kDY, l, g));
     }
     // Xᵀ: kept by the forward, or cast again from what backward keeps (its statistics, counted by
     // the forward's cast already, go to the spare slot)
     if (!keeps_input_t(g)) cast_input(recast_input(g, inp), nullptr, input_t(l, g, N), N, C, scale(kX, l, g), spare_counters());
-    k_.matmul_backward_fp8(dinp, dweight, dbias, dout_, dout_t_, sdy, dout, input_t(l, g, N), scale(kX, l, g),
+    f_.matmul_backward_fp8(dinp, dweight, dbias, dout_, dout_t_, sdy, dout, input_t(l, g, N), scale(kX, l, g),
                            weight(l, g, true), scale(kW, l, g), N, C, OC);
 }
 
@@ -296,11 +302,11 @@ void Fp8State::end_step() {
     const int S = 3 * instances_;
     const float* reduced = nullptr;
     if (comm_ != nullptr && comm_->world_size() > 1) {
-        k_.fp8_amaxes(amax_buffer_, counters_, S);
+        f_.fp8_amaxes(amax_buffer_, counters_, S);
         comm_->all_reduce_max(amax_buffer_, (size_t)S);
         reduced = amax_buffer_;
     }
-    k_.fp8_end_step(scales_, history_, counters_, reduced, S, 2 * instances_, config_.amax_history,
+    f_.fp8_end_step(scales_, history_, counters_, reduced, S, 2 * instances_, config_.amax_history,
                     config_.algo == Fp8AmaxAlgo::MostRecent, config_.margin, config_.recipe == Fp8Recipe::Delayed);
     for (int i = 0; i < S; i++) {   // the host's mirror of the history lengths and step counts
         hist_len_[i] = std::min(hist_len_[i] + 1, config_.amax_history);
@@ -332,7 +338,7 @@ void Fp8State::adamw_update(int param_tensor, float* master, float* m, float* v,
     for (int l = 0; l < cfg_.n_layer; l++) {
         const size_t off = l * wsize;
         void* working = const_cast<void*>(working_weight(l, g));
-        k_.adamw_update_e4m3(master != nullptr ? master + off : nullptr, working, m + off, v + off, grads + off, rows,
+        f_.adamw_update_e4m3(master != nullptr ? master + off : nullptr, working, m + off, v + off, grads + off, rows,
                              cols, lr, beta1, beta2, eps, weight_decay, grad_scale, t, weight(l, g, false),
                              weight(l, g, true), scale(kW, l, g), counters(kW, l, g));
     }
@@ -351,9 +357,9 @@ void Fp8State::cast_weights() {
             Fp8ScaleSlot* sw = scale(kW, l, g);
             k_.zero(counters(kW, l, g), sizeof(Fp8Counters));
             if (needs_amax_now(kW, l, g)) {
-                scale_just_in_time(sw, fp8e4m3::max_finite, [&](Fp8Counters* jit) { k_.amax_into(w, wsize, jit); });
+                scale_just_in_time(sw, fp8e4m3::max_finite, [&](Fp8Counters* jit) { f_.amax_into(w, wsize, jit); });
             }
-            k_.quantize_transpose_e4m3(weight(l, g, false), weight(l, g, true), w, (int)width(g, true),
+            f_.quantize_transpose_e4m3(weight(l, g, false), weight(l, g, true), w, (int)width(g, true),
                                        (int)width(g, false), sw, counters(kW, l, g));
         }
     }

@@ -52,13 +52,16 @@ struct Fp8TensorReport {
     double saturated_frac = 0, flushed_frac = 0;
 };
 
+// The kernel set's FP8 ops (Backend::fp8()); fails naming the kernel set where it has none.
+Fp8Ops& fp8_ops_of(Backend& backend);
+
 class Fp8State {
 public:
     // params: the model's working weights (bf16, the flat vector of layout.h), read for the
     // weights' casts and written by the fused AdamW; comm: the ranks whose amaxes are MAX-reduced
     // (null for one process). max_B·max_T bounds the tokens of a pass; recompute: the model's
     // --recompute level (2: qkv and fc keep no Xᵀ either). The backend must allow these FP8 GEMM
-    // shapes (Backend::fp8_gemm_multiple): checked by the model before.
+    // shapes (Fp8Ops::fp8_gemm_multiple): checked by the model before.
     Fp8State(const GPTConfig& cfg, Backend& backend, const Fp8ScalingConfig& config, void* params, int max_B,
              int max_T, Comm* comm, int recompute = 0);
     ~Fp8State();
@@ -87,7 +90,7 @@ public:
     // attention itself where attention_forward_cast ran)
     void matmul_forward(int l, int g, void* out, const void* inp, const void* bias, int N);
     // The attention of layer l (Backend::attention_forward) whose output is attproj's X, with that
-    // X's E4M3 cast for attproj's forward done as it is written (Backend::attention_forward_e4m3).
+    // X's E4M3 cast for attproj's forward done as it is written (Fp8Ops::attention_forward_e4m3).
     // Returns false, having done nothing, where attproj does not run in FP8 or X's scale is not
     // known yet.
     bool attention_forward_cast(int l, void* out, float* lse, const void* qkv, int B, int T, int NH);
@@ -109,13 +112,13 @@ public:
                          int N);
     // The layernorm backward that produces the residual stream's gradient, which is the dY of
     // projection g (attproj, fcproj) of layer l, casting it to E5M2 for g's backward on the way
-    // (Backend::layernorm_backward_e5m2; arguments as Backend::layernorm_backward). Returns false,
+    // (Fp8Ops::layernorm_backward_e5m2; arguments as Backend::layernorm_backward). Returns false,
     // having done nothing, where g does not run in FP8 or its dY scale is not known yet.
     bool layernorm_backward_cast(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout,
                                  const void* inp, const void* weight, const float* mean, const float* rstd, int N,
                                  float* dinp_sums);
     // The attention backward of layer l (Backend::attention_backward) whose output dqkv is qkv's dY,
-    // casting it to E5M2 for qkv's backward on the way (Backend::attention_backward_e5m2). Returns
+    // casting it to E5M2 for qkv's backward on the way (Fp8Ops::attention_backward_e5m2). Returns
     // false, having done nothing, where qkv does not run in FP8 or its dY scale is not known yet.
     bool attention_backward_cast(int l, void* dqkv, const void* dout, const void* qkv, const void* out,
                                  const float* lse, int B, int T, int NH);
@@ -164,6 +167,7 @@ private:
 
     GPTConfig cfg_;
     Backend& k_;
+    Fp8Ops& f_;   // k_'s FP8 ops
     Fp8ScalingConfig config_;
     void* params_;
     std::array<size_t, kNumParamTensors + 1> offsets_;

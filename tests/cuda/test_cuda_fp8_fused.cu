@@ -129,11 +129,11 @@ TEST_P(CudaFp8FusedTest, GeluForwardCastIsTheUnfusedCast) {
             SCOPED_TRACE(lay.name);
             Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
             Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
-            tw.gpu().gelu_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
+            tw.gpu().fp8()->gelu_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
                                        kf.gp<Fp8Counters>());
-            tw.gpu().quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g, rows, cols,
+            tw.gpu().fp8()->quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g, rows, cols,
                                              sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
-            tw.cpu().gelu_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), xb.c, rows, cols,
+            tw.cpu().fp8()->gelu_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), xb.c, rows, cols,
                                        sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
             if (lay.q) expect_bytes_equal("gelu q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
             if (lay.qt) expect_bytes_equal("gelu qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
@@ -143,8 +143,8 @@ TEST_P(CudaFp8FusedTest, GeluForwardCastIsTheUnfusedCast) {
         }
         // the statistics alone: the same amax and counts as a cast that writes
         Twin::Buf ks = tw.alloc(sizeof(Fp8Counters)), kw = tw.alloc(sizeof(Fp8Counters)), qw = tw.poisoned(n);
-        tw.gpu().gelu_forward_e4m3(nullptr, nullptr, xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>());
-        tw.gpu().gelu_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>());
+        tw.gpu().fp8()->gelu_forward_e4m3(nullptr, nullptr, xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>());
+        tw.gpu().fp8()->gelu_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>());
         expect_same_counters(tw, ks, kw);
     }
 }
@@ -169,11 +169,11 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
             Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
             Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
             Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
-            tw.gpu().layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), mean.gp<float>(), rstd.gp<float>(),
+            tw.gpu().fp8()->layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), mean.gp<float>(), rstd.gp<float>(),
                                             xb.g, w.g, b.g, N, C, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>(), false);
-            tw.gpu().quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g, N, C, sc.gp<Fp8ScaleSlot>(),
+            tw.gpu().fp8()->quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g, N, C, sc.gp<Fp8ScaleSlot>(),
                                              ku.gp<Fp8Counters>());
-            tw.cpu().layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), mean.cp<float>(),
+            tw.cpu().fp8()->layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), mean.cp<float>(),
                                             rstd.cp<float>(), xb.c, w.c, b.c, N, C, sc.cp<Fp8ScaleSlot>(),
                                             kf.cp<Fp8Counters>(), false);
             expect_bytes_equal("layernorm mean: fused vs unfused", tw.bytes_g(mean), tw.bytes_g(mean_u), 4);
@@ -188,14 +188,14 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
         }
         Twin::Buf ks = tw.alloc(sizeof(Fp8Counters)), kw = tw.alloc(sizeof(Fp8Counters)), qw = tw.poisoned(n);
         Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
-        tw.gpu().layernorm_forward_e4m3(nullptr, nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g, N, C,
+        tw.gpu().fp8()->layernorm_forward_e4m3(nullptr, nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g, N, C,
                                         sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>(), false);
-        tw.gpu().layernorm_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
+        tw.gpu().fp8()->layernorm_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
                                         N, C, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>(), false);
         expect_same_counters(tw, ks, kw);
         // the cast after a statistics-only call reads its statistics (stats_ready): the same bytes
         Twin::Buf qr = tw.poisoned(n), kr = tw.alloc(sizeof(Fp8Counters));
-        tw.gpu().layernorm_forward_e4m3(qr.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
+        tw.gpu().fp8()->layernorm_forward_e4m3(qr.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
                                         N, C, sc.gp<Fp8ScaleSlot>(), kr.gp<Fp8Counters>(), true);
         expect_bytes_equal("layernorm q from ready statistics", tw.bytes_g(qr), tw.bytes_g(qw));
         expect_same_counters(tw, kr, kw);
@@ -213,12 +213,12 @@ TEST_P(CudaFp8FusedTest, GeluBackwardCastIsTheUnfusedCast) {
         Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
         Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
         Twin::Buf sc = scale_slot(tw, 57344.0f / 0.02f);
-        tw.gpu().gelu_backward_e5m2(dinp_f.g, qf.gp<fp8e5m2>(), qtf.gp<fp8e5m2>(), xb.g, dout.g, rows, cols,
+        tw.gpu().fp8()->gelu_backward_e5m2(dinp_f.g, qf.gp<fp8e5m2>(), qtf.gp<fp8e5m2>(), xb.g, dout.g, rows, cols,
                                     sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
         tw.gpu().gelu_backward(dinp_u.g, xb.g, dout.g, n);
-        tw.gpu().quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
+        tw.gpu().fp8()->quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
                                          ku.gp<Fp8Counters>());
-        tw.cpu().gelu_backward_e5m2(dinp_f.c, qf.cp<fp8e5m2>(), qtf.cp<fp8e5m2>(), xb.c, dout.c, rows, cols,
+        tw.cpu().fp8()->gelu_backward_e5m2(dinp_f.c, qf.cp<fp8e5m2>(), qtf.cp<fp8e5m2>(), xb.c, dout.c, rows, cols,
                                     sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
         expect_bytes_equal("gelu backward dinp: fused vs unfused", tw.bytes_g(dinp_f), tw.bytes_g(dinp_u),
                            tw.act_size());
@@ -255,14 +255,14 @@ TEST_P(CudaFp8FusedTest, LayernormBackwardCastIsTheUnfusedCast) {
         Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
         Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
         Twin::Buf sc = scale_slot(tw, 57344.0f / 4.0f);
-        tw.gpu().layernorm_backward_e5m2(dinp_f.g, dw_f.gp<float>(), db_f.gp<float>(), dout.g, x.g, w.g, mean.gp<float>(),
+        tw.gpu().fp8()->layernorm_backward_e5m2(dinp_f.g, dw_f.gp<float>(), db_f.gp<float>(), dout.g, x.g, w.g, mean.gp<float>(),
                                          rstd.gp<float>(), N, C, sums_f.gp<float>(), qf.gp<fp8e5m2>(),
                                          qtf.gp<fp8e5m2>(), sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
         tw.gpu().layernorm_backward(dinp_u.g, dw_u.gp<float>(), db_u.gp<float>(), dout.g, x.g, w.g, mean.gp<float>(),
                                     rstd.gp<float>(), N, C, sums_u.gp<float>());
-        tw.gpu().quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, N, C, sc.gp<Fp8ScaleSlot>(),
+        tw.gpu().fp8()->quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, N, C, sc.gp<Fp8ScaleSlot>(),
                                          ku.gp<Fp8Counters>());
-        tw.cpu().layernorm_backward_e5m2(dinp_f.c, dw_f.cp<float>(), db_f.cp<float>(), dout.c, x.c, w.c,
+        tw.cpu().fp8()->layernorm_backward_e5m2(dinp_f.c, dw_f.cp<float>(), db_f.cp<float>(), dout.c, x.c, w.c,
                                          mean.cp<float>(), rstd.cp<float>(), N, C, sums_f.cp<float>(), qf.cp<fp8e5m2>(),
                                          qtf.cp<fp8e5m2>(), sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
         expect_bytes_equal("layernorm backward dinp: fused vs unfused", tw.bytes_g(dinp_f), tw.bytes_g(dinp_u),
@@ -303,11 +303,11 @@ TEST_P(CudaFp8FusedTest, AttentionCastIsTheUnfusedCast) {
         Twin::Buf qf = tw.poisoned(n), qu = tw.poisoned(n);
         Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
         Twin::Buf sc = scale_slot(tw, 448.0f / 2.0f);
-        tw.gpu().attention_forward_e4m3(out_f.g, lse_f.gp<float>(), qf.gp<fp8e4m3>(), qkv.g, s.B, s.T, s.C, s.NH,
+        tw.gpu().fp8()->attention_forward_e4m3(out_f.g, lse_f.gp<float>(), qf.gp<fp8e4m3>(), qkv.g, s.B, s.T, s.C, s.NH,
                                         sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
         tw.gpu().attention_forward(out_u.g, lse_u.gp<float>(), qkv.g, s.B, s.T, s.C, s.NH);
-        tw.gpu().quantize_e4m3(qu.gp<fp8e4m3>(), out_u.g, n, sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
-        tw.cpu().attention_forward_e4m3(out_f.c, lse_f.cp<float>(), qf.cp<fp8e4m3>(), qkv.c, s.B, s.T, s.C, s.NH,
+        tw.gpu().fp8()->quantize_e4m3(qu.gp<fp8e4m3>(), out_u.g, n, sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+        tw.cpu().fp8()->attention_forward_e4m3(out_f.c, lse_f.cp<float>(), qf.cp<fp8e4m3>(), qkv.c, s.B, s.T, s.C, s.NH,
                                         sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
         expect_bytes_equal("attention out: fused vs unfused", tw.bytes_g(out_f), tw.bytes_g(out_u), tw.act_size());
         expect_bytes_equal("attention lse: fused vs unfused", tw.bytes_g(lse_f), tw.bytes_g(lse_u), 4);
@@ -346,12 +346,12 @@ TEST_P(CudaFp8FusedTest, AttentionBackwardCastIsTheUnfusedCast) {
         Twin::Buf qf = tw.poisoned(n3), qtf = tw.poisoned(n3), qu = tw.poisoned(n3), qtu = tw.poisoned(n3);
         Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
         Twin::Buf sc = scale_slot(tw, 57344.0f / 0.5f);
-        tw.gpu().attention_backward_e5m2(dqkv_f.g, qf.gp<fp8e5m2>(), qtf.gp<fp8e5m2>(), dout.g, qkv.g, out.g,
+        tw.gpu().fp8()->attention_backward_e5m2(dqkv_f.g, qf.gp<fp8e5m2>(), qtf.gp<fp8e5m2>(), dout.g, qkv.g, out.g,
                                          lse.gp<float>(), s.B, s.T, s.C, s.NH, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
         tw.gpu().attention_backward(dqkv_u.g, dout.g, qkv.g, out.g, lse.gp<float>(), s.B, s.T, s.C, s.NH);
-        tw.gpu().quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dqkv_u.g, s.B * s.T, 3 * s.C,
+        tw.gpu().fp8()->quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dqkv_u.g, s.B * s.T, 3 * s.C,
                                          sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
-        tw.cpu().attention_backward_e5m2(dqkv_f.c, qf.cp<fp8e5m2>(), qtf.cp<fp8e5m2>(), dout.c, qkv.c, out.c,
+        tw.cpu().fp8()->attention_backward_e5m2(dqkv_f.c, qf.cp<fp8e5m2>(), qtf.cp<fp8e5m2>(), dout.c, qkv.c, out.c,
                                          lse.cp<float>(), s.B, s.T, s.C, s.NH, sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
         expect_bytes_equal("attention backward dqkv: fused vs unfused", tw.bytes_g(dqkv_f), tw.bytes_g(dqkv_u),
                            tw.act_size());
@@ -389,14 +389,14 @@ TEST_P(CudaFp8FusedTest, AdamWCastIsTheUnfusedCast) {
             Twin::Buf sc = scale_slot(tw, 448.0f / 0.1f);
             const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
             const int t = 7;
-            tw.gpu().adamw_update_e4m3(with_master ? mf.gp<float>() : nullptr, wf.g, m_f.gp<float>(), v_f.gp<float>(),
+            tw.gpu().fp8()->adamw_update_e4m3(with_master ? mf.gp<float>() : nullptr, wf.g, m_f.gp<float>(), v_f.gp<float>(),
                                        g.gp<float>(), rows, cols, lr, b1, b2, eps, wd, gs, t, qf.gp<fp8e4m3>(),
                                        qtf.gp<fp8e4m3>(), sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
             tw.gpu().adamw_update(with_master ? mu.gp<float>() : nullptr, wu.g, m_u.gp<float>(), v_u.gp<float>(),
                                   g.gp<float>(), n, lr, b1, b2, eps, wd, gs, t);
-            tw.gpu().quantize_transpose_e4m3(qu.gp<fp8e4m3>(), qtu.gp<fp8e4m3>(), wu.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
+            tw.gpu().fp8()->quantize_transpose_e4m3(qu.gp<fp8e4m3>(), qtu.gp<fp8e4m3>(), wu.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
                                              ku.gp<Fp8Counters>());
-            tw.cpu().adamw_update_e4m3(with_master ? mf.cp<float>() : nullptr, wf.c, m_f.cp<float>(), v_f.cp<float>(),
+            tw.cpu().fp8()->adamw_update_e4m3(with_master ? mf.cp<float>() : nullptr, wf.c, m_f.cp<float>(), v_f.cp<float>(),
                                        g.cp<float>(), rows, cols, lr, b1, b2, eps, wd, gs, t, qf.cp<fp8e4m3>(),
                                        qtf.cp<fp8e4m3>(), sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
             expect_bytes_equal("adamw master: fused vs unfused", tw.bytes_g(mf), tw.bytes_g(mu), 4);

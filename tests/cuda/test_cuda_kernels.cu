@@ -452,14 +452,14 @@ TEST_P(CudaDTypeTest, AmaxIsExact) {
         std::vector<float> x = r.normal(n);
         x[r.rng.below(n)] = -37.5f;   // the largest magnitude, negative, anywhere
         Twin::Buf b = tw.act(x);
-        const float c = tw.cpu().amax(b.c, n), g = tw.gpu().amax(b.g, n);
+        const float c = tw.cpu().fp8()->amax(b.c, n), g = tw.gpu().fp8()->amax(b.g, n);
         EXPECT_EQ(float_bits(g), float_bits(c)) << "amax: cuda " << g << " vs cpu " << c;
         EXPECT_EQ(c, 37.5f);
         // a NaN anywhere must surface (never hidden by a max)
         x[r.rng.below(n)] = NAN;
         tw.upload(b, encode_act(tw.dtype(), x));
-        EXPECT_TRUE(std::isnan(tw.gpu().amax(b.g, n))) << "a NaN input must make the amax NaN";
-        EXPECT_TRUE(std::isnan(tw.cpu().amax(b.c, n)));
+        EXPECT_TRUE(std::isnan(tw.gpu().fp8()->amax(b.g, n))) << "a NaN input must make the amax NaN";
+        EXPECT_TRUE(std::isnan(tw.cpu().fp8()->amax(b.c, n)));
     }
 }
 
@@ -482,10 +482,10 @@ TEST_P(CudaDTypeTest, Fp8CastsAreBitIdenticalWithTheirStatistics) {
             Twin::Buf k4 = tw.alloc(sizeof(Fp8Counters)), k5 = tw.alloc(sizeof(Fp8Counters));
             Twin::Buf sc = scale_slot(tw, scale);   // the cast reads its scale from backend memory
             for (int cast = 0; cast < 2; cast++) {
-                tw.cpu().quantize_e4m3(q4.cp<fp8e4m3>(), xb.c, n, sc.cp<Fp8ScaleSlot>(), k4.cp<Fp8Counters>());
-                tw.gpu().quantize_e4m3(q4.gp<fp8e4m3>(), xb.g, n, sc.gp<Fp8ScaleSlot>(), k4.gp<Fp8Counters>());
-                tw.cpu().quantize_e5m2(q5.cp<fp8e5m2>(), xb.c, n, sc.cp<Fp8ScaleSlot>(), k5.cp<Fp8Counters>());
-                tw.gpu().quantize_e5m2(q5.gp<fp8e5m2>(), xb.g, n, sc.gp<Fp8ScaleSlot>(), k5.gp<Fp8Counters>());
+                tw.cpu().fp8()->quantize_e4m3(q4.cp<fp8e4m3>(), xb.c, n, sc.cp<Fp8ScaleSlot>(), k4.cp<Fp8Counters>());
+                tw.gpu().fp8()->quantize_e4m3(q4.gp<fp8e4m3>(), xb.g, n, sc.gp<Fp8ScaleSlot>(), k4.gp<Fp8Counters>());
+                tw.cpu().fp8()->quantize_e5m2(q5.cp<fp8e5m2>(), xb.c, n, sc.cp<Fp8ScaleSlot>(), k5.cp<Fp8Counters>());
+                tw.gpu().fp8()->quantize_e5m2(q5.gp<fp8e5m2>(), xb.g, n, sc.gp<Fp8ScaleSlot>(), k5.gp<Fp8Counters>());
             }
             auto read = [](Backend& be, const void* slot) {
                 Fp8Counters c;
@@ -554,13 +554,13 @@ TEST_P(CudaDTypeTest, Fp8CastWithTransposeIsBitIdentical) {
             Twin::Buf q4 = tw.poisoned(n), qt4 = tw.poisoned(n), q5 = tw.poisoned(n), qt5 = tw.poisoned(n);
             Twin::Buf k4 = tw.alloc(sizeof(Fp8Counters)), k5 = tw.alloc(sizeof(Fp8Counters));
             Twin::Buf sc = scale_slot(tw, scale);
-            tw.cpu().quantize_transpose_e4m3(want_q ? q4.cp<fp8e4m3>() : nullptr, want_qt ? qt4.cp<fp8e4m3>() : nullptr,
+            tw.cpu().fp8()->quantize_transpose_e4m3(want_q ? q4.cp<fp8e4m3>() : nullptr, want_qt ? qt4.cp<fp8e4m3>() : nullptr,
                                              xb.c, rows, cols, sc.cp<Fp8ScaleSlot>(), k4.cp<Fp8Counters>());
-            tw.gpu().quantize_transpose_e4m3(want_q ? q4.gp<fp8e4m3>() : nullptr, want_qt ? qt4.gp<fp8e4m3>() : nullptr,
+            tw.gpu().fp8()->quantize_transpose_e4m3(want_q ? q4.gp<fp8e4m3>() : nullptr, want_qt ? qt4.gp<fp8e4m3>() : nullptr,
                                              xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), k4.gp<Fp8Counters>());
-            tw.cpu().quantize_transpose_e5m2(want_q ? q5.cp<fp8e5m2>() : nullptr, want_qt ? qt5.cp<fp8e5m2>() : nullptr,
+            tw.cpu().fp8()->quantize_transpose_e5m2(want_q ? q5.cp<fp8e5m2>() : nullptr, want_qt ? qt5.cp<fp8e5m2>() : nullptr,
                                              xb.c, rows, cols, sc.cp<Fp8ScaleSlot>(), k5.cp<Fp8Counters>());
-            tw.gpu().quantize_transpose_e5m2(want_q ? q5.gp<fp8e5m2>() : nullptr, want_qt ? qt5.gp<fp8e5m2>() : nullptr,
+            tw.gpu().fp8()->quantize_transpose_e5m2(want_q ? q5.gp<fp8e5m2>() : nullptr, want_qt ? qt5.gp<fp8e5m2>() : nullptr,
                                              xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), k5.gp<Fp8Counters>());
             if (want_q) {
                 tw.check_bytes("quantize_transpose_e4m3 q", q4, 1);
@@ -616,12 +616,12 @@ TEST_P(CudaDTypeTest, Fp8ScaleStateIsBitIdentical) {
                 Twin::Buf k = tw.raw(counters);
                 const bool reduced = step % 2 == 1;   // odd steps: through fp8_amaxes, as under MPI
                 if (reduced) {
-                    tw.cpu().fp8_amaxes(amaxes.cp<float>(), k.cp<Fp8Counters>(), n);
-                    tw.gpu().fp8_amaxes(amaxes.gp<float>(), k.gp<Fp8Counters>(), n);
+                    tw.cpu().fp8()->fp8_amaxes(amaxes.cp<float>(), k.cp<Fp8Counters>(), n);
+                    tw.gpu().fp8()->fp8_amaxes(amaxes.gp<float>(), k.gp<Fp8Counters>(), n);
                 }
-                tw.cpu().fp8_end_step(slots.cp<Fp8ScaleSlot>(), hist.cp<float>(), k.cp<Fp8Counters>(),
+                tw.cpu().fp8()->fp8_end_step(slots.cp<Fp8ScaleSlot>(), hist.cp<float>(), k.cp<Fp8Counters>(),
                                       reduced ? amaxes.cp<float>() : nullptr, n, n_e4m3, H, most_recent, 1, delayed);
-                tw.gpu().fp8_end_step(slots.gp<Fp8ScaleSlot>(), hist.gp<float>(), k.gp<Fp8Counters>(),
+                tw.gpu().fp8()->fp8_end_step(slots.gp<Fp8ScaleSlot>(), hist.gp<float>(), k.gp<Fp8Counters>(),
                                       reduced ? amaxes.gp<float>() : nullptr, n, n_e4m3, H, most_recent, 1, delayed);
                 tw.check_bytes("fp8_end_step slots", slots, 1);
                 tw.check_bytes("fp8_end_step history", hist, 1);
@@ -630,11 +630,11 @@ TEST_P(CudaDTypeTest, Fp8ScaleStateIsBitIdentical) {
             std::vector<float> x = r.normal(100003, 3.0);
             x[17] = -250.0f;
             Twin::Buf xb = tw.act(x), jit = tw.alloc(sizeof(Fp8Counters));
-            tw.cpu().amax_into(xb.c, x.size(), jit.cp<Fp8Counters>());
-            tw.gpu().amax_into(xb.g, x.size(), jit.gp<Fp8Counters>());
+            tw.cpu().fp8()->amax_into(xb.c, x.size(), jit.cp<Fp8Counters>());
+            tw.gpu().fp8()->amax_into(xb.g, x.size(), jit.gp<Fp8Counters>());
             tw.check_bytes("amax_into", jit, 1);
-            tw.cpu().fp8_scale_from_counters(slots.cp<Fp8ScaleSlot>() + 3, jit.cp<Fp8Counters>(), 448.0f, 2);
-            tw.gpu().fp8_scale_from_counters(slots.gp<Fp8ScaleSlot>() + 3, jit.gp<Fp8Counters>(), 448.0f, 2);
+            tw.cpu().fp8()->fp8_scale_from_counters(slots.cp<Fp8ScaleSlot>() + 3, jit.cp<Fp8Counters>(), 448.0f, 2);
+            tw.gpu().fp8()->fp8_scale_from_counters(slots.gp<Fp8ScaleSlot>() + 3, jit.gp<Fp8Counters>(), 448.0f, 2);
             tw.check_bytes("fp8_scale_from_counters", slots, 1);
         }
     }
@@ -656,9 +656,9 @@ TEST_P(CudaDTypeTest, MatmulForwardFp8) {
             Twin::Buf b = tw.act(r.normal(g.OC, 0.5));
             Twin::Buf out = tw.poisoned_act((size_t)g.N * g.OC);
             Twin::Buf ssx = scale_slot(tw, sx), ssw = scale_slot(tw, sw);   // 1/s from the slots
-            tw.cpu().matmul_forward_fp8(out.c, xq.cp<fp8e4m3>(), ssx.cp<Fp8ScaleSlot>(), wq.cp<fp8e4m3>(),
+            tw.cpu().fp8()->matmul_forward_fp8(out.c, xq.cp<fp8e4m3>(), ssx.cp<Fp8ScaleSlot>(), wq.cp<fp8e4m3>(),
                                         ssw.cp<Fp8ScaleSlot>(), with_bias ? b.c : nullptr, g.N, g.C, g.OC);
-            tw.gpu().matmul_forward_fp8(out.g, xq.gp<fp8e4m3>(), ssx.gp<Fp8ScaleSlot>(), wq.gp<fp8e4m3>(),
+            tw.gpu().fp8()->matmul_forward_fp8(out.g, xq.gp<fp8e4m3>(), ssx.gp<Fp8ScaleSlot>(), wq.gp<fp8e4m3>(),
                                         ssw.gp<Fp8ScaleSlot>(), with_bias ? b.g : nullptr, g.N, g.C, g.OC);
             // C exact products in the FP8 accumulator, the bias added in FP32, the store's flip
             std::vector<double> A = abs_matmul(dequantized(x8, sx), dequantized(w8, sw), g.N, g.C, g.OC);
@@ -691,11 +691,11 @@ TEST_P(CudaDTypeTest, MatmulBackwardFp8WritesDinpAccumulatesParameters) {
             const std::vector<float> dw0 = r.normal((size_t)g.OC * g.C, 0.1), db0 = r.normal(g.OC, 0.1);
             Twin::Buf dw = tw.f32(dw0), db = tw.f32(db0);   // +=
             Twin::Buf ssx = scale_slot(tw, sx), ssw = scale_slot(tw, sw), ssdy = scale_slot(tw, sdy);
-            tw.cpu().matmul_backward_fp8(dinp.c, dw.cp<float>(), with_bias ? db.cp<float>() : nullptr,
+            tw.cpu().fp8()->matmul_backward_fp8(dinp.c, dw.cp<float>(), with_bias ? db.cp<float>() : nullptr,
                                          dout_q.cp<fp8e5m2>(), dout_qt.cp<fp8e5m2>(), ssdy.cp<Fp8ScaleSlot>(), dout.c,
                                          xqt.cp<fp8e4m3>(), ssx.cp<Fp8ScaleSlot>(), wqt.cp<fp8e4m3>(),
                                          ssw.cp<Fp8ScaleSlot>(), g.N, g.C, g.OC);
-            tw.gpu().matmul_backward_fp8(dinp.g, dw.gp<float>(), with_bias ? db.gp<float>() : nullptr,
+            tw.gpu().fp8()->matmul_backward_fp8(dinp.g, dw.gp<float>(), with_bias ? db.gp<float>() : nullptr,
                                          dout_q.gp<fp8e5m2>(), dout_qt.gp<fp8e5m2>(), ssdy.gp<Fp8ScaleSlot>(), dout.g,
                                          xqt.gp<fp8e4m3>(), ssx.gp<Fp8ScaleSlot>(), wqt.gp<fp8e4m3>(),
                                          ssw.gp<Fp8ScaleSlot>(), g.N, g.C, g.OC);
