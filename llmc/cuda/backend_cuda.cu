@@ -49,8 +49,12 @@ inline unsigned elementwise_blocks(size_t n, int threads) {
 // Any kernel of ours: a device without an image for it (another GENCODE) is caught up front.
 __global__ void probe_kernel() {}
 
+// The CUDA kernel set as a GPU last validated it (docs/gpu-results.md): each 16-bit op is the
+// launcher of its name, no flag consulted. The ops that --fused-kernels and --attention flash
+// change are overridden by CudaBackendWithOptions below, which is built only when one is given.
 template <typename T>
-class CudaBackend final : public Backend, public Fp8Ops {
+class CudaBackend : public Backend, public Fp8Ops {
+protected:
     static T* act(void* p) { return static_cast<T*>(p); }
     static const T* act(const void* p) { return static_cast<const T*>(p); }
 
@@ -163,14 +167,10 @@ public:
                             const void* weight, const float* mean, const float* rstd, int N, int C,
                             float* dinp_sums) override {
         const cuda::OpProfiler::Scope timed(profiler(), "layernorm_backward", stream_);
-        if (!options_.fused_kernels && dinp_sums != nullptr) {   // the layernorm, then the sums of its output
-            cuda::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
-                                     nullptr, stream_);
-            cuda::add_column_sums(dinp_sums, column_partials(N, C), act(dinp), N, C, stream_);
-            return;
-        }
+        // the layernorm, then the sums of its output
         cuda::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
-                                 dinp_sums, stream_);
+                                 nullptr, stream_);
+        if (dinp_sums != nullptr) cuda::add_column_sums(dinp_sums, column_partials(N, C), act(dinp), N, C, stream_);
     }
     void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                         int OC) override {
@@ -184,12 +184,6 @@ public:
     }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
         const cuda::OpProfiler::Scope timed(profiler(), "attention_forward", stream_);
-        if constexpr (!std::is_same_v<T, float>) {
-            if (flash_attention(C / NH)) {
-                cuda::attention_forward_flash(act(out), lse, act(qkv), B, Tlen, C, NH, stream_);
-                return;
-            }
-        }
         cuda::attention_forward_gemm(act(out), lse, act(qkv), B, Tlen, C, NH, stream_);
     }
     void attention_decode(void* out, const void* qkv, int pos, int n, int C, int NH) override {
@@ -199,12 +193,6 @@ public:
     void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                             int B, int Tlen, int C, int NH) override {
         const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
-        if constexpr (!std::is_same_v<T, float>) {
-            if (flash_attention(C / NH)) {
-                cuda::attention_backward_flash(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH, stream_);
-                return;
-            }
-        }
         cuda::attention_backward_gemm(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH, stream_);
     }
     void gelu_forward(void* out, const void* inp, size_t n) override {
@@ -218,23 +206,16 @@ public:
     void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows,
                             int cols) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward_bias", stream_);
-        if (!options_.fused_kernels) {   // GELU backward, then the sums of its output
-            cuda::gelu_backward(act(dinp), act(inp), act(dout), (size_t)rows * cols, stream_);
-            cuda::add_column_sums(dbias, column_partials(rows, cols), act(dinp), rows, cols, stream_);
-            return;
-        }
-        cuda::gelu_backward_bias(act(dinp), dbias, act(inp), act(dout), rows, cols, stream_);
+        // GELU backward, then the sums of its output
+        cuda::gelu_backward(act(dinp), act(inp), act(dout), (size_t)rows * cols, stream_);
+        cuda::add_column_sums(dbias, column_partials(rows, cols), act(dinp), rows, cols, stream_);
     }
     void residual_layernorm_forward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
                                     const void* weight, const void* bias, int N, int C) override {
         const cuda::OpProfiler::Scope timed(profiler(), "residual_layernorm_forward", stream_);
-        if (!options_.fused_kernels) {   // the residual add, then the layernorm
-            cuda::residual_forward(act(residual), act(a), act(b), (size_t)N * C, stream_);
-            cuda::layernorm_forward(act(out), mean, rstd, act(residual), act(weight), act(bias), N, C, stream_);
-            return;
-        }
-        cuda::residual_layernorm_forward(act(residual), act(out), mean, rstd, act(a), act(b), act(weight), act(bias),
-                                         N, C, stream_);
+        // the residual add, then the layernorm
+        cuda::residual_forward(act(residual), act(a), act(b), (size_t)N * C, stream_);
+        cuda::layernorm_forward(act(out), mean, rstd, act(residual), act(weight), act(bias), N, C, stream_);
     }
     void residual_forward(void* out, const void* a, const void* b, size_t n) override {
         const cuda::OpProfiler::Scope timed(profiler(), "residual_forward", stream_);
@@ -408,7 +389,7 @@ public:
                            stream_);
     }
 
-private:
+protected:
     DType dtype_;
     int device_;
     CudaOptions options_;
@@ -425,6 +406,78 @@ private:
     cuda::OpProfiler* profiler() { return profiler_.enabled() ? &profiler_ : nullptr; }
 };
 
+// --fused-kernels and --attention flash (not yet validated on a GPU): the ops they change. Fused:
+// the residual add in the layernorm, the bias gradients in the layernorm and GELU backward, one
+// kernel each; flash: the tensor-core attention where it supports the head size (bf16, fp16).
+template <typename T>
+class CudaBackendWithOptions final : public CudaBackend<T> {
+    using Base = CudaBackend<T>;
+    using Base::act;
+    using Base::flash_attention;
+    using Base::options_;
+    using Base::profiler;
+    using Base::stream_;
+
+public:
+    using Base::Base;
+
+    void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                            const void* weight, const float* mean, const float* rstd, int N, int C,
+                            float* dinp_sums) override {
+        if (!options_.fused_kernels || dinp_sums == nullptr) {
+            return Base::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_sums);
+        }
+        const cuda::OpProfiler::Scope timed(profiler(), "layernorm_backward", stream_);
+        cuda::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
+                                 dinp_sums, stream_);
+    }
+    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows,
+                            int cols) override {
+        if (!options_.fused_kernels) return Base::gelu_backward_bias(dinp, dbias, inp, dout, rows, cols);
+        const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward_bias", stream_);
+        cuda::gelu_backward_bias(act(dinp), dbias, act(inp), act(dout), rows, cols, stream_);
+    }
+    void residual_layernorm_forward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                    const void* weight, const void* bias, int N, int C) override {
+        if (!options_.fused_kernels) {
+            return Base::residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C);
+        }
+        const cuda::OpProfiler::Scope timed(profiler(), "residual_layernorm_forward", stream_);
+        cuda::residual_layernorm_forward(act(residual), act(out), mean, rstd, act(a), act(b), act(weight), act(bias),
+                                         N, C, stream_);
+    }
+    void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
+        if constexpr (!std::is_same_v<T, float>) {
+            if (flash_attention(C / NH)) {
+                const cuda::OpProfiler::Scope timed(profiler(), "attention_forward", stream_);
+                cuda::attention_forward_flash(act(out), lse, act(qkv), B, Tlen, C, NH, stream_);
+                return;
+            }
+        }
+        Base::attention_forward(out, lse, qkv, B, Tlen, C, NH);
+    }
+    void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
+                            int B, int Tlen, int C, int NH) override {
+        if constexpr (!std::is_same_v<T, float>) {
+            if (flash_attention(C / NH)) {
+                const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
+                cuda::attention_backward_flash(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH, stream_);
+                return;
+            }
+        }
+        Base::attention_backward(dqkv, dout, qkv, out, lse, B, Tlen, C, NH);
+    }
+};
+
+// The kernel set for T: the validated one, or, with a flag that changes an op, the one with options.
+template <typename T>
+std::unique_ptr<Backend> make_for(DType dtype, int device, const CudaOptions& options) {
+    if (options.fused_kernels || options.flash_attention) {
+        return std::make_unique<CudaBackendWithOptions<T>>(dtype, device, options);
+    }
+    return std::make_unique<CudaBackend<T>>(dtype, device, options);
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device, const CudaOptions& options) {
@@ -433,9 +486,9 @@ std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device, const CudaOp
     if (count == 0) fail("CUDA kernel set: no usable GPU (%s)", reason.c_str());
     if (device < 0 || device >= count) fail("CUDA kernel set: GPU %d does not exist (%d found)", device, count);
     switch (dtype) {
-        case DType::F32: return std::make_unique<CudaBackend<float>>(dtype, device, options);
-        case DType::BF16: return std::make_unique<CudaBackend<__nv_bfloat16>>(dtype, device, options);
-        case DType::F16: return std::make_unique<CudaBackend<__half>>(dtype, device, options);
+        case DType::F32: return make_for<float>(dtype, device, options);
+        case DType::BF16: return make_for<__nv_bfloat16>(dtype, device, options);
+        case DType::F16: return make_for<__half>(dtype, device, options);
     }
     fail("no CUDA kernel set for dtype %d", (int)dtype);
 }
