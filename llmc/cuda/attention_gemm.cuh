@@ -163,7 +163,7 @@ inline size_t scratch_bytes(int nb, int Tlen, int C, int NH, size_t elem, bool b
 // NH·T ≤ INT_MAX (checked by the launchers). scratch_bytes is increasing in nb: binary search.
 inline int chunk_sequences(int B, int Tlen, int C, int NH, size_t elem, bool backward, size_t budget) {
     const int64_t row_cap = (int64_t)INT_MAX / ((int64_t)NH * (Tlen > 0 ? Tlen : 1));   // ≥ 1
-    const int64_t batch_cap = NH < 65535 ? 65535 / NH : 1;                            // ≥ 1
+    const int64_t batch_cap = NH < kMaxGridYZ ? kMaxGridYZ / NH : 1;                  // ≥ 1
     int64_t cap = B;
     if (row_cap < cap) cap = row_cap;
     if (batch_cap < cap) cap = batch_cap;

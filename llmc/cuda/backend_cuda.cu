@@ -43,7 +43,7 @@ __global__ void act_to_float_kernel(float* dst, const T* src, size_t n) {
 
 // Grid for a grid-stride loop over n elements: enough blocks to fill the GPU, no more.
 inline unsigned elementwise_blocks(size_t n, int threads) {
-    return (unsigned)std::max<size_t>(1, std::min<size_t>((n + threads - 1) / threads, 8192));
+    return (unsigned)std::max<size_t>(1, std::min<size_t>((n + threads - 1) / threads, cuda::kGridStrideMaxBlocks));
 }
 
 // Any kernel of ours: a device without an image for it (another GENCODE) is caught up front.
@@ -92,7 +92,7 @@ public:
 
     std::string name() const override { return "cuda"; }
     // cuBLASLt's FP8 GEMMs: leading dimensions and the reduced dimension multiples of 16
-    int fp8_gemm_multiple() const override { return 16; }
+    int fp8_gemm_multiple() const override { return cuda::kFp8GemmMultiple; }
     bool emulates_fp8() const override { return false; }
     DType act_dtype() const override { return dtype_; }
 

@@ -58,6 +58,12 @@ __host__ __device__ constexpr I round_up(I a, I b) {
 }
 inline bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
+// The largest grid y and z dimension (CUDA's limit; some cuBLASLt kernels put the GEMM batch there).
+inline constexpr int kMaxGridYZ = 65535;
+// The grid of a grid-stride loop: at most this many blocks, which fill an H200 (132 SMs) several
+// times over; more would only add scheduling.
+inline constexpr size_t kGridStrideMaxBlocks = 8192;
+
 // Blocks of `block_size` threads covering `threads` threads: a grid's x dimension (≤ 2³¹ − 1).
 inline unsigned grid_1d(size_t threads, int block_size) {
     const size_t blocks = ceil_div<size_t>(threads, size_t(block_size));
@@ -145,16 +151,6 @@ __device__ __forceinline__ void store_packed_cs(T* p, const Packed<T, N>& value)
     using Raw = detail::raw_t<T, N>;
     __stcs(reinterpret_cast<Raw*>(p), detail::bit_cast<Raw>(value));
 }
-
-// The 16-byte spellings (llm.c's names).
-template <typename T>
-__device__ __forceinline__ Packed128<T> load128(const T* p) { return load_packed<Packed128<T>::size>(p); }
-template <typename T>
-__device__ __forceinline__ Packed128<T> load128cs(const T* p) { return load_packed_cs<Packed128<T>::size>(p); }
-template <typename T>
-__device__ __forceinline__ void store128(T* p, const Packed128<T>& v) { store_packed<Packed128<T>::size>(p, v); }
-template <typename T>
-__device__ __forceinline__ void store128cs(T* p, const Packed128<T>& v) { store_packed_cs<Packed128<T>::size>(p, v); }
 
 // The pack width a launcher uses for buffers of T: 16 bytes when every pointer is 16-byte
 // aligned (and, for row-wise kernels, the row length a multiple of it), else 1.

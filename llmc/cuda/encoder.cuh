@@ -149,7 +149,7 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* to
     // CUB's item count, the grid's x dimension and the row indices are int
     TG_CUDA_REQUIRE(size_t(B) * Tlen <= size_t(INT32_MAX), "B*T must fit in int32");
     // the dwte grid's y dimension covers C in chunks of 32 channels (at least)
-    TG_CUDA_REQUIRE(ceil_div(C, 32) <= 65535, "C must be at most 65535 * 32");
+    TG_CUDA_REQUIRE(ceil_div(C, 32) <= kMaxGridYZ, "C must be at most 65535 * 32");
     const int BT = B * Tlen;
     if (BT == 0) return;
     const bool vec = C % kPack<T> == 0 && is_aligned(dout, 16);   // dout rows start 16-byte aligned

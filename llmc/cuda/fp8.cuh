@@ -344,7 +344,7 @@ void quantize_transpose_source(Q* q, Q* qt, Source src, int rows, int cols, cons
     // every column tile gets a block column; the row tiles are shared out so that the grid stays
     // near kFp8MaxBlocks blocks (each block walks its row tiles; see block_commit_stats)
     const int col_tiles = (cols + kTile - 1) / kTile, row_tiles = (rows + kTile - 1) / kTile;
-    const int row_blocks = std::max(1, std::min({row_tiles, kFp8MaxBlocks / col_tiles, 65535}));
+    const int row_blocks = std::max(1, std::min({row_tiles, kFp8MaxBlocks / col_tiles, kMaxGridYZ}));
     const dim3 grid(col_tiles, row_blocks);
     quantize_transpose_fp8_kernel<<<grid, kFp8Threads, 0, stream>>>(q, qt, counters, src, rows, cols, scale);
     cudaCheck(cudaGetLastError());

@@ -66,6 +66,9 @@
 
 namespace train_gpt::cuda {
 
+// FP8 GEMMs' dimensions (C, OC, and N in backward) must be multiples of this (Fp8Ops::fp8_gemm_multiple).
+inline constexpr int kFp8GemmMultiple = 16;
+
 // ---- errors ------------------------------------------------------------------------------------
 
 inline void cublas_check(cublasStatus_t status, const char* call, const char* file, int line) {
@@ -503,7 +506,7 @@ __global__ void fp8_widen_kernel(W* out, const Q* q, size_t n) {
 
 template <typename W, typename Q>
 void fp8_widen(W* out, const Q* q, size_t n, cudaStream_t stream) {
-    const int blocks = (int)std::min<size_t>((n + 255) / 256, 8192);
+    const int blocks = (int)std::min<size_t>((n + 255) / 256, kGridStrideMaxBlocks);
     fp8_widen_kernel<<<std::max(blocks, 1), 256, 0, stream>>>(out, q, n);
     cudaCheck(cudaGetLastError());
 }
@@ -532,8 +535,9 @@ template <typename T>
 void matmul_forward_fp8(T* out, const fp8e4m3* inp, const float* inp_inv_scale, const fp8e4m3* weight,
                         const float* weight_inv_scale, const T* bias, int N, int C, int OC, cudaStream_t stream) {
     // k (= C) and the output's leading dimension (OC) must be 16-element multiples for FP8 tensor cores
-    if (C % 16 != 0 || OC % 16 != 0) {
-        fail("matmul_forward_fp8: C = %d and OC = %d must be multiples of 16 (Hopper FP8 GEMM alignment)", C, OC);
+    if (C % kFp8GemmMultiple != 0 || OC % kFp8GemmMultiple != 0) {
+        fail("matmul_forward_fp8: C = %d and OC = %d must be multiples of %d (Hopper FP8 GEMM alignment)", C, OC,
+             kFp8GemmMultiple);
     }
     if (N <= 0) return;
     // cuBLASLt's FP8 bias for an FP32 output must be BF16: for T = float the bias is a separate add
@@ -578,9 +582,9 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                          const float* inp_inv_scale, const fp8e4m3* weight_qt, const float* weight_inv_scale, int N,
                          int C, int OC, cudaStream_t stream) {
     // every dimension is a reduction dimension (k) of one of the two GEMMs
-    if (N % 16 != 0 || C % 16 != 0 || OC % 16 != 0) {
-        fail("matmul_backward_fp8: N = %d, C = %d and OC = %d must be multiples of 16 (Hopper FP8 GEMM alignment)",
-             N, C, OC);
+    if (N % kFp8GemmMultiple != 0 || C % kFp8GemmMultiple != 0 || OC % kFp8GemmMultiple != 0) {
+        fail("matmul_backward_fp8: N = %d, C = %d and OC = %d must be multiples of %d (Hopper FP8 GEMM alignment)",
+             N, C, OC, kFp8GemmMultiple);
     }
     if (N <= 0) return;
     const float* s_dout = dout_inv_scale;
