@@ -75,12 +75,10 @@ void fused_classifier(T* dlogits, float* losses, const T* logits, const int32_t*
     // 16-byte packs need every row start aligned (Vp a multiple of the pack: it is a multiple of
     // 128 in the model) and aligned bases
     const bool vec = Vp % kPack<T> == 0 && is_aligned(logits, 16) && (dlogits == nullptr || is_aligned(dlogits, 16));
-    if (vec) {
-        fused_classifier_kernel<kPack<T>>
+    launch_packed<T>(vec, [&](auto pack) {
+        fused_classifier_kernel<decltype(pack)::value>
             <<<N, kClassifierThreads, 0, stream>>>(dlogits, losses, logits, targets, V, Vp, dloss);
-    } else {
-        fused_classifier_kernel<1><<<N, kClassifierThreads, 0, stream>>>(dlogits, losses, logits, targets, V, Vp, dloss);
-    }
+    });
     cudaCheck(cudaGetLastError());
 }
 

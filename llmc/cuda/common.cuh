@@ -13,6 +13,8 @@
 // on one stream share it in stream order and two streams (two backends) never share one.
 #pragma once
 
+#include <type_traits>
+
 #include "utils.h"
 
 #include <cuda_bf16.h>
@@ -156,6 +158,18 @@ __device__ __forceinline__ void store_packed_cs(T* p, const Packed<T, N>& value)
 // aligned (and, for row-wise kernels, the row length a multiple of it), else 1.
 template <typename T>
 constexpr int kPack = 16 / int(sizeof(T));
+
+// A launcher's choice between a kernel's 16-byte-pack and scalar instantiations:
+// launch(std::integral_constant<int, P>) with P = kPack<T> where `vectorised`, else P = 1.
+//     launch_packed<T>(vec, [&](auto pack) { kernel<decltype(pack)::value><<<grid, block>>>(...); });
+template <typename T, typename Launch>
+void launch_packed(bool vectorised, Launch&& launch) {
+    if (vectorised) {
+        launch(std::integral_constant<int, kPack<T>>{});
+    } else {
+        launch(std::integral_constant<int, 1>{});
+    }
+}
 
 // ---- reductions ----------------------------------------------------------------------------
 // Butterfly (xor) shuffles: after log2(32) steps every lane holds the full result, and the same

@@ -134,11 +134,10 @@ void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, 
     const bool vec = C % kPack<T> == 0 && is_aligned(out, 16) && is_aligned(wte, 16) && is_aligned(wpe, 16);
     const int P = vec ? kPack<T> : 1;
     const unsigned blocks = grid_1d(size_t(B) * Tlen * (C / P), kThreads);
-    if (vec) {
-        encoder_forward_kernel<kPack<T>><<<blocks, kThreads, 0, stream>>>(out, tokens, wte, wpe, B, Tlen, C);
-    } else {
-        encoder_forward_kernel<1><<<blocks, kThreads, 0, stream>>>(out, tokens, wte, wpe, B, Tlen, C);
-    }
+    launch_packed<T>(vec, [&](auto pack) {
+        encoder_forward_kernel<decltype(pack)::value>
+            <<<blocks, kThreads, 0, stream>>>(out, tokens, wte, wpe, B, Tlen, C);
+    });
     cudaCheck(cudaGetLastError());
 }
 
@@ -159,11 +158,9 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* to
     {
         const int P = vec ? kPack<T> : 1;
         const unsigned blocks = grid_1d(size_t(Tlen) * (C / P), kThreads);
-        if (vec) {
-            encoder_backward_wpe_kernel<kPack<T>><<<blocks, kThreads, 0, stream>>>(dwpe, dout, B, Tlen, C);
-        } else {
-            encoder_backward_wpe_kernel<1><<<blocks, kThreads, 0, stream>>>(dwpe, dout, B, Tlen, C);
-        }
+        launch_packed<T>(vec, [&](auto pack) {
+            encoder_backward_wpe_kernel<decltype(pack)::value><<<blocks, kThreads, 0, stream>>>(dwpe, dout, B, Tlen, C);
+        });
         cudaCheck(cudaGetLastError());
     }
 
@@ -186,11 +183,10 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* to
                                               rows_in, sorted_rows, BT, 0, 32, stream));
     const int P = vec ? kPack<T> : 1;
     const dim3 grid(unsigned(BT), unsigned(ceil_div(C, 32 * P)));
-    if (vec) {
-        encoder_backward_wte_kernel<kPack<T>><<<grid, 32, 0, stream>>>(dwte, dout, sorted_tokens, sorted_rows, BT, C);
-    } else {
-        encoder_backward_wte_kernel<1><<<grid, 32, 0, stream>>>(dwte, dout, sorted_tokens, sorted_rows, BT, C);
-    }
+    launch_packed<T>(vec, [&](auto pack) {
+        encoder_backward_wte_kernel<decltype(pack)::value>
+            <<<grid, 32, 0, stream>>>(dwte, dout, sorted_tokens, sorted_rows, BT, C);
+    });
     cudaCheck(cudaGetLastError());
 }
 

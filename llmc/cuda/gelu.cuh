@@ -75,11 +75,9 @@ void gelu_forward(T* out, const T* inp, size_t n, cudaStream_t stream) {
     const bool vec = is_aligned(out, 16) && is_aligned(inp, 16);   // packs of 16 bytes need aligned bases
     const int P = vec ? kPack<T> : 1;
     const unsigned blocks = grid_1d(ceil_div<size_t>(n, P), kThreads);
-    if (vec) {
-        gelu_forward_kernel<kPack<T>><<<blocks, kThreads, 0, stream>>>(out, inp, n);
-    } else {
-        gelu_forward_kernel<1><<<blocks, kThreads, 0, stream>>>(out, inp, n);
-    }
+    launch_packed<T>(vec, [&](auto pack) {
+        gelu_forward_kernel<decltype(pack)::value><<<blocks, kThreads, 0, stream>>>(out, inp, n);
+    });
     cudaCheck(cudaGetLastError());
 }
 
@@ -90,11 +88,9 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n, cudaStream_t 
     const bool vec = is_aligned(dinp, 16) && is_aligned(inp, 16) && is_aligned(dout, 16);
     const int P = vec ? kPack<T> : 1;
     const unsigned blocks = grid_1d(ceil_div<size_t>(n, P), kThreads);
-    if (vec) {
-        gelu_backward_kernel<kPack<T>><<<blocks, kThreads, 0, stream>>>(dinp, inp, dout, n);
-    } else {
-        gelu_backward_kernel<1><<<blocks, kThreads, 0, stream>>>(dinp, inp, dout, n);
-    }
+    launch_packed<T>(vec, [&](auto pack) {
+        gelu_backward_kernel<decltype(pack)::value><<<blocks, kThreads, 0, stream>>>(dinp, inp, dout, n);
+    });
     cudaCheck(cudaGetLastError());
 }
 

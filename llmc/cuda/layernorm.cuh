@@ -258,13 +258,10 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
                      is_aligned(bias, 16);
     const unsigned blocks = unsigned(ceil_div(N, kThreads / 32));
     T* x = const_cast<T*>(inp);   // read only (kResidual = false)
-    if (vec) {
-        layernorm_forward_kernel<kPack<T>, false>
-            <<<blocks, kThreads, 0, stream>>>(out, mean, rstd, x, (const T*)nullptr, (const T*)nullptr, weight, bias, N, C);
-    } else {
-        layernorm_forward_kernel<1, false>
-            <<<blocks, kThreads, 0, stream>>>(out, mean, rstd, x, (const T*)nullptr, (const T*)nullptr, weight, bias, N, C);
-    }
+    launch_packed<T>(vec, [&](auto pack) {
+        layernorm_forward_kernel<decltype(pack)::value, false><<<blocks, kThreads, 0, stream>>>(
+            out, mean, rstd, x, (const T*)nullptr, (const T*)nullptr, weight, bias, N, C);
+    });
     cudaCheck(cudaGetLastError());
 }
 
@@ -278,13 +275,10 @@ void residual_layernorm_forward(T* residual, T* out, float* mean, float* rstd, c
     const bool vec = C % kPack<T> == 0 && is_aligned(out, 16) && is_aligned(residual, 16) && is_aligned(a, 16) &&
                      is_aligned(b, 16) && is_aligned(weight, 16) && is_aligned(bias, 16);
     const unsigned blocks = unsigned(ceil_div(N, kThreads / 32));
-    if (vec) {
-        layernorm_forward_kernel<kPack<T>, true>
+    launch_packed<T>(vec, [&](auto pack) {
+        layernorm_forward_kernel<decltype(pack)::value, true>
             <<<blocks, kThreads, 0, stream>>>(out, mean, rstd, residual, a, b, weight, bias, N, C);
-    } else {
-        layernorm_forward_kernel<1, true><<<blocks, kThreads, 0, stream>>>(out, mean, rstd, residual, a, b, weight, bias,
-                                                                           N, C);
-    }
+    });
     cudaCheck(cudaGetLastError());
 }
 

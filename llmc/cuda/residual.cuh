@@ -32,11 +32,9 @@ void residual_forward(T* out, const T* a, const T* b, size_t n, cudaStream_t str
     const bool vec = is_aligned(out, 16) && is_aligned(a, 16) && is_aligned(b, 16);   // 16-byte packs
     const int P = vec ? kPack<T> : 1;
     const unsigned blocks = grid_1d(ceil_div<size_t>(n, P), kThreads);
-    if (vec) {
-        residual_forward_kernel<kPack<T>><<<blocks, kThreads, 0, stream>>>(out, a, b, n);
-    } else {
-        residual_forward_kernel<1><<<blocks, kThreads, 0, stream>>>(out, a, b, n);
-    }
+    launch_packed<T>(vec, [&](auto pack) {
+        residual_forward_kernel<decltype(pack)::value><<<blocks, kThreads, 0, stream>>>(out, a, b, n);
+    });
     cudaCheck(cudaGetLastError());
 }
 
