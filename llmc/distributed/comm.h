@@ -9,9 +9,11 @@
 // so the callers (model, optimizer, FP8 scaling) are the same code for all three.
 //
 // Invariants every implementation keeps:
-// - Deterministic sums. A sum is reduced in rank order 0, 1, …, W-1 with FP32 accumulation,
-//   whatever the timing, so every rank holds bit-identical results and a run repeats
-//   bit-exactly. (Different world sizes differ only by FP32 reassociation.)
+// - Deterministic sums. Every rank holds bit-identical results, whatever the timing, and a run
+//   repeats bit-exactly on the same world size (and, for NCCL, the same topology and version).
+//   The single-process and MPI Comms add in rank order 0, 1, …, W-1 with FP32 accumulation; NCCL
+//   adds in its ring's or tree's order (comm_nccl.cu), so its sums can differ from MPI's in the
+//   last bits. (Different world sizes differ by FP32 reassociation.)
 // - NaN-propagating max. If any rank holds NaN at index i, all_reduce_max gives NaN at i on
 //   every rank (FP8 amaxes: a NaN must not vanish in the reduction). +0 wins over -0.
 // - Destination first; every rank calls every collective in the same order with the same
