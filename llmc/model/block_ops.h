@@ -106,6 +106,21 @@ public:
     // computed again first under --recompute 2)
     virtual void layernorm_matmul_backward(int l, int g, void* dinp, const void* dout, const LayernormInput& x, int N);
 
+    // ---- the optimizer step (GPT::update) ----
+    // Before the update (fp8 mode: every scaled tensor's step ends, so the weights' next scales are
+    // known when AdamW writes their E4M3 copies).
+    virtual void begin_update() {}
+    // AdamW of parameter tensor `tensor` (all of it: `whole`, this rank updates every value), as
+    // Backend::adamw_update over its values at master/m/v/grads; returns false, having done
+    // nothing, where the model's plain AdamW is the update (always, in 16 bits).
+    virtual bool adamw_update(int tensor, bool whole, float* master, float* m, float* v, const float* grads, float lr,
+                              float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
+    // The working weights changed (an update, new weights, a restored checkpoint): fp8 mode casts
+    // the E4M3 copies AdamW did not write.
+    virtual void weights_changed() {}
+    // A skipped step (non-finite loss or gradients): fp8 mode forgets the step's amaxes.
+    virtual void discard_step() {}
+
 protected:
     Backend& k_;
     const ModelTensors& tensors_;

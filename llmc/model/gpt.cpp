@@ -268,7 +268,7 @@ void GPT::set_weights(const std::vector<float>& host) {
     }
     k_.zero(adam_m_, state_len_ * sizeof(float));
     k_.zero(adam_v_, state_len_ * sizeof(float));
-    if (fp8_) fp8_->cast_weights();
+    ops_->weights_changed();
 }
 
 std::vector<float> GPT::weights() const {
@@ -348,7 +348,7 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
         fail("forward(B=%d, T=%d) outside the allocated (%d, %d)", B, T, max_B_, max_T_);
     }
     const int L = cfg_.n_layer, C = cfg_.n_embd;
-    const int V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
+    const int Vp = cfg_.padded_vocab_size;
     const int N = B * T;
     Activations& a = *acts_;
     k_.copy_to_device(inputs_, inputs, (size_t)N * sizeof(int32_t));
@@ -378,16 +378,12 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     last_B_ = B;
     last_T_ = T;
     have_dlogits_ = false;
-    if (lm_head_chunks_ == 1) {
-        k_.matmul_forward(a.logits, a.lnf, param(kWte), nullptr, N, C, Vp);   // tied LM head, (B,T,Vp)
-        if (targets == nullptr) return 0.0f;
-        k_.copy_to_device(targets_, targets, (size_t)N * sizeof(int32_t));
-        k_.fused_classifier(dloss != 0.0f ? a.logits : nullptr, a.losses, a.logits, targets_, N, V, Vp, dloss);
-    } else {
-        if (targets == nullptr) return 0.0f;   // no logits are kept (logits_at says so)
-        k_.copy_to_device(targets_, targets, (size_t)N * sizeof(int32_t));
-        lm_head_chunked(N, dloss);
+    if (targets == nullptr) {   // the logits alone (sampling, logits_at); none are kept in chunks
+        if (lm_head_chunks_ == 1) k_.matmul_forward(a.logits, a.lnf, param(kWte), nullptr, N, C, Vp);
+        return 0.0f;
     }
+    k_.copy_to_device(targets_, targets, (size_t)N * sizeof(int32_t));
+    lm_head(N, dloss);
     have_dlogits_ = dloss != 0.0f;
     token_losses_.resize(N);
     k_.copy_to_host(token_losses_.data(), a.losses, (size_t)N * sizeof(float));
@@ -396,11 +392,12 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     return (float)(sum / N);
 }
 
-// The LM head and the cross-entropy over N tokens in lm_head_chunks_ chunks of at most R rows,
-// through the one (R, Vp) logits buffer: per chunk, logits = lnf · wteᵀ, the fused classifier
-// (losses; dlogits in place when dloss != 0), and then at once the head's backward, which needs
-// this chunk's dlogits: dln (rows of the chunk) = dlogits · wte, wte's gradient += dlogitsᵀ · lnf.
-void GPT::lm_head_chunked(int N, float dloss) {
+// The tied LM head and the cross-entropy over N tokens, in lm_head_chunks_ chunks of at most R rows
+// (one chunk of N rows by default) through the one (R, Vp) logits buffer: per chunk, logits =
+// lnf · wteᵀ, the fused classifier (losses; dlogits in place when dloss != 0), and then at once the
+// head's backward, which needs this chunk's dlogits: dln (rows of the chunk) = dlogits · wte, wte's
+// gradient += dlogitsᵀ · lnf.
+void GPT::lm_head(int N, float dloss) {
     Activations& a = *acts_;
     const int C = cfg_.n_embd, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
     const int R = (int)((N + lm_head_chunks_ - 1) / lm_head_chunks_);
@@ -421,7 +418,7 @@ void GPT::backward() {
     if (!have_dlogits_) fail("backward() needs a forward() with targets and a non-zero dloss first");
     have_dlogits_ = false;
     const int B = last_B_, T = last_T_;
-    const int L = cfg_.n_layer, C = cfg_.n_embd, Vp = cfg_.padded_vocab_size;
+    const int L = cfg_.n_layer, C = cfg_.n_embd;
     const int N = B * T;
     const size_t NC = (size_t)N * C;
     Activations& a = *acts_;
@@ -434,8 +431,7 @@ void GPT::backward() {
     // rows: that is the bias gradient of the projection (fcproj, attproj) whose output gradient it
     // is, so those two GEMMs' backward computes no bias gradient of its own.
     k_.zero(a.dresidual, NC * act_size_);
-    // the head: dln = dlogits · wte, wte's gradient += dlogitsᵀ · lnf (chunked: done in forward)
-    if (lm_head_chunks_ == 1) k_.matmul_backward(a.dln, grad(kWte), nullptr, a.logits, a.lnf, param(kWte), N, C, Vp);
+    // (the head's backward ran in forward: dln = dlogits · wte, wte's gradient += dlogitsᵀ · lnf)
     ops_->layernorm_backward(L - 1, kFcproj, a.dresidual, a.dln, lnf_input(N), N);
 
     for (int l = L - 1; l >= 0; l--) {
@@ -473,9 +469,7 @@ double GPT::gradient_norm() {
 
 void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
     grad_scale /= world_;   // the gradients are sums over ranks: apply their mean
-    // fp8: the step ends first for every scaled tensor, so that the weights' next scales are known
-    // when the update writes their E4M3 copies
-    if (fp8_) fp8_->end_step();
+    ops_->begin_update();
     const float* g = sharded_ ? grad_shard_ : grads_;
     const size_t state_end = state_begin_ + state_len_;
     for (int i = 0; i < kNumParamTensors; i++) {
@@ -486,10 +480,9 @@ void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
         const size_t local = begin - state_begin_;
         const float wd = param_tensor_decays(i) ? opt.weight_decay : 0.0f;
         float* master = master_ != nullptr ? master_ + local : nullptr;
-        if (fp8_ && fp8_->casts_in_update(i, /*whole=*/!sharded_)) {   // AdamW and the E4M3 cast in one pass
-            fp8_->adamw_update(i, master, adam_m_ + local, adam_v_ + local, g + local, lr, opt.beta1, opt.beta2,
-                               opt.eps, wd, grad_scale, t);
-            continue;
+        if (ops_->adamw_update(i, /*whole=*/!sharded_, master, adam_m_ + local, adam_v_ + local, g + local, lr,
+                               opt.beta1, opt.beta2, opt.eps, wd, grad_scale, t)) {
+            continue;   // fp8 mode: AdamW and the weight's E4M3 copies in one pass
         }
         k_.adamw_update(master, act_at(params_, begin), adam_m_ + local, adam_v_ + local, g + local, end - begin, lr,
                         opt.beta1, opt.beta2, opt.eps, wd, grad_scale, t);
@@ -497,12 +490,10 @@ void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
     if (sharded_) {   // every rank's updated slice of the working weights to every rank
         comm_->all_gather(params_, act_at(params_, state_begin_), padded_params_ / world_ * act_size_);
     }
-    if (fp8_) fp8_->cast_weights();   // the E4M3 copies the update did not write
+    ops_->weights_changed();
 }
 
-void GPT::discard_step() {
-    if (fp8_) fp8_->discard_step();
-}
+void GPT::discard_step() { ops_->discard_step(); }
 
 void GPT::poison_gradient() {
     const float inf = INFINITY;
@@ -559,7 +550,7 @@ void GPT::restore_optimizer_state(const std::vector<float>& master, const std::v
     k_.float_to_act(act_at(params_, state_begin_), staging, state_len_);   // working = round(master)
     k_.release(staging);
     if (sharded_) comm_->all_gather(params_, act_at(params_, state_begin_), padded_params_ / world_ * act_size_);
-    if (fp8_) fp8_->cast_weights();
+    ops_->weights_changed();
 }
 
 std::string GPT::fp8_state_json() const { return fp8_ ? fp8_->to_json() : "[]"; }

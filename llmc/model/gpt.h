@@ -22,10 +22,10 @@
 // m, v of one contiguous 1/W of the flat parameter vector only, receives only that slice of the
 // summed gradients (reduce-scatter), updates it, and all ranks all-gather the working weights.
 //
-// Gradient rules: forward() with a non-zero dloss writes dlogits over the logits buffer (the
-// fused classifier works in place); backward() then ACCUMULATES into the parameter gradients,
-// so several forward/backward pairs between zero_grad() and update() accumulate gradients. (With
-// lm_head_chunks > 1 the head's part of that accumulation happens in forward().)
+// Gradient rules: forward() with targets and a non-zero dloss also runs the LM head's backward
+// (dlogits exists only while the head's chunk does: the fused classifier writes it over the
+// logits); backward() then ACCUMULATES the rest into the parameter gradients, so several
+// forward/backward pairs between zero_grad() and update() accumulate gradients.
 #pragma once
 
 #include "backend.h"
@@ -67,9 +67,8 @@ public:
     // Xᵀ of qkv and fc). The same ops on the same inputs: every bit of training is unchanged.
     // lm_head_chunks (--lm-head-chunks): the LM head and the cross-entropy run over the tokens in
     // this many chunks, so the logits buffer holds one chunk's rows, (⌈B·T / chunks⌉, Vp), not
-    // (B·T, Vp). A forward with targets and dloss != 0 then also runs the head's backward, chunk
-    // by chunk (dlogits exists only while its chunk does); without targets it computes no logits.
-    // The same values, except that wte's head gradient is summed chunk by chunk.
+    // (B·T, Vp); a forward without targets then computes no logits. The same values, except that
+    // wte's head gradient is summed chunk by chunk.
     GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision = {},
         Comm* comm = nullptr, int zero = 0, int recompute = 0, int lm_head_chunks = 1);
     ~GPT();
@@ -185,7 +184,7 @@ private:
     struct LayerActivations;
     LayerActivations layer(int l, int N) const;
     LayernormInput lnf_input(int N) const;
-    void lm_head_chunked(int N, float dloss);
+    void lm_head(int N, float dloss);
     void* act_at(void* base, size_t elements) const { return static_cast<char*>(base) + elements * act_size_; }
     void* param(int tensor, size_t offset = 0) const { return act_at(params_, param_offsets_[tensor] + offset); }
     float* grad(int tensor) const { return grads_ + param_offsets_[tensor]; }

@@ -109,4 +109,19 @@ void Fp8BlockOps::layernorm_matmul_backward(int l, int g, void* dinp, const void
     fp8_.matmul_backward(l, g, dinp, tensors_.dweight(l, g), tensors_.dbias(l, g), dout, source_of(x), N);
 }
 
+// The optimizer's half of delayed scaling: the step ends for every scaled tensor first, then AdamW
+// writes an FP8 GEMM's weight copies in its own pass where it can (Fp8State::casts_in_update).
+void Fp8BlockOps::begin_update() { fp8_.end_step(); }
+
+bool Fp8BlockOps::adamw_update(int tensor, bool whole, float* master, float* m, float* v, const float* grads, float lr,
+                               float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    if (!fp8_.casts_in_update(tensor, whole)) return false;
+    fp8_.adamw_update(tensor, master, m, v, grads, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    return true;
+}
+
+void Fp8BlockOps::weights_changed() { fp8_.cast_weights(); }
+
+void Fp8BlockOps::discard_step() { fp8_.discard_step(); }
+
 }  // namespace train_gpt
