@@ -360,32 +360,44 @@ struct StepResult {
     bool finite = true;       // false: loss or norm not finite, the update skipped
 };
 
-// One optimizer step: forward and backward over grad_accum_steps micro-batches (the gradients
-// accumulate), the gradients summed over ranks, their norm, then AdamW with clipping; when the
-// loss or the norm is not finite, no update at all (and the FP8 amaxes of the step are dropped).
-// fp16: the loss is scaled up before backward and the gradients down in the update, and the
-// scale follows the overflows (loss_scaler.h).
-StepResult train_step(GPT& model, DataLoader& loader, const TrainConfig& cfg, const RunPlan& plan, int step,
-                      std::optional<LossScaler>& scaler, TrainCounters& counters, Comm& comm) {
+// --inject-nonfinite-step (testing the recovery path): one gradient value made +inf at those steps.
+void inject_nonfinite_for_testing(const TrainConfig& cfg, int step, GPT& model) {
+    if (cfg.injects_nonfinite_at(step)) model.poison_gradient();
+}
+
+// The gradients of one optimizer step: forward and backward over grad_accum_steps micro-batches
+// (the gradients accumulate), summed over ranks, and their norm. loss_scale: fp16's (1 otherwise);
+// the gradients come out multiplied by it, the loss and norm do not.
+StepResult compute_gradients(GPT& model, DataLoader& loader, const TrainConfig& cfg, const RunPlan& plan, int step,
+                             float loss_scale, Comm& comm) {
     const int B = cfg.batch_size, T = plan.seq_len;
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);   // (B, T) each
     const float dloss = 1.0f / ((float)B * T * plan.grad_accum_steps);   // d(mean loss)/d(each token's loss)
     StepResult r;
-    r.loss_scale = scaler ? scaler->scale() : 1.0f;   // gradients come out × loss_scale
+    r.loss_scale = loss_scale;
     model.zero_grad();
     for (int micro = 0; micro < plan.grad_accum_steps; micro++) {
         loader.next_batch(inputs.data(), targets.data());
-        r.loss += model.forward(inputs.data(), targets.data(), B, T, dloss * r.loss_scale) / plan.grad_accum_steps;
+        r.loss += model.forward(inputs.data(), targets.data(), B, T, dloss * loss_scale) / plan.grad_accum_steps;
         model.backward();
     }
-    if (cfg.injects_nonfinite_at(step)) model.poison_gradient();   // testing
+    inject_nonfinite_for_testing(cfg, step, model);
     model.reduce_gradients();                                      // sum over ranks
     r.loss = comm.all_reduce_sum(r.loss) / plan.world_size;        // the mean over ranks
-    r.norm = model.gradient_norm() / r.loss_scale;                 // of the unscaled mean gradient
+    r.norm = model.gradient_norm() / loss_scale;                   // of the unscaled mean gradient
     r.lr = plan.schedule.at(step);
     r.finite = std::isfinite(r.loss) && std::isfinite(r.norm);    // the same on every rank
+    return r;
+}
+
+// The update of a step whose gradients are r's, or its skip: fp16's loss scale follows the
+// overflows (loss_scaler.h: halve on one, double after 2000 clean steps); a non-finite loss or
+// norm applies no update at all (and the step's FP8 amaxes are dropped); else AdamW, with the
+// gradients clipped to --grad-clip and the loss scale taken out.
+void update_or_skip(GPT& model, const StepResult& r, const TrainConfig& cfg, const RunPlan& plan,
+                    std::optional<LossScaler>& scaler, TrainCounters& counters) {
     if (scaler) {
-        LossScaleUpdate u = scaler->update(!r.finite);   // overflow: halve; 2000 clean steps: double
+        const LossScaleUpdate u = scaler->update(!r.finite);
         if (u.collapse_warning) {
             print0("warning: the fp16 loss scale has sat at its floor %g for %d steps: gradients keep "
                    "overflowing; consider bf16\n", scaler->scale(), scaler->floor_streak());
@@ -394,12 +406,19 @@ StepResult train_step(GPT& model, DataLoader& loader, const TrainConfig& cfg, co
     if (!r.finite) {
         model.discard_step();
         counters.skipped++;
-        return r;
+        return;
     }
     // torch.nn.utils.clip_grad_norm_: scale by clip/(norm + 1e-6) when that is below 1
     float clip_scale = 1.0f;
     if (cfg.grad_clip > 0) clip_scale = std::min(1.0f, (float)(cfg.grad_clip / (r.norm + 1e-6)));
     model.update(r.lr, plan.adamw, clip_scale / r.loss_scale, (int)++counters.updates);
+}
+
+// One optimizer step: its gradients, then its update (or skip).
+StepResult train_step(GPT& model, DataLoader& loader, const TrainConfig& cfg, const RunPlan& plan, int step,
+                      std::optional<LossScaler>& scaler, TrainCounters& counters, Comm& comm) {
+    const StepResult r = compute_gradients(model, loader, cfg, plan, step, scaler ? scaler->scale() : 1.0f, comm);
+    update_or_skip(model, r, cfg, plan, scaler, counters);
     return r;
 }
 
