@@ -362,19 +362,18 @@ std::vector<Flag> make_table() {
             .config([](const C&, const P& p) { return Rows{text_row("device", p.device)}; }),
         Flag("--attention", runtime, "KIND",
              "CUDA attention: gemm (cuBLASLt batched GEMMs, T×T scores in scratch) | flash (tensor-core flash "
-             "attention, head size 64, bf16/fp16; not yet validated on a GPU). The CPU kernel set has one attention, "
-             "exact",
+             "attention, head size 64, bf16/fp16; experimental). The CPU kernel set has one attention, exact. "
+             "docs/gpu-results.md records what has run on a GPU",
              &C::attention)
             .one_of({"gemm", "flash"})
             .config([](const C&, const P& p) { return Rows{text_row("attention", p.attention)}; }),
         Flag("--fused-kernels", runtime, "BOOL",
              "CUDA: run fused ops as one kernel (FP8 casts in their producers, residual add + layernorm, bias "
-             "gradients in layernorm and GELU backward); false: as the separate kernels validated on a GPU, the same "
-             "bits. Not yet validated on a GPU",
+             "gradients in layernorm and GELU backward; experimental); false: the separate kernels, the same bits",
              &C::fused_kernels),
         Flag("--gemm-autotune", runtime, "",
              "CUDA: time cuBLASLt's candidate algorithms once per GEMM shape and keep the fastest (logged); default: "
-             "the heuristic's first. Not yet validated on a GPU",
+             "the heuristic's first (experimental)",
              &C::gemm_autotune)
             .no_value(),
         Flag("--threads", runtime, "N", "CPU threads, at most 1024 (0 = OpenMP default)", &C::threads)
