@@ -133,8 +133,8 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     options.log_gemm_autotune = g_is_root;
     options.profile = cfg.profile;
     std::string reason;
-    std::unique_ptr<Backend> backend = make_cuda_backend(act_dtype, comm.local_rank() % cuda_device_count(&reason),
-                                                         options);
+    std::unique_ptr<Backend> backend =
+        make_cuda_backend(act_dtype, comm.local_rank() % cuda_device_count(&reason), options);
     if (launched_by_mpi()) *nccl = make_nccl_comm(comm);
     return backend;
 }
@@ -174,7 +174,8 @@ std::string sample_text(Generator& generator, const std::optional<Tokenizer>& to
     const std::vector<int> generated = generator.generate(prompt, cfg.sample_tokens, params, rng);
     if (!tokenizer) {
         std::string ids;
-        for (int id : generated) ids += std::to_string(id) + " ";
+        for (int id : generated)
+            ids += std::to_string(id) + " ";
         return ids;
     }
     return cfg.sample_prompt + printable_text(tokenizer->decode(generated));
@@ -231,7 +232,9 @@ bool save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
     const std::vector<float> weights = model.weights();   // collective under ZeRO-1
     const GPT::StateShare share = model.checkpoint_share();
     float non_finite = all_finite(share.master) && all_finite(share.m) && all_finite(share.v) &&
-                       (comm.rank() != 0 || all_finite(weights)) ? 0.0f : 1.0f;
+                               (comm.rank() != 0 || all_finite(weights))
+                           ? 0.0f
+                           : 1.0f;
     comm.all_reduce_max(&non_finite, 1);   // any rank's share
     if (non_finite != 0) return false;
     if (comm.rank() == 0) {
@@ -296,8 +299,10 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
     if (comm.rank() == 0 && (choice = choose_resume_checkpoint(root, cfg.resume_from_intact))) {
         chosen = choice->dir;
         for (const auto& [dir, problem] : choice->damaged) {
-            std::fprintf(stderr, "warning: %s is damaged (%s); resuming from %s instead (--resume-from-intact); it "
-                         "will be kept as %s.damaged\n", dir.c_str(), problem.c_str(), chosen.c_str(), dir.c_str());
+            std::fprintf(stderr,
+                         "warning: %s is damaged (%s); resuming from %s instead (--resume-from-intact); it "
+                         "will be kept as %s.damaged\n",
+                         dir.c_str(), problem.c_str(), chosen.c_str(), dir.c_str());
         }
     }
     uint64_t length = chosen.size();
@@ -311,21 +316,28 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
         uint64_t mine = manifest_checksum(chosen), rank0 = mine;
         comm.broadcast(&rank0, sizeof rank0, 0);
         if (mine != rank0) {
-            fail("%s/manifest.json differs from the one rank 0 read: the ranks see different checkpoints under one "
-                 "path", chosen.c_str());
+            fail(
+                "%s/manifest.json differs from the one rank 0 read: the ranks see different checkpoints under one "
+                "path",
+                chosen.c_str());
         }
     }
     if (!choice && cfg.resume) {
-        fail("--resume: no checkpoint in %s (no step_* directory). Start the run without --resume, or give the "
-             "--checkpoint-dir (or -o) of the run to continue; --auto-resume resumes when there is one and starts "
-             "fresh otherwise", root.c_str());
+        fail(
+            "--resume: no checkpoint in %s (no step_* directory). Start the run without --resume, or give the "
+            "--checkpoint-dir (or -o) of the run to continue; --auto-resume resumes when there is one and starts "
+            "fresh otherwise",
+            root.c_str());
     }
     if (!choice) {
         const bool earlier = !cfg.output_dir.empty() && (file_exists(cfg.output_dir + "/log.jsonl") ||
                                                          file_exists(cfg.output_dir + "/config.json"));
         print0("notice: --auto-resume: no checkpoint in %s; starting a fresh run%s\n", root.c_str(),
-               earlier ? format(" (it replaces the log.jsonl and config.json in %s of a start that wrote no checkpoint)",
-                                cfg.output_dir.c_str()).c_str() : "");
+               earlier
+                   ? format(" (it replaces the log.jsonl and config.json in %s of a start that wrote no checkpoint)",
+                            cfg.output_dir.c_str())
+                         .c_str()
+                   : "");
     }
     return choice;
 }
@@ -343,21 +355,24 @@ void check_ranks_agree(const TrainConfig& cfg, Comm& comm) {
     comm.broadcast(rank0.data(), length, 0);
     const std::string difference = first_flag_difference(mine, rank0);
     float disagree = difference.empty() ? 0.0f : 1.0f;
-    if (disagree) std::fprintf(stderr, "rank %d: its flags differ from rank 0's: %s\n", comm.rank(), difference.c_str());
+    if (disagree)
+        std::fprintf(stderr, "rank %d: its flags differ from rank 0's: %s\n", comm.rank(), difference.c_str());
     comm.all_reduce_max(&disagree, 1);
-    if (disagree) fail("the ranks were started with different flags (each rank that differs says how): start every "
-                       "rank with the same command line");
+    if (disagree)
+        fail(
+            "the ranks were started with different flags (each rank that differs says how): start every "
+            "rank with the same command line");
 }
 
 // ---- one training step ----------------------------------------------------------------------------
 
 // What one optimizer step did; the same on every rank.
 struct StepResult {
-    double loss = 0;          // mean over the step's tokens and ranks
-    double norm = 0;          // of the unscaled mean gradient, before clipping
+    double loss = 0;   // mean over the step's tokens and ranks
+    double norm = 0;   // of the unscaled mean gradient, before clipping
     float lr = 0;
-    float loss_scale = 1;     // fp16: the scale the step's loss was multiplied by
-    bool finite = true;       // false: loss or norm not finite, the update skipped
+    float loss_scale = 1;   // fp16: the scale the step's loss was multiplied by
+    bool finite = true;     // false: loss or norm not finite, the update skipped
 };
 
 // --inject-nonfinite-step (testing the recovery path): one gradient value made +inf at those steps.
@@ -372,7 +387,7 @@ StepResult compute_gradients(GPT& model, DataLoader& loader, const TrainConfig& 
                              float loss_scale, Comm& comm) {
     const int B = cfg.batch_size, T = plan.seq_len;
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);   // (B, T) each
-    const float dloss = 1.0f / ((float)B * T * plan.grad_accum_steps);   // d(mean loss)/d(each token's loss)
+    const float dloss = 1.0f / ((float)B * T * plan.grad_accum_steps);    // d(mean loss)/d(each token's loss)
     StepResult r;
     r.loss_scale = loss_scale;
     model.zero_grad();
@@ -382,11 +397,11 @@ StepResult compute_gradients(GPT& model, DataLoader& loader, const TrainConfig& 
         model.backward();
     }
     inject_nonfinite_for_testing(cfg, step, model);
-    model.reduce_gradients();                                      // sum over ranks
-    r.loss = comm.all_reduce_sum(r.loss) / plan.world_size;        // the mean over ranks
-    r.norm = model.gradient_norm() / loss_scale;                   // of the unscaled mean gradient
+    model.reduce_gradients();                                 // sum over ranks
+    r.loss = comm.all_reduce_sum(r.loss) / plan.world_size;   // the mean over ranks
+    r.norm = model.gradient_norm() / loss_scale;              // of the unscaled mean gradient
     r.lr = plan.schedule.at(step);
-    r.finite = std::isfinite(r.loss) && std::isfinite(r.norm);    // the same on every rank
+    r.finite = std::isfinite(r.loss) && std::isfinite(r.norm);   // the same on every rank
     return r;
 }
 
@@ -399,8 +414,10 @@ void update_or_skip(GPT& model, const StepResult& r, const TrainConfig& cfg, con
     if (scaler) {
         const LossScaleUpdate u = scaler->update(!r.finite);
         if (u.collapse_warning) {
-            print0("warning: the fp16 loss scale has sat at its floor %g for %d steps: gradients keep "
-                   "overflowing; consider bf16\n", scaler->scale(), scaler->floor_streak());
+            print0(
+                "warning: the fp16 loss scale has sat at its floor %g for %d steps: gradients keep "
+                "overflowing; consider bf16\n",
+                scaler->scale(), scaler->floor_streak());
         }
     }
     if (!r.finite) {
@@ -428,7 +445,8 @@ void evaluate_as_trained(const ModelDir& model, TrainConfig& cfg) {
     const bool evaluates = (cfg.val_every > 0 && cfg.given.count("val-data")) || !cfg.hellaswag.empty();
     if (!model.checkpoint || !evaluates) return;
     const std::string taken = evaluation_flags_of(read_manifest(model.dir).train_config_json, cfg);
-    if (!taken.empty()) print0("evaluating as the checkpoint's run did: %s (from %s)\n", taken.c_str(), model.dir.c_str());
+    if (!taken.empty())
+        print0("evaluating as the checkpoint's run did: %s (from %s)\n", taken.c_str(), model.dir.c_str());
 }
 
 // --resume: cfg becomes the checkpoint's run, with the flags given on this command line on top;
@@ -437,7 +455,8 @@ void restore_run_flags(int argc, char** argv, const std::string& checkpoint, Tra
     bool recorded = false;
     const std::vector<FlagOverride> overrides = resume_run_flags(argc, argv, checkpoint, cfg, &recorded);
     if (!recorded) {
-        print0("notice: %s records no flags (an older checkpoint); the run is this command line's\n", checkpoint.c_str());
+        print0("notice: %s records no flags (an older checkpoint); the run is this command line's\n",
+               checkpoint.c_str());
         return;
     }
     print0("resuming the run of %s%s\n", checkpoint.c_str(), overrides.empty() ? "" : "; from this command line:");
@@ -449,7 +468,8 @@ void restore_run_flags(int argc, char** argv, const std::string& checkpoint, Tra
 // The command line, for the lock files that name a directory's holder.
 std::string command_line(int argc, char** argv) {
     std::string text;
-    for (int i = 0; i < argc; i++) text += (i ? " " : "") + std::string(argv[i]);
+    for (int i = 0; i < argc; i++)
+        text += (i ? " " : "") + std::string(argv[i]);
     return text;
 }
 
@@ -458,10 +478,10 @@ std::string command_line(int argc, char** argv) {
 // Everything a run holds once it is set up, in the order it is built (and destroyed in reverse:
 // the model before its kernel set).
 struct Run {
-    TrainConfig cfg;                           // the run's flags (a resumed run's: the checkpoint's, with this command line's on top)
-    RunPlan plan;                              // what they resolve to
-    RunData data;                              // the shards it reads
-    RunDirs dirs;                              // where it writes
+    TrainConfig cfg;   // the run's flags (a resumed run's: the checkpoint's, with this command line's on top)
+    RunPlan plan;      // what they resolve to
+    RunData data;      // the shards it reads
+    RunDirs dirs;      // where it writes
     std::optional<ResumeChoice> resume_from;   // the checkpoint it continues, if any
     std::optional<ModelDir> start_model;       // the weights it starts from, if not fresh
     std::optional<Tokenizer> tokenizer;
@@ -470,14 +490,14 @@ struct Run {
     std::unique_ptr<Comm> nccl;                // between GPUs, under MPI
     std::unique_ptr<Backend> backend;          // the kernel set
     std::unique_ptr<GPT> model;
-    int model_B = 1, model_T = 1;              // the (B, T) its activations are sized for
-    std::optional<LossScaler> scaler;          // fp16
+    int model_B = 1, model_T = 1;       // the (B, T) its activations are sized for
+    std::optional<LossScaler> scaler;   // fp16
     std::unique_ptr<DataLoader> train_loader, val_loader;
-    ResumeState start;                         // step 0, or the checkpoint's step and counters
-    HeldRunDirs held;                          // rank 0: the locked output and checkpoint directories
-    std::optional<JsonlLog> log;               // rank 0: log.jsonl
-    std::unique_ptr<Generator> generator;      // rank 0: samples, made at the first one
-    Comm* model_comm = nullptr;                // NCCL where there is one, else the ranks' Comm
+    ResumeState start;                      // step 0, or the checkpoint's step and counters
+    HeldRunDirs held;                       // rank 0: the locked output and checkpoint directories
+    std::optional<JsonlLog> log;            // rank 0: log.jsonl
+    std::unique_ptr<Generator> generator;   // rank 0: samples, made at the first one
+    Comm* model_comm = nullptr;             // NCCL where there is one, else the ranks' Comm
 
     void write_log(const LogRecord& r) {
         if (log) log->write(r);
@@ -500,15 +520,18 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     if (resume_from) restore_run_flags(argc, argv, resume_from->dir, cfg);
     validate(cfg);
     if (resume_from && cfg.steps < resume_from->manifest.step) {
-        fail("--resume: %s is at step %lld, past --steps %d: there is nothing to train. Give --steps above %lld to "
-             "train on, or --init-from %s -x 0 to evaluate or sample it", resume_from->dir.c_str(),
-             (long long)resume_from->manifest.step, cfg.steps, (long long)resume_from->manifest.step,
-             resume_from->dir.c_str());
+        fail(
+            "--resume: %s is at step %lld, past --steps %d: there is nothing to train. Give --steps above %lld to "
+            "train on, or --init-from %s -x 0 to evaluate or sample it",
+            resume_from->dir.c_str(), (long long)resume_from->manifest.step, cfg.steps,
+            (long long)resume_from->manifest.step, resume_from->dir.c_str());
     }
     if (cfg.threads > 0) set_cpu_threads(cfg.threads);
     // the model the run starts from, if not a fresh one: the checkpoint it resumes, or --init-from
-    if (resume_from) run.start_model = find_model_dir(resume_from->dir);
-    else if (!cfg.init_from.empty()) run.start_model = find_model_dir(cfg.init_from);
+    if (resume_from)
+        run.start_model = find_model_dir(resume_from->dir);
+    else if (!cfg.init_from.empty())
+        run.start_model = find_model_dir(cfg.init_from);
     const std::optional<ModelDir>& start_model = run.start_model;
     if (start_model && !resume_from && cfg.steps == 0) evaluate_as_trained(*start_model, cfg);
     run.data = run_data(cfg);   // the shards it reads: none to train on with -x 0
@@ -523,17 +546,20 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
         } catch (const Error&) {
         }
     }
-    run.tokenizer = choose_run_tokenizer(cfg.tokenizer, start_model ? read_model_tokenizer(start_model->dir) : std::nullopt,
-                                         tokenizer_globs, &run.tokenizer_how);
+    run.tokenizer =
+        choose_run_tokenizer(cfg.tokenizer, start_model ? read_model_tokenizer(start_model->dir) : std::nullopt,
+                             tokenizer_globs, &run.tokenizer_how);
     const std::optional<Tokenizer>& tokenizer = run.tokenizer;
     run.plan = resolve_run_plan(cfg, comm.world_size(), tokenizer ? tokenizer->vocab_size() : 0,
                                 start_model ? &start_model->model : nullptr, start_model ? start_model->dir : "");
     RunPlan& plan = run.plan;
     plan.tokenizer = tokenizer ? tokenizer->origin() : "none";
     if (!cfg.sample_prompt.empty() && cfg.sample_tokens > 0 && (!tokenizer || !tokenizer->can_encode())) {
-        fail("--sample-prompt needs a tokenizer that encodes text; the run's %s", tokenizer
-             ? ("(" + tokenizer->origin() + ") only decodes: give --tokenizer a tokenizer.bin with encoder.json and vocab.bpe beside it").c_str()
-             : "has none: give --tokenizer");
+        fail("--sample-prompt needs a tokenizer that encodes text; the run's %s",
+             tokenizer ? ("(" + tokenizer->origin() +
+                          ") only decodes: give --tokenizer a tokenizer.bin with encoder.json and vocab.bpe beside it")
+                             .c_str()
+                       : "has none: give --tokenizer");
     }
     run.dirs = run_dirs(cfg, plan, resume_from.has_value());   // train/run_dirs.h
     check_run_dirs(run.dirs, cfg, resume_from.has_value());
@@ -576,7 +602,9 @@ void build_model(Run& run, Comm& comm) {
              run.start_model ? run.start_model->description.c_str() : "a fresh one", plan.model.n_layer,
              plan.model.n_embd, (size_t)param_tensor_offsets(plan.model)[kNumParamTensors], run.model_B, run.model_T,
              GPT::activation_bytes_for(plan.model, run.model_B, run.model_T, plan.precision, cfg.recompute,
-                                       cfg.lm_head_chunks) / 1073741824.0, e.what());
+                                       cfg.lm_head_chunks) /
+                 1073741824.0,
+             e.what());
     }
     run.model->init_weights(cfg.seed);
     plan.num_parameters = run.model->num_parameters();
@@ -598,12 +626,12 @@ void open_data_and_start(Run& run, Comm& comm) {
     const RunPlan& plan = run.plan;
     const int B = cfg.batch_size, T = plan.seq_len, vocab_size = plan.model.vocab_size;
     if (!run.data.train.empty()) {
-        run.train_loader = std::make_unique<DataLoader>(run.data.train, B, T, comm.rank(), plan.world_size,
-                                                        cfg.shuffle, cfg.seed, vocab_size);
+        run.train_loader = std::make_unique<DataLoader>(run.data.train, B, T, comm.rank(), plan.world_size, cfg.shuffle,
+                                                        cfg.seed, vocab_size);
     }
     if (!run.data.val.empty()) {
-        run.val_loader = std::make_unique<DataLoader>(run.data.val, B, T, comm.rank(), plan.world_size, false,
-                                                      cfg.seed, vocab_size);
+        run.val_loader =
+            std::make_unique<DataLoader>(run.data.val, B, T, comm.rank(), plan.world_size, false, cfg.seed, vocab_size);
     }
     if (run.resume_from) {
         run.start = load_checkpoint(*run.resume_from, *run.model, plan, run.train_loader.get(), run.scaler, comm);
@@ -620,7 +648,8 @@ void open_outputs(Run& run, int argc, char** argv) {
     const std::optional<ResumeChoice>& resume_from = run.resume_from;
     if (g_is_root) {
         run.held = hold_run_dirs(run.dirs, cfg, resume_from.has_value(), command_line(argc, argv));
-        for (const std::string& w : run.held.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+        for (const std::string& w : run.held.warnings)
+            std::fprintf(stderr, "warning: %s\n", w.c_str());
         if (!run.held.moved_to.empty()) {
             const bool resumable = latest_checkpoint(run.held.moved_to + "/checkpoints").has_value();
             print0("notice: %s held a previous run; it is now %s, whole%s\n", run.dirs.output.c_str(),
@@ -649,8 +678,8 @@ void open_outputs(Run& run, int argc, char** argv) {
     }
     if (resume_from) {
         print0("resuming from %s (step %lld)\n", resume_from->dir.c_str(), (long long)run.start.step);
-        const std::string change = schedule_change_notice(run.plan.schedule, resume_from->manifest.train_config_json,
-                                                          run.start.step);
+        const std::string change =
+            schedule_change_notice(run.plan.schedule, resume_from->manifest.train_config_json, run.start.step);
         if (!change.empty()) print0("notice: %s\n", change.c_str());
         run.write_log(LogRecord("resume").num("step", run.start.step).str("checkpoint", resume_from->dir));
     } else if (run.start_model) {
@@ -665,8 +694,9 @@ void open_outputs(Run& run, int argc, char** argv) {
     print0("%d rank(s), %s\n", run.plan.world_size, run.model_comm->name().c_str());
     print0("%s\n", run.tokenizer_how.c_str());
     if (!run.tokenizer && cfg.sample_tokens > 0) {
-        print0("notice: the run has no tokenizer%s: samples are printed as token ids; give --tokenizer to decode them\n",
-               run.start_model ? format(" (none in %s)", run.start_model->dir.c_str()).c_str() : "");
+        print0(
+            "notice: the run has no tokenizer%s: samples are printed as token ids; give --tokenizer to decode them\n",
+            run.start_model ? format(" (none in %s)", run.start_model->dir.c_str()).c_str() : "");
     }
     print0("memory: activations %.3f GiB for B=%d, T=%d (per rank)\n", run.model->activation_bytes() / 1073741824.0,
            run.model_B, run.model_T);
@@ -688,12 +718,14 @@ bool val_due(const Run& run, int step) {
     return run.val_loader && (step % run.cfg.val_every == 0 || step == run.cfg.steps);
 }
 bool hellaswag_due(const Run& run, int step) {
-    return !run.hellaswag.empty() && ((run.cfg.eval_every > 0 && step % run.cfg.eval_every == 0) || step == run.cfg.steps);
+    return !run.hellaswag.empty() &&
+           ((run.cfg.eval_every > 0 && step % run.cfg.eval_every == 0) || step == run.cfg.steps);
 }
 // The steps after `step` at which an evaluation is due (for the ETA).
 int evaluations_after(const Run& run, int step) {
     int n = 0;
-    for (int s = step + 1; s <= run.cfg.steps; s++) n += val_due(run, s) || hellaswag_due(run, s);
+    for (int s = step + 1; s <= run.cfg.steps; s++)
+        n += val_due(run, s) || hellaswag_due(run, s);
     return n;
 }
 
@@ -704,13 +736,18 @@ void evaluate_if_due(Run& run, int step, RunClock& clock, const TrainCounters& c
     if (!val_due(run, step) && !hellaswag_due(run, step)) return;
     const double started = clock.here();
     if (val_due(run, step)) {
-        const ValLoss val = evaluate(*run.model, *run.val_loader, cfg.val_batches, cfg.batch_size, run.plan.seq_len, comm);
+        const ValLoss val =
+            evaluate(*run.model, *run.val_loader, cfg.val_batches, cfg.batch_size, run.plan.seq_len, comm);
         const float val_loss = val.loss;
         print0("step %d/%d | val loss %.4f | %lld tokens (%d batches of %dx%d)\n", step, cfg.steps, val_loss,
                (long long)val.tokens, (int)(val.tokens / ((int64_t)cfg.batch_size * run.plan.seq_len)), cfg.batch_size,
                run.plan.seq_len);
-        run.write_log(LogRecord("val").num("step", step).num("loss", val_loss).num("tokens", (double)counters.tokens)
-                          .num("val_tokens", (double)val.tokens).num("elapsed_s", clock.elapsed())
+        run.write_log(LogRecord("val")
+                          .num("step", step)
+                          .num("loss", val_loss)
+                          .num("tokens", (double)counters.tokens)
+                          .num("val_tokens", (double)val.tokens)
+                          .num("elapsed_s", clock.elapsed())
                           .num("time", unix_time()));
         if (!summary.best_val_loss || val_loss < *summary.best_val_loss) {
             summary.best_val_loss = val_loss;
@@ -720,12 +757,18 @@ void evaluate_if_due(Run& run, int step, RunClock& clock, const TrainCounters& c
     }
     if (hellaswag_due(run, step)) {
         const HellaSwagResult h = evaluate_hellaswag(*run.model, run.hellaswag, run.model_B, run.model_T, comm);
-        print0("step %d/%d | hellaswag acc_norm %.4f (%lld/%lld), acc %.4f%s\n", step, cfg.steps, h.acc_norm(),
-               (long long)h.correct_norm, (long long)h.examples, h.acc(),
-               h.truncated ? format(" | %lld example(s) cut to T = %d", (long long)h.truncated, run.model_T).c_str() : "");
-        run.write_log(LogRecord("hellaswag").num("step", step).num("acc_norm", h.acc_norm()).num("acc", h.acc())
-                          .num("examples", (double)h.examples).num("truncated", (double)h.truncated)
-                          .str("choices", h.choices).str("choices_acc", h.choices_acc));
+        print0(
+            "step %d/%d | hellaswag acc_norm %.4f (%lld/%lld), acc %.4f%s\n", step, cfg.steps, h.acc_norm(),
+            (long long)h.correct_norm, (long long)h.examples, h.acc(),
+            h.truncated ? format(" | %lld example(s) cut to T = %d", (long long)h.truncated, run.model_T).c_str() : "");
+        run.write_log(LogRecord("hellaswag")
+                          .num("step", step)
+                          .num("acc_norm", h.acc_norm())
+                          .num("acc", h.acc())
+                          .num("examples", (double)h.examples)
+                          .num("truncated", (double)h.truncated)
+                          .str("choices", h.choices)
+                          .str("choices_acc", h.choices_acc));
         if (last) summary.hellaswag_acc_norm = h.acc_norm();
     }
     clock.evaluation_took(clock.here() - started);
@@ -754,24 +797,37 @@ void log_step(Run& run, int step, const StepResult& r, const StepTiming& t, cons
                r.lr, r.norm, t.ms, human_rate(t.tok_per_s).c_str(), extra.c_str());
     }
     LogRecord record("step");
-    record.num("step", step + 1).num("loss", r.loss).num("lr", r.lr).num("grad_norm", r.norm).num("ms", t.ms)
-        .num("tok_per_s", t.tok_per_s).num("skipped", r.finite ? 0 : 1).num("tokens", (double)counters.tokens)
-        .num("elapsed_s", counters.seconds).num("time", unix_time());
+    record.num("step", step + 1)
+        .num("loss", r.loss)
+        .num("lr", r.lr)
+        .num("grad_norm", r.norm)
+        .num("ms", t.ms)
+        .num("tok_per_s", t.tok_per_s)
+        .num("skipped", r.finite ? 0 : 1)
+        .num("tokens", (double)counters.tokens)
+        .num("elapsed_s", counters.seconds)
+        .num("time", unix_time());
     if (t.mfu > 0) record.num("mfu", t.mfu);
     if (run.scaler) record.num("loss_scale", r.loss_scale);
     run.write_log(record);
     if (run.model->fp8() && cfg.fp8_telemetry_every > 0 &&
         (step % cfg.fp8_telemetry_every == 0 || step == cfg.steps - 1)) {
         for (const Fp8TensorReport& f : run.model->fp8()->report()) {
-            run.write_log(LogRecord("fp8").num("step", step + 1).str("tensor", f.name).num("amax", f.amax)
-                              .num("scale", f.scale).num("saturated", f.saturated_frac).num("flushed", f.flushed_frac));
+            run.write_log(LogRecord("fp8")
+                              .num("step", step + 1)
+                              .str("tensor", f.name)
+                              .num("amax", f.amax)
+                              .num("scale", f.scale)
+                              .num("saturated", f.saturated_frac)
+                              .num("flushed", f.flushed_frac));
         }
     }
 }
 
 // After step `step`: a checkpoint every --checkpoint-every steps and at the end, and when a signal
 // asks for one; then, after a signal, the exit code of the stop (nullopt: train on).
-std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& counters, RunSummary& summary, Comm& comm) {
+std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& counters, RunSummary& summary,
+                                      Comm& comm) {
     const TrainConfig& cfg = run.cfg;
     const RunPlan& plan = run.plan;
     const bool due = cfg.checkpoint_every > 0 && ((step + 1) % cfg.checkpoint_every == 0 || step + 1 == cfg.steps);
@@ -784,25 +840,32 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
         if (saved) {
             const int64_t streak = counters.skip_streak;
             print0("checkpoint: %s%s\n", path.c_str(),
-                   streak > 0 ? format(" (during a streak of %lld skipped step(s): not counted as healthy)",
-                                       (long long)streak).c_str() : "");
+                   streak > 0
+                       ? format(" (during a streak of %lld skipped step(s): not counted as healthy)", (long long)streak)
+                             .c_str()
+                       : "");
             summary.checkpoint = path;
             run.write_log(LogRecord("checkpoint").num("step", step + 1).str("path", path));
             if (run.log) run.log->sync();   // the log, up to this checkpoint, on disk with it
         } else {
-            print0("warning: no checkpoint at step %d: the model's state holds a non-finite value; the newest "
-                   "checkpoint stays %s\n", step + 1, summary.checkpoint ? summary.checkpoint->c_str() : "(none)");
+            print0(
+                "warning: no checkpoint at step %d: the model's state holds a non-finite value; the newest "
+                "checkpoint stays %s\n",
+                step + 1, summary.checkpoint ? summary.checkpoint->c_str() : "(none)");
             run.write_log(LogRecord("checkpoint_skipped").num("step", step + 1).str("reason", "non-finite state"));
         }
     }
     if (stop == StopRequest::None) return std::nullopt;
     std::string what = format("stopped by %s after step %d", stop_signal_name(), step + 1);
     if (stop == StopRequest::Checkpoint && saved) what += "; resume with --resume (or --auto-resume)";
-    if (stop == StopRequest::Checkpoint && cfg.checkpoint_every == 0) what += "; no checkpoint: --checkpoint-every is 0";
+    if (stop == StopRequest::Checkpoint && cfg.checkpoint_every == 0)
+        what += "; no checkpoint: --checkpoint-every is 0";
     if (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0 && !saved) what += "; no checkpoint written";
     if (stop == StopRequest::Interrupt) what += " (Ctrl-C: no checkpoint)";
     print0("%s\n", what.c_str());
-    run.write_log(LogRecord("stop").num("step", step + 1).str("reason", what)
+    run.write_log(LogRecord("stop")
+                      .num("step", step + 1)
+                      .str("reason", what)
                       .str("checkpoint", saved ? checkpoint_dir(plan.checkpoint_dir, step + 1) : ""));
     if (run.log) run.log->sync();
     std::fflush(stdout);
@@ -826,13 +889,17 @@ void finish(Run& run, RunSummary& summary, const TrainCounters& counters, const 
     summary.log_path = run.log ? run.log->path() : "";
     summary.output_dir = cfg.output_dir;
     summary.checkpoint_dir = run.plan.checkpoint_dir;
-    for (const std::string& line : summary_lines(summary)) print0("%s\n", line.c_str());
+    for (const std::string& line : summary_lines(summary))
+        print0("%s\n", line.c_str());
     LogRecord end("summary");
-    end.num("step", cfg.steps).num("tokens", (double)counters.tokens).num("elapsed_s", summary.seconds)
+    end.num("step", cfg.steps)
+        .num("tokens", (double)counters.tokens)
+        .num("elapsed_s", summary.seconds)
         .num("time", unix_time());
     if (summary.mean_tokens_per_second > 0) end.num("tok_per_s", summary.mean_tokens_per_second);
     if (summary.final_val_loss) end.num("val_loss", *summary.final_val_loss);
-    if (summary.best_val_loss) end.num("best_val_loss", *summary.best_val_loss).num("best_val_step", summary.best_val_step);
+    if (summary.best_val_loss)
+        end.num("best_val_loss", *summary.best_val_loss).num("best_val_step", summary.best_val_step);
     run.write_log(end);
     if (run.log) run.log->sync();
 }
@@ -852,10 +919,11 @@ int train(Run& run, Comm& comm) {
         return 1;
     };
     TrainCounters counters = run.start.counters;
-    DivergenceMonitor divergence({cfg.max_skipped_steps, cfg.loss_spike_factor, cfg.stop_on_loss_spike},
-                                 {counters.skip_streak, counters.loss_level, counters.spike_since});   // train/divergence.h
-    GradNormWatch norm_watch(cfg.grad_norm_spike_factor);   // a warning only (train/divergence.h)
-    RunClock clock(counters.seconds);   // the run's time, earlier processes included
+    DivergenceMonitor divergence(
+        {cfg.max_skipped_steps, cfg.loss_spike_factor, cfg.stop_on_loss_spike},
+        {counters.skip_streak, counters.loss_level, counters.spike_since});   // train/divergence.h
+    GradNormWatch norm_watch(cfg.grad_norm_spike_factor);                     // a warning only (train/divergence.h)
+    RunClock clock(counters.seconds);                               // the run's time, earlier processes included
     const double peak = peak_flops(plan, comm) * plan.world_size;   // all ranks' (0: no MFU)
     const double step_flops = flops_per_token(plan.model, plan.num_parameters, plan.seq_len) * plan.tokens_per_step;
     RunSummary summary;
@@ -887,22 +955,29 @@ int train(Run& run, Comm& comm) {
         log_step(run, step, r, timing, counters, clock);
         // divergence (train/divergence.h): the same verdict on every rank
         if (verdict.kind == StepVerdict::kSpike || (verdict.kind == StepVerdict::kStop && r.finite)) {
-            run.write_log(LogRecord("loss_spike").num("step", step + 1).num("loss", r.loss)
-                              .num("level", divergence.state().loss_level).num("factor", cfg.loss_spike_factor));
+            run.write_log(LogRecord("loss_spike")
+                              .num("step", step + 1)
+                              .num("loss", r.loss)
+                              .num("level", divergence.state().loss_level)
+                              .num("factor", cfg.loss_spike_factor));
         }
         if (verdict.kind == StepVerdict::kStop) return stop_run(verdict.message, step + 1);
         if (const std::string norm_spike = norm_watch.observe(step + 1, r.norm, r.finite); !norm_spike.empty()) {
             print0("warning: %s\n", norm_spike.c_str());
-            run.write_log(LogRecord("grad_norm_spike").num("step", step + 1).num("grad_norm", r.norm)
+            run.write_log(LogRecord("grad_norm_spike")
+                              .num("step", step + 1)
+                              .num("grad_norm", r.norm)
                               .num("factor", cfg.grad_norm_spike_factor));
         }
-        if (!verdict.message.empty()) print0("%s%s\n", verdict.kind == StepVerdict::kSpike ? "warning: " : "", verdict.message.c_str());
+        if (!verdict.message.empty())
+            print0("%s%s\n", verdict.kind == StepVerdict::kSpike ? "warning: " : "", verdict.message.c_str());
         if (const std::optional<int> stopped = checkpoint_or_stop(run, step, counters, summary, comm)) return *stopped;
         std::fflush(stdout);
         warn_if_stdout_failed();
     }
     stop_signals.reset();   // from here on a signal ends the process at once
-    if (counters.skipped > 0) print0("%lld step(s) skipped for a non-finite loss or gradient norm\n", (long long)counters.skipped);
+    if (counters.skipped > 0)
+        print0("%lld step(s) skipped for a non-finite loss or gradient norm\n", (long long)counters.skipped);
     sample(run, sample_rng, cfg.steps);
     finish(run, summary, counters, clock, this_process_tokens, this_process_step_seconds, peak, step_flops);
     std::fflush(stdout);
@@ -924,7 +999,7 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     return train(run, comm);
 }
 
-}  // namespace
+}   // namespace
 
 // One rank's failure ends the whole job (distributed/comm.h): this rank's message first, named
 // with its rank, then abort_job() stops every rank wherever it is — never MPI_Finalize, which
@@ -934,16 +1009,18 @@ int main(int argc, char** argv) {
     try {
         TrainConfig cfg;
         if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) return *exit_code;
-        ignore_output_signals();   // a file-size limit or a closed stdout is no kill (train/signals.h)
+        ignore_output_signals();       // a file-size limit or a closed stdout is no kill (train/signals.h)
         install_bus_error_handler();   // a shard truncated while mapped is named (data/mapped_files.h)
-        comm = make_comm();   // MPI under mpirun / srun, else one process
+        comm = make_comm();            // MPI under mpirun / srun, else one process
         return run(std::move(cfg), argc, argv, *comm);
     } catch (const std::exception& e) {   // train_gpt::Error (fail()) and anything else
         std::fflush(stdout);
         const bool ranks = comm && comm->world_size() > 1;
         const std::string what = printable(e.what());   // a message may quote a binary file's bytes
-        if (ranks) std::fprintf(stderr, "rank %d: error: %s\n", comm->rank(), what.c_str());
-        else std::fprintf(stderr, "error: %s\n", what.c_str());
+        if (ranks)
+            std::fprintf(stderr, "rank %d: error: %s\n", comm->rank(), what.c_str());
+        else
+            std::fprintf(stderr, "error: %s\n", what.c_str());
         std::fflush(stderr);
         if (ranks) comm->abort_job(1);
         return 1;

@@ -41,7 +41,7 @@ namespace train_gpt {
 class Fp8Ops;
 
 class Backend {
-public:
+  public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;   // for messages ("cpu", "cuda")
     virtual DType act_dtype() const = 0;
@@ -60,35 +60,35 @@ public:
 
     // --- forward / backward ops ---
     // out (B,T,C) = wte[tokens[b,t]] + wpe[t]
-    virtual void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe,
-                                 int B, int T, int C) = 0;
+    virtual void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
+                                 int C) = 0;
     // dwte (Vp,C) += dout scattered by token; dwpe (maxT,C) += dout summed over b. Deterministic:
     // a fixed summation order whatever the token collisions.
-    virtual void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
-                                  int B, int T, int C) = 0;
+    virtual void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
+                                  int C) = 0;
     // out (N,C) = (inp − mean)·rstd·weight + bias per row, with the row's mean and rstd (N) saved
     // for backward; biased variance, eps = 1e-5 (GPT-2 / PyTorch).
-    virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
-                                   const void* weight, const void* bias, int N, int C) = 0;
+    virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
+                                   const void* bias, int N, int C) = 0;
     // dinp (N,C) += the input gradient (dinp is the residual stream's gradient: the residual
     // connection adds it); dweight, dbias (C) += their gradients (summed over rows); dinp_sums (C)
     // += Σ_rows of the new dinp, if non-null — the bias gradient of the projection whose output
     // gradient dinp is (attproj, fcproj: the residual stream's), folded into this pass
-    virtual void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout,
-                                    const void* inp, const void* weight, const float* mean,
-                                    const float* rstd, int N, int C, float* dinp_sums) = 0;
+    virtual void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                                    const void* weight, const float* mean, const float* rstd, int N, int C,
+                                    float* dinp_sums) = 0;
     // residual (N,C) = a + b, then out, mean, rstd = layernorm_forward of the residual: the
     // residual add fused into the next layernorm (one pass instead of two over the residual)
     virtual void residual_layernorm_forward(void* residual, void* out, float* mean, float* rstd, const void* a,
                                             const void* b, const void* weight, const void* bias, int N, int C) = 0;
     // out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC); bias may be null. FP32 accumulation
     // (a 16-bit GEMM on tensor cores), the output rounded once.
-    virtual void matmul_forward(void* out, const void* inp, const void* weight, const void* bias,
-                                int N, int C, int OC) = 0;
+    virtual void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
+                                int OC) = 0;
     // dinp (N,C) = dout · weight; dweight (OC,C) += doutᵀ · inp; dbias (OC) += Σ_rows dout (if
     // non-null). dinp may be null (not computed).
-    virtual void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout,
-                                 const void* inp, const void* weight, int N, int C, int OC) = 0;
+    virtual void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                                 const void* weight, int N, int C, int OC) = 0;
     // Causal self-attention: out (B,T,C) from qkv (B,T,3C) = [q | k | v] per token, head h using
     // features h·hs … (h+1)·hs of each; scores scaled by 1/√hs; softmax in FP32; lse (B,NH,T) the
     // log-sum-exp of each softmax row, all backward keeps (it recomputes the probabilities). In
@@ -102,8 +102,8 @@ public:
     virtual void attention_decode(void* out, const void* qkv, int pos, int n, int C, int NH) = 0;
     // dqkv (B,T,3C) = the gradient of attention_forward, from dout (B,T,C) and the forward's qkv,
     // out and lse. Deterministic (a fixed summation order).
-    virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                                    const float* lse, int B, int T, int C, int NH) = 0;
+    virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
+                                    int B, int T, int C, int NH) = 0;
     // GELU, tanh approximation: out (n) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
     virtual void gelu_forward(void* out, const void* inp, size_t n) = 0;
     // dinp (n) = gelu'(inp) · dout
@@ -118,8 +118,8 @@ public:
     // materialised probability matrix: losses (N) = logsumexp(logits[i, :V]) − logits[i, target_i].
     // If dlogits is non-null: dlogits (N,Vp) = (softmax − onehot(target)) · dloss for columns < V,
     // 0 in the padding. dlogits may alias logits (in place).
-    virtual void fused_classifier(void* dlogits, float* losses, const void* logits, const int32_t* targets,
-                                  int N, int V, int Vp, float dloss) = 0;
+    virtual void fused_classifier(void* dlogits, float* losses, const void* logits, const int32_t* targets, int N,
+                                  int V, int Vp, float dloss) = 0;
 
     // --- optimizer ---
     // Σ g² (FP32 gradients), double accumulation; inf/NaN propagate.
@@ -132,9 +132,8 @@ public:
     // p is the FP32 master copy and working = round(p); master may be null (no FP32 master copy:
     // p is read from and rounded back into the working weights, so updates below half an ulp of
     // the storage type are lost).
-    virtual void adamw_update(float* master, void* working, float* m, float* v, const float* grads, size_t n,
-                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                              int t) = 0;
+    virtual void adamw_update(float* master, void* working, float* m, float* v, const float* grads, size_t n, float lr,
+                              float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) = 0;
 
     // --- the FP8 extension (fp8 mode): the kernel set's FP8 ops, or null where it has none ---
     virtual Fp8Ops* fp8() { return nullptr; }
@@ -144,7 +143,7 @@ public:
 // statistics, the scale state's updates, the casts fused into producers, and the FP8 GEMMs. A
 // bf16, fp16 or fp32 step calls none of them.
 class Fp8Ops {
-public:
+  public:
     virtual ~Fp8Ops() = default;
     // --- what the FP8 ops can do (the model asks these, never the name) ---
     // FP8 GEMMs need their reduced dimensions (C, 4C, and the B·T of a training pass's weight
@@ -196,14 +195,14 @@ public:
     // on the same inp wrote them): they are read, not computed again — the layernorm's one
     // statistics pass when a just-in-time scale needs a cast before the cast
     virtual void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp,
-                                        const void* weight, const void* bias, int N, int C,
-                                        const Fp8ScaleSlot* scale, Fp8Counters* counters, bool stats_ready) = 0;
-    virtual void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout,
-                                    int rows, int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+                                        const void* weight, const void* bias, int N, int C, const Fp8ScaleSlot* scale,
+                                        Fp8Counters* counters, bool stats_ready) = 0;
+    virtual void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
+                                    int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     // attention_forward, then q (B·T, C) = the E4M3 cast of out, as quantize_e4m3 casts it: attproj's
     // X, cast where it is produced
-    virtual void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int T, int C,
-                                        int NH, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
+    virtual void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int T, int C, int NH,
+                                        const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     // attention_backward, then q (B·T, 3C) and/or qt (3C, B·T) = the E5M2 cast of dqkv, as
     // quantize_transpose_e5m2 casts it: qkv's dY, cast where it is produced
     virtual void attention_backward_e5m2(void* dqkv, fp8e5m2* q, fp8e5m2* qt, const void* dout, const void* qkv,
@@ -223,9 +222,8 @@ public:
                                    Fp8Counters* counters) = 0;
     // FP8 GEMMs: FP8 operands, exact products, FP32 accumulation, the sum multiplied by each
     // operand slot's inv_scale. out (N,OC) = X (N,C) · Wᵀ + bias, X and W in E4M3.
-    virtual void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale,
-                                    const fp8e4m3* weight, const Fp8ScaleSlot* weight_scale, const void* bias, int N,
-                                    int C, int OC) = 0;
+    virtual void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight,
+                                    const Fp8ScaleSlot* weight_scale, const void* bias, int N, int C, int OC) = 0;
     // dinp (N,C) = dY · W from dout_q (N,OC, E5M2) and weight_qt = Wᵀ (C,OC); dweight (OC,C) +=
     // dYᵀ · X from dout_qt (OC,N) and inp_qt = Xᵀ (C,N); dbias (OC) += Σ_rows dout (the 16-bit dY).
     // (Hopper's FP8 GEMMs take the reduced dimension contiguous only: hence the transposed copies.)
@@ -233,7 +231,6 @@ public:
                                      const fp8e5m2* dout_qt, const Fp8ScaleSlot* dout_scale, const void* dout,
                                      const fp8e4m3* inp_qt, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight_qt,
                                      const Fp8ScaleSlot* weight_scale, int N, int C, int OC) = 0;
-
 };
 
 // The CPU kernel set for activations of `dtype` (always available).
@@ -242,4 +239,4 @@ std::unique_ptr<Backend> make_cpu_backend(DType dtype = DType::F32);
 // Threads of the CPU kernel set (OpenMP and the BLAS).
 void set_cpu_threads(int n);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -17,7 +17,7 @@ std::string quoted(const nlohmann::json& value) {
     return text;
 }
 
-}  // namespace
+}   // namespace
 
 int64_t json_integer(const nlohmann::json& value, int64_t lo, int64_t hi, const std::string& file,
                      const std::string& field) {
@@ -40,8 +40,7 @@ int64_t json_integer(const nlohmann::json& value, int64_t lo, int64_t hi, const 
     return x;
 }
 
-double json_real(const nlohmann::json& value, double lo, double hi, const std::string& file,
-                 const std::string& field) {
+double json_real(const nlohmann::json& value, double lo, double hi, const std::string& file, const std::string& field) {
     const double x = value.is_number() ? value.get<double>() : NAN;
     if (!std::isfinite(x) || x < lo || x > hi) {
         fail("%s: \"%s\" must be a finite number in [%g, %g], got %s", file.c_str(), field.c_str(), lo, hi,
@@ -84,4 +83,4 @@ std::string JsonObject::string(const std::string& key) const {
     return v.get<std::string>();
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

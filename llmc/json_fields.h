@@ -21,13 +21,12 @@ namespace train_gpt {
 // [lo, hi]; fails as above.
 int64_t json_integer(const nlohmann::json& value, int64_t lo, int64_t hi, const std::string& file,
                      const std::string& field);
-double json_real(const nlohmann::json& value, double lo, double hi, const std::string& file,
-                 const std::string& field);
+double json_real(const nlohmann::json& value, double lo, double hi, const std::string& file, const std::string& field);
 
 // A JSON object of `file`, found at `path` within it ("" for the top level, else "model" or
 // "files.config.json"): the fields it is read through are named path.key in errors.
 class JsonObject {
-public:
+  public:
     // Fails unless `value` is an object. `value` must outlive this view.
     JsonObject(const nlohmann::json& value, std::string file, std::string path = "");
 
@@ -42,9 +41,9 @@ public:
     const std::string& file() const { return file_; }
     std::string field(const std::string& key) const;   // path.key, or key at the top level
 
-private:
+  private:
     const nlohmann::json& value_;
     std::string file_, path_;
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -12,7 +12,7 @@
 namespace train_gpt {
 
 class Rng {
-public:
+  public:
     explicit Rng(uint64_t seed) : engine_(seed) {}
 
     uint64_t next_u64() { return engine_(); }
@@ -29,12 +29,14 @@ public:
     uint64_t below(uint64_t n) {
         uint64_t limit = UINT64_MAX - UINT64_MAX % n;
         uint64_t x;
-        do { x = engine_(); } while (x >= limit);
+        do {
+            x = engine_();
+        } while (x >= limit);
         return x % n;
     }
 
-private:
+  private:
     std::mt19937_64 engine_;
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

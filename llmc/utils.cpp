@@ -53,7 +53,7 @@ const char* file_kind(mode_t mode) {
 
 const char* access_name(int flags) { return (flags & O_ACCMODE) == O_RDONLY ? "reading" : "writing"; }
 
-}  // namespace
+}   // namespace
 
 int open_regular_file(const std::string& path, int flags) {
     const char* p = path.c_str();
@@ -106,8 +106,7 @@ void read_exact(void* dst, size_t size, size_t count, FILE* f, const std::string
     if (size == 0 || count == 0) return;   // nothing to read (and dst may be null)
     size_t got = std::fread(dst, size, count, f);
     if (got != count) {
-        fail("%s: unexpected end of file (wanted %zu items of %zu bytes, got %zu)",
-             path.c_str(), count, size, got);
+        fail("%s: unexpected end of file (wanted %zu items of %zu bytes, got %zu)", path.c_str(), count, size, got);
     }
 }
 
@@ -123,7 +122,8 @@ std::string read_file_text(const std::string& path) {
     std::string text;
     char buf[1 << 16];
     size_t got;
-    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
+    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0)
+        text.append(buf, got);
     const bool error = std::ferror(f) != 0;
     std::fclose(f);
     if (error) fail("read error in %s", path.c_str());
@@ -138,8 +138,8 @@ void write_all(int fd, const void* bytes, size_t size, const std::string& path) 
         if (n > 0) {
             done += (size_t)n;
         } else if (n == 0 || errno != EINTR) {
-            fail("%s: write failed: %s (%zu of %zu bytes written)", path.c_str(), n < 0 ? std::strerror(errno) : "no progress",
-                 done, size);
+            fail("%s: write failed: %s (%zu of %zu bytes written)", path.c_str(),
+                 n < 0 ? std::strerror(errno) : "no progress", done, size);
         }
     }
 }
@@ -210,4 +210,4 @@ uint64_t hash_file(const std::string& path, uint64_t* bytes) {
     return XXH3_64bits_digest(state.get());
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

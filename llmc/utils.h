@@ -55,4 +55,4 @@ bool file_exists(const std::string& path);
 // directory (a file, a FIFO).
 void make_dirs(const std::string& path);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

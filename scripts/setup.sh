@@ -2,7 +2,8 @@
 # setup.sh — install what train_gpt needs from Debian, skipping what is already there.
 #
 #   scripts/setup.sh          build + run: BLAS, CLI11, nlohmann-json, PCRE2, Open MPI, the bundled corpus (bible-kjv)
-#   scripts/setup.sh --test   also GoogleTest, clang-14 with libFuzzer and the sanitizers (scripts/fuzz.sh),
+#   scripts/setup.sh --test   also GoogleTest, clang-14 with libFuzzer and the sanitizers (scripts/fuzz.sh), clang-format
+#                             (scripts/check_format.sh),
 #                             PyTorch (the reference the tests compare against), matplotlib
 #                             (scripts/plot_run.py), pip and tiktoken (PyPI; the oracle of the BPE tests)
 #                             and transformers (PyPI; loads the checkpoints) into Debian's python3
@@ -16,7 +17,8 @@ set -euo pipefail
 packages=(g++ make libopenblas-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libxxhash-dev libopenmpi-dev openmpi-bin bible-kjv)
 if [[ "${1:-}" == "--test" ]]; then
     # clang-14 and its runtimes (libFuzzer, ASan, UBSan): scripts/fuzz.sh
-    packages+=(libgtest-dev python3-torch python3-numpy python3-pip python3-matplotlib clang-14 libclang-rt-14-dev)
+    packages+=(libgtest-dev python3-torch python3-numpy python3-pip python3-matplotlib clang-14 libclang-rt-14-dev
+               clang-format)
 elif [[ "${1:-}" == "--study" ]]; then
     packages+=(python3-matplotlib)
 fi

@@ -82,6 +82,8 @@ run_check check_spills scripts/check_spills.sh
 # The default CUDA path (fp32, bf16, fp16 with default flags) still compiles to the PTX recorded in
 # tests/data/default_path_ptx.txt, names aside: one check per default function; about 15 s.
 run_check check_ptx scripts/check_ptx.sh
+# Every C++ and CUDA source follows .clang-format (one check per file).
+run_check check_format scripts/check_format.sh
 # The code references in docs/walkthrough.md and README.md name files and functions that exist.
 run_check check_docs python3 scripts/check_docs.py
 # gpu_check.sh's steps without a GPU: every GPU step counts as skipped; passed counts what ran

@@ -49,8 +49,8 @@ constexpr RoundingUnit kBf16Rounding{0x1p-8, 0x1p-134};
 constexpr RoundingUnit kFp16Rounding{0x1p-11, 0x1p-25};
 
 namespace attention_bounds_detail {
-constexpr double kEps = 0x1p-23;    // FP32 arithmetic, per operation (see above)
-constexpr double kTrans = 0x1p-22;  // exp / exp2 / log, relative
+constexpr double kEps = 0x1p-23;     // FP32 arithmetic, per operation (see above)
+constexpr double kTrans = 0x1p-22;   // exp / exp2 / log, relative
 
 // Values of one case as floats (the 16-bit values, exactly), with index helpers; hs = C / NH.
 struct View {
@@ -58,7 +58,9 @@ struct View {
     int T, C, hs;
     double q(int b, int t, int h, int d) const { return qkv[((size_t)b * T + t) * 3 * C + (size_t)h * hs + d]; }
     double k(int b, int t, int h, int d) const { return qkv[((size_t)b * T + t) * 3 * C + C + (size_t)h * hs + d]; }
-    double v(int b, int t, int h, int d) const { return qkv[((size_t)b * T + t) * 3 * C + 2 * (size_t)C + (size_t)h * hs + d]; }
+    double v(int b, int t, int h, int d) const {
+        return qkv[((size_t)b * T + t) * 3 * C + 2 * (size_t)C + (size_t)h * hs + d];
+    }
     size_t at_out(int b, int t, int h, int d) const { return ((size_t)b * T + t) * C + (size_t)h * hs + d; }
 };
 
@@ -78,11 +80,13 @@ inline void exact_row(const View& x, int b, int h, int t, std::vector<double>& P
         qk = std::max(qk, a * scale);
     }
     double sum = 0;
-    for (int j = 0; j <= t; j++) sum += (P[j] = std::exp(P[j] - mx));
-    for (double& p : P) p /= sum;
+    for (int j = 0; j <= t; j++)
+        sum += (P[j] = std::exp(P[j] - mx));
+    for (double& p : P)
+        p /= sum;
     *dot_term = x.hs * kEps * qk;
 }
-}  // namespace attention_bounds_detail
+}   // namespace attention_bounds_detail
 
 // Bounds on |out − out_exact| and |lse − lse_exact| for the query rows t0 … T−1 of each sequence:
 // out_bound (B, T − t0, C), lse_bound (B, NH, T − t0) when non-null, from qkv (B, T, 3C) and the
@@ -159,7 +163,8 @@ inline void attention_backward_bounds(std::vector<double>& dqkv_bound, const flo
                         dp_abs += std::fabs(dout[x.at_out(b, t, h, d)] * x.v(b, j, h, d));
                     }
                     const double p = std::exp(s * scale - l);   // P from the saved lse, as both backwards
-                    const double sigma = hs * kEps * s_abs * scale + kEps * (std::fabs(s * scale) + std::fabs(l)) + kTrans;
+                    const double sigma =
+                        hs * kEps * s_abs * scale + kEps * (std::fabs(s * scale) + std::fabs(l)) + kTrans;
                     const double eP = (2 * r.u + 2 * sigma) * p + 2 * r.h;
                     const double ddp = 2 * hs * kEps * (dp_abs + D_abs);
                     const double ds_abs = p * std::fabs(dp - D);
@@ -177,7 +182,8 @@ inline void attention_backward_bounds(std::vector<double>& dqkv_bound, const flo
                     const std::vector<double>& acc = part == 0 ? bq : part == 1 ? bk : bv;
                     for (int d = 0; d < hs; d++) {
                         const size_t i = ((size_t)b * T + t) * 3 * C + (size_t)part * C + (size_t)h * hs + d;
-                        dqkv_bound[i] = acc[(size_t)t * hs + d] * (1 + 4 * r.u) + 2 * r.u * std::fabs(dqkv_exact[i]) + 2 * r.h;
+                        dqkv_bound[i] =
+                            acc[(size_t)t * hs + d] * (1 + 4 * r.u) + 2 * r.u * std::fabs(dqkv_exact[i]) + 2 * r.h;
                     }
                 }
         }
@@ -211,10 +217,11 @@ inline BoundCheck check_within(const float* got, const float* ref, const double*
     return c;
 }
 inline void print_check(const char* what, const BoundCheck& c) {
-    std::printf("    %-28s worst error/bound %.3f (error %.3g, bound %.3g); normwise %.2e; %.1f%% bit-identical; "
-                "%zu of %zu outside\n",
-                what, c.worst_ratio, c.worst_err, c.worst_bound, c.normwise(), 100.0 * c.identical / std::max<size_t>(1, c.checked),
-                c.violations, c.checked);
+    std::printf(
+        "    %-28s worst error/bound %.3f (error %.3g, bound %.3g); normwise %.2e; %.1f%% bit-identical; "
+        "%zu of %zu outside\n",
+        what, c.worst_ratio, c.worst_err, c.worst_bound, c.normwise(),
+        100.0 * c.identical / std::max<size_t>(1, c.checked), c.violations, c.checked);
 }
 
-}  // namespace train_gpt::test
+}   // namespace train_gpt::test

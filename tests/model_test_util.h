@@ -26,7 +26,8 @@ inline std::vector<float> initial_weights(const GPTConfig& cfg, int B, int T, ui
 inline std::vector<int32_t> random_tokens(size_t n, int vocab_size, uint64_t seed) {
     Rng rng(seed);
     std::vector<int32_t> tokens(n);
-    for (int32_t& id : tokens) id = (int32_t)(rng.uniform() * vocab_size) % vocab_size;
+    for (int32_t& id : tokens)
+        id = (int32_t)(rng.uniform() * vocab_size) % vocab_size;
     return tokens;
 }
 
@@ -44,8 +45,9 @@ inline std::vector<nlohmann::json> log_records(const std::string& log_path, cons
 // The loss of every "step" record of a log.jsonl, in order.
 inline std::vector<double> step_losses(const std::string& log_path) {
     std::vector<double> losses;
-    for (const auto& j : log_records(log_path, "step")) losses.push_back(j["loss"].get<double>());
+    for (const auto& j : log_records(log_path, "step"))
+        losses.push_back(j["loss"].get<double>());
     return losses;
 }
 
-}  // namespace train_gpt::test
+}   // namespace train_gpt::test

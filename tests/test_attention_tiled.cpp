@@ -45,14 +45,22 @@ std::string shape_str(const Shape& s) {
     return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " NH=" + std::to_string(s.NH);
 }
 
-template <typename T> constexpr test::RoundingUnit rounding();
-template <> constexpr test::RoundingUnit rounding<bf16>() { return test::kBf16Rounding; }
-template <> constexpr test::RoundingUnit rounding<fp16>() { return test::kFp16Rounding; }
+template <typename T>
+constexpr test::RoundingUnit rounding();
+template <>
+constexpr test::RoundingUnit rounding<bf16>() {
+    return test::kBf16Rounding;
+}
+template <>
+constexpr test::RoundingUnit rounding<fp16>() {
+    return test::kFp16Rounding;
+}
 
 template <typename T>
 std::vector<T> random_t(Rng& rng, size_t n, double stddev) {
     std::vector<T> v(n);
-    for (T& x : v) x = T::from_float((float)(stddev * rng.normal()));
+    for (T& x : v)
+        x = T::from_float((float)(stddev * rng.normal()));
     return v;
 }
 template <typename T>
@@ -64,7 +72,8 @@ std::vector<T> poisoned(size_t n) {
 template <typename T>
 std::vector<float> floats(const std::vector<T>& v) {
     std::vector<float> f(v.size());
-    for (size_t i = 0; i < v.size(); i++) f[i] = v[i].to_float();
+    for (size_t i = 0; i < v.size(); i++)
+        f[i] = v[i].to_float();
     return f;
 }
 
@@ -140,19 +149,23 @@ void check_backward(const Shape& s, uint64_t seed) {
 
 constexpr uint64_t kSeed = 20240613;
 
-}  // namespace
+}   // namespace
 
 TEST(AttentionTiled, ForwardMatchesExactOpWithinRoundingBoundBf16) {
-    for (const Shape& s : kShapes) check_forward<bf16>(s, kSeed);
+    for (const Shape& s : kShapes)
+        check_forward<bf16>(s, kSeed);
 }
 TEST(AttentionTiled, ForwardMatchesExactOpWithinRoundingBoundFp16) {
-    for (const Shape& s : kShapes) check_forward<fp16>(s, kSeed + 1);
+    for (const Shape& s : kShapes)
+        check_forward<fp16>(s, kSeed + 1);
 }
 TEST(AttentionTiled, BackwardMatchesExactOpWithinRoundingBoundBf16) {
-    for (const Shape& s : kShapes) check_backward<bf16>(s, kSeed + 2);
+    for (const Shape& s : kShapes)
+        check_backward<bf16>(s, kSeed + 2);
 }
 TEST(AttentionTiled, BackwardMatchesExactOpWithinRoundingBoundFp16) {
-    for (const Shape& s : kShapes) check_backward<fp16>(s, kSeed + 3);
+    for (const Shape& s : kShapes)
+        check_backward<fp16>(s, kSeed + 3);
 }
 // One long sequence (GPT-2's T): many key tiles per query block, so the online rescaling runs
 // for 16 tiles and the diagonal skipping is exercised on every block.
@@ -170,10 +183,14 @@ TEST(AttentionTiled, EveryOutputElementIsWritten) {
     std::vector<bf16> out = poisoned<bf16>((size_t)c.B * c.Tn * c.C), dqkv = poisoned<bf16>(c.qkv.size());
     std::vector<float> lse((size_t)c.B * c.NH * c.Tn, NAN);
     cpu::attention_forward_tiled(out.data(), lse.data(), c.qkv.data(), c.B, c.Tn, c.C, c.NH);
-    cpu::attention_backward_tiled(dqkv.data(), c.dout.data(), c.qkv.data(), out.data(), lse.data(), c.B, c.Tn, c.C, c.NH);
-    for (const bf16& x : out) ASSERT_TRUE(std::isfinite(x.to_float()));
-    for (float x : lse) ASSERT_TRUE(std::isfinite(x));
-    for (const bf16& x : dqkv) ASSERT_TRUE(std::isfinite(x.to_float()));
+    cpu::attention_backward_tiled(dqkv.data(), c.dout.data(), c.qkv.data(), out.data(), lse.data(), c.B, c.Tn, c.C,
+                                  c.NH);
+    for (const bf16& x : out)
+        ASSERT_TRUE(std::isfinite(x.to_float()));
+    for (float x : lse)
+        ASSERT_TRUE(std::isfinite(x));
+    for (const bf16& x : dqkv)
+        ASSERT_TRUE(std::isfinite(x.to_float()));
 }
 
 // ---- the tiling rules ------------------------------------------------------------------------------
@@ -226,8 +243,8 @@ TEST(AttentionTiling, QueryBlocksVisitExactlyTheKeyTilesTheyCanSee) {
             for (int q0 = 0; q0 < Tn; q0 += rows) {
                 const int last_row = std::min(q0 + rows, Tn) - 1;
                 const int n = fl::key_tiles_for_query_block(q0, rows, Tn, fl::kFwdKeyTile);
-                EXPECT_LE((n - 1) * fl::kFwdKeyTile, last_row);                  // the last tile holds a visible key
-                EXPECT_GT(n * fl::kFwdKeyTile, last_row);                        // and no visible key is beyond it
+                EXPECT_LE((n - 1) * fl::kFwdKeyTile, last_row);   // the last tile holds a visible key
+                EXPECT_GT(n * fl::kFwdKeyTile, last_row);         // and no visible key is beyond it
             }
 }
 

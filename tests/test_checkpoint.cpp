@@ -34,21 +34,24 @@ GPTConfig small_config() { return gpt_config_from_spec("d2", 77, 20, 32, 2); }
 
 size_t num_params(const GPTConfig& cfg) {
     size_t n = 0;
-    for (size_t s : param_tensor_sizes(cfg)) n += s;
+    for (size_t s : param_tensor_sizes(cfg))
+        n += s;
     return n;
 }
 
 size_t offset_of(const GPTConfig& cfg, int tensor) {
     auto sizes = param_tensor_sizes(cfg);
     size_t off = 0;
-    for (int i = 0; i < tensor; i++) off += sizes[i];
+    for (int i = 0; i < tensor; i++)
+        off += sizes[i];
     return off;
 }
 
 std::vector<float> random_vector(size_t n, uint64_t seed, double scale = 1.0) {
     Rng rng(seed);
     std::vector<float> v(n);
-    for (float& x : v) x = (float)(scale * rng.normal());
+    for (float& x : v)
+        x = (float)(scale * rng.normal());
     return v;
 }
 
@@ -81,11 +84,12 @@ std::string save(const std::string& out, int64_t step, const GPTConfig& cfg, con
 // A handcrafted safetensors file: header text (not padded) and data bytes.
 void write_raw_safetensors(const std::string& path, const std::string& header, const std::string& data) {
     std::string bytes(8, '\0');
-    for (int i = 0; i < 8; i++) bytes[i] = (char)((uint64_t)header.size() >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        bytes[i] = (char)((uint64_t)header.size() >> (8 * i));
     write_text(path, bytes + header + data);
 }
 
-}  // namespace
+}   // namespace
 
 // ---- safetensors ------------------------------------------------------------------------------
 
@@ -93,7 +97,8 @@ TEST(Safetensors, RoundTripsF32AndBF16WithMetadata) {
     ScratchDir dir;
     const std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, 1e-8f, -7.0f};   // (2, 3)
     std::vector<bf16> b;
-    for (float x : {0.1f, -0.2f, 300.0f, 1.0f}) b.push_back(bf16::from_float(x));
+    for (float x : {0.1f, -0.2f, 300.0f, 1.0f})
+        b.push_back(bf16::from_float(x));
     const float scalar = 42.0f;
     write_safetensors(dir.file("t.safetensors"),
                       {{"a", StDType::F32, {2, 3}, a.data()},
@@ -104,7 +109,8 @@ TEST(Safetensors, RoundTripsF32AndBF16WithMetadata) {
 
     const std::string raw = read_text(dir.file("t.safetensors"));
     uint64_t header_len = 0;
-    for (int i = 0; i < 8; i++) header_len |= (uint64_t)(uint8_t)raw[i] << (8 * i);
+    for (int i = 0; i < 8; i++)
+        header_len |= (uint64_t)(uint8_t)raw[i] << (8 * i);
     EXPECT_EQ(header_len % 8, 0u) << "the data must start 8-byte aligned";
     EXPECT_EQ(raw.size(), 8 + header_len + 6 * 4 + 4 * 2 + 4);
     auto header = nlohmann::json::parse(raw.substr(8, header_len));
@@ -119,7 +125,8 @@ TEST(Safetensors, RoundTripsF32AndBF16WithMetadata) {
     EXPECT_EQ(f.at("a").dtype, StDType::F32);
     EXPECT_EQ(f.read_floats("a"), a);
     const std::vector<float> bf = f.read_floats("b.bf16");
-    for (size_t i = 0; i < b.size(); i++) EXPECT_EQ(bf[i], b[i].to_float());
+    for (size_t i = 0; i < b.size(); i++)
+        EXPECT_EQ(bf[i], b[i].to_float());
     EXPECT_EQ(f.at("empty").numel(), 0u);
     EXPECT_TRUE(f.read("empty").empty());
     EXPECT_EQ(f.read_floats("scalar"), std::vector<float>{42.0f});
@@ -156,7 +163,8 @@ TEST(Safetensors, RejectsMalformedFilesNamingFileAndTensor) {
     EXPECT_CONTAINS(err(R"({"w":{"dtype":"F32","shape":[1,2],"data_offsets":[8,16]}})", data.substr(0, 16)),
                     "starts at byte 8 of the data, expected 0 (hole)");
     EXPECT_CONTAINS(err(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data),
+                        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                        data),
                     "overlap");
     EXPECT_CONTAINS(err("{not json", data), "header is not valid JSON");
     EXPECT_CONTAINS(err("[1,2]", data), "header is not a JSON object");
@@ -167,7 +175,9 @@ TEST(Safetensors, RejectsMalformedFilesNamingFileAndTensor) {
     EXPECT_CONTAINS(error_of([&] { SafetensorsFile f(p); }), "header length 16777215 does not fit the file");
     EXPECT_CONTAINS(error_of([&] { SafetensorsFile f(dir.file("missing.safetensors")); }),
                     "cannot open " + dir.file("missing.safetensors"));
-    EXPECT_CONTAINS(error_of([&] { write_safetensors(p, {{"__metadata__", StDType::F32, {0}, nullptr}}); }),
+    EXPECT_CONTAINS(error_of([&] {
+                        write_safetensors(p, {{"__metadata__", StDType::F32, {0}, nullptr}});
+                    }),
                     "invalid or duplicate tensor name");
 }
 
@@ -183,7 +193,8 @@ TEST(Safetensors, ZeroElementTensorsAndHugeNumbers) {
     EXPECT_EQ(f.read_floats("scalar"), std::vector<float>{1.0f});
     const std::string huge = "18446744073709551615";   // 2^64 - 1
     write_raw_safetensors(p, R"({"w":{"dtype":"F32","shape":[)" + huge + R"(],"data_offsets":[0,0]}})", "");
-    EXPECT_CONTAINS(error_of([&] { SafetensorsFile g(p); }), "\"w.shape\" must be an integer in [0, 9223372036854775807]");
+    EXPECT_CONTAINS(error_of([&] { SafetensorsFile g(p); }),
+                    "\"w.shape\" must be an integer in [0, 9223372036854775807]");
     write_raw_safetensors(p, R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[)" + huge + "," + huge + "]}}", "");
     EXPECT_CONTAINS(error_of([&] { SafetensorsFile g(p); }), "\"w.data_offsets\" must be an integer");
 }
@@ -193,7 +204,8 @@ TEST(Safetensors, InteroperatesWithPythonSafetensors) {
     ScratchDir dir;
     std::vector<float> a = {1.0f, -2.5f, 3.0f, 4.0f, 5.0f, 6.5f};
     std::vector<bf16> b;
-    for (float x : {0.15625f, -1.75f, 1024.0f}) b.push_back(bf16::from_float(x));
+    for (float x : {0.15625f, -1.75f, 1024.0f})
+        b.push_back(bf16::from_float(x));
     write_safetensors(dir.file("ours.safetensors"),
                       {{"a", StDType::F32, {3, 2}, a.data()}, {"b", StDType::BF16, {3}, b.data()}}, {{"format", "pt"}});
     const std::string script =
@@ -208,8 +220,8 @@ TEST(Safetensors, InteroperatesWithPythonSafetensors) {
         "                  'b_dtype': str(t['b'].dtype), 'meta': meta}))\n";
     write_text(dir.file("interop.py"), script);
     std::string out;
-    const int rc = run_command(python_binary() + " " + dir.file("interop.py") + " " + dir.file("ours.safetensors") + " " +
-                                   dir.file("theirs.safetensors"),
+    const int rc = run_command(python_binary() + " " + dir.file("interop.py") + " " + dir.file("ours.safetensors") +
+                                   " " + dir.file("theirs.safetensors"),
                                &out);
     ASSERT_EQ(rc, 0) << "Python's safetensors is required (scripts/setup.sh --test): " << out;
     const auto j = nlohmann::json::parse(out.substr(out.rfind("\n{") == std::string::npos ? 0 : out.rfind("\n{") + 1));
@@ -223,7 +235,8 @@ TEST(Safetensors, InteroperatesWithPythonSafetensors) {
     EXPECT_EQ(theirs.metadata().at("k"), "v");
     EXPECT_EQ(theirs.at("x").shape, (std::vector<int64_t>{3, 4}));
     std::vector<float> x = theirs.read_floats("x");
-    for (int i = 0; i < 12; i++) EXPECT_EQ(x[i], i / 4.0f);
+    for (int i = 0; i < 12; i++)
+        EXPECT_EQ(x[i], i / 4.0f);
     EXPECT_EQ(theirs.at("y").dtype, StDType::BF16);
     EXPECT_EQ(theirs.read_floats("y"), (std::vector<float>{0.5f, -3.0f}));
 }
@@ -236,7 +249,8 @@ TEST(Checkpoint, HfLayoutRoundTripsWithTransposesAndVRowsOfWte) {
     std::vector<float> w = random_vector(num_params(cfg), 5);   // padding rows of wte non-zero on purpose
     for (int world : {1, 3}) {
         ScratchDir dir;
-        for (int r = 0; r < world; r++) write_weight_shards(dir.path, cfg, w.data(), r, world);
+        for (int r = 0; r < world; r++)
+            write_weight_shards(dir.path, cfg, w.data(), r, world);
 
         // The index names every HF tensor, and each lies in the shard it names, once.
         const auto index = nlohmann::json::parse(read_text(dir.file("model.safetensors.index.json")));
@@ -257,7 +271,8 @@ TEST(Checkpoint, HfLayoutRoundTripsWithTransposesAndVRowsOfWte) {
             }
         }
         EXPECT_EQ(seen.size(), tensors.size());
-        for (const auto& [name, count] : seen) EXPECT_EQ(count, 1) << name;
+        for (const auto& [name, count] : seen)
+            EXPECT_EQ(count, 1) << name;
         EXPECT_EQ(seen.count("lm_head.weight"), 0u) << "tied: not stored";
 
         // Element checks straight from the files: wte has V rows; c_attn of layer 1 is qkvw[1]ᵀ.
@@ -266,10 +281,11 @@ TEST(Checkpoint, HfLayoutRoundTripsWithTransposesAndVRowsOfWte) {
         const std::string attn = "transformer.h.1.attn.c_attn.weight";
         SafetensorsFile qf(dir.file(index["weight_map"][attn].get<std::string>()));
         EXPECT_EQ(qf.at(attn).shape, (std::vector<int64_t>{C, 3 * C}));
-        const std::vector<float> hf = qf.read_floats(attn);   // (in C, out 3C)
+        const std::vector<float> hf = qf.read_floats(attn);                          // (in C, out 3C)
         const float* qkvw1 = w.data() + offset_of(cfg, kQkvw) + (size_t)3 * C * C;   // (out 3C, in C)
         for (int o : {0, 5, 3 * C - 1})
-            for (int i : {0, 7, C - 1}) EXPECT_EQ(hf[(size_t)i * 3 * C + o], bf16_round(qkvw1[(size_t)o * C + i]));
+            for (int i : {0, 7, C - 1})
+                EXPECT_EQ(hf[(size_t)i * 3 * C + o], bf16_round(qkvw1[(size_t)o * C + i]));
         SafetensorsFile pf(dir.file(index["weight_map"]["transformer.h.0.mlp.c_proj.weight"].get<std::string>()));
         EXPECT_EQ(pf.at("transformer.h.0.mlp.c_proj.weight").shape, (std::vector<int64_t>{4 * C, C}));
 
@@ -305,7 +321,8 @@ TEST(Checkpoint, ShardsAreWholeTensorsBalancedByBytes) {
         size_t largest = 0;
         for (const auto& t : hf_tensors(cfg, world)) {
             size_t b = 2;
-            for (int64_t d : t.shape) b *= (size_t)d;
+            for (int64_t d : t.shape)
+                b *= (size_t)d;
             bytes[t.shard] += b;
             largest = std::max(largest, b);
         }
@@ -326,10 +343,11 @@ TEST(Checkpoint, StateSavedByAnyWorldSizeReadsBackAsAnyRange) {
     ScratchDir out;
     const size_t qkvw = offset_of(cfg, kQkvw);
     // ranges: all; within a tensor; across tensor boundaries; each part of a 3-way and a 5-way split
-    std::vector<std::pair<size_t, size_t>> ranges = {{0, n}, {qkvw + 3, qkvw + 100}, {qkvw - 7, qkvw + 7},
-                                                     {n - 1, n}, {5, 5}};
+    std::vector<std::pair<size_t, size_t>> ranges = {
+        {0, n}, {qkvw + 3, qkvw + 100}, {qkvw - 7, qkvw + 7}, {n - 1, n}, {5, 5}};
     for (int m : {3, 5})
-        for (int r = 0; r < m; r++) ranges.push_back({n * r / m, n * (r + 1) / m});
+        for (int r = 0; r < m; r++)
+            ranges.push_back({n * r / m, n * (r + 1) / m});
     int64_t step = 1;
     for (int world : {1, 2, 4}) {
         const std::string dir = save(out.path, step++, cfg, weights, state, world);
@@ -341,8 +359,8 @@ TEST(Checkpoint, StateSavedByAnyWorldSizeReadsBackAsAnyRange) {
                 const std::vector<float> got = read_state_range(dir, cfg, kinds[k], b, e);
                 ASSERT_EQ(got.size(), e - b);
                 for (size_t i = 0; i < got.size(); i++) {
-                    ASSERT_EQ(got[i], (*want[k])[b + i]) << "world " << world << " " << state_tensor_name(kinds[k])
-                                                         << " element " << b + i;
+                    ASSERT_EQ(got[i], (*want[k])[b + i])
+                        << "world " << world << " " << state_tensor_name(kinds[k]) << " element " << b + i;
                 }
             }
         }
@@ -352,7 +370,8 @@ TEST(Checkpoint, StateSavedByAnyWorldSizeReadsBackAsAnyRange) {
     SafetensorsFile f(checkpoint_dir(out.path, 2) + "/state-00001.safetensors");   // rank 1 of 2: [n/2, n)
     const size_t half = n / 2;
     int t = 0;
-    while (offset_of(cfg, t + 1) <= half) t++;
+    while (offset_of(cfg, t + 1) <= half)
+        t++;
     EXPECT_NE(f.find(format("master/%s@%zu", param_tensor_name(t), half - offset_of(cfg, t))), nullptr);
     EXPECT_NE(f.find("v/lnfb@0"), nullptr);
     EXPECT_EQ(f.find("m/wte@0"), nullptr);
@@ -414,7 +433,8 @@ TEST(Checkpoint, ManifestRoundTripsEveryField) {
     EXPECT_EQ(r.extra_json, "");
     // every file but the manifest is recorded
     std::vector<std::string> names;
-    for (const auto& [name, rec] : r.files) names.push_back(name);
+    for (const auto& [name, rec] : r.files)
+        names.push_back(name);
     EXPECT_EQ(names, (std::vector<std::string>{"config.json", "model-00001-of-00002.safetensors",
                                                "model-00002-of-00002.safetensors", "model.safetensors.index.json",
                                                "state-00000.safetensors", "state-00001.safetensors"}));
@@ -437,7 +457,8 @@ TEST(Checkpoint, LatestSeesEveryStepDirectoryPruneOnlyCompleteOnes) {
     EXPECT_EQ(latest_checkpoint(out.path), std::nullopt);
     EXPECT_EQ(latest_checkpoint(out.file("does-not-exist")), std::nullopt);
 
-    for (int64_t step : {100, 200, 300}) save(out.path, step, cfg, w, s, 1);
+    for (int64_t step : {100, 200, 300})
+        save(out.path, step, cfg, w, s, 1);
     // a crashed save of a later step (tmp), a stale tmp of an earlier one, a step dir without a
     // manifest, and an unrelated directory
     const std::string crashed = begin_checkpoint(out.path, 400);
@@ -473,8 +494,7 @@ TEST(Checkpoint, LatestSeesEveryStepDirectoryPruneOnlyCompleteOnes) {
     prune_checkpoints(out.path, 1, [](const CheckpointManifest& m) { return m.step == 600; });
     EXPECT_EQ(list_checkpoints(out.path), (std::vector<int64_t>{600}));
     const std::string tmp = begin_checkpoint(out.path, 700);
-    EXPECT_CONTAINS(error_of([&] { finalize_checkpoint(tmp, checkpoint_dir(out.path, 600), {}); }),
-                    "already exists");
+    EXPECT_CONTAINS(error_of([&] { finalize_checkpoint(tmp, checkpoint_dir(out.path, 600), {}); }), "already exists");
 }
 
 // ---- checkpoint: bad inputs -------------------------------------------------------------------
@@ -491,7 +511,8 @@ TEST(Checkpoint, BadCheckpointsFailNamingTheFileAndDeleteNothing) {
     auto expect_error = [&](const std::function<void()>& f, std::vector<std::string> parts) {
         const auto before = directory_snapshot(out.path);
         const std::string e = error_of(f);
-        for (const auto& part : parts) EXPECT_CONTAINS(e, part);
+        for (const auto& part : parts)
+            EXPECT_CONTAINS(e, part);
         EXPECT_EQ(directory_snapshot(out.path), before) << "a failed load must delete or change nothing";
     };
     // truncated shard
@@ -520,7 +541,8 @@ TEST(Checkpoint, BadCheckpointsFailNamingTheFileAndDeleteNothing) {
     expect_error([&] { open_checkpoint(dir, other); }, {"vocab_size is 77 there, 50 in this run"});
     other = small_config();
     other.n_embd = 64;
-    expect_error([&] { read_weights(dir, other); }, {"transformer.wte.weight has shape [77, 32], but", "n_embd 64", "that needs [77, 64]"});
+    expect_error([&] { read_weights(dir, other); },
+                 {"transformer.wte.weight has shape [77, 32], but", "n_embd 64", "that needs [77, 64]"});
 
     // a missing file
     fs::rename(state, out.file("moved"));
@@ -563,7 +585,8 @@ TEST(Checkpoint, TransformersLoadsItAndComputesTheEngineLoss) {
     std::vector<float> w = model.weights();
     const std::vector<float> noise = random_vector(w.size(), 22, 0.05);
     const size_t pad_begin = offset_of(cfg, kWte) + (size_t)cfg.vocab_size * cfg.n_embd, pad_end = offset_of(cfg, kWpe);
-    for (size_t k = 0; k < w.size(); k++) if (k < pad_begin || k >= pad_end) w[k] += noise[k];
+    for (size_t k = 0; k < w.size(); k++)
+        if (k < pad_begin || k >= pad_end) w[k] += noise[k];
 
     ScratchDir out;
     const std::string dir = save(out.path, 5, cfg, w, random_state(cfg, 23), 2);
@@ -572,7 +595,8 @@ TEST(Checkpoint, TransformersLoadsItAndComputesTheEngineLoss) {
 
     Rng rng(24);
     std::vector<int32_t> tokens((size_t)n_batches * B * (T + 1));
-    for (int32_t& t : tokens) t = (int32_t)rng.below(cfg.vocab_size);
+    for (int32_t& t : tokens)
+        t = (int32_t)rng.below(cfg.vocab_size);
     double engine_loss = 0;
     for (int nb = 0; nb < n_batches; nb++) {
         std::vector<int32_t> inputs, targets;

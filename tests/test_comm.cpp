@@ -17,20 +17,24 @@ namespace {
 
 // Sets or unsets environment variables for one scope, then puts back what was there.
 class EnvOverride {
-public:
+  public:
     void set(const char* name, const char* value) {
         remember(name);
-        if (value) setenv(name, value, 1);
-        else unsetenv(name);
+        if (value)
+            setenv(name, value, 1);
+        else
+            unsetenv(name);
     }
     ~EnvOverride() {
         for (auto& [name, old] : saved_) {
-            if (old) setenv(name.c_str(), old->c_str(), 1);
-            else unsetenv(name.c_str());
+            if (old)
+                setenv(name.c_str(), old->c_str(), 1);
+            else
+                unsetenv(name.c_str());
         }
     }
 
-private:
+  private:
     void remember(const char* name) {
         const char* v = std::getenv(name);
         saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
@@ -44,7 +48,7 @@ uint32_t bits(float x) {
     return u;
 }
 
-}  // namespace
+}   // namespace
 
 TEST(SingleComm, IsRankZeroOfAWorldOfOne) {
     auto c = make_single_comm();
@@ -112,7 +116,8 @@ TEST(SingleComm, CopiesThroughTheGivenCopyFunction) {
 
 TEST(MakeComm, ChoosesMpiOnlyWhenALauncherSetTheEnvironment) {
     EnvOverride env;
-    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) env.set(v, nullptr);
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
+        env.set(v, nullptr);
     EXPECT_FALSE(launched_by_mpi());
     EXPECT_EQ(make_comm()->name(), "single");
     for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {

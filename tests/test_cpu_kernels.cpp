@@ -27,13 +27,15 @@ constexpr double kTolerance = 1e-7;
 std::vector<double> randn(size_t n, uint64_t seed, double scale = 1.0, double offset = 0.0) {
     Rng rng(seed);
     std::vector<double> v(n);
-    for (double& x : v) x = offset + scale * rng.normal();
+    for (double& x : v)
+        x = offset + scale * rng.normal();
     return v;
 }
 
 double weighted_sum(const std::vector<double>& y, const std::vector<double>& w) {
     double s = 0;
-    for (size_t i = 0; i < y.size(); i++) s += y[i] * w[i];
+    for (size_t i = 0; i < y.size(); i++)
+        s += y[i] * w[i];
     return s;
 }
 
@@ -56,12 +58,13 @@ void expect_gradient_matches(const std::vector<double>& analytic, const std::vec
                              const char* what) {
     ASSERT_EQ(analytic.size(), numeric.size());
     double max_abs = 0;
-    for (double g : numeric) max_abs = std::max(max_abs, std::fabs(g));
+    for (double g : numeric)
+        max_abs = std::max(max_abs, std::fabs(g));
     EXPECT_GT(max_abs, 1e-3) << what << ": gradient is ~0, the test would be vacuous";
     EXPECT_LT(max_rel_error(analytic.data(), numeric.data(), analytic.size()), kTolerance) << what;
 }
 
-}  // namespace
+}   // namespace
 
 TEST(CpuKernels, EncoderBackwardMatchesFiniteDifferences) {
     const int B = 2, T = 3, C = 4, V = 5, maxT = 4;
@@ -85,8 +88,10 @@ TEST(CpuKernels, LayerNormForwardIsNormalised) {
     k::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), ones.data(), zeros.data(), N, C);
     for (int i = 0; i < N; i++) {
         double m = 0, v = 0;
-        for (int c = 0; c < C; c++) m += y[i * C + c];
-        for (int c = 0; c < C; c++) v += y[i * C + c] * y[i * C + c];
+        for (int c = 0; c < C; c++)
+            m += y[i * C + c];
+        for (int c = 0; c < C; c++)
+            v += y[i * C + c] * y[i * C + c];
         EXPECT_NEAR(m / C, 0.0, 1e-12);
         EXPECT_NEAR(v / C, 1.0 - 1e-5 * rstd[i] * rstd[i], 1e-12);   // eps = 1e-5 inside the sqrt
     }
@@ -106,7 +111,8 @@ TEST(CpuKernels, LayerNormBackwardMatchesFiniteDifferences) {
                           rstd.data(), N, C, dx_sums.data());
     for (int c = 0; c < C; c++) {   // the sums of the new dinp over rows, added to what was there
         double sum = 0.5;
-        for (int i = 0; i < N; i++) sum += dx[i * C + c];
+        for (int i = 0; i < N; i++)
+            sum += dx[i * C + c];
         EXPECT_NEAR(dx_sums[c], sum, 1e-12);
     }
     expect_gradient_matches(dx, finite_difference(x, loss), "dinp");
@@ -122,7 +128,8 @@ TEST(CpuKernels, MatmulForwardMatchesNaiveLoop) {
     for (int i = 0; i < N; i++) {
         for (int o = 0; o < OC; o++) {
             double ref = bias[o];
-            for (int c = 0; c < C; c++) ref += x[i * C + c] * weight[o * C + c];
+            for (int c = 0; c < C; c++)
+                ref += x[i * C + c] * weight[o * C + c];
             EXPECT_NEAR(y[i * OC + o], ref, 1e-12);
         }
     }
@@ -139,8 +146,10 @@ TEST(CpuKernels, MatmulBackwardMatchesFiniteDifferences) {
     // start from non-zero gradients: backward must ADD to the parameters' and OVERWRITE dinp
     std::vector<double> dx(N * C, 1.0), dweight(OC * C, 2.0), dbias(OC, 3.0);
     k::matmul_backward(dx.data(), dweight.data(), dbias.data(), w.data(), x.data(), weight.data(), N, C, OC);
-    for (double& g : dweight) g -= 2.0;
-    for (double& g : dbias) g -= 3.0;
+    for (double& g : dweight)
+        g -= 2.0;
+    for (double& g : dbias)
+        g -= 3.0;
     expect_gradient_matches(dx, finite_difference(x, loss), "dinp");
     expect_gradient_matches(dweight, finite_difference(weight, loss), "dweight");
     expect_gradient_matches(dbias, finite_difference(bias, loss), "dbias");
@@ -167,7 +176,8 @@ TEST(CpuKernels, AttentionForwardMatchesNaiveSoftmax) {
                 EXPECT_NEAR(lse[(b * NH + h) * T + t], std::log(z), 1e-12);
                 for (int d = 0; d < hs; d++) {
                     double o = 0;
-                    for (int j = 0; j <= t; j++) o += s[j] / z * qkv[(b * T + j) * 3 * C + 2 * C + h * hs + d];
+                    for (int j = 0; j <= t; j++)
+                        o += s[j] / z * qkv[(b * T + j) * 3 * C + 2 * C + h * hs + d];
                     EXPECT_NEAR(out[(b * T + t) * C + h * hs + d], o, 1e-12);
                 }
             }
@@ -182,11 +192,13 @@ void expect_decode_rows_equal_forward_rows() {
     const int T_ = 23, C = 12, NH = 3;
     Rng rng(31);
     std::vector<T> qkv((size_t)(T_ + 2) * 3 * C);
-    for (T& x : qkv) x = k::store<T>((k::acc_t<T>)(1.5 * rng.normal()));
+    for (T& x : qkv)
+        x = k::store<T>((k::acc_t<T>)(1.5 * rng.normal()));
     std::vector<T> full((size_t)T_ * C);
     std::vector<k::acc_t<T>> lse((size_t)NH * T_);
     k::attention_forward(full.data(), lse.data(), qkv.data(), 1, T_, C, NH);
-    for (size_t i = (size_t)T_ * 3 * C; i < qkv.size(); i++) qkv[i] = k::store<T>(NAN);
+    for (size_t i = (size_t)T_ * 3 * C; i < qkv.size(); i++)
+        qkv[i] = k::store<T>(NAN);
     for (auto [pos, n] : {std::pair{0, 1}, {0, T_}, {7, 1}, {15, 8}, {22, 1}}) {
         std::vector<T> out((size_t)n * C, k::store<T>(NAN));
         k::attention_decode(out.data(), qkv.data(), pos, n, C, NH);
@@ -248,11 +260,13 @@ TEST(CpuKernels, FusedClassifierLossAndGradient) {
     const double dloss = 0.25;
     std::vector<double> losses(N);
     // the loss ignores the padding columns whatever they hold
-    for (int i = 0; i < N; i++) logits[i * Vp + V] = 1e6;
+    for (int i = 0; i < N; i++)
+        logits[i * Vp + V] = 1e6;
     k::fused_classifier<double>(nullptr, losses.data(), logits.data(), targets.data(), N, V, Vp, dloss);
     for (int i = 0; i < N; i++) {
         double z = 0;
-        for (int c = 0; c < V; c++) z += std::exp(logits[i * Vp + c]);
+        for (int c = 0; c < V; c++)
+            z += std::exp(logits[i * Vp + c]);
         EXPECT_NEAR(losses[i], std::log(z) - logits[i * Vp + targets[i]], 1e-12);
     }
     auto loss = [&] {
@@ -264,7 +278,8 @@ TEST(CpuKernels, FusedClassifierLossAndGradient) {
     k::fused_classifier(dlogits.data(), losses.data(), dlogits.data(), targets.data(), N, V, Vp, dloss);
     expect_gradient_matches(dlogits, numeric, "dlogits");
     for (int i = 0; i < N; i++) {
-        for (int c = V; c < Vp; c++) EXPECT_EQ(dlogits[i * Vp + c], 0.0) << "padding column " << c;
+        for (int c = V; c < Vp; c++)
+            EXPECT_EQ(dlogits[i * Vp + c], 0.0) << "padding column " << c;
     }
 }
 
@@ -298,7 +313,8 @@ TEST(CpuKernels, AdamWMatchesTheUpdateRule) {
     }
     // fp32 state: each of the 3 steps rounds the weight once (one ulp, 2u·|p|) and moves it by an
     // update of ≤ lr computed in FP32 (a few roundings of u each, well inside 2u·lr)
-    for (int i = 0; i < 4; i++) EXPECT_NEAR(p[i], pr[i], 3 * 2 * 0x1p-24 * (std::fabs(pr[i]) + lr)) << i;
+    for (int i = 0; i < 4; i++)
+        EXPECT_NEAR(p[i], pr[i], 3 * 2 * 0x1p-24 * (std::fabs(pr[i]) + lr)) << i;
 }
 
 // The fused ops of the CPU kernel set are their parts in sequence, exactly (the CUDA fused kernels
@@ -327,7 +343,8 @@ TEST(CpuKernels, FusedOpsAreTheirPartsInSequence) {
     EXPECT_EQ(sums, sums2);
     for (int c = 0; c < C; c++) {
         double direct = 0.25;
-        for (int i = 0; i < N; i++) direct += dx2[i * C + c];
+        for (int i = 0; i < N; i++)
+            direct += dx2[i * C + c];
         EXPECT_NEAR(sums2[c], direct, 1e-12);
     }
 }

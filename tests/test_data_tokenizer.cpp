@@ -21,7 +21,8 @@ std::string some_text() {
     std::string text;
     const char* lines[] = {"In the beginning God created the heaven and the earth.\n",
                            "And the earth was without form, and void.\n", "And God said, Let there be light.\n"};
-    for (int i = 0; i < 60; i++) text += lines[i % 3];
+    for (int i = 0; i < 60; i++)
+        text += lines[i % 3];
     return text;
 }
 
@@ -36,7 +37,7 @@ std::string prepare(const ScratchDir& dir, const std::string& args) {
 // a tiny model and a few steps, on whatever data the command names
 const char* kTinyRun = " -e d2 --n-embd 32 -b 2 -t 16 -x 2 -m 1 -v 2 -g 4 --threads 1";
 
-}  // namespace
+}   // namespace
 
 TEST(DataTokenizer, TokenizerFingerprintTellsTablesApart) {
     const Tokenizer bytes = Tokenizer::byte_level();
@@ -54,7 +55,8 @@ TEST(DataTokenizer, TokenizerFingerprintTellsTablesApart) {
 TEST(DataTokenizer, PrepareTextRecordsTheTokenizerAndPrintsTheCommandToRun) {
     ScratchDir dir;
     const std::string out = prepare(dir, "--out-dir '" + dir.file("a") + "' --name a --val-fraction 0.1");
-    const std::string command = "./train_gpt -i '" + dir.file("a") + "/a_train_*.bin' -j '" + dir.file("a") + "/a_val_*.bin'";
+    const std::string command =
+        "./train_gpt -i '" + dir.file("a") + "/a_train_*.bin' -j '" + dir.file("a") + "/a_val_*.bin'";
     EXPECT_CONTAINS(out, "next: " + command + " -o out/a\n") << "an output directory of its own";
     // two datasets under the default --name: each command its own output directory, named for its
     // --out-dir (before: both -o out/data, so the second command was refused)
@@ -72,7 +74,8 @@ TEST(DataTokenizer, PrepareTextRecordsTheTokenizerAndPrintsTheCommandToRun) {
     }
     // the printed command, as printed (plus a tiny model): the tokenizer comes from beside the shards
     std::string output;
-    ASSERT_EQ(run_command("cd '" + repo_root() + "' && " + command + kTinyRun + " -o '" + dir.file("out") + "'", &output), 0)
+    ASSERT_EQ(
+        run_command("cd '" + repo_root() + "' && " + command + kTinyRun + " -o '" + dir.file("out") + "'", &output), 0)
         << output;
     EXPECT_CONTAINS(output, "tokenizer: " + dir.file("a") + "/tokenizer.bin (beside the training shards)");
     const auto config = nlohmann::json::parse(read_text(dir.file("out/config.json")));
@@ -88,8 +91,9 @@ TEST(DataTokenizer, ATokenizerThatDidNotMakeTheDataIsRefusedNamingBoth) {
     write_text(dir.file("out/log.jsonl"), "previous run\n");
     const std::string data = " -i '" + dir.file("a/a_train_*.bin") + "' -j '" + dir.file("a/a_val_*.bin") + "'";
     std::string output;
-    const int rc = run_command(train_gpt_binary() + data + " --tokenizer '" + dir.file("b/tokenizer.bin") + "'" + kTinyRun +
-                                   " -o '" + dir.file("out") + "'", &output);
+    const int rc = run_command(train_gpt_binary() + data + " --tokenizer '" + dir.file("b/tokenizer.bin") + "'" +
+                                   kTinyRun + " -o '" + dir.file("out") + "'",
+                               &output);
     EXPECT_EQ(rc, 1) << output;
     EXPECT_CONTAINS(output, "--tokenizer " + dir.file("b/tokenizer.bin") + " (vocab 300");
     EXPECT_CONTAINS(output, "is not the tokenizer " + dir.file("a/a_train_000000.bin") + " was made with (vocab 257");
@@ -99,13 +103,15 @@ TEST(DataTokenizer, ATokenizerThatDidNotMakeTheDataIsRefusedNamingBoth) {
     // another prepare_text run into the same directory replaces tokenizer.bin: the shards still
     // know theirs, and the one beside them is refused
     prepare(dir, "--out-dir '" + dir.file("a") + "' --name other --tokenizer bpe --vocab-size 280");
-    ASSERT_NE(run_command(train_gpt_binary() + data + kTinyRun + " -o '" + dir.file("out") + "'", &output), 0) << output;
+    ASSERT_NE(run_command(train_gpt_binary() + data + kTinyRun + " -o '" + dir.file("out") + "'", &output), 0)
+        << output;
     EXPECT_CONTAINS(output, dir.file("a/tokenizer.bin") + " (beside the shards) (vocab 280");
     EXPECT_CONTAINS(output, "is not the tokenizer " + dir.file("a/a_train_000000.bin") + " was made with (vocab 257");
 
     // shards that record a tokenizer with none beside them
     std::remove(dir.file("a/tokenizer.bin").c_str());
-    ASSERT_NE(run_command(train_gpt_binary() + data + kTinyRun + " -o '" + dir.file("out") + "'", &output), 0) << output;
+    ASSERT_NE(run_command(train_gpt_binary() + data + kTinyRun + " -o '" + dir.file("out") + "'", &output), 0)
+        << output;
     EXPECT_CONTAINS(output, dir.file("a/a_train_000000.bin") + " was made with a tokenizer (vocab 257");
     EXPECT_CONTAINS(output, "no tokenizer.bin beside it; give --tokenizer");
     EXPECT_EQ(read_text(dir.file("out/log.jsonl")), "previous run\n") << "nothing written";
@@ -120,29 +126,41 @@ TEST(DataTokenizer, AModelIsNotTrainedOnDataOfAnotherTokenizer) {
     prepare(dir, "--out-dir '" + dir.file("bpe") + "' --name bpe --tokenizer bpe --vocab-size 300");
     std::string output;
     ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("bpe/bpe_train_*.bin") + "' -j ''" + kTinyRun +
-                              " -n 2 -o '" + dir.file("model") + "'", &output), 0) << output;
-    const std::string bytes = " -i '" + dir.file("bytes/bytes_train_*.bin") + "' -j '" + dir.file("bytes/bytes_val_*.bin") + "'";
+                              " -n 2 -o '" + dir.file("model") + "'",
+                          &output),
+              0)
+        << output;
+    const std::string bytes =
+        " -i '" + dir.file("bytes/bytes_train_*.bin") + "' -j '" + dir.file("bytes/bytes_val_*.bin") + "'";
     const std::string from = " --init-from '" + dir.file("model/checkpoints") + "'";
     ASSERT_NE(run_command(train_gpt_binary() + bytes + from + kTinyRun + " -o '" + dir.file("out1") + "'", &output), 0);
     EXPECT_CONTAINS(output, "the model's tokenizer");
-    EXPECT_CONTAINS(output, "is not the tokenizer " + dir.file("bytes/bytes_train_000000.bin") + " was made with (vocab 257");
+    EXPECT_CONTAINS(output,
+                    "is not the tokenizer " + dir.file("bytes/bytes_train_000000.bin") + " was made with (vocab 257");
     EXPECT_CONTAINS(output, "without --init-from");
     EXPECT_EQ(output.find("give --tokenizer"), std::string::npos) << output;
     // the data's tokenizer given: not the model's
     ASSERT_NE(run_command(train_gpt_binary() + bytes + from + " --tokenizer '" + dir.file("bytes/tokenizer.bin") + "'" +
-                              kTinyRun + " -g 0 -o '" + dir.file("out2") + "'", &output), 0) << output;
+                              kTinyRun + " -g 0 -o '" + dir.file("out2") + "'",
+                          &output),
+              0)
+        << output;
     EXPECT_CONTAINS(output, "--tokenizer " + dir.file("bytes/tokenizer.bin") + " (vocab 257");
     EXPECT_CONTAINS(output, "is not the tokenizer of the model the run starts from");
     EXPECT_FALSE(file_exists(dir.file("out2/log.jsonl"))) << "nothing trained";
     // the model's own data still trains
     ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("bpe/bpe_train_*.bin") + "' -j ''" + from + kTinyRun +
-                              " -o '" + dir.file("out3") + "'", &output), 0) << output;
+                              " -o '" + dir.file("out3") + "'",
+                          &output),
+              0)
+        << output;
 }
 
 TEST(DataTokenizer, ShardsWithoutARecordTakeTheTokenizerBesideThemOrNeedAVocabularySize) {
     ScratchDir dir;
     std::vector<uint32_t> tokens(2000);
-    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = 'a' + i % 26;
+    for (size_t i = 0; i < tokens.size(); i++)
+        tokens[i] = 'a' + i % 26;
     make_dirs(dir.file("d"));
     write_shard(dir.file("d/x_train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);   // llm.c's: no record
     const std::string data = " -i '" + dir.file("d/x_train_*.bin") + "' -j ''";
@@ -150,13 +168,17 @@ TEST(DataTokenizer, ShardsWithoutARecordTakeTheTokenizerBesideThemOrNeedAVocabul
     ASSERT_NE(run_command(train_gpt_binary() + data + kTinyRun + " -o '" + dir.file("out") + "'", &output), 0);
     EXPECT_CONTAINS(output, "the run has no tokenizer");
     EXPECT_CONTAINS(output, "--vocab-size");
-    ASSERT_EQ(run_command(train_gpt_binary() + data + kTinyRun + " --vocab-size 200 -o '" + dir.file("out") + "'", &output), 0)
+    ASSERT_EQ(
+        run_command(train_gpt_binary() + data + kTinyRun + " --vocab-size 200 -o '" + dir.file("out") + "'", &output),
+        0)
         << output;
     Tokenizer::byte_level().save(dir.file("d/tokenizer.bin"));
-    ASSERT_EQ(run_command(train_gpt_binary() + data + kTinyRun + " -o '" + dir.file("out2") + "'", &output), 0) << output;
+    ASSERT_EQ(run_command(train_gpt_binary() + data + kTinyRun + " -o '" + dir.file("out2") + "'", &output), 0)
+        << output;
     EXPECT_CONTAINS(output, "(beside the training shards)");
     // two globs of shards made by different tokenizers
     write_shard(dir.file("d/y_val_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2, ShardTokenizer{257, 1});
     write_shard(dir.file("d/y_val_000001.bin"), tokens.data(), (int64_t)tokens.size(), 2, ShardTokenizer{257, 2});
-    EXPECT_CONTAINS(error_of([&] { data_tokenizer(dir.file("d/y_val_*.bin")); }), "were made with different tokenizers");
+    EXPECT_CONTAINS(error_of([&] { data_tokenizer(dir.file("d/y_val_*.bin")); }),
+                    "were made with different tokenizers");
 }

@@ -27,18 +27,18 @@ namespace {
 
 // Writes shards d_000000.bin, ... with the given token counts; shard s holds the values
 // start_s, start_s + 1, ... where start_s = 1000 * s. Returns the glob.
-std::string write_counting_shards(const ScratchDir& dir, const std::vector<int>& sizes,
-                                  int token_bytes = 2) {
+std::string write_counting_shards(const ScratchDir& dir, const std::vector<int>& sizes, int token_bytes = 2) {
     for (size_t s = 0; s < sizes.size(); s++) {
         std::vector<uint32_t> tokens(sizes[s]);
-        for (int i = 0; i < sizes[s]; i++) tokens[i] = static_cast<uint32_t>(1000 * s + i);
+        for (int i = 0; i < sizes[s]; i++)
+            tokens[i] = static_cast<uint32_t>(1000 * s + i);
         write_shard(dir.file(format("d_%06zu.bin", s)), tokens.data(), sizes[s], token_bytes);
     }
     return dir.file("d_*.bin");
 }
 
 struct Batch {
-    std::vector<int32_t> inputs, targets;  // each (B, T)
+    std::vector<int32_t> inputs, targets;   // each (B, T)
 };
 
 Batch next(DataLoader& loader) {
@@ -52,13 +52,14 @@ Batch next(DataLoader& loader) {
 // The first input token of each row: identifies the sample in counting shards.
 std::vector<int32_t> row_starts(const Batch& b, int B, int T) {
     std::vector<int32_t> starts(B);
-    for (int i = 0; i < B; i++) starts[i] = b.inputs[static_cast<size_t>(i) * T];
+    for (int i = 0; i < B; i++)
+        starts[i] = b.inputs[static_cast<size_t>(i) * T];
     return starts;
 }
 
 constexpr int kVocab = 5000;
 
-}  // namespace
+}   // namespace
 
 TEST(DataLoader, SamplesPerShardAndTargetsShiftedByOne) {
     ScratchDir dir;
@@ -88,7 +89,8 @@ TEST(DataLoader, SamplesPerShardAndTargetsShiftedByOne) {
 TEST(DataLoader, ReadsUint32Shards) {
     ScratchDir dir;
     std::vector<uint32_t> tokens(9);
-    for (int i = 0; i < 9; i++) tokens[i] = 70000 + i;
+    for (int i = 0; i < 9; i++)
+        tokens[i] = 70000 + i;
     write_shard(dir.file("w.bin"), tokens.data(), tokens.size(), 4);
     DataLoader loader(dir.file("w.bin"), 2, 4, 0, 1, false, 0, 100000);
     const Batch b = next(loader);
@@ -100,7 +102,7 @@ TEST(DataLoader, ReadsUint32Shards) {
 
 TEST(DataLoader, WrapsAroundTheEpoch) {
     ScratchDir dir;
-    const std::string glob = write_counting_shards(dir, {21});  // T = 4: 5 samples
+    const std::string glob = write_counting_shards(dir, {21});   // T = 4: 5 samples
     DataLoader loader(glob, 2, 4, 0, 1, false, 0, kVocab);
     ASSERT_EQ(loader.samples_per_epoch(), 5);
     const std::vector<std::vector<int32_t>> expected = {{0, 4}, {8, 12}, {16, 0}, {4, 8}, {12, 16}};
@@ -118,13 +120,13 @@ TEST(DataLoader, WrapsAroundTheEpoch) {
 // and never the same sample within a step.
 static void check_ranks_equal_one_big_rank(bool shuffle) {
     ScratchDir dir;
-    const std::string glob = write_counting_shards(dir, {41, 30, 50});  // T = 5: 8 + 5 + 9 = 22
+    const std::string glob = write_counting_shards(dir, {41, 30, 50});   // T = 5: 8 + 5 + 9 = 22
     const int b = 3, T = 5;
     DataLoader single(glob, 2 * b, T, 0, 1, shuffle, 7, kVocab);
     DataLoader rank0(glob, b, T, 0, 2, shuffle, 7, kVocab);
     DataLoader rank1(glob, b, T, 1, 2, shuffle, 7, kVocab);
     ASSERT_EQ(single.samples_per_epoch(), 22);
-    for (int step = 0; step < 12; step++) {  // several epochs, crossing boundaries mid-batch
+    for (int step = 0; step < 12; step++) {   // several epochs, crossing boundaries mid-batch
         const Batch all = next(single), r0 = next(rank0), r1 = next(rank1);
         std::vector<int32_t> joined = r0.inputs;
         joined.insert(joined.end(), r1.inputs.begin(), r1.inputs.end());
@@ -133,9 +135,12 @@ static void check_ranks_equal_one_big_rank(bool shuffle) {
         joined_targets.insert(joined_targets.end(), r1.targets.begin(), r1.targets.end());
         EXPECT_EQ(joined_targets, all.targets) << "step " << step;
         std::set<int32_t> starts0, starts1;
-        for (int32_t s : row_starts(r0, b, T)) starts0.insert(s);
-        for (int32_t s : row_starts(r1, b, T)) starts1.insert(s);
-        for (int32_t s : starts0) EXPECT_EQ(starts1.count(s), 0u) << "step " << step << " sample " << s;
+        for (int32_t s : row_starts(r0, b, T))
+            starts0.insert(s);
+        for (int32_t s : row_starts(r1, b, T))
+            starts1.insert(s);
+        for (int32_t s : starts0)
+            EXPECT_EQ(starts1.count(s), 0u) << "step " << step << " sample " << s;
         EXPECT_EQ(rank0.position(), single.position());
         EXPECT_EQ(rank1.position(), single.position());
     }
@@ -146,15 +151,17 @@ TEST(DataLoader, TwoRanksEqualOneRankWithTwiceBShuffled) { check_ranks_equal_one
 
 TEST(DataLoader, SetPositionReproducesBatchesAcrossWorldSizes) {
     ScratchDir dir;
-    const std::string glob = write_counting_shards(dir, {101, 64});  // T = 6: 16 + 10 = 26
+    const std::string glob = write_counting_shards(dir, {101, 64});   // T = 6: 16 + 10 = 26
     const int T = 6;
     for (bool shuffle : {false, true}) {
         DataLoader a(glob, 4, T, 0, 1, shuffle, 123, kVocab);
         std::vector<Batch> batches;
-        for (int i = 0; i < 20; i++) batches.push_back(next(a));
+        for (int i = 0; i < 20; i++)
+            batches.push_back(next(a));
         // Same loader, rewound.
-        a.set_position(8);  // after two batches of 4
-        for (int i = 2; i < 20; i++) EXPECT_EQ(next(a).inputs, batches[i].inputs) << i;
+        a.set_position(8);   // after two batches of 4
+        for (int i = 2; i < 20; i++)
+            EXPECT_EQ(next(a).inputs, batches[i].inputs) << i;
         // A fresh loader resumed at the position, with a different world size (2 ranks of 2).
         DataLoader r0(glob, 2, T, 0, 2, shuffle, 123, kVocab);
         DataLoader r1(glob, 2, T, 1, 2, shuffle, 123, kVocab);
@@ -173,7 +180,7 @@ TEST(DataLoader, SetPositionReproducesBatchesAcrossWorldSizes) {
 
 TEST(DataLoader, ShuffleIsADeterministicPermutationPerEpoch) {
     ScratchDir dir;
-    const std::string glob = write_counting_shards(dir, {97, 33});  // T = 4: 24 + 8 = 32 samples
+    const std::string glob = write_counting_shards(dir, {97, 33});   // T = 4: 24 + 8 = 32 samples
     const int B = 4, T = 4, S = 32;
     auto epoch_orders = [&](uint64_t seed, int epochs) {
         DataLoader loader(glob, B, T, 0, 1, true, seed, kVocab);
@@ -181,15 +188,18 @@ TEST(DataLoader, ShuffleIsADeterministicPermutationPerEpoch) {
         std::vector<std::vector<int32_t>> orders(epochs);
         for (int e = 0; e < epochs; e++) {
             for (int step = 0; step < S / B; step++) {
-                for (int32_t s : row_starts(next(loader), B, T)) orders[e].push_back(s);
+                for (int32_t s : row_starts(next(loader), B, T))
+                    orders[e].push_back(s);
             }
         }
         return orders;
     };
     const auto orders = epoch_orders(42, 3);
     std::vector<int32_t> unshuffled;
-    for (int k = 0; k < 24; k++) unshuffled.push_back(4 * k);
-    for (int k = 0; k < 8; k++) unshuffled.push_back(1000 + 4 * k);
+    for (int k = 0; k < 24; k++)
+        unshuffled.push_back(4 * k);
+    for (int k = 0; k < 8; k++)
+        unshuffled.push_back(1000 + 4 * k);
     for (int e = 0; e < 3; e++) {
         std::vector<int32_t> sorted = orders[e];
         std::sort(sorted.begin(), sorted.end());
@@ -198,8 +208,8 @@ TEST(DataLoader, ShuffleIsADeterministicPermutationPerEpoch) {
     }
     EXPECT_NE(orders[0], orders[1]);
     EXPECT_NE(orders[1], orders[2]);
-    EXPECT_EQ(epoch_orders(42, 3), orders);     // same seed: same data order
-    EXPECT_NE(epoch_orders(43, 1)[0], orders[0]);  // different seed: different order
+    EXPECT_EQ(epoch_orders(42, 3), orders);         // same seed: same data order
+    EXPECT_NE(epoch_orders(43, 1)[0], orders[0]);   // different seed: different order
 }
 
 TEST(DataLoader, ShuffledOrderIsPinned) {
@@ -218,12 +228,12 @@ TEST(DataLoader, ShuffledOrderIsPinned) {
 
 TEST(DataLoader, ShuffleUsesEachEpochsOwnOrderAcrossTheBoundary) {
     ScratchDir dir;
-    const std::string glob = write_counting_shards(dir, {21});  // T = 4: 5 samples
+    const std::string glob = write_counting_shards(dir, {21});   // T = 4: 5 samples
     DataLoader loader(glob, 3, 4, 0, 1, true, 9, kVocab);
     const std::vector<int64_t> e0 = DataLoader::shuffled_order(5, 9, 0);
     const std::vector<int64_t> e1 = DataLoader::shuffled_order(5, 9, 1);
-    const Batch first = next(loader);   // slots 0, 1, 2 of epoch 0
-    const Batch second = next(loader);  // slots 3, 4 of epoch 0, slot 0 of epoch 1
+    const Batch first = next(loader);    // slots 0, 1, 2 of epoch 0
+    const Batch second = next(loader);   // slots 3, 4 of epoch 0, slot 0 of epoch 1
     const std::vector<int32_t> expected_first = {int32_t(4 * e0[0]), int32_t(4 * e0[1]), int32_t(4 * e0[2])};
     const std::vector<int32_t> expected_second = {int32_t(4 * e0[3]), int32_t(4 * e0[4]), int32_t(4 * e1[0])};
     EXPECT_EQ(row_starts(first, 3, 4), expected_first);
@@ -232,13 +242,13 @@ TEST(DataLoader, ShuffleUsesEachEpochsOwnOrderAcrossTheBoundary) {
 
 TEST(DataLoader, TooFewSamplesForOneStep) {
     ScratchDir dir;
-    const std::string glob = write_counting_shards(dir, {17, 3});  // T = 4: 4 samples
+    const std::string glob = write_counting_shards(dir, {17, 3});   // T = 4: 4 samples
     const std::string msg = error_of([&] { DataLoader(glob, 3, 4, 0, 2, false, 0, kVocab); });
     EXPECT_CONTAINS(msg, glob);
     EXPECT_CONTAINS(msg, "only 4 samples");
     EXPECT_CONTAINS(msg, "20 tokens");
     EXPECT_CONTAINS(msg, "2*3");
-    DataLoader ok(glob, 2, 4, 1, 2, false, 0, kVocab);  // exactly enough
+    DataLoader ok(glob, 2, 4, 1, 2, false, 0, kVocab);   // exactly enough
     EXPECT_EQ(row_starts(next(ok), 2, 4), (std::vector<int32_t>{8, 12}));
 }
 
@@ -299,7 +309,7 @@ namespace {
 // failure, not a skip.
 std::string prepare_text_binary() { return build_dir() + "/prepare_text"; }
 
-}  // namespace
+}   // namespace
 
 TEST(DataLoaderPrepareText, EndToEndShardsReadBackToTheOriginalBytes) {
     const std::string tool = prepare_text_binary();
@@ -307,15 +317,16 @@ TEST(DataLoaderPrepareText, EndToEndShardsReadBackToTheOriginalBytes) {
         << tool << " is missing or not executable: run make (it builds the tools before the tests)";
     ScratchDir dir;
     std::string doc1, doc2;
-    for (int i = 0; i < 30; i++) doc1 += format("Line %d of the first document, caf\xc3\xa9.\n", i);
-    for (int i = 0; i < 12; i++) doc2 += format("Verse %d: \xe2\x80\x9cquoted\xe2\x80\x9d text\tand a tab.\n", i);
+    for (int i = 0; i < 30; i++)
+        doc1 += format("Line %d of the first document, caf\xc3\xa9.\n", i);
+    for (int i = 0; i < 12; i++)
+        doc2 += format("Verse %d: \xe2\x80\x9cquoted\xe2\x80\x9d text\tand a tab.\n", i);
     write_text(dir.file("one.txt"), doc1);
     write_text(dir.file("two.txt"), doc2);
     const std::string out = dir.file("out");
     std::string output;
-    const int rc = run_command(tool + " --input " + dir.file("one.txt") + " --input " +
-                                   dir.file("two.txt") + " --out-dir " + out +
-                                   " --name tiny --val-fraction 0.1 --shard-tokens 500",
+    const int rc = run_command(tool + " --input " + dir.file("one.txt") + " --input " + dir.file("two.txt") +
+                                   " --out-dir " + out + " --name tiny --val-fraction 0.1 --shard-tokens 500",
                                &output);
     ASSERT_EQ(rc, 0) << output;
     EXPECT_CONTAINS(output, "train:");
@@ -329,24 +340,26 @@ TEST(DataLoaderPrepareText, EndToEndShardsReadBackToTheOriginalBytes) {
     // Train shards then val shards, concatenated, decode to exactly the input documents.
     const std::vector<std::string> train = expand_glob(out + "/tiny_train_*.bin");
     const std::vector<std::string> val = expand_glob(out + "/tiny_val_*.bin");
-    ASSERT_GE(train.size(), 3u);  // ~1500 train tokens at 500 per shard
+    ASSERT_GE(train.size(), 3u);   // ~1500 train tokens at 500 per shard
     ASSERT_EQ(val.size(), 1u);
     std::vector<int> ids;
     int64_t train_tokens = 0;
     for (const std::string& path : train) {
         const ShardInfo info = read_shard_header(path);
-        EXPECT_EQ(info.token_bytes, 2);  // vocab 257: llm.c's uint16 format
+        EXPECT_EQ(info.token_bytes, 2);   // vocab 257: llm.c's uint16 format
         EXPECT_LE(info.num_tokens, 500);
         train_tokens += info.num_tokens;
-        for (uint32_t t : read_shard(path)) ids.push_back(static_cast<int>(t));
+        for (uint32_t t : read_shard(path))
+            ids.push_back(static_cast<int>(t));
     }
     for (const std::string& path : val) {
-        for (uint32_t t : read_shard(path)) ids.push_back(static_cast<int>(t));
+        for (uint32_t t : read_shard(path))
+            ids.push_back(static_cast<int>(t));
     }
     EXPECT_EQ(static_cast<int64_t>(ids.size()), stream_tokens);
     EXPECT_EQ(tokenizer.decode(ids), expected);
     EXPECT_EQ(ids[0], 256);
-    EXPECT_EQ(static_cast<int64_t>(train.size()), (train_tokens + 499) / 500);  // all full but the last
+    EXPECT_EQ(static_cast<int64_t>(train.size()), (train_tokens + 499) / 500);   // all full but the last
     // The val split is about 10% of the stream and starts at the beginning of a line.
     const int64_t val_tokens = stream_tokens - train_tokens;
     EXPECT_NEAR(static_cast<double>(val_tokens), 0.1 * stream_tokens, 60.0);
@@ -355,11 +368,12 @@ TEST(DataLoaderPrepareText, EndToEndShardsReadBackToTheOriginalBytes) {
     // DataLoader over the train glob: every sample is the stream's tokens at its offset.
     const int B = 2, T = 16;
     DataLoader loader(out + "/tiny_train_*.bin", B, T, 0, 1, false, 0, tokenizer.vocab_size());
-    std::vector<int64_t> sample_offsets;  // stream offset of each sample's first token
+    std::vector<int64_t> sample_offsets;   // stream offset of each sample's first token
     int64_t shard_offset = 0;
     for (const std::string& path : train) {
         const int64_t n = read_shard_header(path).num_tokens;
-        for (int64_t k = 0; k < (n - 1) / T; k++) sample_offsets.push_back(shard_offset + k * T);
+        for (int64_t k = 0; k < (n - 1) / T; k++)
+            sample_offsets.push_back(shard_offset + k * T);
         shard_offset += n;
     }
     ASSERT_EQ(static_cast<int64_t>(sample_offsets.size()), loader.samples_per_epoch());
@@ -370,7 +384,8 @@ TEST(DataLoaderPrepareText, EndToEndShardsReadBackToTheOriginalBytes) {
             const int64_t offset = sample_offsets[step * B + row];
             std::vector<int> in(b.inputs.begin() + row * T, b.inputs.begin() + (row + 1) * T);
             std::vector<int> tg(b.targets.begin() + row * T, b.targets.begin() + (row + 1) * T);
-            EXPECT_EQ(tokenizer.decode(in), tokenizer.decode(std::vector<int>(ids.begin() + offset, ids.begin() + offset + T)));
+            EXPECT_EQ(tokenizer.decode(in),
+                      tokenizer.decode(std::vector<int>(ids.begin() + offset, ids.begin() + offset + T)));
             EXPECT_EQ(tg, std::vector<int>(ids.begin() + offset + 1, ids.begin() + offset + T + 1));
             if (offset == 0) read_back = tokenizer.decode(in);
         }
@@ -384,12 +399,13 @@ TEST(DataLoaderPrepareText, RerunRemovesStaleShards) {
         << tool << " is missing or not executable: run make (it builds the tools before the tests)";
     ScratchDir dir;
     std::string text;
-    for (int i = 0; i < 100; i++) text += "some words on a line\n";
+    for (int i = 0; i < 100; i++)
+        text += "some words on a line\n";
     write_text(dir.file("t.txt"), text);
     std::string output;
     const std::string base = tool + " --input " + dir.file("t.txt") + " --out-dir " + dir.path;
     ASSERT_EQ(run_command(base + " --shard-tokens 300", &output), 0) << output;
-    EXPECT_EQ(expand_glob(dir.file("data_train_*.bin")).size(), 7u);  // 1996 tokens / 300
+    EXPECT_EQ(expand_glob(dir.file("data_train_*.bin")).size(), 7u);   // 1996 tokens / 300
     ASSERT_EQ(run_command(base, &output), 0) << output;
     EXPECT_EQ(expand_glob(dir.file("data_train_*.bin")).size(), 1u);
     EXPECT_CONTAINS(output, "removed stale shard");
@@ -410,10 +426,13 @@ TEST(DataLoaderPrepareText, CommandLineErrors) {
     EXPECT_EQ(run_command(tool + " --input " + dir.file("empty.txt") + " --out-dir " + dir.path, &output), 1);
     EXPECT_CONTAINS(output, "error: input " + dir.file("empty.txt") + " is empty");
 
-    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --val-fraction 1.5", &output), 1);
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --val-fraction 1.5",
+                          &output),
+              1);
     EXPECT_CONTAINS(output, "error: --val-fraction must be in [0, 1)");
 
-    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --bogus 3", &output), 1);
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --bogus 3", &output),
+              1);
     EXPECT_CONTAINS(output, "error:");
     EXPECT_CONTAINS(output, "--bogus");
 
@@ -423,19 +442,19 @@ TEST(DataLoaderPrepareText, CommandLineErrors) {
     EXPECT_EQ(run_command(tool + " --help", &output), 0);
     EXPECT_CONTAINS(output, "--val-fraction");
     EXPECT_CONTAINS(output, "--shard-tokens");
-    EXPECT_FALSE(file_exists(dir.file("tokenizer.bin")));  // no failed run wrote anything
+    EXPECT_FALSE(file_exists(dir.file("tokenizer.bin")));   // no failed run wrote anything
 }
 
 TEST(DataLoader, VocabBoundaryIsExclusive) {
     ScratchDir dir;
-    std::vector<uint32_t> tokens(9, 256);  // 256 = vocab - 1: the byte-level EOT, valid
+    std::vector<uint32_t> tokens(9, 256);   // 256 = vocab - 1: the byte-level EOT, valid
     write_shard(dir.file("edge.bin"), tokens.data(), tokens.size(), 2);
     DataLoader ok(dir.file("edge.bin"), 2, 4, 0, 1, false, 0, 257);
     std::vector<int32_t> inputs(8), targets(8);
     ok.next_batch(inputs.data(), targets.data());
     EXPECT_EQ(inputs, std::vector<int32_t>(8, 256));
     EXPECT_EQ(targets, std::vector<int32_t>(8, 256));
-    tokens[8] = 257;  // = vocab: the last target of the last sample
+    tokens[8] = 257;   // = vocab: the last target of the last sample
     write_shard(dir.file("edge.bin"), tokens.data(), tokens.size(), 2);
     // found when the loader is made (before a run writes anything), not when the token is read
     const std::string msg = error_of([&] { DataLoader bad(dir.file("edge.bin"), 2, 4, 0, 1, false, 0, 257); });
@@ -492,10 +511,11 @@ std::vector<int> prepared_stream(const std::string& dir, const std::string& name
         std::vector<std::string> paths;
         try {
             paths = expand_glob(dir + "/" + name + "_" + split + "_*.bin");
-        } catch (const Error&) {  // no val split
+        } catch (const Error&) {   // no val split
         }
         for (const std::string& p : paths) {
-            for (uint32_t t : read_shard(p)) ids.push_back(static_cast<int>(t));
+            for (uint32_t t : read_shard(p))
+                ids.push_back(static_cast<int>(t));
         }
     }
     return ids;
@@ -507,59 +527,87 @@ std::string jsonl_line(const std::string& text) { return nlohmann::json({{"text"
 
 // Lines of English-like text with some non-ASCII: enough for a few hundred merges.
 std::string sample_text(int lines) {
-    const char* words[] = {"the", "lord", "said", "unto", "moses", "and", "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
-                           "it's", "1234", "\xf0\x9f\x98\x80", "land", "of", "egypt"};
+    const char* words[] = {"the",
+                           "lord",
+                           "said",
+                           "unto",
+                           "moses",
+                           "and",
+                           "caf\xc3\xa9",
+                           "\xe6\x97\xa5\xe6\x9c\xac",
+                           "it's",
+                           "1234",
+                           "\xf0\x9f\x98\x80",
+                           "land",
+                           "of",
+                           "egypt"};
     std::string text;
     for (int i = 0; i < lines; i++) {
-        for (int w = 0; w < 8; w++) text += std::string(w ? " " : "") + words[(i * 7 + w * 3 + i / 5) % 14];
+        for (int w = 0; w < 8; w++)
+            text += std::string(w ? " " : "") + words[(i * 7 + w * 3 + i / 5) % 14];
         text += i % 9 == 8 ? ".\n\n" : ",\n";
     }
     return text;
 }
 
-}  // namespace
+}   // namespace
 
 TEST(DataLoaderPrepareText, BpeShardsDecodeToTheDocumentsAndTrain) {
     ScratchDir dir;
     const std::string doc1 = sample_text(300);
-    const std::vector<std::string> jdocs = {"First JSON document, na\xc3\xafve.", "Second:\n\"quoted\"\ttab \xf0\x9f\x8e\x89",
-                                            sample_text(40)};
+    const std::vector<std::string> jdocs = {"First JSON document, na\xc3\xafve.",
+                                            "Second:\n\"quoted\"\ttab \xf0\x9f\x8e\x89", sample_text(40)};
     write_text(dir.file("one.txt"), doc1);
     write_text(dir.file("more.jsonl"), jsonl_line(jdocs[0]) + "\n  \n" + jsonl_line(jdocs[1]) + jsonl_line(jdocs[2]));
     const std::string inputs = " --input " + dir.file("one.txt") + " --input " + dir.file("more.jsonl");
     std::string output;
-    ASSERT_EQ(run_command(tool_command(inputs + " --out-dir " + dir.file("a") + " --name x --tokenizer bpe"
+    ASSERT_EQ(run_command(tool_command(inputs + " --out-dir " + dir.file("a") +
+                                       " --name x --tokenizer bpe"
                                        " --vocab-size 320 --val-fraction 0.1 --threads 2 --chunk-bytes 3000"),
-                          &output), 0) << output;
+                          &output),
+              0)
+        << output;
     EXPECT_CONTAINS(output, "BPE, vocab 320, uint16 shards");
     EXPECT_CONTAINS(output, "tokenizing");
     EXPECT_CONTAINS(output, "trained BPE: vocab 320");
-    EXPECT_FALSE(file_exists(dir.file("a/x.parts")));  // the resumable parts are gone once done
+    EXPECT_FALSE(file_exists(dir.file("a/x.parts")));   // the resumable parts are gone once done
 
     const Tokenizer tok = Tokenizer::load(dir.file("a/tokenizer.bin"));
-    ASSERT_NE(tok.bpe(), nullptr);  // encoder.json + vocab.bpe beside it
+    ASSERT_NE(tok.bpe(), nullptr);   // encoder.json + vocab.bpe beside it
     EXPECT_EQ(tok.vocab_size(), 320);
     const int eot = tok.eot_token();
     std::vector<int> expected = {eot};
-    for (int id : tok.encode(doc1)) expected.push_back(id);
+    for (int id : tok.encode(doc1))
+        expected.push_back(id);
     for (const std::string& d : jdocs) {
         expected.push_back(eot);
-        for (int id : tok.encode(d)) expected.push_back(id);
+        for (int id : tok.encode(d))
+            expected.push_back(id);
     }
     const std::vector<int> stream = prepared_stream(dir.file("a"), "x");
     EXPECT_EQ(stream, expected);
-    EXPECT_LT(stream.size() * 2, doc1.size());  // BPE: well under one token per byte
+    EXPECT_LT(stream.size() * 2, doc1.size());   // BPE: well under one token per byte
     std::string text = kEndOfText + doc1;
-    for (const std::string& d : jdocs) text += kEndOfText + d;
+    for (const std::string& d : jdocs)
+        text += kEndOfText + d;
     EXPECT_EQ(tok.decode(stream), text);
     const int64_t val = read_shard_header(dir.file("a/x_val_000000.bin")).num_tokens;
     EXPECT_NEAR(static_cast<double>(val), 0.1 * stream.size(), 0.05 * stream.size());
 
     // One thread and one part give the same files, and so does reusing the trained tokenizer.
-    ASSERT_EQ(run_command(tool_command(inputs + " --out-dir " + dir.file("b") + " --name x --tokenizer bpe"
-                                       " --vocab-size 320 --val-fraction 0.1 --threads 1"), &output), 0) << output;
-    ASSERT_EQ(run_command(tool_command(inputs + " --out-dir " + dir.file("c") + " --name x --tokenizer bpe"
-                                       " --bpe-dir " + dir.file("a") + " --val-fraction 0.1"), &output), 0) << output;
+    ASSERT_EQ(run_command(tool_command(inputs + " --out-dir " + dir.file("b") +
+                                       " --name x --tokenizer bpe"
+                                       " --vocab-size 320 --val-fraction 0.1 --threads 1"),
+                          &output),
+              0)
+        << output;
+    ASSERT_EQ(run_command(tool_command(inputs + " --out-dir " + dir.file("c") +
+                                       " --name x --tokenizer bpe"
+                                       " --bpe-dir " +
+                                       dir.file("a") + " --val-fraction 0.1"),
+                          &output),
+              0)
+        << output;
     for (const char* f : {"x_train_000000.bin", "x_val_000000.bin", "tokenizer.bin", "encoder.json", "vocab.bpe"}) {
         EXPECT_EQ(read_text(dir.file("b/") + f), read_text(dir.file("a/") + f)) << f;
         EXPECT_EQ(read_text(dir.file("c/") + f), read_text(dir.file("a/") + f)) << f;
@@ -569,7 +617,9 @@ TEST(DataLoaderPrepareText, BpeShardsDecodeToTheDocumentsAndTrain) {
     ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("a/x_train_*.bin") + "' -j '" +
                               dir.file("a/x_val_*.bin") + "' --tokenizer " + dir.file("a/tokenizer.bin") +
                               " -e d2 --n-embd 32 -b 2 -t 16 -m 1 -x 2 -v 0 -g 8 -o " + dir.file("run"),
-                          &output), 0) << output;
+                          &output),
+              0)
+        << output;
     EXPECT_CONTAINS(output, "step 2/2");
     EXPECT_CONTAINS(output, "sample");
 
@@ -585,17 +635,23 @@ TEST(DataLoaderPrepareText, Gpt2TokenizerGivesGpt2sIds) {
     const std::string gpt2 = repo_root() + "/../shared/data/gpt2";
     std::string output;
     ASSERT_EQ(run_command(tool_command("--input " + dir.file("hello.txt") + " --out-dir " + dir.path +
-                                       " --tokenizer gpt2 --bpe-dir " + gpt2 + " --val-fraction 0"), &output), 0)
+                                       " --tokenizer gpt2 --bpe-dir " + gpt2 + " --val-fraction 0"),
+                          &output),
+              0)
         << output;
     EXPECT_EQ(prepared_stream(dir.path, "data"), (std::vector<int>{50256, 15496, 995}));
-    EXPECT_EQ(read_shard_header(dir.file("data_train_000000.bin")).token_bytes, 2);  // llm.c's GPT-2 format
+    EXPECT_EQ(read_shard_header(dir.file("data_train_000000.bin")).token_bytes, 2);   // llm.c's GPT-2 format
     EXPECT_EQ(Tokenizer::load(dir.file("tokenizer.bin")).vocab_size(), 50257);
 
-    EXPECT_EQ(run_command(tool_command("--input " + dir.file("hello.txt") + " --out-dir " + dir.path + " --tokenizer gpt2"),
-                          &output), 1);
+    EXPECT_EQ(
+        run_command(tool_command("--input " + dir.file("hello.txt") + " --out-dir " + dir.path + " --tokenizer gpt2"),
+                    &output),
+        1);
     EXPECT_CONTAINS(output, "error: --tokenizer gpt2 needs --bpe-dir");
     EXPECT_EQ(run_command(tool_command("--input " + dir.file("hello.txt") + " --out-dir " + dir.path +
-                                       " --tokenizer bpe --bpe-dir " + dir.file("nowhere")), &output), 1);
+                                       " --tokenizer bpe --bpe-dir " + dir.file("nowhere")),
+                          &output),
+              1);
     EXPECT_CONTAINS(output, "error: " + dir.file("nowhere") + ": expected a directory with encoder.json and vocab.bpe");
 }
 
@@ -603,7 +659,8 @@ TEST(DataLoaderPrepareText, Gpt2TokenizerGivesGpt2sIds) {
 // with a BPE (the output directory to be appended).
 std::string resumable_input(const ScratchDir& dir) {
     write_text(dir.file("big.txt"), sample_text(3000));
-    return tool_command("--input " + dir.file("big.txt") + " --tokenizer bpe --vocab-size 300"
+    return tool_command("--input " + dir.file("big.txt") +
+                        " --tokenizer bpe --vocab-size 300"
                         " --chunk-bytes 20000 --shard-tokens 10000 --out-dir ");
 }
 
@@ -615,7 +672,7 @@ TEST(DataLoaderPrepareText, ResumesAnInterruptedRun) {
     EXPECT_EQ(run_command(base + dir.file("r") + " --stop-after-parts 3", &output), 1);
     EXPECT_CONTAINS(output, "stopped after tokenizing 3 part(s)");
     EXPECT_EQ(expand_glob(dir.file("r/data.parts/part_*.bin")).size(), 3u);
-    EXPECT_TRUE(file_exists(dir.file("r/data.parts/vocab.bpe")));  // the trained BPE is kept too
+    EXPECT_TRUE(file_exists(dir.file("r/data.parts/vocab.bpe")));   // the trained BPE is kept too
     ASSERT_EQ(run_command(base + dir.file("r"), &output), 0) << output;
     EXPECT_CONTAINS(output, "reusing the BPE trained by the interrupted run");
     EXPECT_CONTAINS(output, "(3 resumed)");
@@ -656,7 +713,8 @@ TEST(DataLoaderPrepareText, AResumeRedoesPartsAndABpeThatDoNotMatchTheirChecksum
     const std::string merges = dir.file("b/data.parts/vocab.bpe");
     write_text(merges, read_text(merges) + "x y\n");
     ASSERT_EQ(run_command(base + dir.file("b"), &output), 0) << output;
-    EXPECT_CONTAINS(output, "does not match its recorded checksums; training it again, and tokenizing every part again");
+    EXPECT_CONTAINS(output,
+                    "does not match its recorded checksums; training it again, and tokenizing every part again");
     EXPECT_EQ(output.find("resumed)"), std::string::npos) << output;
     EXPECT_EQ(prepared_stream(dir.file("b"), "data"), clean);
 }
@@ -664,28 +722,40 @@ TEST(DataLoaderPrepareText, AResumeRedoesPartsAndABpeThatDoNotMatchTheirChecksum
 TEST(DataLoaderPrepareText, JsonlErrorsNameTheFileAndLine) {
     ScratchDir dir;
     std::string lines;
-    for (int i = 1; i <= 60; i++) lines += i == 50 ? "{\"text\": \"broken\n" : jsonl_line(format("document %d", i));
+    for (int i = 1; i <= 60; i++)
+        lines += i == 50 ? "{\"text\": \"broken\n" : jsonl_line(format("document %d", i));
     write_text(dir.file("bad.jsonl"), lines);
     write_text(dir.file("nofield.jsonl"), jsonl_line("ok") + "{\"body\": \"no text field\"}\n");
     write_text(dir.file("blank.jsonl"), "\n \n");
     std::string output;
-    for (const char* tokenizer : {"byte", "bpe"}) {  // tokenizing, and reading for BPE training
+    for (const char* tokenizer : {"byte", "bpe"}) {   // tokenizing, and reading for BPE training
         EXPECT_EQ(run_command(tool_command("--input " + dir.file("bad.jsonl") + " --out-dir " + dir.file("o") +
-                                           " --chunk-bytes 100 --tokenizer " + tokenizer), &output), 1);
+                                           " --chunk-bytes 100 --tokenizer " + tokenizer),
+                              &output),
+                  1);
         EXPECT_CONTAINS(output, "error: " + dir.file("bad.jsonl") + ":50: invalid JSON");
         EXPECT_EQ(run_command(tool_command("--input " + dir.file("nofield.jsonl") + " --out-dir " + dir.file("o") +
-                                           " --tokenizer " + tokenizer), &output), 1);
+                                           " --tokenizer " + tokenizer),
+                              &output),
+                  1);
         EXPECT_CONTAINS(output, "error: " + dir.file("nofield.jsonl") + ":2: no string field \"text\"");
     }
-    EXPECT_EQ(run_command(tool_command("--input " + dir.file("blank.jsonl") + " --out-dir " + dir.file("o")), &output), 1);
+    EXPECT_EQ(run_command(tool_command("--input " + dir.file("blank.jsonl") + " --out-dir " + dir.file("o")), &output),
+              1);
     EXPECT_CONTAINS(output, "error: input " + dir.file("blank.jsonl") + " has no documents");
-    EXPECT_EQ(run_command(tool_command("--input " + dir.file("missing.jsonl") + " --out-dir " + dir.file("o")), &output), 1);
+    EXPECT_EQ(
+        run_command(tool_command("--input " + dir.file("missing.jsonl") + " --out-dir " + dir.file("o")), &output), 1);
     EXPECT_CONTAINS(output, "error: cannot open " + dir.file("missing.jsonl"));
 
     // --jsonl-field picks another field; --format jsonl reads any extension.
     write_text(dir.file("body.txt"), "{\"body\": \"one\"}\n{\"body\": \"two\"}\n");
-    ASSERT_EQ(run_command(tool_command("--input " + dir.file("body.txt") + " --format jsonl --jsonl-field body"
-                                       " --val-fraction 0 --out-dir " + dir.file("j")), &output), 0) << output;
+    ASSERT_EQ(run_command(tool_command("--input " + dir.file("body.txt") +
+                                       " --format jsonl --jsonl-field body"
+                                       " --val-fraction 0 --out-dir " +
+                                       dir.file("j")),
+                          &output),
+              0)
+        << output;
     EXPECT_EQ(Tokenizer::byte_level().decode(prepared_stream(dir.file("j"), "data")),
               std::string(kEndOfText) + "one" + kEndOfText + "two");
 }
@@ -709,12 +779,14 @@ TEST(DataLoaderPrepareText, VocabularyAbove65535NeedsUint32Shards) {
     };
     std::string ranks;
     int rank = 0;
-    for (int b = 0; b < 256; b++) ranks += b64(std::string(1, static_cast<char>(b))) + " " + std::to_string(rank++) + "\n";
+    for (int b = 0; b < 256; b++)
+        ranks += b64(std::string(1, static_cast<char>(b))) + " " + std::to_string(rank++) + "\n";
     for (int b = 0; b < 65536; b++) {
         ranks += b64({static_cast<char>(b >> 8), static_cast<char>(b & 255)}) + " " + std::to_string(rank++) + "\n";
     }
     for (int k = 0; rank < 70000; k++) {
-        ranks += b64({static_cast<char>('a' + k / 676), static_cast<char>('a' + k / 26 % 26), static_cast<char>('a' + k % 26)}) +
+        ranks += b64({static_cast<char>('a' + k / 676), static_cast<char>('a' + k / 26 % 26),
+                      static_cast<char>('a' + k % 26)}) +
                  " " + std::to_string(rank++) + "\n";
     }
     write_text(dir.file("wide.tiktoken"), ranks);
@@ -724,19 +796,20 @@ TEST(DataLoaderPrepareText, VocabularyAbove65535NeedsUint32Shards) {
                                           dir.file("wide.tiktoken") + " --val-fraction 0 --out-dir " + dir.file("o"));
     std::string output;
     EXPECT_EQ(run_command(base + " --token-bytes 2", &output), 1);
-    EXPECT_CONTAINS(output, "error: --token-bytes 2 (uint16 shards) holds ids up to 65535, but the vocabulary has 70001 tokens");
+    EXPECT_CONTAINS(
+        output, "error: --token-bytes 2 (uint16 shards) holds ids up to 65535, but the vocabulary has 70001 tokens");
     EXPECT_FALSE(file_exists(dir.file("o/data_train_000000.bin")));
 
     ASSERT_EQ(run_command(base, &output), 0) << output;
     EXPECT_CONTAINS(output, "uint32 shards");
     const ShardInfo info = read_shard_header(dir.file("o/data_train_000000.bin"));
-    EXPECT_EQ(info.token_bytes, 4);  // shard version 2
+    EXPECT_EQ(info.token_bytes, 4);   // shard version 2
     const Tokenizer tok = Tokenizer::load(dir.file("o/tokenizer.bin"));
     EXPECT_EQ(tok.vocab_size(), 70001);
     EXPECT_EQ(tok.eot_token(), 70000);
     const std::vector<int> stream = prepared_stream(dir.file("o"), "data");
     EXPECT_EQ(tok.decode(stream), kEndOfText + text);
-    EXPECT_TRUE(std::any_of(stream.begin(), stream.end(), [](int id) { return id >= 65536; }));  // the triples
+    EXPECT_TRUE(std::any_of(stream.begin(), stream.end(), [](int id) { return id >= 65536; }));   // the triples
     // The engine's loader reads them against the vocabulary.
     DataLoader loader(dir.file("o/data_train_*.bin"), 1, 8, 0, 1, false, 0, tok.vocab_size());
     std::vector<int32_t> in(8), tg(8);

@@ -33,7 +33,8 @@ struct Corpus {
         Rng rng(1);
         std::string text;
         const char* words[] = {"light ", "God ", "earth ", "and ", "the ", "waters. ", "said ", "Let "};
-        for (int i = 0; i < 3000; i++) text += words[rng.below(8)];
+        for (int i = 0; i < 3000; i++)
+            text += words[rng.below(8)];
         std::vector<uint32_t> tokens(text.begin(), text.end());
         write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
         Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
@@ -94,7 +95,8 @@ void expect_same_losses(const std::map<int, double>& a, const std::map<int, doub
                         const char* what, double loss_rel = 0) {
     ASSERT_EQ(a.size(), reference.size()) << what;
     std::vector<double> ref;
-    for (auto& [step, loss] : reference) ref.push_back(loss);
+    for (auto& [step, loss] : reference)
+        ref.push_back(loss);
     const std::vector<double> bounds = trained_loss_bounds(ref, delta);
     size_t i = 0;
     for (auto& [step, loss] : reference) {
@@ -108,11 +110,12 @@ void expect_same_losses(const std::map<int, double>& a, const std::map<int, doub
 // the final checkpoint's file checksums: equal checksums = identical weights and optimizer state
 std::map<std::string, uint64_t> checksums(const std::string& checkpoint) {
     std::map<std::string, uint64_t> out;
-    for (auto& [name, record] : read_manifest(checkpoint).files) out[name] = record.xxh3;
+    for (auto& [name, record] : read_manifest(checkpoint).files)
+        out[name] = record.xxh3;
     return out;
 }
 
-}  // namespace
+}   // namespace
 
 TEST(Distributed, OneTwoAndFourRanksGiveTheSameLossesWithAndWithoutZero) {
     Corpus c;
@@ -174,13 +177,16 @@ TEST(Distributed, MixedPrecisionAgreesAcrossWorldSizes) {
                 const std::string tensor = t1[i]["tensor"].get<std::string>();
                 const bool dy = tensor.size() > 3 && tensor.compare(tensor.size() - 3, 3, ".dy") == 0;
                 const double a = t1[i]["scale"].get<double>(), b = t2[i]["scale"].get<double>() * (dy ? 2 : 1);
-                EXPECT_NEAR(b, a, std::sqrt(n) * one_flip(kUnitRoundoffBf16) * a) << tensor << " at step " << t1[i]["step"];
+                EXPECT_NEAR(b, a, std::sqrt(n) * one_flip(kUnitRoundoffBf16) * a)
+                    << tensor << " at step " << t1[i]["step"];
             }
             ASSERT_EQ(np2.size(), np1.size());
-            for (auto& [step, loss] : np1) EXPECT_NEAR(np2.at(step), loss, kUnitRoundoffE4M3 * loss) << "step " << step;
+            for (auto& [step, loss] : np1)
+                EXPECT_NEAR(np2.at(step), loss, kUnitRoundoffE4M3 * loss) << "step " << step;
         }
         double worst = 0;
-        for (auto& [step, loss] : np1) worst = std::max(worst, std::fabs(np2.at(step) - loss) / loss);
+        for (auto& [step, loss] : np1)
+            worst = std::max(worst, std::fabs(np2.at(step) - loss) / loss);
         std::printf("%s: 2 ranks against 1, worst relative loss difference %.2e over 10 steps\n", precision, worst);
     }
 }
@@ -198,7 +204,8 @@ TEST(Distributed, ResumeIsBitExactAndReshardsFromFourRanksToTwoAndOne) {
     run_ok("cp -r '" + full + "/checkpoints/step_00000005' '" + again + "/checkpoints/'");
     run_ok(c.train_gpt(4, 1, again, "-x 10 --checkpoint-every 5 --zero 1 --resume"));
     auto resumed = losses_of(again + "/log.jsonl");
-    for (int step = 6; step <= 10; step++) EXPECT_EQ(resumed.at(step), reference.at(step)) << "step " << step;
+    for (int step = 6; step <= 10; step++)
+        EXPECT_EQ(resumed.at(step), reference.at(step)) << "step " << step;
     EXPECT_EQ(checksums(again + "/checkpoints/step_00000010"), checksums(full + "/checkpoints/step_00000010"))
         << "weights and optimizer state after the resumed run differ from the uninterrupted run's";
 
@@ -211,7 +218,8 @@ TEST(Distributed, ResumeIsBitExactAndReshardsFromFourRanksToTwoAndOne) {
         run_ok(c.train_gpt(ranks, 4 / ranks, out, format("-x 10 --zero %d --resume", zero)));
         // from the same weights at step 5: the losses of steps 6..10 within the bound above
         std::map<int, double> after_resume;
-        for (int step = 6; step <= 10; step++) after_resume[step] = reference.at(step);
+        for (int step = 6; step <= 10; step++)
+            after_resume[step] = reference.at(step);
         expect_same_losses(losses_of(out + "/log.jsonl"), after_resume, regrouped_gradient_delta(2, 32, 64), 64,
                            format("%d ranks, zero %d", ranks, zero).c_str());
     }
@@ -222,7 +230,8 @@ TEST(Distributed, ResumeIsBitExactInEveryPrecision) {
     Corpus c;
     for (const char* precision : {"bf16", "fp16", "fp8"}) {
         const std::string flags = format("-x 6 --checkpoint-every 2 --keep-checkpoints 5 -p %s ", precision);
-        const std::string full = c.dir.file(format("%s_full", precision)), again = c.dir.file(format("%s_again", precision));
+        const std::string full = c.dir.file(format("%s_full", precision)),
+                          again = c.dir.file(format("%s_again", precision));
         run_ok(c.train_gpt(1, 2, full, flags));
         make_dirs(again + "/checkpoints");
         run_ok("cp -r '" + full + "/checkpoints/step_00000004' '" + again + "/checkpoints/'");
@@ -230,7 +239,8 @@ TEST(Distributed, ResumeIsBitExactInEveryPrecision) {
         EXPECT_EQ(checksums(again + "/checkpoints/step_00000006"), checksums(full + "/checkpoints/step_00000006"))
             << precision;
         EXPECT_EQ(read_manifest(again + "/checkpoints/step_00000006").fp8_json,
-                  read_manifest(full + "/checkpoints/step_00000006").fp8_json) << precision;
+                  read_manifest(full + "/checkpoints/step_00000006").fp8_json)
+            << precision;
     }
 }
 
@@ -245,7 +255,8 @@ TEST(Distributed, SurvivesSigkillAtRandomMomentsIncludingDuringCheckpointWrites)
     // a wider model on tiny batches: writing a checkpoint is a large part of each step
     // the same command for the first start and every restart: --auto-resume, and --overwrite-output
     // for a restart after a kill that came before the first checkpoint
-    const std::string args = "-x 16 --n-embd 128 --checkpoint-every 1 --keep-checkpoints 2 --auto-resume --overwrite-output";
+    const std::string args =
+        "-x 16 --n-embd 128 --checkpoint-every 1 --keep-checkpoints 2 --auto-resume --overwrite-output";
     const std::string full = c.dir.file("full");
     run_ok(c.train_gpt(1, 4, full, args));
 
@@ -254,7 +265,8 @@ TEST(Distributed, SurvivesSigkillAtRandomMomentsIncludingDuringCheckpointWrites)
     auto names_in = [](const std::string& dir) {
         std::set<std::string> names;
         if (DIR* d = opendir(dir.c_str())) {
-            while (dirent* e = readdir(d)) names.insert(e->d_name);
+            while (dirent* e = readdir(d))
+                names.insert(e->d_name);
             closedir(d);
         }
         return names;
@@ -313,8 +325,9 @@ TEST(Distributed, SurvivesSigkillAtRandomMomentsIncludingDuringCheckpointWrites)
     run_ok(command);   // finish the run
     EXPECT_EQ(checksums(checkpoints + "/step_00000016"), checksums(full + "/checkpoints/step_00000016"))
         << "after " << kills << " kills the final weights differ from the uninterrupted run's";
-    std::printf("crash test: %d kills, %d during a checkpoint write, %d runs that finished first; final state identical\n",
-                kills, kills_during_checkpoint, finished);
+    std::printf(
+        "crash test: %d kills, %d during a checkpoint write, %d runs that finished first; final state identical\n",
+        kills, kills_during_checkpoint, finished);
 }
 
 TEST(Distributed, BadCheckpointsAreRefusedAndNothingIsDeleted) {
@@ -328,7 +341,8 @@ TEST(Distributed, BadCheckpointsAreRefusedAndNothingIsDeleted) {
     EXPECT_NE(run_command(c.train_gpt(1, 2, c.dir.file("x"), "-x 1 --init-from '" + c.dir.path + "'"), &output), 0);
     EXPECT_CONTAINS(output, c.dir.path);
     // another model config
-    EXPECT_NE(run_command(c.train_gpt(1, 2, c.dir.file("y"), "-x 1 --n-embd 64 --init-from '" + ckpt + "'"), &output), 0);
+    EXPECT_NE(run_command(c.train_gpt(1, 2, c.dir.file("y"), "-x 1 --n-embd 64 --init-from '" + ckpt + "'"), &output),
+              0);
     EXPECT_CONTAINS(output, ckpt);
     EXPECT_CONTAINS(output, "n_embd");
     // an altered byte in the optimizer state: checksum mismatch naming the file

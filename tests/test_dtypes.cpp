@@ -58,7 +58,7 @@ float to_fp16(uint32_t b) {
 }
 float to_e4m3(uint32_t b) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(b), __NV_E4M3))); }
 float to_e5m2(uint32_t b) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(b), __NV_E5M2))); }
-}  // namespace oracle
+}   // namespace oracle
 
 // One format: ours and the oracle's conversions, on raw bits. lo/hi_exp: the float biased
 // exponents that bracket the format's range (smallest subnormal / 4 … largest finite · 4).
@@ -117,7 +117,9 @@ size_t encode_mismatches(const std::vector<float>& xs) {
     size_t misses = 0;
     for (float x : xs) {
         const uint32_t m = F::mine(x), o = F::oracle(x);
-        if (m != o && misses++ < 5) ADD_FAILURE() << F::name << " from float 0x" << std::hex << fbits(x) << " (" << x << "): ours 0x" << m << ", CUDA 0x" << o;
+        if (m != o && misses++ < 5)
+            ADD_FAILURE() << F::name << " from float 0x" << std::hex << fbits(x) << " (" << x << "): ours 0x" << m
+                          << ", CUDA 0x" << o;
     }
     return misses;
 }
@@ -129,7 +131,7 @@ uint64_t splitmix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-}  // namespace
+}   // namespace
 
 TEST(Dtypes, StorageTypesHaveTheCudaTypesLayout) {
     EXPECT_EQ(sizeof(bf16), sizeof(__nv_bfloat16));
@@ -142,7 +144,8 @@ TEST(Dtypes, StorageTypesHaveTheCudaTypesLayout) {
     const float xs[3] = {1.5f, -0.1f, 300.0f};
     bf16 b[3];
     fp8e4m3 q[3];
-    for (int i = 0; i < 3; ++i) b[i] = bf16::from_float(xs[i]), q[i] = fp8e4m3::from_float(xs[i]);
+    for (int i = 0; i < 3; ++i)
+        b[i] = bf16::from_float(xs[i]), q[i] = fp8e4m3::from_float(xs[i]);
     __nv_bfloat16 cb[3];
     __nv_fp8_e4m3 cq[3];
     std::memcpy(cb, b, sizeof(b));
@@ -164,34 +167,34 @@ TEST(Dtypes, HandTableOfDefiningValues) {
     EXPECT_EQ(bf16::from_float(-0.0f).bits, 0x8000);
     EXPECT_EQ(fp16::from_float(65504.0f).bits, 0x7bff);
     EXPECT_EQ(fp16::from_float(65519.99f).bits, 0x7bff);
-    EXPECT_EQ(fp16::from_float(65520.0f).bits, 0x7c00);      // max + ½ulp: tie → even = inf
-    EXPECT_EQ(fp16::from_float(0x1p-24f).bits, 0x0001);      // smallest subnormal
-    EXPECT_EQ(fp16::from_float(0x1p-25f).bits, 0x0000);      // half of it: tie → even (0)
-    EXPECT_EQ(fp16::from_float(0x1.8p-24f).bits, 0x0002);    // 1.5 · 2^-24: tie → even (2)
+    EXPECT_EQ(fp16::from_float(65520.0f).bits, 0x7c00);     // max + ½ulp: tie → even = inf
+    EXPECT_EQ(fp16::from_float(0x1p-24f).bits, 0x0001);     // smallest subnormal
+    EXPECT_EQ(fp16::from_float(0x1p-25f).bits, 0x0000);     // half of it: tie → even (0)
+    EXPECT_EQ(fp16::from_float(0x1.8p-24f).bits, 0x0002);   // 1.5 · 2^-24: tie → even (2)
     EXPECT_EQ(fp16::from_float(-inf).bits, 0xfc00);
     EXPECT_EQ(fp16{0x3c00}.to_float(), 1.0f);
     EXPECT_EQ(fp16{0x0001}.to_float(), 0x1p-24f);
     EXPECT_EQ(fp8e4m3::from_float(448.0f).bits, 0x7e);
-    EXPECT_EQ(fp8e4m3::from_float(464.0f).bits, 0x7e);       // max + ½ulp: tie → even (448)
-    EXPECT_EQ(fp8e4m3::from_float(1e6f).bits, 0x7e);         // saturates
-    EXPECT_EQ(fp8e4m3::from_float(inf).bits, 0x7e);          // no inf in E4M3: saturates
+    EXPECT_EQ(fp8e4m3::from_float(464.0f).bits, 0x7e);   // max + ½ulp: tie → even (448)
+    EXPECT_EQ(fp8e4m3::from_float(1e6f).bits, 0x7e);     // saturates
+    EXPECT_EQ(fp8e4m3::from_float(inf).bits, 0x7e);      // no inf in E4M3: saturates
     EXPECT_EQ(fp8e4m3::from_float(-inf).bits, 0xfe);
     EXPECT_EQ(fp8e4m3::from_float(nan).bits, 0x7f);
-    EXPECT_EQ(fp8e4m3::from_float(-nan).bits, 0x7f);         // NaN sign dropped, as CUDA does
-    EXPECT_EQ(fp8e4m3::from_float(0x1p-9f).bits, 0x01);      // smallest subnormal
-    EXPECT_EQ(fp8e4m3::from_float(0x1p-10f).bits, 0x00);     // half of it → 0
-    EXPECT_EQ(fp8e4m3::from_float(-0x1p-10f).bits, 0x80);    // → −0
-    EXPECT_EQ(fp8e4m3::from_float(0x1.08p-10f).bits, 0x01);  // just above half → 2^-9
+    EXPECT_EQ(fp8e4m3::from_float(-nan).bits, 0x7f);          // NaN sign dropped, as CUDA does
+    EXPECT_EQ(fp8e4m3::from_float(0x1p-9f).bits, 0x01);       // smallest subnormal
+    EXPECT_EQ(fp8e4m3::from_float(0x1p-10f).bits, 0x00);      // half of it → 0
+    EXPECT_EQ(fp8e4m3::from_float(-0x1p-10f).bits, 0x80);     // → −0
+    EXPECT_EQ(fp8e4m3::from_float(0x1.08p-10f).bits, 0x01);   // just above half → 2^-9
     EXPECT_EQ(fp8e4m3{0x7e}.to_float(), 448.0f);
     EXPECT_EQ(fp8e4m3{0x08}.to_float(), 0x1p-6f);
     EXPECT_TRUE(std::isnan(fp8e4m3{0xff}.to_float()));
     EXPECT_EQ(fp8e5m2::from_float(57344.0f).bits, 0x7b);
-    EXPECT_EQ(fp8e5m2::from_float(inf).bits, 0x7b);          // satfinite
+    EXPECT_EQ(fp8e5m2::from_float(inf).bits, 0x7b);   // satfinite
     EXPECT_EQ(fp8e5m2::from_float(-1e30f).bits, 0xfb);
     EXPECT_EQ(fp8e5m2::from_float(nan).bits, 0x7f);
     EXPECT_EQ(fp8e5m2::from_float(0x1p-16f).bits, 0x01);
-    EXPECT_EQ(fp8e5m2::from_float(1.125f).bits, 0x3c);       // 1 + ⅛: tie → even (1.0)
-    EXPECT_EQ(fp8e5m2::from_float(1.375f).bits, 0x3e);       // 1 + ⅜: tie → even (1.5)
+    EXPECT_EQ(fp8e5m2::from_float(1.125f).bits, 0x3c);   // 1 + ⅛: tie → even (1.0)
+    EXPECT_EQ(fp8e5m2::from_float(1.375f).bits, 0x3e);   // 1 + ⅜: tie → even (1.5)
     EXPECT_EQ(fp8e5m2{0x7c}.to_float(), inf);
     EXPECT_EQ(fp8e5m2{0x7b}.to_float(), 57344.0f);
     // the generic spellings
@@ -205,7 +208,9 @@ class DtypesOracle : public ::testing::Test {};
 using Formats = ::testing::Types<Bf16Fmt, Fp16Fmt, E4m3Fmt, E5m2Fmt>;
 struct FormatName {
     template <class F>
-    static std::string GetName(int) { return F::name; }
+    static std::string GetName(int) {
+        return F::name;
+    }
 };
 TYPED_TEST_SUITE(DtypesOracle, Formats, FormatName);
 
@@ -214,7 +219,8 @@ TYPED_TEST(DtypesOracle, DecodeEveryPattern) {
     size_t misses = 0;
     for (uint32_t p = 0; p < (1u << F::bits); ++p) {
         const uint32_t m = fbits(F::mine_to(p)), o = fbits(F::oracle_to(p));
-        if (m != o && misses++ < 5) ADD_FAILURE() << F::name << " 0x" << std::hex << p << " → ours 0x" << m << ", CUDA 0x" << o;
+        if (m != o && misses++ < 5)
+            ADD_FAILURE() << F::name << " 0x" << std::hex << p << " → ours 0x" << m << ", CUDA 0x" << o;
     }
     EXPECT_EQ(misses, 0u) << "of " << (1u << F::bits) << " patterns";
 }
@@ -235,25 +241,28 @@ TYPED_TEST(DtypesOracle, EveryFinitePatternRoundTrips) {
 TYPED_TEST(DtypesOracle, EncodeSpecialValues) {
     using F = TypeParam;
     std::vector<uint32_t> bits = {
-        0x00000000, 0x7f800000,                         // 0, inf
-        0x7fc00000, 0x7fffffff, 0x7f800001, 0x7fbfffff, // quiet / signalling NaNs, payloads
+        0x00000000, 0x7f800000,                           // 0, inf
+        0x7fc00000, 0x7fffffff, 0x7f800001, 0x7fbfffff,   // quiet / signalling NaNs, payloads
         0x7fa00000, 0x7f900000, 0x7fe00000, 0x7fd00001,
-        0x00000001, 0x00000002, 0x007fffff, 0x00400000, // float subnormals
-        0x00800000, 0x00800001, 0x7f7fffff, 0x7f7f0000, // FLT_MIN, FLT_MAX and near
-        0x3f800000, 0x3f800001, 0x3f7fffff,             // 1 and its neighbours
+        0x00000001, 0x00000002, 0x007fffff, 0x00400000,   // float subnormals
+        0x00800000, 0x00800001, 0x7f7fffff, 0x7f7f0000,   // FLT_MIN, FLT_MAX and near
+        0x3f800000, 0x3f800001, 0x3f7fffff,               // 1 and its neighbours
     };
     std::vector<float> xs;
-    for (uint32_t b : bits) xs.push_back(bitsf(b)), xs.push_back(bitsf(b | 0x80000000u));
+    for (uint32_t b : bits)
+        xs.push_back(bitsf(b)), xs.push_back(bitsf(b | 0x80000000u));
     // the format's extremes (largest finite, smallest normal, smallest subnormal) times a few
     // factors around 1, with their float neighbours
     for (uint32_t p : {F::max_bits, F::min_normal_bits, 1u}) {
         const float v = F::oracle_to(p);
         for (float s : {1.0f, 0.5f, 0.25f, 2.0f, 4.0f, 1.0f + 0x1p-10f, 1.0f - 0x1p-10f}) {
             const float y = v * s;
-            for (float x : {y, std::nextafter(y, 0.0f), std::nextafter(y, INFINITY)}) xs.push_back(x), xs.push_back(-x);
+            for (float x : {y, std::nextafter(y, 0.0f), std::nextafter(y, INFINITY)})
+                xs.push_back(x), xs.push_back(-x);
         }
     }
-    for (float x : {1e-45f, 1e-30f, 1e-10f, 1e10f, 1e30f, 1e38f}) xs.push_back(x), xs.push_back(-x);
+    for (float x : {1e-45f, 1e-30f, 1e-10f, 1e10f, 1e30f, 1e38f})
+        xs.push_back(x), xs.push_back(-x);
     EXPECT_EQ(encode_mismatches<F>(xs), 0u) << "of " << xs.size() << " special values";
 }
 
@@ -275,14 +284,16 @@ TYPED_TEST(DtypesOracle, EncodeAroundEveryRoundingMidpoint) {
         const double mid_d = 0.5 * (v + next);
         const float mid = float(mid_d);
         ASSERT_EQ(double(mid), mid_d) << "midpoints of a narrow format are floats";
-        for (float x : {float(v), std::nextafter(float(v), 0.0f), std::nextafter(float(v), INFINITY), mid, std::nextafter(mid, 0.0f),
-                        std::nextafter(mid, INFINITY)}) {
+        for (float x : {float(v), std::nextafter(float(v), 0.0f), std::nextafter(float(v), INFINITY), mid,
+                        std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
             xs.push_back(x);
             xs.push_back(-x);
         }
     }
-    EXPECT_EQ(encode_mismatches<F>(xs), 0u) << "of " << xs.size() << " values around " << ps.size() << " representable magnitudes";
-    std::printf("[ %s ] %zu values around every representable value and midpoint: agree with CUDA\n", F::name, xs.size());
+    EXPECT_EQ(encode_mismatches<F>(xs), 0u)
+        << "of " << xs.size() << " values around " << ps.size() << " representable magnitudes";
+    std::printf("[ %s ] %zu values around every representable value and midpoint: agree with CUDA\n", F::name,
+                xs.size());
 }
 
 TYPED_TEST(DtypesOracle, EncodeRandomFloats) {
@@ -298,7 +309,8 @@ TYPED_TEST(DtypesOracle, EncodeRandomFloats) {
         if (i & 1) {
             b = uint32_t(r);   // any float at all: every exponent, NaNs, infs, subnormals
         } else {               // sign, an exponent in the format's range, any mantissa
-            b = (uint32_t(r >> 63) << 31) | ((F::lo_exp + uint32_t((r >> 32) % span)) << 23) | (uint32_t(r) & 0x7fffffu);
+            b = (uint32_t(r >> 63) << 31) | ((F::lo_exp + uint32_t((r >> 32) % span)) << 23) |
+                (uint32_t(r) & 0x7fffffu);
         }
         const float x = bitsf(b);
         if (F::mine(x) != F::oracle(x)) {

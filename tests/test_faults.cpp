@@ -48,8 +48,8 @@ CommandResult run(const std::string& command, int timeout_s = 300) {
 std::vector<nlohmann::json> log_records(const std::string& path) {
     std::vector<nlohmann::json> records;
     const std::string text = read_text(path);
-    EXPECT_TRUE(text.empty() || text.back() == '\n') << path << " ends in a torn line: ..."
-                                                     << text.substr(text.size() > 80 ? text.size() - 80 : 0);
+    EXPECT_TRUE(text.empty() || text.back() == '\n')
+        << path << " ends in a torn line: ..." << text.substr(text.size() > 80 ? text.size() - 80 : 0);
     std::istringstream in(text);
     for (std::string line; std::getline(in, line);) {
         try {
@@ -87,7 +87,8 @@ struct Corpus {
     ScratchDir dir;
     Corpus() {
         std::string text;
-        for (int i = 0; i < 200; i++) text += "In the beginning was the word. ";
+        for (int i = 0; i < 200; i++)
+            text += "In the beginning was the word. ";
         std::vector<uint32_t> tokens(text.begin(), text.end());
         write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
         Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
@@ -189,7 +190,7 @@ bool run_on_small_tmpfs(const std::string& dir, const std::string& size, const s
     return true;
 }
 
-}  // namespace
+}   // namespace
 
 // ---- 1. an error on one rank ends the whole job -------------------------------------------------
 
@@ -200,8 +201,10 @@ bool run_on_small_tmpfs(const std::string& dir, const std::string& size, const s
 TEST(Faults, AWriteThatFailsOnOneRankEndsTheJobNamingTheRankAndTheFile) {
     Corpus c;
     const std::string out = c.dir.file("out"), flags = c.flags(out, "-x 4 --checkpoint-every 2");
-    const CommandResult r = run(std::string(kMpirun) + "-np 1 " + train_gpt_binary() + flags + " : -np 1 bash -c \"trap '' XFSZ; ulimit -f 64; exec " +
-                         train_gpt_binary() + flags + "\"", 300);
+    const CommandResult r =
+        run(std::string(kMpirun) + "-np 1 " + train_gpt_binary() + flags +
+                " : -np 1 bash -c \"trap '' XFSZ; ulimit -f 64; exec " + train_gpt_binary() + flags + "\"",
+            300);
     // the job ends by itself, not at the timeout (expect_refused refuses timeout's 124)
     expect_refused(r, {"rank 1: error: " + out + "/checkpoints/step_00000002.tmp/", "File too large"});
     // the message comes before MPI's own report of the abort
@@ -231,8 +234,10 @@ TEST(Faults, AnErrorOnlyOneRankMeetsAtStartEndsTheJobBeforeAnythingIsWritten) {
 TEST(Faults, NonFiniteStepsAroundACheckpointKeepTheHealthyCheckpoint) {
     Corpus c;
     const std::string out = c.dir.file("out"), ckpts = out + "/checkpoints";
-    const CommandResult r = run(c.train_gpt(out, "-x 12 --checkpoint-every 2 --keep-checkpoints 1 --inject-nonfinite-step 4-9 "
-                                          "--max-skipped-steps 6"));
+    const CommandResult r =
+        run(c.train_gpt(out,
+                        "-x 12 --checkpoint-every 2 --keep-checkpoints 1 --inject-nonfinite-step 4-9 "
+                        "--max-skipped-steps 6"));
     expect_refused(r, {"error: 6 steps in a row had a non-finite loss or gradient norm", "step 10"});
     EXPECT_EQ(list_checkpoints(ckpts), (std::vector<int64_t>{4, 8}))
         << "step 4: the newest healthy one; step 8: the newest; step 6 pruned";
@@ -297,8 +302,9 @@ TEST(Faults, ALossThatBlowsUpButStaysFiniteKeepsTheCheckpointBeforeIt) {
     Corpus c;
     const std::string out = c.dir.file("out");
     ASSERT_EQ(run(c.train_gpt(out, "-x 4 -l 1e-3 --checkpoint-every 2 --keep-checkpoints 1")).rc, 0);
-    const CommandResult r = run(c.train_gpt(out, "--resume -x 10 -l 3 -k constant -u 0 --grad-clip 0 --checkpoint-every 2 "
-                                                 "--keep-checkpoints 1"));
+    const CommandResult r = run(c.train_gpt(out,
+                                            "--resume -x 10 -l 3 -k constant -u 0 --grad-clip 0 --checkpoint-every 2 "
+                                            "--keep-checkpoints 1"));
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output, "warning: loss spike at step ");
     const auto spikes = records_of(out + "/log.jsonl", "loss_spike");
@@ -309,7 +315,8 @@ TEST(Faults, ALossThatBlowsUpButStaysFiniteKeepsTheCheckpointBeforeIt) {
         << "the newest checkpoint, and the newest before the spikes";
     const auto extra = nlohmann::json::parse(read_manifest(checkpoint_dir(out + "/checkpoints", 10)).extra_json);
     EXPECT_EQ(extra["spike_since"].get<int>(), first_spike) << "the series is saved with the state";
-    EXPECT_EQ(nlohmann::json::parse(read_manifest(checkpoint_dir(out + "/checkpoints", 4)).extra_json)["spike_since"], 0);
+    EXPECT_EQ(nlohmann::json::parse(read_manifest(checkpoint_dir(out + "/checkpoints", 4)).extra_json)["spike_since"],
+              0);
 }
 
 // ---- 3. resume -------------------------------------------------------------------------------
@@ -327,7 +334,7 @@ struct ThreeCheckpoints {
     std::string step(int s) const { return checkpoint_dir(ckpts, s); }
 };
 
-}  // namespace
+}   // namespace
 
 TEST(Faults, ADamagedNewestCheckpointIsRefusedNamingTheFileAndTheProblem) {
     ThreeCheckpoints t;
@@ -338,15 +345,20 @@ TEST(Faults, ADamagedNewestCheckpointIsRefusedNamingTheFileAndTheProblem) {
         std::function<void()> apply;
         std::vector<std::string> named;
     } damages[] = {
-        {"a truncated manifest", [&] { write_text(manifest, text.substr(0, text.size() / 2)); }, {manifest, "not valid JSON"}},
+        {"a truncated manifest",
+         [&] { write_text(manifest, text.substr(0, text.size() / 2)); },
+         {manifest, "not valid JSON"}},
         {"no manifest", [&] { std::remove(manifest.c_str()); }, {t.step(6), "has no manifest.json"}},
-        {"a missing file", [&] { fs::rename(t.step(6) + "/state-00000.safetensors", t.c.dir.file("moved")); },
+        {"a missing file",
+         [&] { fs::rename(t.step(6) + "/state-00000.safetensors", t.c.dir.file("moved")); },
          {t.step(6) + "/state-00000.safetensors", "missing"}},
-        {"an altered byte", [&] {
+        {"an altered byte",
+         [&] {
              std::string bytes = read_text(t.step(6) + "/model-00001-of-00001.safetensors");
              bytes[bytes.size() / 2] ^= 1;
              write_text(t.step(6) + "/model-00001-of-00001.safetensors", bytes);
-         }, {t.step(6) + "/model-00001-of-00001.safetensors", "checksum mismatch"}},
+         },
+         {t.step(6) + "/model-00001-of-00001.safetensors", "checksum mismatch"}},
     };
     for (auto& d : damages) {
         SCOPED_TRACE(d.what);
@@ -426,19 +438,21 @@ TEST(Faults, EveryRankVerifiesTheCheckpointFilesItReads) {
     ASSERT_EQ(run(std::string(kMpirun) + "-np 2 -wdir '" + a + "' " + train_gpt_binary() + flags + " -x 2").rc, 0);
     const std::string step = "/out/checkpoints/step_00000002";
     auto resume = [&] {
-        return run(std::string(kMpirun) + "-np 1 -wdir '" + a + "' " + train_gpt_binary() + flags + " -x 4 --resume : " +
-                   "-np 1 -wdir '" + b + "' " + train_gpt_binary() + flags + " -x 4 --resume");
+        return run(std::string(kMpirun) + "-np 1 -wdir '" + a + "' " + train_gpt_binary() + flags +
+                   " -x 4 --resume : " + "-np 1 -wdir '" + b + "' " + train_gpt_binary() + flags + " -x 4 --resume");
     };
     // an altered value in rank 1's state file, the size unchanged
     ASSERT_EQ(run("rm -rf '" + b + "' && cp -a '" + a + "' '" + b + "'").rc, 0);
     std::string state = read_text(b + step + "/state-00001.safetensors");
     state[state.size() - 5] ^= 0x40;
     write_text(b + step + "/state-00001.safetensors", state);
-    expect_refused(resume(), {"rank 1: error: out/checkpoints/step_00000002/state-00001.safetensors: checksum mismatch"});
+    expect_refused(resume(),
+                   {"rank 1: error: out/checkpoints/step_00000002/state-00001.safetensors: checksum mismatch"});
     // another manifest on rank 1
     ASSERT_EQ(run("rm -rf '" + b + "' && cp -a '" + a + "' '" + b + "'").rc, 0);
     write_text(b + step + "/manifest.json", read_text(b + step + "/manifest.json") + "\n");
-    expect_refused(resume(), {"rank 1: error: out/checkpoints/step_00000002/manifest.json differs from the one rank 0 read"});
+    expect_refused(resume(),
+                   {"rank 1: error: out/checkpoints/step_00000002/manifest.json differs from the one rank 0 read"});
     // the same files (node B's directory a link to node A's: a save needs one directory that
     // every rank sees): the resume runs
     ASSERT_EQ(run("rm -rf '" + b + "' && ln -s '" + a + "' '" + b + "'").rc, 0);
@@ -458,16 +472,19 @@ TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {
     // HellaSwag examples in the byte-level tokenizer (a token a byte): the second one's third
     // ending, 36 tokens with its leading space, cannot fit a window of 16
     const std::string ok = R"({"ctx": "He", "label": 0, "endings": ["ran.", "sat.", "hid.", "ate."]})";
-    write_text(c.dir.file("hellaswag.jsonl"), ok + "\n" +
-               R"({"ctx": "She", "label": 1, "endings": ["ran.", "sat.", "walked all the way to the far hill.", "ate."]})" +
-               "\n" + ok + "\n");
+    write_text(
+        c.dir.file("hellaswag.jsonl"),
+        ok + "\n" +
+            R"({"ctx": "She", "label": 1, "endings": ["ran.", "sat.", "walked all the way to the far hill.", "ate."]})" +
+            "\n" + ok + "\n");
     const struct {
         const char* flags;
         std::vector<std::string> named;
     } cases[] = {
         {"-x 4 -i 'BAD_*.bin'", {"BAD_000000.bin: token 257 at position 3999 is not below the vocabulary size 257"}},
         {"-x 4 --vocab-size 300", {"--vocab-size 300 is larger than the tokenizer's 257"}},
-        {"-x 4 --checkpoint-every 2 --checkpoint-dir 'A_FILE'", {"--checkpoint-dir A_FILE: it exists and is not a directory"}},
+        {"-x 4 --checkpoint-every 2 --checkpoint-dir 'A_FILE'",
+         {"--checkpoint-dir A_FILE: it exists and is not a directory"}},
         {"-x 4 --checkpoint-every 2 --checkpoint-dir 'A_FILE/ckpts'", {"A_FILE exists and is not a directory"}},
         {"-x 4 -l 1e39", {"--lr: 1e39 is beyond FP32's range"}},
         {"-x 4 --resume-from-intact", {"--resume-from-intact", "--resume or --auto-resume"}},
@@ -479,16 +496,19 @@ TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {
          {"HS_FILE:2: ending 2 has 36 tokens, which do not fit the model's window of 16 positions", "-t"}},
     };
     auto expand = [&](std::string s) {
-        for (auto [key, value] : {std::pair{"BAD", c.dir.file("bad")}, {"A_FILE", c.dir.file("a_file")},
+        for (auto [key, value] : {std::pair{"BAD", c.dir.file("bad")},
+                                  {"A_FILE", c.dir.file("a_file")},
                                   {"HS_FILE", c.dir.file("hellaswag.jsonl")}}) {
-            for (size_t at; (at = s.find(key)) != std::string::npos;) s.replace(at, std::string(key).size(), value);
+            for (size_t at; (at = s.find(key)) != std::string::npos;)
+                s.replace(at, std::string(key).size(), value);
         }
         return s;
     };
     for (const auto& k : cases) {
         SCOPED_TRACE(k.flags);
         std::vector<std::string> named;
-        for (const std::string& n : k.named) named.push_back(expand(n));
+        for (const std::string& n : k.named)
+            named.push_back(expand(n));
         expect_refused(run(c.train_gpt(out, expand(k.flags))), named);
         EXPECT_FALSE(file_exists(out)) << "nothing written";
         EXPECT_EQ(read_text(c.dir.file("a_file")), "mine\n");
@@ -496,9 +516,12 @@ TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {
     // without a tokenizer (shards with none beside them, --vocab-size), a prompt cannot be encoded
     make_dirs(c.dir.file("bare"));
     ASSERT_EQ(run("cp '" + c.dir.file("train_000000.bin") + "' '" + c.dir.file("bare/") + "'").rc, 0);
-    const std::string no_tokenizer = train_gpt_binary() + " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' --threads 1 "
-                                     "--vocab-size 257 -i '" + c.dir.file("bare/train_*.bin") + "' -o '" + out + "' -x 2 ";
-    expect_refused(run(no_tokenizer + "-g 8 --sample-prompt 'In the'"), {"--sample-prompt needs a tokenizer", "has none"});
+    const std::string no_tokenizer = train_gpt_binary() +
+                                     " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' --threads 1 "
+                                     "--vocab-size 257 -i '" +
+                                     c.dir.file("bare/train_*.bin") + "' -o '" + out + "' -x 2 ";
+    expect_refused(run(no_tokenizer + "-g 8 --sample-prompt 'In the'"),
+                   {"--sample-prompt needs a tokenizer", "has none"});
     EXPECT_FALSE(file_exists(out));
     ASSERT_EQ(run(no_tokenizer + "-g 8").rc, 0) << "without a prompt it samples ids";
 }
@@ -520,8 +543,8 @@ TEST(Faults, ConflictingResumeFlagsAndRanksThatDisagreeAreRefusedAtStart) {
                     "--init-from " + step6 + " -x 0"});
     EXPECT_EQ(directory_snapshot(out), before) << "nothing written";
     const std::string other = c.dir.file("other");
-    const CommandResult r = run(std::string(kMpirun) + "-np 1 " + train_gpt_binary() + c.flags(other, "-x 4") + " : -np 1 " +
-                                train_gpt_binary() + c.flags(other, "-x 5"));
+    const CommandResult r = run(std::string(kMpirun) + "-np 1 " + train_gpt_binary() + c.flags(other, "-x 4") +
+                                " : -np 1 " + train_gpt_binary() + c.flags(other, "-x 5"));
     expect_refused(r, {"rank 1: its flags differ from rank 0's: --steps is 5 here, 4 on rank 0",
                        "the ranks were started with different flags"});
     EXPECT_FALSE(file_exists(other)) << "nothing written";
@@ -573,8 +596,9 @@ TEST(Faults, AFullFilesystemUnderTheCheckpointsStopsTheRunAndKeepsTheCheckpoints
     Corpus c;
     CommandResult r;
     const std::string fs_dir = c.dir.file("fs"), copy = c.dir.file("copy");
-    if (!run_on_small_tmpfs(fs_dir, "900k", copy,
-                            c.train_gpt(c.dir.file("out"), "-x 6 --checkpoint-every 2 --checkpoint-dir '" + fs_dir + "'"), &r)) {
+    if (!run_on_small_tmpfs(
+            fs_dir, "900k", copy,
+            c.train_gpt(c.dir.file("out"), "-x 6 --checkpoint-every 2 --checkpoint-dir '" + fs_dir + "'"), &r)) {
         GTEST_SKIP() << "this machine does not allow a tmpfs in a mount namespace (unshare -m, mount -t tmpfs)";
     }
     expect_refused(r, {"error: " + fs_dir + "/step_00000004.tmp/", "No space left on device"});
@@ -623,7 +647,8 @@ TEST(Faults, ASecondRunInTheSameDirectoryIsRefusedNamingTheFirst) {
     // the same -o; another -o with the same --checkpoint-dir
     CommandResult r = run(c.train_gpt(out, "-x 10 --overwrite-output"));
     // refused at once: a run that waited for the lock would still be waiting at the timeout (124)
-    expect_refused(r, {out + " is in use by another run: pid " + std::to_string(first.pid) + " on ", out + "/train_gpt.lock"});
+    expect_refused(
+        r, {out + " is in use by another run: pid " + std::to_string(first.pid) + " on ", out + "/train_gpt.lock"});
     r = run(c.train_gpt(c.dir.file("other"), "-x 10 --checkpoint-every 5 --checkpoint-dir '" + out + "/checkpoints'"));
     expect_refused(r, {out + "/checkpoints is in use by another run: pid " + std::to_string(first.pid)});
     EXPECT_FALSE(file_exists(c.dir.file("other"))) << "a refused run creates no directory";
@@ -634,7 +659,10 @@ TEST(Faults, ASecondRunInTheSameDirectoryIsRefusedNamingTheFirst) {
     EXPECT_EQ(first.wait(300), 130) << first.output();
     log_records(out + "/log.jsonl");
     // its lock went with it
-    ASSERT_EQ(run(c.train_gpt(c.dir.file("other"), "-x 2 --checkpoint-every 2 --checkpoint-dir '" + out + "/checkpoints'")).rc, 0);
+    ASSERT_EQ(
+        run(c.train_gpt(c.dir.file("other"), "-x 2 --checkpoint-every 2 --checkpoint-dir '" + out + "/checkpoints'"))
+            .rc,
+        0);
 }
 
 // A resume against a live run's checkpoints (written and pruned while it looks at them) says the
@@ -670,7 +698,7 @@ TEST(Faults, ARerunDoesNotReplaceAPreviousRunsFilesUnlessAsked) {
     ASSERT_EQ(run(c.train_gpt(c.dir.file("ck"), "-x 2 --checkpoint-every 2")).rc, 0);
     const auto trained = directory_snapshot(out);
     const CommandResult s = run("sh -c \"cd '" + c.dir.path + "' && " + train_gpt_binary() + " --init-from '" +
-                         c.dir.file("ck/checkpoints") + "' -x 0 -g 4 --threads 1\"");
+                                c.dir.file("ck/checkpoints") + "' -x 0 -g 4 --threads 1\"");
     ASSERT_EQ(s.rc, 0) << s.output;
     EXPECT_CONTAINS(s.output, "---- sample (4 tokens, step 0) ----");
     EXPECT_EQ(directory_snapshot(out), trained) << "the run's log and config untouched";
@@ -704,10 +732,12 @@ TEST(Faults, SigusrOneWritesACheckpointAndExits75AndTheRunResumesBitExactly) {
     ASSERT_EQ(run(c.train_gpt(c.dir.file("whole"), schedule + to_end)).rc, 0);
     auto files = [](const std::string& step) {
         std::map<std::string, uint64_t> out;
-        for (auto& [name, rec] : read_manifest(step).files) out[name] = rec.xxh3;
+        for (auto& [name, rec] : read_manifest(step).files)
+            out[name] = rec.xxh3;
         return out;
     };
-    EXPECT_EQ(files(checkpoint_dir(out + "/checkpoints", end)), files(checkpoint_dir(c.dir.file("whole/checkpoints"), end)));
+    EXPECT_EQ(files(checkpoint_dir(out + "/checkpoints", end)),
+              files(checkpoint_dir(c.dir.file("whole/checkpoints"), end)));
 }
 
 // SIGTERM without checkpointing configured says so; SIGINT stops without a checkpoint, exit 130.
@@ -758,7 +788,8 @@ TEST(Faults, ASignalToOneRankStopsEveryRankAtTheSameStepWithOneCheckpoint) {
 TEST(Faults, AnOutputPathWithNoRoomForTheCheckpointsIsRefusedAtStart) {
     Corpus c;
     std::string deep = c.dir.path;
-    while (deep.size() < PATH_MAX - 60) deep += "/" + std::string(std::min<size_t>(200, PATH_MAX - 61 - deep.size()), 'd');
+    while (deep.size() < PATH_MAX - 60)
+        deep += "/" + std::string(std::min<size_t>(200, PATH_MAX - 61 - deep.size()), 'd');
     ASSERT_EQ(run("mkdir -p '" + deep + "'").rc, 0) << "the directory itself fits";
     const std::string out = deep + "/o";
     expect_refused(run("sh -c \"cd '" + c.dir.path + "' && " + c.train_gpt(out, "-x 2 --checkpoint-every 1") + "\""),
@@ -771,7 +802,8 @@ TEST(Faults, AnOutputPathWithNoRoomForTheCheckpointsIsRefusedAtStart) {
 TEST(Faults, AShardTruncatedWhileTrainingIsNamed) {
     Corpus c;
     std::string text;
-    for (int i = 0; i < 20000; i++) text += "In the beginning was the word. ";   // 620k tokens, 1.2 MB
+    for (int i = 0; i < 20000; i++)
+        text += "In the beginning was the word. ";   // 620k tokens, 1.2 MB
     const std::vector<uint32_t> tokens(text.begin(), text.end());
     const std::string shard = c.dir.file("big_000000.bin");
     write_shard(shard, tokens.data(), (int64_t)tokens.size(), 2);
@@ -787,7 +819,8 @@ TEST(Faults, AShardTruncatedWhileTrainingIsNamed) {
 // bytes", naming neither the model nor its sizes).
 TEST(Faults, AModelThatDoesNotFitInMemoryIsNamedWithItsSizes) {
     Corpus c;
-    const CommandResult r = run("bash -c \"ulimit -v 2000000; exec " + c.train_gpt(c.dir.file("out"), "-x 1 -e d12 --n-embd 768 -b 64 -t 1024") + "\"");
+    const CommandResult r = run("bash -c \"ulimit -v 2000000; exec " +
+                                c.train_gpt(c.dir.file("out"), "-x 1 -e d12 --n-embd 768 -b 64 -t 1024") + "\"");
     expect_refused(r, {"error: building the model (a fresh one; 12 layers, 768 wide, ", "activations for B=64, T=1024",
                        "out of host memory allocating"});
     EXPECT_FALSE(file_exists(c.dir.file("out")));
@@ -827,10 +860,12 @@ TEST(Faults, ExtendingAFinishedRunSaysHowTheLearningRateChanges) {
     ASSERT_EQ(run("cp -a '" + out + "' '" + c.dir.file("copy") + "'").rc, 0);
     CommandResult r = run(train_gpt_binary() + " --resume -o '" + out + "' -x 9");
     ASSERT_EQ(r.rc, 0) << r.output;
-    EXPECT_CONTAINS(r.output, "notice: the learning-rate schedule now runs to step 9 (the checkpoint's run: 6), so the "
-                              "learning rate at step 7 is 0.000325, raised from the 0.0001 of the checkpoint's schedule");
+    EXPECT_CONTAINS(r.output,
+                    "notice: the learning-rate schedule now runs to step 9 (the checkpoint's run: 6), so the "
+                    "learning rate at step 7 is 0.000325, raised from the 0.0001 of the checkpoint's schedule");
     EXPECT_CONTAINS(r.output, "add --lr-schedule constant --lr 0.0001 --warmup-steps 0");
-    r = run(train_gpt_binary() + " --resume -o '" + c.dir.file("copy") + "' -x 9 --lr-schedule constant --lr 0.0001 --warmup-steps 0");
+    r = run(train_gpt_binary() + " --resume -o '" + c.dir.file("copy") +
+            "' -x 9 --lr-schedule constant --lr 0.0001 --warmup-steps 0");
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_EQ(r.output.find("learning-rate schedule now runs"), std::string::npos) << r.output;
     EXPECT_CONTAINS(r.output, "| lr 1.00e-04 |");

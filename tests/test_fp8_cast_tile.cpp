@@ -21,10 +21,12 @@ TEST(Fp8CastTile, LoadPhaseCastsEveryValueOnce) {
             ASSERT_GE(at.row, 0);
             ASSERT_LT(at.row, ct::kRows);
             ASSERT_EQ(at.col % ct::kVec, 0) << "a 16-byte load of bf16 and an 8-byte store of FP8 need it";
-            for (int k = 0; k < ct::kVec; k++) seen[at.row * ct::kCols + at.col + k]++;
+            for (int k = 0; k < ct::kVec; k++)
+                seen[at.row * ct::kCols + at.col + k]++;
         }
     }
-    for (int count : seen) EXPECT_EQ(count, 1);
+    for (int count : seen)
+        EXPECT_EQ(count, 1);
 }
 
 // The transposed store: thread t writes qt[col][row .. row + 15] from the tile's column col; over the
@@ -35,9 +37,11 @@ TEST(Fp8CastTile, StorePhaseWritesEveryTransposedByteOnce) {
         const ct::Coord at = ct::store_t_coord(t);
         ASSERT_EQ(at.row % ct::kTBytes, 0) << "16-byte aligned within qt's row (rows is a multiple of 64)";
         ASSERT_LT(at.col, ct::kCols);
-        for (int j = 0; j < ct::kTBytes; j++) seen[(at.row + j) * ct::kCols + at.col]++;
+        for (int j = 0; j < ct::kTBytes; j++)
+            seen[(at.row + j) * ct::kCols + at.col]++;
     }
-    for (int count : seen) EXPECT_EQ(count, 1);
+    for (int count : seen)
+        EXPECT_EQ(count, 1);
 }
 
 namespace {
@@ -47,13 +51,15 @@ namespace {
 int worst_bank_load(const std::vector<std::pair<int, int>>& lane_bytes) {   // (first byte, length)
     std::map<int, std::set<int>> words_of_bank;
     for (const auto& [first, length] : lane_bytes) {
-        for (int b = first; b < first + length; b++) words_of_bank[(b / 4) % 32].insert(b / 4);
+        for (int b = first; b < first + length; b++)
+            words_of_bank[(b / 4) % 32].insert(b / 4);
     }
     int worst = 0;
-    for (const auto& [bank, words] : words_of_bank) worst = std::max(worst, (int)words.size());
+    for (const auto& [bank, words] : words_of_bank)
+        worst = std::max(worst, (int)words.size());
     return worst;
 }
-}  // namespace
+}   // namespace
 
 // The load phase's 8-byte writes into the tile: a warp writes 256 contiguous bytes (64 words, two
 // per bank: the two halves of an 8-byte access, which the hardware serves in two wavefronts anyway).

@@ -24,11 +24,12 @@ bool same(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b;
 
 std::string show(const std::vector<float>& v) {
     std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    for (size_t i = 0; i < v.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(v[i]);
     return s + "]";
 }
 
-}  // namespace
+}   // namespace
 
 TEST(Fp8Scaling, ScaleFromAmaxTable) {
     struct Row {
@@ -76,12 +77,9 @@ TEST(Fp8Scaling, SelectAmaxMaxVersusMostRecent) {
         float max, most_recent;
     };
     const Row rows[] = {
-        {{}, 0.0f, 0.0f},
-        {{2.0f, 7.0f, 1.0f}, 7.0f, 2.0f},
-        {{0.0f, 0.0f}, 0.0f, 0.0f},
-        {{3.0f, kNaN, 5.0f}, kNaN, 3.0f},   // a NaN anywhere poisons the max
-        {{kNaN, 5.0f}, kNaN, kNaN},
-        {{1.0f, kInf}, kInf, 1.0f},
+        {{}, 0.0f, 0.0f},           {{2.0f, 7.0f, 1.0f}, 7.0f, 2.0f},
+        {{0.0f, 0.0f}, 0.0f, 0.0f}, {{3.0f, kNaN, 5.0f}, kNaN, 3.0f},   // a NaN anywhere poisons the max
+        {{kNaN, 5.0f}, kNaN, kNaN}, {{1.0f, kInf}, kInf, 1.0f},
     };
     for (const Row& r : rows) {
         EXPECT_TRUE(same(fp8_select_amax(r.history, Fp8AmaxAlgo::Max), r.max)) << show(r.history);
@@ -99,7 +97,8 @@ TEST(Fp8Scaling, CombineAmaxKeepsNaNThroughAMaxReduction) {
     // four ranks' amaxes, one NaN, reduced in every order a tree reduction might use
     const float ranks[4] = {1.0f, kNaN, 3.0f, 2.0f};
     float left = 0.0f, right = 0.0f;
-    for (int i = 0; i < 4; ++i) left = combine_amax(left, ranks[i]), right = combine_amax(ranks[3 - i], right);
+    for (int i = 0; i < 4; ++i)
+        left = combine_amax(left, ranks[i]), right = combine_amax(ranks[3 - i], right);
     EXPECT_TRUE(std::isnan(left));
     EXPECT_TRUE(std::isnan(right));
     EXPECT_TRUE(std::isnan(combine_amax(combine_amax(ranks[0], ranks[1]), combine_amax(ranks[2], ranks[3]))));
@@ -120,7 +119,8 @@ static void run_table(Fp8TensorScale& s, const std::vector<StepRow>& rows) {
         s.end_step(rows[t].amax);
         const auto& h = s.history();
         bool ok = h.size() == rows[t].history.size();
-        for (size_t i = 0; ok && i < h.size(); ++i) ok = same(h[i], rows[t].history[i]);
+        for (size_t i = 0; ok && i < h.size(); ++i)
+            ok = same(h[i], rows[t].history[i]);
         EXPECT_TRUE(ok) << "step " << t << ": history " << show(h) << ", expected " << show(rows[t].history);
         EXPECT_EQ(s.scale(), rows[t].scale) << "step " << t << " (amax " << rows[t].amax << ")";
         EXPECT_EQ(s.inv_scale(), 1.0f / rows[t].scale);
@@ -140,23 +140,23 @@ TEST(Fp8Scaling, DelayedMaxOverHistoryTable) {
     run_table(s, {
                      {2.0f, {2.0f}, 224.0f},
                      {4.0f, {4.0f, 2.0f}, 112.0f},
-                     {1.0f, {1.0f, 4.0f, 2.0f}, 112.0f},          // the 4 is still in the window
-                     {1.0f, {1.0f, 1.0f, 4.0f}, 112.0f},          // the 2 rolled out (H = 3)
-                     {0.5f, {0.5f, 1.0f, 1.0f}, 448.0f},          // the 4 rolled out
-                     {kNaN, {kNaN, 0.5f, 1.0f}, 448.0f},          // NaN: keep the previous scale …
-                     {0.25f, {0.25f, kNaN, 0.5f}, 448.0f},        // … while the NaN is in the window
+                     {1.0f, {1.0f, 4.0f, 2.0f}, 112.0f},     // the 4 is still in the window
+                     {1.0f, {1.0f, 1.0f, 4.0f}, 112.0f},     // the 2 rolled out (H = 3)
+                     {0.5f, {0.5f, 1.0f, 1.0f}, 448.0f},     // the 4 rolled out
+                     {kNaN, {kNaN, 0.5f, 1.0f}, 448.0f},     // NaN: keep the previous scale …
+                     {0.25f, {0.25f, kNaN, 0.5f}, 448.0f},   // … while the NaN is in the window
                      {0.25f, {0.25f, 0.25f, kNaN}, 448.0f},
-                     {0.25f, {0.25f, 0.25f, 0.25f}, 1792.0f},     // NaN gone: 448 / 0.25
-                     {0.0f, {0.0f, 0.25f, 0.25f}, 1792.0f},       // a zero amax is just small
+                     {0.25f, {0.25f, 0.25f, 0.25f}, 1792.0f},   // NaN gone: 448 / 0.25
+                     {0.0f, {0.0f, 0.25f, 0.25f}, 1792.0f},     // a zero amax is just small
                      {0.0f, {0.0f, 0.0f, 0.25f}, 1792.0f},
-                     {0.0f, {0.0f, 0.0f, 0.0f}, 1792.0f},         // all zero: keep
-                     {kInf, {kInf, 0.0f, 0.0f}, 1792.0f},         // inf: keep
+                     {0.0f, {0.0f, 0.0f, 0.0f}, 1792.0f},   // all zero: keep
+                     {kInf, {kInf, 0.0f, 0.0f}, 1792.0f},   // inf: keep
                      {8.0f, {8.0f, kInf, 0.0f}, 1792.0f},
                      {8.0f, {8.0f, 8.0f, kInf}, 1792.0f},
                      {8.0f, {8.0f, 8.0f, 8.0f}, 56.0f},
                      {1e-38f, {1e-38f, 8.0f, 8.0f}, 56.0f},
                      {1e-38f, {1e-38f, 1e-38f, 8.0f}, 56.0f},
-                     {1e-38f, {1e-38f, 1e-38f, 1e-38f}, FLT_MAX},  // 448 / 1e-38 overflows
+                     {1e-38f, {1e-38f, 1e-38f, 1e-38f}, FLT_MAX},   // 448 / 1e-38 overflows
                  });
     EXPECT_EQ(s.steps(), 19);
 }
@@ -265,8 +265,10 @@ TEST(Fp8Scaling, ConfigValidationAndNames) {
     c.margin = -1;
     EXPECT_CONTAINS(error_of([&] { c.validate(); }), "--fp8-margin");
     EXPECT_CONTAINS(error_of([&] { Fp8TensorScale(Fp8Format::E4M3, c); }), "--fp8-margin");
-    for (auto a : {Fp8AmaxAlgo::Max, Fp8AmaxAlgo::MostRecent}) EXPECT_EQ(parse_fp8_amax_algo(fp8_amax_algo_name(a)), a);
-    for (auto r : {Fp8Recipe::Delayed, Fp8Recipe::Current}) EXPECT_EQ(parse_fp8_recipe(fp8_recipe_name(r)), r);
+    for (auto a : {Fp8AmaxAlgo::Max, Fp8AmaxAlgo::MostRecent})
+        EXPECT_EQ(parse_fp8_amax_algo(fp8_amax_algo_name(a)), a);
+    for (auto r : {Fp8Recipe::Delayed, Fp8Recipe::Current})
+        EXPECT_EQ(parse_fp8_recipe(fp8_recipe_name(r)), r);
     EXPECT_CONTAINS(error_of([] { parse_fp8_amax_algo("mean"); }), "mean");
     EXPECT_CONTAINS(error_of([] { parse_fp8_recipe("jit"); }), "--fp8-recipe");
 }
@@ -287,7 +289,8 @@ TEST(Fp8Scaling, QuantizeTable) {
     };
     std::vector<fp8e4m3> q(x.size());
     const Fp8CastStats st = quantize(q.data(), x.data(), x.size(), 2.0f);
-    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(q[i].bits, expect[i]) << "x = " << x[i];
+    for (size_t i = 0; i < x.size(); ++i)
+        EXPECT_EQ(q[i].bits, expect[i]) << "x = " << x[i];
     EXPECT_EQ(st.amax, kInf);
     EXPECT_EQ(st.count, x.size());
     EXPECT_EQ(st.saturated, 3u);
@@ -352,7 +355,8 @@ TEST(Fp8Scaling, ParallelQuantizeMatchesElementwiseAndBoundsTheError) {
     // and with a scale 2^6 too large, the top values saturate and are counted
     const Fp8CastStats hot = quantize(q.data(), x.data(), n, scale * 64.0f);
     size_t over = 0;
-    for (size_t i = 0; i < n; ++i) over += std::fabs(x[i] * scale * 64.0f) > 448.0f;
+    for (size_t i = 0; i < n; ++i)
+        over += std::fabs(x[i] * scale * 64.0f) > 448.0f;
     EXPECT_GT(over, 0u);
     EXPECT_EQ(hot.saturated, over);
 }
@@ -416,7 +420,8 @@ TEST(Fp8ScaleSlots, EndStepFollowsFp8TensorScale) {
             cfg.recipe = recipe;
             const int n = 4, n_e4m3 = 2;   // two E4M3 tensors, two E5M2
             std::vector<Fp8TensorScale> ref;
-            for (int i = 0; i < n; i++) ref.emplace_back(i < n_e4m3 ? Fp8Format::E4M3 : Fp8Format::E5M2, cfg);
+            for (int i = 0; i < n; i++)
+                ref.emplace_back(i < n_e4m3 ? Fp8Format::E4M3 : Fp8Format::E5M2, cfg);
             std::vector<Fp8ScaleSlot> slots(n, Fp8ScaleSlot{1.0f, 1.0f, 0, {}});
             std::vector<float> history((size_t)n * cfg.amax_history, 0.0f);
             for (int step = 0; step < 8; step++) {
@@ -430,15 +435,16 @@ TEST(Fp8ScaleSlots, EndStepFollowsFp8TensorScale) {
                     ref[i].end_step(to_cast_stats(counters[i]).amax);
                 }
                 backend->fp8()->fp8_end_step(slots.data(), history.data(), counters.data(), nullptr, n, n_e4m3,
-                                      cfg.amax_history, algo == Fp8AmaxAlgo::MostRecent, cfg.margin,
-                                      recipe == Fp8Recipe::Delayed);
+                                             cfg.amax_history, algo == Fp8AmaxAlgo::MostRecent, cfg.margin,
+                                             recipe == Fp8Recipe::Delayed);
                 for (int i = 0; i < n; i++) {
                     SCOPED_TRACE("step " + std::to_string(step) + " tensor " + std::to_string(i));
                     EXPECT_EQ(float_bits(slots[i].scale), float_bits(ref[i].scale()));
                     EXPECT_EQ(float_bits(slots[i].inv_scale), float_bits(ref[i].inv_scale()));
                     ASSERT_EQ((size_t)slots[i].hist_len, ref[i].history().size());
                     for (int h = 0; h < slots[i].hist_len; h++) {
-                        EXPECT_EQ(float_bits(history[(size_t)i * cfg.amax_history + h]), float_bits(ref[i].history()[h]));
+                        EXPECT_EQ(float_bits(history[(size_t)i * cfg.amax_history + h]),
+                                  float_bits(ref[i].history()[h]));
                     }
                 }
             }

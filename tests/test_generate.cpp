@@ -39,7 +39,8 @@ struct TinyModel {
         // larger weights than the initialisation's: peaked, position-dependent logits
         std::vector<float> w = model->weights();
         Rng rng(6);
-        for (float& x : w) x += 0.05f * (float)rng.normal();
+        for (float& x : w)
+            x += 0.05f * (float)rng.normal();
         model->set_weights(w);
     }
     // logits after the last of `tokens` by the full forward (the last max_T tokens of them)
@@ -63,11 +64,12 @@ int argmax(const std::vector<float>& v) { return (int)(std::max_element(v.begin(
 std::vector<int> random_tokens(int n, uint64_t seed, int V) {
     Rng rng(seed);
     std::vector<int> t(n);
-    for (int& x : t) x = (int)rng.below(V);
+    for (int& x : t)
+        x = (int)rng.below(V);
     return t;
 }
 
-}  // namespace
+}   // namespace
 
 TEST(Generate, KvCacheLogitsAreTheFullForwardsAfterEveryToken) {
     for (DType dtype : {DType::F32, DType::BF16}) {
@@ -90,8 +92,9 @@ TEST(Generate, KvCacheLogitsAreTheFullForwardsAfterEveryToken) {
             got = gen.feed({tokens[t]});
         }
         EXPECT_EQ(gen.cached(), 48);
-        std::printf("%s: KV cache vs full forward, worst normwise logit difference %.2e over 40 positions (bound %.2e)\n",
-                    dtype_name(dtype), worst, bound);
+        std::printf(
+            "%s: KV cache vs full forward, worst normwise logit difference %.2e over 40 positions (bound %.2e)\n",
+            dtype_name(dtype), worst, bound);
     }
 }
 
@@ -116,7 +119,8 @@ TEST(Generate, GreedyTokensAreTheFullForwardsIncludingPastThePositionTable) {
             const int want = argmax(logits);
             if (got[i] != want) {
                 double norm = 0;
-                for (float x : logits) norm += (double)x * x;
+                for (float x : logits)
+                    norm += (double)x * x;
                 EXPECT_LE(logits[want] - logits[got[i]], 2 * bound * std::sqrt(norm)) << "token " << i;
                 near_ties++;
             }
@@ -151,5 +155,9 @@ TEST(Generate, SamplingIsReproducibleInItsSeedAndUsesTheFilters) {
         seq.push_back(id);
     }
     EXPECT_CONTAINS(error_of([&] { gen.feed(std::vector<int>{s.cfg.vocab_size}); }), "outside the model's vocabulary");
-    EXPECT_CONTAINS(error_of([&] { Rng rng(1); gen.generate({}, 3, p, rng); }), "empty prompt");
+    EXPECT_CONTAINS(error_of([&] {
+                        Rng rng(1);
+                        gen.generate({}, 3, p, rng);
+                    }),
+                    "empty prompt");
 }

@@ -35,7 +35,7 @@ nlohmann::json last_json_line(const std::string& output) {
     return found;
 }
 
-}  // namespace
+}   // namespace
 
 TEST(HellaSwag, ReadsTheOfficialFormatAndTokenisesEndingsWithALeadingSpace) {
     const Tokenizer gpt2 = Tokenizer::from_bpe(std::make_shared<const Bpe>(Bpe::load(gpt2_dir())));
@@ -43,7 +43,8 @@ TEST(HellaSwag, ReadsTheOfficialFormatAndTokenisesEndingsWithALeadingSpace) {
     ASSERT_EQ(all.size(), 16u);
     EXPECT_EQ(all[0].label, 2);
     EXPECT_EQ(all[0].context, gpt2.encode("A baker dusts the counter with flour. She"));
-    EXPECT_EQ(all[0].endings[2], gpt2.encode(" kneads the dough, folding it over and pressing it down with her palms."));
+    EXPECT_EQ(all[0].endings[2],
+              gpt2.encode(" kneads the dough, folding it over and pressing it down with her palms."));
     EXPECT_EQ(load_hellaswag(fixture(), gpt2, 3).size(), 3u);
 
     ScratchDir dir;
@@ -52,12 +53,15 @@ TEST(HellaSwag, ReadsTheOfficialFormatAndTokenisesEndingsWithALeadingSpace) {
         write_text(bad, read_text(fixture()).substr(0, read_text(fixture()).find('\n') + 1) + line + "\n");
         return error_of([&] { load_hellaswag(bad, gpt2); });
     };
-    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 0, "endings": ["a", "b", "c"]})"), bad + ":2: \"endings\" is not an array of four");
-    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 4, "endings": ["a", "b", "c", "d"]})"), bad + ":2: \"label\" 4 is not 0..3");
+    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 0, "endings": ["a", "b", "c"]})"),
+                    bad + ":2: \"endings\" is not an array of four");
+    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 4, "endings": ["a", "b", "c", "d"]})"),
+                    bad + ":2: \"label\" 4 is not 0..3");
     EXPECT_CONTAINS(error_for(R"({"ctx": "x", "endings": ["a", "b", "c", "d"]})"), bad + ":2: not a HellaSwag example");
     // a label no int holds, an ending that is not a string
     EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 2.5e126, "endings": ["a", "b", "c", "d"]})"), "is not 0..3");
-    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 1, "endings": ["a", 7, "c", "d"]})"), bad + ":2: not a HellaSwag example");
+    EXPECT_CONTAINS(error_for(R"({"ctx": "x", "label": 1, "endings": ["a", 7, "c", "d"]})"),
+                    bad + ":2: not a HellaSwag example");
     EXPECT_CONTAINS(error_for("not json"), bad + ":2: not a HellaSwag example");
     write_text(bad, "\n");
     EXPECT_CONTAINS(error_of([&] { load_hellaswag(bad, gpt2); }), "holds no HellaSwag examples");
@@ -82,29 +86,39 @@ TEST(HellaSwag, ChoicesAndAccNormAreThoseOfThePyTorchComputation) {
                "shutil.copy(sys.argv[2] + '/encoder.json', sys.argv[1] + '/vocab.json')\n"
                "shutil.copy(sys.argv[2] + '/vocab.bpe', sys.argv[1] + '/merges.txt')\n");
     std::string out;
-    ASSERT_EQ(run_command("/usr/bin/python3 '" + dir.file("make.py") + "' '" + model + "' '" + gpt2_dir() + "'", &out), 0)
+    ASSERT_EQ(run_command("/usr/bin/python3 '" + dir.file("make.py") + "' '" + model + "' '" + gpt2_dir() + "'", &out),
+              0)
         << "transformers is required (scripts/setup.sh --test): " << out;
 
     // window T: 128 (every row fits) and 24 (the longer rows keep their ending and the context's end)
     for (int T : {128, 24}) {
         SCOPED_TRACE("T = " + std::to_string(T));
         ASSERT_EQ(run_command("/usr/bin/python3 " + repo_root() + "/dev/reference/hellaswag.py '" + model + "' '" +
-                              fixture() + "' --bpe-dir '" + gpt2_dir() + "' --max-T " + std::to_string(T), &out), 0) << out;
+                                  fixture() + "' --bpe-dir '" + gpt2_dir() + "' --max-T " + std::to_string(T),
+                              &out),
+                  0)
+            << out;
         const nlohmann::json ref = last_json_line(out);
         ASSERT_EQ(ref["examples"].get<int>(), 16) << out;
-        std::printf("T %d: PyTorch acc_norm %.4f, choices %s (closest call %.2e of the loss); acc %.4f, choices %s "
-                    "(closest call %.2e)\n", T, ref["acc_norm"].get<double>(), ref["choices"].get<std::string>().c_str(),
-                    ref["min_gap"].get<double>(), ref["acc"].get<double>(),
-                    ref["choices_acc"].get<std::string>().c_str(), ref["min_gap_acc"].get<double>());
+        std::printf(
+            "T %d: PyTorch acc_norm %.4f, choices %s (closest call %.2e of the loss); acc %.4f, choices %s "
+            "(closest call %.2e)\n",
+            T, ref["acc_norm"].get<double>(), ref["choices"].get<std::string>().c_str(), ref["min_gap"].get<double>(),
+            ref["acc"].get<double>(), ref["choices_acc"].get<std::string>().c_str(), ref["min_gap_acc"].get<double>());
         EXPECT_GT(ref["min_gap"].get<double>(), 1e-4) << "no near-tie: FP32 reordering (< 1e-5) cannot flip a choice";
         EXPECT_GT(ref["min_gap_acc"].get<double>(), 1e-4) << "no near-tie in the summed losses either";
-        EXPECT_NE(ref["choices"], ref["choices_acc"]) << "acc and acc_norm choose alike: the fixture does not tell them apart";
-        EXPECT_GT(ref["acc"].get<double>(), 0.0) << "acc must not be 0 = 0: the fixture has examples whose correct ending is the shortest";
+        EXPECT_NE(ref["choices"], ref["choices_acc"])
+            << "acc and acc_norm choose alike: the fixture does not tell them apart";
+        EXPECT_GT(ref["acc"].get<double>(), 0.0)
+            << "acc must not be 0 = 0: the fixture has examples whose correct ending is the shortest";
         for (int ranks : {1, 2}) {
             const std::string run = dir.file("run" + std::to_string(T) + "_" + std::to_string(ranks));
             const std::string launch = ranks > 1 ? "mpirun --oversubscribe --allow-run-as-root -np 2 " : "";
-            ASSERT_EQ(run_command(launch + train_gpt_binary() + " --init-from '" + model + "' -x 0 --hellaswag '" +
-                                  fixture() + "' -t " + std::to_string(T) + " -b 3 -g 0 --threads 1 -o '" + run + "'", &out), 0)
+            ASSERT_EQ(
+                run_command(launch + train_gpt_binary() + " --init-from '" + model + "' -x 0 --hellaswag '" +
+                                fixture() + "' -t " + std::to_string(T) + " -b 3 -g 0 --threads 1 -o '" + run + "'",
+                            &out),
+                0)
                 << out;
             EXPECT_CONTAINS(out, "| hellaswag acc_norm");
             if (T == 24) {
@@ -132,14 +146,17 @@ TEST(HellaSwag, TheDownloadScriptsFailCleanlyOffline) {
     ScratchDir dir;
     std::string output;
     const std::string out = dir.file("hs");
-    EXPECT_NE(run_command("OUT='" + out + "' URL=http://127.0.0.1:9/none " + repo_root() + "/dev/data/hellaswag.sh",
-                          &output), 0) << output;
+    EXPECT_NE(
+        run_command("OUT='" + out + "' URL=http://127.0.0.1:9/none " + repo_root() + "/dev/data/hellaswag.sh", &output),
+        0)
+        << output;
     EXPECT_CONTAINS(output, "hellaswag: error: the download of http://127.0.0.1:9/none failed");
     EXPECT_CONTAINS(output, "tests/data/hellaswag_fixture.jsonl");
     EXPECT_FALSE(file_exists(out)) << "no empty directory left";
     const std::string ts = dir.file("ts");
-    EXPECT_NE(run_command("OUT='" + ts + "' URL=http://127.0.0.1:9 " + repo_root() + "/dev/data/tinystories.sh", &output),
-              0) << output;
+    EXPECT_NE(
+        run_command("OUT='" + ts + "' URL=http://127.0.0.1:9 " + repo_root() + "/dev/data/tinystories.sh", &output), 0)
+        << output;
     EXPECT_CONTAINS(output, "tinystories: error:");
     EXPECT_FALSE(file_exists(ts)) << "no empty directory left";
 }

@@ -69,7 +69,8 @@ TEST(Rng, IsDeterministicAndWellDistributed) {
     EXPECT_NE(Rng(42).next_u64(), c.next_u64());
     // std::mt19937_64's 10000th output is fixed by the C++ standard
     Rng standard(5489u);
-    for (int i = 0; i < 9999; i++) standard.next_u64();
+    for (int i = 0; i < 9999; i++)
+        standard.next_u64();
     EXPECT_EQ(standard.next_u64(), 9981545732273789042ull);
     Rng r(1);
     const int n = 200000;
@@ -79,7 +80,7 @@ TEST(Rng, IsDeterministicAndWellDistributed) {
         sum += x;
         sum_sq += x * x;
     }
-    EXPECT_NEAR(sum / n, 0.0, 5.0 / std::sqrt(n));       // 5 standard errors
+    EXPECT_NEAR(sum / n, 0.0, 5.0 / std::sqrt(n));   // 5 standard errors
     EXPECT_NEAR(sum_sq / n, 1.0, 5.0 * std::sqrt(2.0 / n));
     std::set<uint64_t> seen;
     for (int i = 0; i < 1000; i++) {
@@ -124,7 +125,7 @@ std::optional<int> parse(std::vector<const char*> args, TrainConfig& cfg) {
     ::testing::internal::GetCapturedStdout();
     return rc;
 }
-}  // namespace
+}   // namespace
 
 TEST(Config, ParsesFlagsAndLaterFlagsWin) {
     TrainConfig cfg;
@@ -186,14 +187,15 @@ TEST(Config, RunPlanResolvesTheFlags) {
     cfg.precision = "fp8";
     cfg.fp8_gemms = "fc,fcproj";
     const RunPlan plan = resolve_run_plan(cfg, 2, 300);
-    EXPECT_EQ(plan.model.vocab_size, 300);           // from the tokenizer
-    EXPECT_EQ(plan.model.max_seq_len, 64);           // = seq_len
-    EXPECT_EQ(plan.grad_accum_steps, 2);             // 1024 / (4·64·2)
+    EXPECT_EQ(plan.model.vocab_size, 300);   // from the tokenizer
+    EXPECT_EQ(plan.model.max_seq_len, 64);   // = seq_len
+    EXPECT_EQ(plan.grad_accum_steps, 2);     // 1024 / (4·64·2)
     EXPECT_EQ(plan.tokens_per_step, 1024);
     EXPECT_EQ(plan.precision.fp8.gemms, (1u << kFc) | (1u << kFcproj));
     EXPECT_EQ(plan.checkpoint_dir, "out/checkpoints");
-    cfg.vocab_size = 200;                            // below the tokenizer's: refused, naming both
-    EXPECT_CONTAINS(error_of([&] { resolve_run_plan(cfg, 2, 300); }), "--vocab-size 200 is smaller than the tokenizer's 300");
+    cfg.vocab_size = 200;   // below the tokenizer's: refused, naming both
+    EXPECT_CONTAINS(error_of([&] { resolve_run_plan(cfg, 2, 300); }),
+                    "--vocab-size 200 is smaller than the tokenizer's 300");
 }
 
 TEST(ModelShape, DepthDialGivesGpt2Sizes) {
@@ -202,7 +204,8 @@ TEST(ModelShape, DepthDialGivesGpt2Sizes) {
     EXPECT_EQ(d12.n_head, 12);
     auto sizes = param_tensor_sizes(d12);
     size_t total = 0;
-    for (size_t s : sizes) total += s;
+    for (size_t s : sizes)
+        total += s;
     // GPT-2 small has 124,439,808 parameters with V = 50257; padding adds 47 rows of 768
     EXPECT_EQ(total, 124439808u + 47u * 768u);
     auto d48 = gpt_config_from_spec("d48", 50257, 1024);
@@ -237,7 +240,8 @@ TEST(Utils, FormatAndAtomicWriteAndMakeDirs) {
 TEST(Utils, OpenFileTakesOnlyRegularFilesAndNeverBlocks) {
     ScratchDir dir;
     write_text(dir.file("plain"), "abc");
-    for (const char* mode : {"rb", "r+", "ab", "wb"}) std::fclose(open_file(dir.file("plain"), mode));
+    for (const char* mode : {"rb", "r+", "ab", "wb"})
+        std::fclose(open_file(dir.file("plain"), mode));
     make_dirs(dir.file("sub"));
     ASSERT_EQ(mkfifo(dir.file("pipe").c_str(), 0644), 0);
     for (const char* mode : {"rb", "wb", "a"}) {
@@ -288,7 +292,8 @@ TEST(Divergence, TheStreakStopsAtTheLimitAndResumesFromItsSavedValue) {
     DivergenceMonitor resumed({3, 0, false}, m.state());
     const StepVerdict v = resumed.observe(4, NAN, INFINITY, false);
     EXPECT_EQ(v.kind, StepVerdict::kStop);
-    EXPECT_CONTAINS(v.message, "3 steps in a row had a non-finite loss or gradient norm (last: loss nan, norm inf, step 4)");
+    EXPECT_CONTAINS(v.message,
+                    "3 steps in a row had a non-finite loss or gradient norm (last: loss nan, norm inf, step 4)");
     EXPECT_EQ(m.observe(4, 5.0, 1.0, true).kind, StepVerdict::kOk) << "a finite step ends the streak";
     EXPECT_EQ(m.state().skip_streak, 0);
 }

@@ -40,7 +40,8 @@ struct Corpus {
     ScratchDir dir;
     Corpus() {
         std::string text;
-        for (int i = 0; i < 100; i++) text += "In the beginning was the word. ";
+        for (int i = 0; i < 100; i++)
+            text += "In the beginning was the word. ";
         std::vector<uint32_t> tokens(text.begin(), text.end());
         write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
         Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
@@ -54,7 +55,7 @@ struct Corpus {
 
 std::string prepare_text(const std::string& args) { return build_dir() + "/prepare_text " + args; }
 
-}  // namespace
+}   // namespace
 
 // ---- odd paths ---------------------------------------------------------------------------------
 
@@ -115,8 +116,8 @@ TEST(HostileInputs, ThreadCountsAreBounded) {
     expect_refused(run(c.train_gpt("-x 1 --threads 100000")), {"--threads", "100000", "1024"});
     EXPECT_FALSE(file_exists(c.dir.file("out")));
     write_text(c.dir.file("book.txt"), "In the beginning.\n");
-    const CommandResult r = run(prepare_text("--input '" + c.dir.file("book.txt") + "' --out-dir '" + c.dir.file("data") +
-                                      "' --threads 100000"));
+    const CommandResult r = run(prepare_text("--input '" + c.dir.file("book.txt") + "' --out-dir '" +
+                                             c.dir.file("data") + "' --threads 100000"));
     expect_refused(r, {"--threads", "100000", "1024"});
     EXPECT_FALSE(file_exists(c.dir.file("data")));
 }
@@ -190,7 +191,7 @@ struct Checkpointed {
     }
 };
 
-}  // namespace
+}   // namespace
 
 TEST(HostileInputs, ManifestValuesOfTheWrongTypeOrOutOfRangeAreRefused) {
     Checkpointed ck;
@@ -226,8 +227,9 @@ TEST(HostileInputs, ManifestValuesOfTheWrongTypeOrOutOfRangeAreRefused) {
         ck.set(k.pointer, k.value);
         const auto before = directory_snapshot(ck.c.dir.path);
         // --init-from reads the manifest and nothing else of the run
-        expect_refused(run(ck.c.train_gpt("-x 4 --init-from '" + ck.checkpoint + "' -o '" + ck.c.dir.file("fresh") + "'")),
-                       {ck.manifest_path, k.problem});
+        expect_refused(
+            run(ck.c.train_gpt("-x 4 --init-from '" + ck.checkpoint + "' -o '" + ck.c.dir.file("fresh") + "'")),
+            {ck.manifest_path, k.problem});
         EXPECT_EQ(directory_snapshot(ck.c.dir.path), before) << "nothing may be written or changed";
     }
 }
@@ -258,7 +260,8 @@ TEST(HostileInputs, ErrorsQuotingAFilesBytesPrintThemSafely) {
     // a header whose tensor name holds ESC (escaped in the JSON, raw once parsed)
     const std::string header = "{\"\\u001b[31mX\":{\"dtype\":\"F32\"}}";
     std::string file(8, '\0');
-    for (int i = 0; i < 8; i++) file[i] = (char)((header.size() >> (8 * i)) & 0xff);
+    for (int i = 0; i < 8; i++)
+        file[i] = (char)((header.size() >> (8 * i)) & 0xff);
     write_text(dir.file("hf/model.safetensors"), file + header);
     CommandResult r = run(train_gpt_binary() + " --init-from '" + dir.file("hf") + "' -x 0 -g 1");
     expect_refused(r, {dir.file("hf/model.safetensors") + ": tensor '\\x1b[31mX' lacks dtype"});
@@ -266,7 +269,8 @@ TEST(HostileInputs, ErrorsQuotingAFilesBytesPrintThemSafely) {
     // invalid UTF-8 in the header: the parser's message quotes it
     const std::string raw = "{\"\xff\x1b[2J\":1}";
     std::string file2(8, '\0');
-    for (int i = 0; i < 8; i++) file2[i] = (char)((raw.size() >> (8 * i)) & 0xff);
+    for (int i = 0; i < 8; i++)
+        file2[i] = (char)((raw.size() >> (8 * i)) & 0xff);
     write_text(dir.file("hf/model.safetensors"), file2 + raw);
     r = run(train_gpt_binary() + " --init-from '" + dir.file("hf") + "' -x 0 -g 1");
     expect_refused(r, {dir.file("hf/model.safetensors") + ": header is not valid JSON", "\xEF\xBF\xBD"});

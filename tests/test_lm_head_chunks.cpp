@@ -53,7 +53,7 @@ Pass run(Precision p, int chunks, const GPTConfig& cfg, const std::vector<float>
 
 class LmHeadChunks : public ::testing::TestWithParam<Precision> {};
 
-}  // namespace
+}   // namespace
 
 TEST_P(LmHeadChunks, SameLossesAndGradients) {
     const Precision p = GetParam();
@@ -76,7 +76,7 @@ TEST_P(LmHeadChunks, SameLossesAndGradients) {
     // ModesMatchFp32WithinFormatTolerances: √6·u(E5M2) per gradient tensor), so both the whole
     // and the chunked fp8 gradients are compared with fp32's, each within that bound.
     const int n = backward_chain_length(cfg.n_layer);
-    const double bound = p == Precision::FP32 ? std::sqrt(n) * reordered_fp32_sum(cfg.padded_vocab_size)
+    const double bound = p == Precision::FP32  ? std::sqrt(n) * reordered_fp32_sum(cfg.padded_vocab_size)
                          : p == Precision::FP8 ? std::sqrt(6.0) * kUnitRoundoffE5M2
                                                : std::sqrt(n) * one_flip(storage_unit_roundoff(p));
     const Pass fp32 = run(Precision::FP32, 1, cfg, init, tokens, B, T);
@@ -147,7 +147,8 @@ TEST(LmHeadChunksApi, NoLogitsWithoutTargets) {
 TEST(LmHeadChunksTrainer, SameRunSameLosses) {
     ScratchDir dir;
     std::string text;
-    for (int i = 0; i < 200; i++) text += "In the beginning was the word. ";
+    for (int i = 0; i < 200; i++)
+        text += "In the beginning was the word. ";
     const std::vector<uint32_t> tokens(text.begin(), text.end());
     write_shard(dir.file("tiny_train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
     write_shard(dir.file("tiny_val_000000.bin"), tokens.data(), 2000, 2);
@@ -156,15 +157,18 @@ TEST(LmHeadChunksTrainer, SameRunSameLosses) {
         const std::string out = dir.file("out" + chunks);
         std::string output;
         const int rc = run_command(train_gpt_binary() + " -i '" + dir.file("tiny_train_*.bin") + "' -j '" +
-                                       dir.file("tiny_val_*.bin") + "' -e d2 --n-embd 32 -b 2 -t 16 -m 2 -x 6 -v 0 "
-                                       "-g 0 -o '" + out + "' --lm-head-chunks " + chunks, &output);
+                                       dir.file("tiny_val_*.bin") +
+                                       "' -e d2 --n-embd 32 -b 2 -t 16 -m 2 -x 6 -v 0 "
+                                       "-g 0 -o '" +
+                                       out + "' --lm-head-chunks " + chunks,
+                                   &output);
         EXPECT_EQ(rc, 0) << output;
         return step_losses(out + "/log.jsonl");
     };
     const std::vector<double> whole = losses("1"), chunked = losses("3");
     ASSERT_EQ(whole.size(), 6u);
     ASSERT_EQ(chunked.size(), 6u);
-    EXPECT_EQ(chunked[0], whole[0]);   // before any update: the same loss exactly
+    EXPECT_EQ(chunked[0], whole[0]);                                    // before any update: the same loss exactly
     const GPTConfig cfg = gpt_config_from_spec("d2", 257, 16, 32, 2);   // -e d2 --n-embd 32, byte-level
     const double delta = std::sqrt(backward_chain_length(cfg.n_layer)) * reordered_fp32_sum(cfg.padded_vocab_size);
     const std::vector<double> bounds = trained_loss_bounds(whole, delta);

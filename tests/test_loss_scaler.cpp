@@ -15,7 +15,8 @@ TEST(LossScaler, DefaultsAreTwoToTheSixteenAndTwoThousandSteps) {
     LossScaler s;
     EXPECT_EQ(s.scale(), 65536.0f);
     EXPECT_EQ(s.inv_scale(), 0x1p-16f);
-    for (int i = 0; i < 1999; ++i) ASSERT_EQ(s.update(false).scale, 65536.0f) << "clean step " << i + 1;
+    for (int i = 0; i < 1999; ++i)
+        ASSERT_EQ(s.update(false).scale, 65536.0f) << "clean step " << i + 1;
     EXPECT_EQ(s.clean_streak(), 1999);
     LossScaleUpdate u = s.update(false);   // the 2000th clean step
     EXPECT_FALSE(u.skip);
@@ -44,36 +45,24 @@ TEST(LossScaler, HandComputedTable) {
         bool warn;
     };
     const std::vector<Row> rows = {
-        {false, false, 8, 1, 0, false},
-        {false, false, 8, 2, 0, false},
-        {false, false, 16, 0, 0, false},   // 3 clean: double
-        {true, true, 8, 0, 0, false},      // overflow: skip, halve
-        {false, false, 8, 1, 0, false},
-        {true, true, 4, 0, 0, false},      // an overflow restarts the clean count
-        {false, false, 4, 1, 0, false},
-        {false, false, 4, 2, 0, false},
-        {false, false, 8, 0, 0, false},
-        {false, false, 8, 1, 0, false},
-        {false, false, 8, 2, 0, false},
-        {false, false, 16, 0, 0, false},
-        {false, false, 16, 1, 0, false},
-        {false, false, 16, 2, 0, false},
+        {false, false, 8, 1, 0, false},  {false, false, 8, 2, 0, false},
+        {false, false, 16, 0, 0, false},                                 // 3 clean: double
+        {true, true, 8, 0, 0, false},                                    // overflow: skip, halve
+        {false, false, 8, 1, 0, false},  {true, true, 4, 0, 0, false},   // an overflow restarts the clean count
+        {false, false, 4, 1, 0, false},  {false, false, 4, 2, 0, false},
+        {false, false, 8, 0, 0, false},  {false, false, 8, 1, 0, false},
+        {false, false, 8, 2, 0, false},  {false, false, 16, 0, 0, false},
+        {false, false, 16, 1, 0, false}, {false, false, 16, 2, 0, false},
         {false, false, 32, 0, 0, false},   // reaches the ceiling
-        {false, false, 32, 1, 0, false},
-        {false, false, 32, 2, 0, false},
+        {false, false, 32, 1, 0, false}, {false, false, 32, 2, 0, false},
         {false, false, 32, 0, 0, false},   // would double: capped, the count restarts
-        {true, true, 16, 0, 0, false},
-        {true, true, 8, 0, 0, false},
-        {true, true, 4, 0, 0, false},
-        {true, true, 2, 0, 0, false},
-        {true, true, 1, 0, 1, false},      // at the floor
-        {true, true, 1, 0, 2, true},       // 2 steps at the floor: the warning, once
-        {true, true, 1, 0, 3, false},
-        {false, false, 1, 1, 4, false},
-        {false, false, 1, 2, 5, false},
-        {false, false, 2, 0, 0, false},    // recovered: off the floor
-        {true, true, 1, 0, 1, false},
-        {true, true, 1, 0, 2, true},       // a new stay at the floor warns again
+        {true, true, 16, 0, 0, false},   {true, true, 8, 0, 0, false},
+        {true, true, 4, 0, 0, false},    {true, true, 2, 0, 0, false},
+        {true, true, 1, 0, 1, false},   // at the floor
+        {true, true, 1, 0, 2, true},    // 2 steps at the floor: the warning, once
+        {true, true, 1, 0, 3, false},    {false, false, 1, 1, 4, false},
+        {false, false, 1, 2, 5, false},  {false, false, 2, 0, 0, false},   // recovered: off the floor
+        {true, true, 1, 0, 1, false},    {true, true, 1, 0, 2, true},      // a new stay at the floor warns again
     };
     int skipped = 0;
     for (size_t t = 0; t < rows.size(); ++t) {

@@ -50,20 +50,22 @@ Coord ptx_c(int laneid, int i) {
 
 bool same(Coord a, Coord b) { return a.row == b.row && a.col == b.col; }
 
-}  // namespace
+}   // namespace
 
 TEST(MmaFragments, AMatchesThePtxIsaLayout) {
     for (int lane = 0; lane < 32; lane++)
         for (int r = 0; r < mma::kARegs; r++)
             for (int e = 0; e < mma::kHalves; e++)
-                EXPECT_TRUE(same(mma::a_coord(lane, r, e), ptx_a(lane, 2 * r + e))) << "lane " << lane << " a" << 2 * r + e;
+                EXPECT_TRUE(same(mma::a_coord(lane, r, e), ptx_a(lane, 2 * r + e)))
+                    << "lane " << lane << " a" << 2 * r + e;
 }
 
 TEST(MmaFragments, BMatchesThePtxIsaLayout) {
     for (int lane = 0; lane < 32; lane++)
         for (int r = 0; r < mma::kBRegs; r++)
             for (int e = 0; e < mma::kHalves; e++)
-                EXPECT_TRUE(same(mma::b_coord(lane, r, e), ptx_b(lane, 2 * r + e))) << "lane " << lane << " b" << 2 * r + e;
+                EXPECT_TRUE(same(mma::b_coord(lane, r, e), ptx_b(lane, 2 * r + e)))
+                    << "lane " << lane << " b" << 2 * r + e;
 }
 
 TEST(MmaFragments, CMatchesThePtxIsaLayout) {
@@ -94,9 +96,12 @@ TEST(MmaFragments, EachFragmentCoversItsMatrixExactlyOnce) {
             c[x.row * 8 + x.col]++;
         }
     }
-    for (int n : a) EXPECT_EQ(n, 1);
-    for (int n : b) EXPECT_EQ(n, 1);
-    for (int n : c) EXPECT_EQ(n, 1);
+    for (int n : a)
+        EXPECT_EQ(n, 1);
+    for (int n : b)
+        EXPECT_EQ(n, 1);
+    for (int n : c)
+        EXPECT_EQ(n, 1);
 }
 
 // A row of C (or of A) lives in the 4 lanes of one quad: the softmax row max / sum reduce with
@@ -135,7 +140,8 @@ constexpr int kRowElems = flash::kHeadSize;   // the kernel's tiles: 64 16-bit e
 std::vector<int> swizzled_tile(int rows) {
     std::vector<int> smem((size_t)rows * kRowElems, -1);
     for (int r = 0; r < rows; r++)
-        for (int c = 0; c < kRowElems; c++) smem[mma::swizzled_offset(r, c, kRowElems)] = r * kRowElems + c;
+        for (int c = 0; c < kRowElems; c++)
+            smem[mma::swizzled_offset(r, c, kRowElems)] = r * kRowElems + c;
     return smem;
 }
 
@@ -161,7 +167,7 @@ void kernel_addresses(int addr[32], mma::X4 x, int row0, int col0) {
     }
 }
 
-}  // namespace
+}   // namespace
 
 // One 8×8 matrix: the per-lane layout the PTX ISA documents for ldmatrix .m8n8 .b16 ("each thread
 // in a warp loads fragments of a row, with thread 0 receiving the first fragment …; a group of four
@@ -262,14 +268,15 @@ TEST(MmaFragments, SwizzleIsABijectionWithinEachRow) {
                 // chunks move whole: the 8 elements of a chunk stay contiguous and in order
                 EXPECT_EQ(o % 8, c % 8);
             }
-        for (int h : hits) EXPECT_EQ(h, 1);
+        for (int h : hits)
+            EXPECT_EQ(h, 1);
     }
 }
 
 namespace {
 // The 4-bank group (of 8 per 128 bytes) of a 16-byte chunk at element offset o (16-bit elements).
 int bank_group(int o) { return (o * 2 / 16) % 8; }
-}  // namespace
+}   // namespace
 
 // Every ldmatrix phase the kernel issues (8 row addresses of one matrix) hits 8 different bank
 // groups: the 128 bytes come in one shared-memory wavefront, for all three arrangements and every
@@ -282,9 +289,10 @@ TEST(MmaFragments, LdmatrixPhasesAreBankConflictFree) {
                 kernel_addresses(addr, x, row0, col0);
                 for (int j = 0; j < 4; j++) {
                     std::set<int> groups;
-                    for (int l = 8 * j; l < 8 * j + 8; l++) groups.insert(bank_group(addr[l]));
-                    EXPECT_EQ(groups.size(), 8u) << "arrangement " << int(x) << " region (" << row0 << ", " << col0
-                                                 << ") matrix " << j;
+                    for (int l = 8 * j; l < 8 * j + 8; l++)
+                        groups.insert(bank_group(addr[l]));
+                    EXPECT_EQ(groups.size(), 8u)
+                        << "arrangement " << int(x) << " region (" << row0 << ", " << col0 << ") matrix " << j;
                 }
             }
 }
@@ -318,7 +326,8 @@ TEST(MmaFragments, TileLoadWritesAreBankConflictFreeAndCoverTheTile) {
         }
         EXPECT_EQ(groups.size(), 8u);
     }
-    for (int h : hits) EXPECT_EQ(h, 1);
+    for (int h : hits)
+        EXPECT_EQ(h, 1);
 }
 
 // The E5M2 cast of the flash backward's output tile (attention_flash_tiling.h, grad_tile): the
@@ -332,9 +341,11 @@ TEST(GradTile, TransposedChunksCoverTheTileOnceWithoutBankConflicts) {
     for (int i = 0; i < gt::kChunks; i++) {
         const auto at = gt::chunk(i);
         ASSERT_EQ(at.row % gt::kChunk, 0);
-        for (int k = 0; k < gt::kChunk; k++) seen[(at.row + k) * gt::kCols + at.col]++;
+        for (int k = 0; k < gt::kChunk; k++)
+            seen[(at.row + k) * gt::kCols + at.col]++;
     }
-    for (int count : seen) EXPECT_EQ(count, 1);
+    for (int count : seen)
+        EXPECT_EQ(count, 1);
     for (int warp = 0; warp < gt::kChunks / 32; warp++) {
         for (int k = 0; k < gt::kChunk; k++) {
             std::set<int> words;
@@ -344,7 +355,8 @@ TEST(GradTile, TransposedChunksCoverTheTileOnceWithoutBankConflicts) {
                 const int byte = gt::smem_offset(at.row + k, at.col);
                 words_of_bank[(byte / 4) % 32].insert(byte / 4);
             }
-            for (const auto& [bank, w] : words_of_bank) EXPECT_EQ(w.size(), 1u) << "warp " << warp << " byte " << k;
+            for (const auto& [bank, w] : words_of_bank)
+                EXPECT_EQ(w.size(), 1u) << "warp " << warp << " byte " << k;
         }
     }
     // the pair writes of one (n-tile, half): lane's row = lane / 4 (+8 for the second half),
@@ -359,7 +371,8 @@ TEST(GradTile, TransposedChunksCoverTheTileOnceWithoutBankConflicts) {
                     words_of_bank[(byte / 4) % 32].insert(byte / 4);
                 }
             }
-            for (const auto& [bank, w] : words_of_bank) EXPECT_EQ(w.size(), 1u) << "n-tile " << nt << " half " << half;
+            for (const auto& [bank, w] : words_of_bank)
+                EXPECT_EQ(w.size(), 1u) << "n-tile " << nt << " half " << half;
         }
     }
 }

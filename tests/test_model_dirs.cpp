@@ -38,23 +38,33 @@ nlohmann::json last_json(const std::string& output) {
 
 const char* kText = "And God said, Let there be light: and there was light.\n";
 
-}  // namespace
+}   // namespace
 
 TEST(ModelDirs, AStepDirectoryIsACompleteTransformersModelWithItsTokenizer) {
     ScratchDir dir;
     std::string text;
-    for (int i = 0; i < 80; i++) text += kText + std::string("And the evening and the morning were the first day.\n");
+    for (int i = 0; i < 80; i++)
+        text += kText + std::string("And the evening and the morning were the first day.\n");
     write_text(dir.file("book.txt"), text);
     std::string out;
-    ASSERT_EQ(run_command(build_dir() + "/prepare_text --input '" + dir.file("book.txt") + "' --out-dir '" + dir.file("d") +
-                          "' --name d --tokenizer bpe --vocab-size 300", &out), 0) << out;
+    ASSERT_EQ(run_command(build_dir() + "/prepare_text --input '" + dir.file("book.txt") + "' --out-dir '" +
+                              dir.file("d") + "' --name d --tokenizer bpe --vocab-size 300",
+                          &out),
+              0)
+        << out;
     // bf16 without master weights: the checkpoint's weights are exactly its BF16 safetensors, so
     // the engine (FP32 from them) and transformers compute on identical parameters
-    ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("d/d_train_*.bin") + "' -j '' -e d2 --n-embd 32 -b 2 "
-                          "-t 16 -x 6 -l 3e-3 -p bf16 --master-weights false --checkpoint-every 6 -g 0 --threads 1 -o '" +
-                          dir.file("out") + "'", &out), 0) << out;
+    ASSERT_EQ(
+        run_command(train_gpt_binary() + " -i '" + dir.file("d/d_train_*.bin") +
+                        "' -j '' -e d2 --n-embd 32 -b 2 "
+                        "-t 16 -x 6 -l 3e-3 -p bf16 --master-weights false --checkpoint-every 6 -g 0 --threads 1 -o '" +
+                        dir.file("out") + "'",
+                    &out),
+        0)
+        << out;
     const std::string step = dir.file("out/checkpoints/step_00000006");
-    for (const char* f : {"tokenizer.bin", "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
+    for (const char* f :
+         {"tokenizer.bin", "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}) {
         EXPECT_TRUE(file_exists(step + "/" + f)) << f;
     }
     const std::string prompt = "And God said";
@@ -74,7 +84,10 @@ TEST(ModelDirs, AStepDirectoryIsACompleteTransformersModelWithItsTokenizer) {
                "        seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))\n"
                "print(json.dumps({'ids': ids, 'slow_ids': slow, 'piped': piped, 'greedy': tok.decode(seq),\n"
                "                  'eos': tok.eos_token_id, 'decoded': tok.decode(ids)}))\n");
-    ASSERT_EQ(run_command(python_binary() + " '" + dir.file("hf.py") + "' '" + step + "' '" + kText + "' '" + prompt + "'", &out), 0)
+    ASSERT_EQ(
+        run_command(python_binary() + " '" + dir.file("hf.py") + "' '" + step + "' '" + kText + "' '" + prompt + "'",
+                    &out),
+        0)
         << "transformers is required (scripts/setup.sh --test): " << out;
     const nlohmann::json hf = last_json(out);
     const Tokenizer ours = Tokenizer::load(step + "/tokenizer.bin");
@@ -85,8 +98,12 @@ TEST(ModelDirs, AStepDirectoryIsACompleteTransformersModelWithItsTokenizer) {
     EXPECT_EQ(hf["piped"].get<std::string>().rfind(prompt, 0), 0u) << hf["piped"];
 
     // the engine's greedy sample through its KV cache: transformers' tokens
-    ASSERT_EQ(run_command(train_gpt_binary() + " --init-from '" + step + "' -x 0 --temperature 0 -g 12 --sample-prompt '" +
-                          prompt + "' -o '" + dir.file("sample") + "'", &out), 0) << out;
+    ASSERT_EQ(
+        run_command(train_gpt_binary() + " --init-from '" + step + "' -x 0 --temperature 0 -g 12 --sample-prompt '" +
+                        prompt + "' -o '" + dir.file("sample") + "'",
+                    &out),
+        0)
+        << out;
     const auto samples = log_records(dir.file("sample/log.jsonl"), "sample");
     ASSERT_EQ(samples.size(), 1u);
     EXPECT_EQ(samples[0]["text"], hf["greedy"]);
@@ -97,13 +114,15 @@ TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining
     // byte-level val data with the tokenizer beside it, and its first 2 batches of B=2 windows
     // of T+1 = 17 tokens as the val loader cuts them, for transformers
     std::string text;
-    for (int i = 0; i < 40; i++) text += kText;
+    for (int i = 0; i < 40; i++)
+        text += kText;
     std::vector<uint32_t> tokens(text.begin(), text.end());
     make_dirs(dir.file("d"));
     write_shard(dir.file("d/val_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
     Tokenizer::byte_level().save(dir.file("d/tokenizer.bin"));
     std::vector<int32_t> windows;
-    for (int k = 0; k < 4; k++) windows.insert(windows.end(), tokens.begin() + k * 16, tokens.begin() + k * 16 + 17);
+    for (int k = 0; k < 4; k++)
+        windows.insert(windows.end(), tokens.begin() + k * 16, tokens.begin() + k * 16 + 17);
     FILE* f = open_file(dir.file("windows.bin"), "wb");
     write_exact(windows.data(), 4, windows.size(), f, dir.file("windows.bin"));
     std::fclose(f);
@@ -122,10 +141,16 @@ TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining
                "cfg.activation_function = 'relu'\n"
                "GPT2LMHeadModel(cfg).save_pretrained(sys.argv[3])\n");
     std::string out;
-    ASSERT_EQ(run_command(python_binary() + " '" + dir.file("make.py") + "' '" + dir.file("lm") + "' '" + dir.file("base") + "' '" +
-                          dir.file("relu") + "'", &out), 0) << "transformers is required: " << out;
+    ASSERT_EQ(run_command(python_binary() + " '" + dir.file("make.py") + "' '" + dir.file("lm") + "' '" +
+                              dir.file("base") + "' '" + dir.file("relu") + "'",
+                          &out),
+              0)
+        << "transformers is required: " << out;
     ASSERT_EQ(run_command(python_binary() + " " + repo_root() + "/dev/reference/hf_eval.py '" + dir.file("lm") + "' '" +
-                          dir.file("windows.bin") + "' 2 16", &out), 0) << out;
+                              dir.file("windows.bin") + "' 2 16",
+                          &out),
+              0)
+        << out;
     const double hf_loss = last_json(out)["loss"].get<double>();
     const double bound = fp32_loss_bound(gpt_config_from_spec("d2", 257, 64, 32, 2), 16,
                                          last_json(out)["max_abs_logit"].get<double>(), hf_loss);
@@ -134,7 +159,9 @@ TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining
         SCOPED_TRACE(model);
         const std::string run = dir.file(std::string("eval_") + model);
         ASSERT_EQ(run_command("cd '" + dir.path + "' && " + train_gpt_binary() + " --init-from '" + dir.file(model) +
-                              "' -x 0 -j '" + dir.file("d/val_*.bin") + "' -b 2 -t 16 -m 2 -g 0 -o '" + run + "'", &out), 0)
+                                  "' -x 0 -j '" + dir.file("d/val_*.bin") + "' -b 2 -t 16 -m 2 -g 0 -o '" + run + "'",
+                              &out),
+                  0)
             << out;
         EXPECT_CONTAINS(out, "initialised from the weights of transformers model " + dir.file(model));
         const auto vals = log_records(run + "/log.jsonl", "val");
@@ -146,8 +173,11 @@ TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining
         EXPECT_EQ(config["max_seq_len"].get<int>(), 64);
     }
     // fine-tuning from it: two steps of training
-    ASSERT_EQ(run_command(train_gpt_binary() + " --init-from '" + dir.file("lm") + "' -x 2 -i '" + dir.file("d/val_*.bin") +
-                          "' -j '' -b 2 -t 16 -g 0 -o '" + dir.file("tune") + "'", &out), 0) << out;
+    ASSERT_EQ(run_command(train_gpt_binary() + " --init-from '" + dir.file("lm") + "' -x 2 -i '" +
+                              dir.file("d/val_*.bin") + "' -j '' -b 2 -t 16 -g 0 -o '" + dir.file("tune") + "'",
+                          &out),
+              0)
+        << out;
     EXPECT_EQ(log_records(dir.file("tune/log.jsonl"), "step").size(), 2u);
     // what the engine cannot compute, and what is not a model
     EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("relu") + "' -x 0 -g 0", &out), 0);
@@ -161,7 +191,8 @@ TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining
     EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("d") + "' -x 0 -g 0", &out), 0);
     EXPECT_CONTAINS(out, "--init-from " + dir.file("d") + ": not a checkpoint");
     EXPECT_NE(run_command(train_gpt_binary() + " --init-from '" + dir.file("lm") + "' -e d4 -x 0 -g 0", &out), 0);
-    EXPECT_CONTAINS(out, "--model: the model the run starts from (" + dir.file("lm") + ") has n_layer 2, the flags make 4");
+    EXPECT_CONTAINS(out,
+                    "--model: the model the run starts from (" + dir.file("lm") + ") has n_layer 2, the flags make 4");
 }
 
 // The shape a config.json or a manifest claims is checked against the weights' headers before a
@@ -171,18 +202,25 @@ TEST(ModelDirs, InitFromTakesATransformersDirectoryAndEvaluatesItWithoutTraining
 TEST(ModelDirs, AConfigsShapeIsCheckedAgainstTheWeightsBeforeAnythingIsAllocated) {
     ScratchDir dir;
     std::string text;
-    for (int i = 0; i < 60; i++) text += kText;
+    for (int i = 0; i < 60; i++)
+        text += kText;
     const std::vector<uint32_t> tokens(text.begin(), text.end());
     make_dirs(dir.file("d"));
     write_shard(dir.file("d/t_train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
     Tokenizer::byte_level().save(dir.file("d/tokenizer.bin"));
     std::string out;
-    ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("d/t_train_*.bin") + "' -j '' -e d2 --n-embd 32 -b 2 "
-                          "-t 16 -x 2 --checkpoint-every 2 -g 0 --threads 1 -o '" + dir.file("out") + "'", &out), 0) << out;
+    ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + dir.file("d/t_train_*.bin") +
+                              "' -j '' -e d2 --n-embd 32 -b 2 "
+                              "-t 16 -x 2 --checkpoint-every 2 -g 0 --threads 1 -o '" +
+                              dir.file("out") + "'",
+                          &out),
+              0)
+        << out;
     const std::string step = dir.file("out/checkpoints/step_00000002");
     // a transformers directory: the step's config.json and weights without its manifest
     const std::string hf = dir.file("hf");
-    ASSERT_EQ(run_command("mkdir '" + hf + "' && cp '" + step + "'/config.json '" + step + "'/model* '" + hf + "/'", &out), 0)
+    ASSERT_EQ(
+        run_command("mkdir '" + hf + "' && cp '" + step + "'/config.json '" + step + "'/model* '" + hf + "/'", &out), 0)
         << out;
     const nlohmann::json config = nlohmann::json::parse(read_text(hf + "/config.json"));
     auto init_from = [&](const std::string& model) {

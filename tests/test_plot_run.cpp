@@ -40,17 +40,18 @@ std::string panel_line(const std::string& output, const std::string& panel) {
     return output.substr(at + key.size(), output.find('\n', at) - at - key.size());
 }
 
-}  // namespace
+}   // namespace
 
 TEST(PlotRun, WritesAPngOfTheLossLearningRateNormAndPrecisionTelemetry) {
     ScratchDir dir;
     std::string text;
-    for (int i = 0; i < 300; i++) text += "In the beginning was the word. ";
+    for (int i = 0; i < 300; i++)
+        text += "In the beginning was the word. ";
     std::vector<uint32_t> tokens(text.begin(), text.end());
     write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
     Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
-    const std::string base = train_gpt_binary() + " -i '" + dir.file("train_*.bin") + "' -j '" + dir.file("train_*.bin") +
-                             "' -e d2 --n-embd 32 -b 2 -t 16 -m 1 -v 2 -g 0 --threads 1 ";
+    const std::string base = train_gpt_binary() + " -i '" + dir.file("train_*.bin") + "' -j '" +
+                             dir.file("train_*.bin") + "' -e d2 --n-embd 32 -b 2 -t 16 -m 1 -v 2 -g 0 --threads 1 ";
     std::string out;
     ASSERT_EQ(run_command(base + "-x 4 -p fp16 --checkpoint-every 2 -o '" + dir.file("fp16") + "'", &out), 0) << out;
     ASSERT_EQ(run_command(base + "-x 8 -p fp16 --resume -o '" + dir.file("fp16") + "'", &out), 0) << out;
@@ -65,20 +66,24 @@ TEST(PlotRun, WritesAPngOfTheLossLearningRateNormAndPrecisionTelemetry) {
     const size_t vals = log_records(dir.file("fp16/log.jsonl"), "val").size();
     ASSERT_EQ(steps, 8u);
     ASSERT_GE(vals, 4u);
-    EXPECT_EQ(panel_line(out, "loss"), format("train loss %zu, val loss %zu | 1 resume | legend: train loss, val loss", steps, vals));
+    EXPECT_EQ(panel_line(out, "loss"),
+              format("train loss %zu, val loss %zu | 1 resume | legend: train loss, val loss", steps, vals));
     EXPECT_EQ(panel_line(out, "lr"), format("lr %zu | 1 resume", steps));
     EXPECT_EQ(panel_line(out, "norm"), format("grad norm %zu | 1 resume", steps));
     EXPECT_EQ(panel_line(out, "scale"), format("loss scale %zu | 1 resume", steps));
     EXPECT_EQ(panel_line(out, "amax"), "(no panel amax)") << "no FP8 telemetry in an fp16 run";
 
-    ASSERT_EQ(run_command(plot + "'" + dir.file("fp8/log.jsonl") + "' -o '" + dir.file("fp8.png") + "'", &out), 0) << out;
+    ASSERT_EQ(run_command(plot + "'" + dir.file("fp8/log.jsonl") + "' -o '" + dir.file("fp8.png") + "'", &out), 0)
+        << out;
     expect_png(dir.file("fp8.png"), 800, 1200);   // five panels: loss, lr, norm, amax, saturation
     // one series per scaled tensor (2 layers × 4 GEMMs × x, w, dy), a point per telemetry record
     std::map<std::string, int> records_per_tensor;
-    for (const auto& r : log_records(dir.file("fp8/log.jsonl"), "fp8")) records_per_tensor[r["tensor"].get<std::string>()]++;
+    for (const auto& r : log_records(dir.file("fp8/log.jsonl"), "fp8"))
+        records_per_tensor[r["tensor"].get<std::string>()]++;
     ASSERT_EQ(records_per_tensor.size(), 24u);
     std::string series;
-    for (const auto& [tensor, n] : records_per_tensor) series += (series.empty() ? "" : ", ") + tensor + " " + std::to_string(n);
+    for (const auto& [tensor, n] : records_per_tensor)
+        series += (series.empty() ? "" : ", ") + tensor + " " + std::to_string(n);
     // a legend of operands (colour) and GEMMs (line style), whatever the number of layers (before: none past 12 tensors)
     const std::string legend = " | legend: x, w, dy, qkv, attproj, fc, fcproj";
     EXPECT_EQ(panel_line(out, "amax"), series + " | 0 resumes" + legend);

@@ -50,11 +50,15 @@ TEST(Precision, LossScalingKeepsGradientsBelowFp16SmallestSubnormal) {
     const int N = 4, V = 6, Vp = 8, C = 3;
     Rng rng(3);
     std::vector<float> logits32(N * Vp), inp32(N * C);
-    for (float& x : logits32) x = (float)rng.normal();
-    for (float& x : inp32) x = (float)rng.normal();
+    for (float& x : logits32)
+        x = (float)rng.normal();
+    for (float& x : inp32)
+        x = (float)rng.normal();
     std::vector<fp16> logits16(N * Vp), inp16(N * C);
-    for (int i = 0; i < N * Vp; i++) logits16[i] = fp16::from_float(logits32[i]);
-    for (int i = 0; i < N * C; i++) inp16[i] = fp16::from_float(inp32[i]);
+    for (int i = 0; i < N * Vp; i++)
+        logits16[i] = fp16::from_float(logits32[i]);
+    for (int i = 0; i < N * C; i++)
+        inp16[i] = fp16::from_float(inp32[i]);
     std::vector<int32_t> targets = {0, 5, 2, 3};
     const float dloss = 1e-8f, S = 65536.0f;
     std::vector<float> losses(N);
@@ -64,17 +68,20 @@ TEST(Precision, LossScalingKeepsGradientsBelowFp16SmallestSubnormal) {
         k::fused_classifier<fp16>(dlogits.data(), losses.data(), logits16.data(), targets.data(), N, V, Vp,
                                   dloss * scale);
         std::vector<float> dweight(Vp * C, 0.0f);
-        k::matmul_backward<fp16>(dinp.data(), dweight.data(), nullptr, dlogits.data(), inp16.data(), weight.data(),
-                                 N, C, Vp);
-        for (float& g : dweight) g /= scale;
+        k::matmul_backward<fp16>(dinp.data(), dweight.data(), nullptr, dlogits.data(), inp16.data(), weight.data(), N,
+                                 C, Vp);
+        for (float& g : dweight)
+            g /= scale;
         return dweight;
     };
     std::vector<float> unscaled = weight_gradient(1.0f), scaled = weight_gradient(S);
     // the fp32 reference: same maths in float
     std::vector<float> dlogits_ref(N * Vp), dinp_ref(N * C), weight_ref(Vp * C, fp16::from_float(0.1f).to_float());
     std::vector<float> logits_ref(N * Vp), inp_ref(N * C), dweight_ref(Vp * C, 0.0f);
-    for (int i = 0; i < N * Vp; i++) logits_ref[i] = logits16[i].to_float();
-    for (int i = 0; i < N * C; i++) inp_ref[i] = inp16[i].to_float();
+    for (int i = 0; i < N * Vp; i++)
+        logits_ref[i] = logits16[i].to_float();
+    for (int i = 0; i < N * C; i++)
+        inp_ref[i] = inp16[i].to_float();
     k::fused_classifier<float>(dlogits_ref.data(), losses.data(), logits_ref.data(), targets.data(), N, V, Vp, dloss);
     k::matmul_backward<float>(dinp_ref.data(), dweight_ref.data(), nullptr, dlogits_ref.data(), inp_ref.data(),
                               weight_ref.data(), N, C, Vp);
@@ -92,7 +99,8 @@ TEST(Precision, LossScalingKeepsGradientsBelowFp16SmallestSubnormal) {
     for (int v = 0; v < Vp; v++) {
         for (int c = 0; c < C; c++) {
             double terms = 0;
-            for (int i = 0; i < N; i++) terms += std::fabs((double)dlogits_ref[i * Vp + v] * inp_ref[i * C + c]);
+            for (int i = 0; i < N; i++)
+                terms += std::fabs((double)dlogits_ref[i * Vp + v] * inp_ref[i * C + c]);
             const double bound = (kUnitRoundoffFp16 + (N + 1) * kUnitRoundoffFp32) * terms;
             EXPECT_LE(std::fabs(scaled[v * C + c] - dweight_ref[v * C + c]), bound) << v << ", " << c;
         }
@@ -104,7 +112,8 @@ struct TinyRun {
     ScratchDir dir;
     TinyRun() {
         std::string text;
-        for (int i = 0; i < 200; i++) text += "And God said, Let there be light. ";
+        for (int i = 0; i < 200; i++)
+            text += "And God said, Let there be light. ";
         std::vector<uint32_t> tokens(text.begin(), text.end());
         write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
         Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
@@ -114,7 +123,7 @@ struct TinyRun {
                dir.file("tokenizer.bin") + "' -e d2 --n-embd 32 -b 2 -t 16 -g 0 -o '" + dir.file("out") + "' " + extra;
     }
 };
-}  // namespace
+}   // namespace
 
 TEST(Precision, InjectedInfGradientSkipsTheStepHalvesTheLossScaleAndTrainingContinues) {
     TinyRun run;
@@ -163,12 +172,14 @@ TEST(Fp8Kernels, CastWithTransposeWritesBothLayoutsOfOneCast) {
     const int rows = 7, cols = 5;
     Rng rng(3);
     std::vector<float> x(rows * cols);
-    for (float& v : x) v = (float)(300.0 * rng.normal());
+    for (float& v : x)
+        v = (float)(300.0 * rng.normal());
     x[4] = NAN;
     std::vector<fp8e4m3> q_ref(x.size()), q(x.size()), qt(x.size()), qt_only(x.size());
     const Fp8CastStats ref = k::quantize_fp8(q_ref.data(), x.data(), x.size(), 0.5f);
     const Fp8CastStats both = k::quantize_transpose_fp8(q.data(), qt.data(), x.data(), rows, cols, 0.5f);
-    const Fp8CastStats only = k::quantize_transpose_fp8<float, fp8e4m3>(nullptr, qt_only.data(), x.data(), rows, cols, 0.5f);
+    const Fp8CastStats only =
+        k::quantize_transpose_fp8<float, fp8e4m3>(nullptr, qt_only.data(), x.data(), rows, cols, 0.5f);
     for (int r = 0; r < rows; r++) {
         for (int c = 0; c < cols; c++) {
             EXPECT_EQ(q[r * cols + c].bits, q_ref[r * cols + c].bits);
@@ -193,14 +204,20 @@ TEST(Fp8Kernels, FusedCastsCastTheProducersRoundedOutput) {
     const size_t n = (size_t)rows * cols;
     Rng rng(11);
     std::vector<bf16> x(n), w(cols), b(cols), dout(n), dinp(n);
-    for (bf16& v : x) v = bf16::from_float((float)(2.0 * rng.normal()));
-    for (bf16& v : w) v = bf16::from_float((float)(1.0 + 0.3 * rng.normal()));
-    for (bf16& v : b) v = bf16::from_float((float)(0.2 * rng.normal()));
-    for (bf16& v : dout) v = bf16::from_float((float)(1e-3 * rng.normal()));
-    for (bf16& v : dinp) v = bf16::from_float((float)(1e-3 * rng.normal()));
+    for (bf16& v : x)
+        v = bf16::from_float((float)(2.0 * rng.normal()));
+    for (bf16& v : w)
+        v = bf16::from_float((float)(1.0 + 0.3 * rng.normal()));
+    for (bf16& v : b)
+        v = bf16::from_float((float)(0.2 * rng.normal()));
+    for (bf16& v : dout)
+        v = bf16::from_float((float)(1e-3 * rng.normal()));
+    for (bf16& v : dinp)
+        v = bf16::from_float((float)(1e-3 * rng.normal()));
     auto cast_of = [&](const std::vector<float>& values, float scale) {   // bf16-rounded values, then the cast
         std::vector<fp8e4m3> q(n);
-        for (size_t i = 0; i < n; i++) q[i] = fp8e4m3::from_float(bf16::from_float(values[i]).to_float() * scale);
+        for (size_t i = 0; i < n; i++)
+            q[i] = fp8e4m3::from_float(bf16::from_float(values[i]).to_float() * scale);
         return q;
     };
     auto expect_cast = [&](const std::vector<fp8e4m3>& q, const std::vector<fp8e4m3>& qt,
@@ -231,7 +248,8 @@ TEST(Fp8Kernels, FusedCastsCastTheProducersRoundedOutput) {
         std::vector<bf16> y(n);
         std::vector<float> mean(rows), rstd(rows), mean_f(rows), rstd_f(rows), yf(n);
         k::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, cols);
-        for (size_t i = 0; i < n; i++) yf[i] = y[i].to_float();
+        for (size_t i = 0; i < n; i++)
+            yf[i] = y[i].to_float();
         std::vector<fp8e4m3> q(n), qt(n);
         k::layernorm_forward_fp8(q.data(), qt.data(), mean_f.data(), rstd_f.data(), x.data(), w.data(), b.data(), rows,
                                  cols, scale);
@@ -260,7 +278,8 @@ TEST(Fp8Kernels, FusedCastsCastTheProducersRoundedOutput) {
         std::vector<bf16> y(n);
         k::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, cols);
         std::vector<bf16> start(n), ref(n);
-        for (bf16& d : start) d = bf16::from_float((float)(1e-3 * rng.normal()));
+        for (bf16& d : start)
+            d = bf16::from_float((float)(1e-3 * rng.normal()));
         ref = start;
         std::vector<float> dw_ref(cols, 0.5f), db_ref(cols, -0.5f), sums_ref(cols, 0.25f);
         std::vector<float> dw = dw_ref, db = db_ref, sums = sums_ref;
@@ -284,10 +303,13 @@ TEST(Fp8Kernels, FusedCastsCastTheProducersRoundedOutput) {
     }
     {   // AdamW: the update as adamw_update, then the E4M3 cast of the new bf16 working weights
         std::vector<float> master(n), m(n, 1e-4f), v(n, 1e-6f), grads(n);
-        for (float& p : master) p = (float)(0.02 * rng.normal());
-        for (float& gr : grads) gr = (float)(1e-2 * rng.normal());
+        for (float& p : master)
+            p = (float)(0.02 * rng.normal());
+        for (float& gr : grads)
+            gr = (float)(1e-2 * rng.normal());
         std::vector<bf16> working(n);
-        for (size_t i = 0; i < n; i++) working[i] = bf16::from_float(master[i]);
+        for (size_t i = 0; i < n; i++)
+            working[i] = bf16::from_float(master[i]);
         std::vector<float> master_ref = master, m_ref = m, v_ref = v;
         std::vector<bf16> working_ref = working;
         k::adamw_update(master_ref.data(), working_ref.data(), m_ref.data(), v_ref.data(), grads.data(), n, 1e-3f, 0.9f,
@@ -312,7 +334,8 @@ TEST(Fp8Kernels, GemmsAreScaledFp8ProductsAccumulatedInFp32) {
     const int N = 5, C = 16, OC = 3;
     Rng rng(9);
     auto rand_q = [&](auto* q, size_t n, float range) {
-        for (size_t i = 0; i < n; i++) q[i] = std::remove_pointer_t<decltype(q)>::from_float((float)(range * rng.normal()));
+        for (size_t i = 0; i < n; i++)
+            q[i] = std::remove_pointer_t<decltype(q)>::from_float((float)(range * rng.normal()));
     };
     std::vector<fp8e4m3> xq(N * C), wq(OC * C);
     std::vector<fp8e5m2> dyq(N * OC);
@@ -320,7 +343,8 @@ TEST(Fp8Kernels, GemmsAreScaledFp8ProductsAccumulatedInFp32) {
     rand_q(wq.data(), wq.size(), 100.0f);
     rand_q(dyq.data(), dyq.size(), 1000.0f);
     std::vector<float> bias = {0.5f, -1.0f, 2.0f}, dy(N * OC);
-    for (int i = 0; i < N * OC; i++) dy[i] = dyq[i].to_float() / 64.0f;
+    for (int i = 0; i < N * OC; i++)
+        dy[i] = dyq[i].to_float() / 64.0f;
     const float sx = 8.0f, sw = 16.0f, sdy = 64.0f;   // powers of two: every rescaling is exact
 
     std::vector<float> out(N * OC);
@@ -330,7 +354,8 @@ TEST(Fp8Kernels, GemmsAreScaledFp8ProductsAccumulatedInFp32) {
     auto transposed = [](const auto& a, int rows, int cols) {
         std::remove_const_t<std::remove_reference_t<decltype(a)>> t(a.size());
         for (int r = 0; r < rows; r++) {
-            for (int c = 0; c < cols; c++) t[(size_t)c * rows + r] = a[(size_t)r * cols + c];
+            for (int c = 0; c < cols; c++)
+                t[(size_t)c * rows + r] = a[(size_t)r * cols + c];
         }
         return t;
     };
@@ -354,17 +379,15 @@ TEST(Fp8Kernels, GemmsAreScaledFp8ProductsAccumulatedInFp32) {
     };
     for (int i = 0; i < N; i++) {
         for (int o = 0; o < OC; o++) {
-            const auto [ref, terms] = sum_of(C, [&](int c) {
-                return (double)xq[i * C + c].to_float() * wq[o * C + c].to_float() / (sx * sw);
-            });
+            const auto [ref, terms] = sum_of(
+                C, [&](int c) { return (double)xq[i * C + c].to_float() * wq[o * C + c].to_float() / (sx * sw); });
             EXPECT_NEAR(out[i * OC + o], ref + bias[o], (C + 1) * u * (terms + std::fabs(bias[o])));
         }
     }
     for (int i = 0; i < N; i++) {
         for (int c = 0; c < C; c++) {
-            const auto [ref, terms] = sum_of(OC, [&](int o) {
-                return (double)dyq[i * OC + o].to_float() * wq[o * C + c].to_float() / (sdy * sw);
-            });
+            const auto [ref, terms] = sum_of(
+                OC, [&](int o) { return (double)dyq[i * OC + o].to_float() * wq[o * C + c].to_float() / (sdy * sw); });
             EXPECT_NEAR(dinp[i * C + c], ref, (OC + 1) * u * terms);
         }
     }
@@ -372,9 +395,8 @@ TEST(Fp8Kernels, GemmsAreScaledFp8ProductsAccumulatedInFp32) {
         const auto [db, db_terms] = sum_of(N, [&](int i) { return (double)dy[i * OC + o]; });
         EXPECT_NEAR(dbias[o], db, (N + 1) * u * db_terms);
         for (int c = 0; c < C; c++) {
-            const auto [ref, terms] = sum_of(N, [&](int i) {
-                return (double)dyq[i * OC + o].to_float() * xq[i * C + c].to_float() / (sdy * sx);
-            });
+            const auto [ref, terms] = sum_of(
+                N, [&](int i) { return (double)dyq[i * OC + o].to_float() * xq[i * C + c].to_float() / (sdy * sx); });
             EXPECT_NEAR(dweight[o * C + c], ref, (N + 1) * u * terms);
         }
     }
@@ -401,10 +423,11 @@ ModeResult run_mode(Precision p, const GPTConfig& cfg, const std::vector<float>&
     r.loss = model.forward(tokens.data(), tokens.data() + B * T, B, T, S / (B * T));
     model.backward();
     r.grads = model.gradients();
-    for (float& g : r.grads) g /= S;
+    for (float& g : r.grads)
+        g /= S;
     return r;
 }
-}  // namespace
+}   // namespace
 
 // Tolerances, from the formats' unit roundoff u (tests/tolerances.h: bf16 2^-8, fp16 2^-11, E4M3
 // 2^-4, E5M2 2^-3), for one forward and backward of a 2-layer model against fp32's:
@@ -427,20 +450,26 @@ TEST(Precision, ModesMatchFp32WithinFormatTolerances) {
     std::vector<float> weights = init.weights();
     Rng rng(6);
     std::vector<int32_t> tokens(2 * B * T);
-    for (int32_t& t : tokens) t = (int32_t)rng.below(cfg.vocab_size);
+    for (int32_t& t : tokens)
+        t = (int32_t)rng.below(cfg.vocab_size);
     // The losses are compared on larger weights than the initialisation's: a fresh model's logits
     // are ~0 and its loss ln(V) whatever its blocks compute, which no loss comparison could tell
     // from an error. The gradients are compared on the fresh weights, where every op of the chain
     // is well-conditioned (the chain rule's assumption; with these larger weights the GEMMs
     // amplify relative differences by ~3).
     std::vector<float> peaked = weights;
-    for (float& w : peaked) w += 0.2f * (float)rng.normal();
+    for (float& w : peaked)
+        w += 0.2f * (float)rng.normal();
 
     ModeResult ref = run_mode(Precision::FP32, cfg, weights, tokens, B, T);
     const ModeResult ref_peaked = run_mode(Precision::FP32, cfg, peaked, tokens, B, T);
     ASSERT_GT(std::fabs(ref_peaked.loss - std::log((double)cfg.vocab_size)), 0.1 * ref_peaked.loss)
         << "the loss must depend on the weights, not sit at ln(V)";
-    struct Case { Precision p; Fp8Recipe recipe; double loss_tol, grad_tol; };
+    struct Case {
+        Precision p;
+        Fp8Recipe recipe;
+        double loss_tol, grad_tol;
+    };
     const double chain = std::sqrt(6.0 * cfg.n_layer + 4);
     const double u_bf16 = kUnitRoundoffBf16, u_fp16 = kUnitRoundoffFp16;
     const double u_e4m3 = kUnitRoundoffE4M3, u_e5m2 = kUnitRoundoffE5M2;
@@ -465,8 +494,9 @@ TEST(Precision, ModesMatchFp32WithinFormatTolerances) {
             offset += sizes[i];
         }
         std::printf("%s%s vs fp32: loss %.2e (bound %.1e), worst gradient tensor %.2e (bound %.1e)\n",
-                    precision_name(c.p), c.p == Precision::FP8 ? (c.recipe == Fp8Recipe::Current ? " current" : " delayed") : "",
-                    loss_err, c.loss_tol, worst, c.grad_tol);
+                    precision_name(c.p),
+                    c.p == Precision::FP8 ? (c.recipe == Fp8Recipe::Current ? " current" : " delayed") : "", loss_err,
+                    c.loss_tol, worst, c.grad_tol);
     }
 }
 
@@ -499,7 +529,8 @@ TEST(Precision, Fp8GemmsSelectsTheGemmsThatRunInFp8) {
     EXPECT_EQ(fp8_gemms_name(0xCu), "fc,fcproj");
     EXPECT_EQ(parse_fp8_gemms("none"), 0u);
     EXPECT_EQ(fp8_gemms_name(0u), "none");
-    for (const char* bad : {"", "qkv,", "mlp", "qkv,,fc"}) EXPECT_THROW(parse_fp8_gemms(bad), Error) << bad;
+    for (const char* bad : {"", "qkv,", "mlp", "qkv,,fc"})
+        EXPECT_THROW(parse_fp8_gemms(bad), Error) << bad;
 
     TinyRun run;
     std::string output;
@@ -597,7 +628,10 @@ TEST(Precision, Fp8KeepsFewerActivationBytesThanBf16) {
     // both modes, are a quarter of the total, so the ratio is higher there.
     // With the head in 16 chunks (--lm-head-chunks 16) the logits take a sixteenth of that, and fp8
     // keeps at most 0.75x of bf16's bytes at every size.
-    struct Shape { const char* spec; int B; };
+    struct Shape {
+        const char* spec;
+        int B;
+    };
     double ratio_d48 = 0;
     for (const Shape& s : {Shape{"d12", 16}, Shape{"d24", 16}, Shape{"d36", 8}, Shape{"d48", 8}}) {
         const GPTConfig gpt2 = gpt_config_from_spec(s.spec, 50257, 1024);
@@ -610,8 +644,10 @@ TEST(Precision, Fp8KeepsFewerActivationBytesThanBf16) {
             std::printf("activation bytes at %s, B=%d, T=1024, %d head chunk(s): bf16 %.2f GiB, fp8 %.2f GiB (%.3fx)\n",
                         s.spec, s.B, chunks, b / (1 << 30), f / (1 << 30), f / b);
             EXPECT_LT(f, b) << s.spec;
-            if (chunks == 1) ratio_d48 = f / b;
-            else EXPECT_LE(f / b, 0.75) << s.spec << " with 16 head chunks";
+            if (chunks == 1)
+                ratio_d48 = f / b;
+            else
+                EXPECT_LE(f / b, 0.75) << s.spec << " with 16 head chunks";
         }
     }
     EXPECT_LE(ratio_d48, 0.75);
@@ -632,13 +668,16 @@ TEST(ActivationBytes, AreTheTensorsThatForwardKeepsAndBackwardNeeds) {
     const GPTConfig cfg = gpt_config_from_spec("d2", 100, 64, 64, 2);
     const size_t L = 2, C = 64, NH = 2, Vp = cfg.padded_vocab_size, BT = 64;
     ASSERT_EQ(Vp, 128u);
-    for (auto [p, A] : {std::pair{Precision::FP32, size_t{4}}, {Precision::BF16, size_t{2}}, {Precision::FP16, size_t{2}}}) {
+    for (auto [p, A] :
+         {std::pair{Precision::FP32, size_t{4}}, {Precision::BF16, size_t{2}}, {Precision::FP16, size_t{2}}}) {
         SCOPED_TRACE(precision_name(p));
         PrecisionConfig pc;
         pc.precision = p;
         const size_t once = BT * ((18 * C + Vp) * A + 3 * 4);
         EXPECT_EQ(GPT::activation_bytes_for(cfg, 1, 64, pc), BT * L * (16 * C * A + (4 + NH) * 4) + once);
-        EXPECT_EQ(GPT::activation_bytes_for(cfg, 1, 64, pc, 1), BT * (L * (12 * C * A + (4 + NH) * 4) + 4 * C * A) + once);
-        EXPECT_EQ(GPT::activation_bytes_for(cfg, 1, 64, pc, 2), BT * (L * (10 * C * A + (4 + NH) * 4) + 6 * C * A) + once);
+        EXPECT_EQ(GPT::activation_bytes_for(cfg, 1, 64, pc, 1),
+                  BT * (L * (12 * C * A + (4 + NH) * 4) + 4 * C * A) + once);
+        EXPECT_EQ(GPT::activation_bytes_for(cfg, 1, 64, pc, 2),
+                  BT * (L * (10 * C * A + (4 + NH) * 4) + 6 * C * A) + once);
     }
 }

@@ -44,7 +44,8 @@ TEST(Progress, SummarySaysWhereTheCheckpointIsAndWhatToRunNext) {
     s.checkpoint_dir = "out/checkpoints";
     s.checkpoint = "out/checkpoints/step_00000120";
     std::string text;
-    for (const std::string& line : summary_lines(s)) text += line + "\n";
+    for (const std::string& line : summary_lines(s))
+        text += line + "\n";
     EXPECT_CONTAINS(text, "time:       1m04s for 120 step(s), 122880 tokens; 1920 tok/s on average\n");
     EXPECT_CONTAINS(text, "train 4.9397 (last step), val 5.0497 (end), best 5.0497 at step 120");
     EXPECT_CONTAINS(text, "scripts/plot_run.py out/log.jsonl");
@@ -54,7 +55,8 @@ TEST(Progress, SummarySaysWhereTheCheckpointIsAndWhatToRunNext) {
     s.mfu = 0.512;
     s.checkpoint.reset();
     text.clear();
-    for (const std::string& line : summary_lines(s)) text += line + "\n";
+    for (const std::string& line : summary_lines(s))
+        text += line + "\n";
     EXPECT_CONTAINS(text, "MFU 51.2%");
     EXPECT_CONTAINS(text, "checkpoint: none written");
 }
@@ -67,8 +69,8 @@ TEST(Progress, EtaIsTheMeanStepTimeAndTheMeanEvaluationTime) {
     clock.evaluation_took(30);   // a slow step-0 val loss
     clock.step_took(2);
     clock.step_took(4);
-    EXPECT_DOUBLE_EQ(clock.eta(10, 0), 30.0);        // 10 steps at 3 s
-    EXPECT_DOUBLE_EQ(clock.eta(10, 2), 30.0 + 60.0);  // and two evaluations at 30 s
+    EXPECT_DOUBLE_EQ(clock.eta(10, 0), 30.0);          // 10 steps at 3 s
+    EXPECT_DOUBLE_EQ(clock.eta(10, 2), 30.0 + 60.0);   // and two evaluations at 30 s
     EXPECT_GE(clock.elapsed(), 100.0);
     EXPECT_LT(clock.here(), 5.0);
 }
@@ -88,12 +90,15 @@ TEST(Progress, AResumedRunsSummaryTellsTheWholeRunFromThisProcess) {
     s.checkpoint = "out/checkpoints/step_00000240";
     s.max_seq_len = 128;
     std::string text;
-    for (const std::string& line : summary_lines(s)) text += line + "\n";
-    EXPECT_CONTAINS(text, "time:       2m10s for 240 step(s), 245760 tokens (the whole run); this process: steps "
-                          "121-240 in 1m05s, 1920 tok/s on average\n");
+    for (const std::string& line : summary_lines(s))
+        text += line + "\n";
+    EXPECT_CONTAINS(text,
+                    "time:       2m10s for 240 step(s), 245760 tokens (the whole run); this process: steps "
+                    "121-240 in 1m05s, 1920 tok/s on average\n");
     EXPECT_CONTAINS(text, "n_positions 128: transformers generates at most 128 tokens");
     s.max_seq_len = 1024;
     text.clear();
-    for (const std::string& line : summary_lines(s)) text += line + "\n";
+    for (const std::string& line : summary_lines(s))
+        text += line + "\n";
     EXPECT_EQ(text.find("n_positions"), std::string::npos);
 }

@@ -58,7 +58,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 class Recompute : public ::testing::TestWithParam<Precision> {};
 
-}  // namespace
+}   // namespace
 
 TEST_P(Recompute, ChangesNoBitOfTraining) {
     const Precision p = GetParam();
@@ -76,8 +76,10 @@ TEST_P(Recompute, ChangesNoBitOfTraining) {
         EXPECT_TRUE(same_bits(again.weights, none.weights));
         EXPECT_EQ(again.fp8_state, none.fp8_state);
         // fp8 keeps no 16-bit GELU output to drop: level 1 saves nothing there
-        if (p == Precision::FP8 && level == 1) EXPECT_EQ(again.activation_bytes, none.activation_bytes);
-        else EXPECT_LT(again.activation_bytes, none.activation_bytes);
+        if (p == Precision::FP8 && level == 1)
+            EXPECT_EQ(again.activation_bytes, none.activation_bytes);
+        else
+            EXPECT_LT(again.activation_bytes, none.activation_bytes);
     }
 }
 
@@ -110,7 +112,8 @@ TEST(RecomputeMemory, EachLevelDropsWhatItRecomputes) {
 TEST(RecomputeCli, TrainsTheSameAndSaysHowMuchItSaves) {
     ScratchDir dir;
     std::string text;
-    for (int i = 0; i < 100; i++) text += "And the evening and the morning were the first day. ";
+    for (int i = 0; i < 100; i++)
+        text += "And the evening and the morning were the first day. ";
     const std::vector<uint32_t> ids(text.begin(), text.end());
     write_shard(dir.file("r_train_000000.bin"), ids.data(), (int64_t)ids.size(), 2);
     Tokenizer::byte_level().save(dir.file("tokenizer.bin"));

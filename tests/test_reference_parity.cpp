@@ -60,16 +60,18 @@ struct ParityRun {
         schedule.lr = 3e-3f;
         schedule.warmup_steps = 2;
         schedule.total_steps = steps;
-        for (int s = 0; s < steps; s++) lrs.push_back(schedule.at(s));
+        for (int s = 0; s < steps; s++)
+            lrs.push_back(schedule.at(s));
         Rng rng(7);
         tokens.resize((size_t)steps * 2 * B * T);
-        for (int32_t& t : tokens) t = (int32_t)rng.below(cfg.vocab_size);
+        for (int32_t& t : tokens)
+            t = (int32_t)rng.below(cfg.vocab_size);
     }
     const int32_t* inputs(int s) const { return tokens.data() + (size_t)s * 2 * B * T; }
     const int32_t* targets(int s) const { return inputs(s) + B * T; }
 };
 
-}  // namespace
+}   // namespace
 
 TEST(ReferenceParity, MatchesPyTorchOnLogitsGradientsAndTenAdamWSteps) {
     ParityRun run;
@@ -90,20 +92,31 @@ TEST(ReferenceParity, MatchesPyTorchOnLogitsGradientsAndTenAdamWSteps) {
     const std::string bundle = dir.file("bundle"), out = dir.file("out");
     make_dirs(bundle);
     make_dirs(out);
-    nlohmann::json config = {
-        {"n_layer", run.cfg.n_layer}, {"n_head", run.cfg.n_head}, {"n_embd", run.cfg.n_embd},
-        {"vocab_size", run.cfg.vocab_size}, {"padded_vocab_size", run.cfg.padded_vocab_size},
-        {"max_seq_len", run.cfg.max_seq_len}, {"B", run.B}, {"T", run.T}, {"steps", run.steps},
-        {"lrs", run.lrs}, {"beta1", run.adamw.beta1}, {"beta2", run.adamw.beta2}, {"eps", run.adamw.eps},
-        {"weight_decay", run.adamw.weight_decay}, {"grad_clip", run.grad_clip}};
+    nlohmann::json config = {{"n_layer", run.cfg.n_layer},
+                             {"n_head", run.cfg.n_head},
+                             {"n_embd", run.cfg.n_embd},
+                             {"vocab_size", run.cfg.vocab_size},
+                             {"padded_vocab_size", run.cfg.padded_vocab_size},
+                             {"max_seq_len", run.cfg.max_seq_len},
+                             {"B", run.B},
+                             {"T", run.T},
+                             {"steps", run.steps},
+                             {"lrs", run.lrs},
+                             {"beta1", run.adamw.beta1},
+                             {"beta2", run.adamw.beta2},
+                             {"eps", run.adamw.eps},
+                             {"weight_decay", run.adamw.weight_decay},
+                             {"grad_clip", run.grad_clip}};
     write_text(bundle + "/config.json", config.dump(1));
     write_binary(bundle + "/params.bin", w);
     write_binary(bundle + "/tokens.bin", run.tokens);
 
     std::string output;
-    const std::string command = python_binary() + " '" + repo_root() + "/dev/reference/parity.py' '" + bundle + "' '" + out + "'";
+    const std::string command =
+        python_binary() + " '" + repo_root() + "/dev/reference/parity.py' '" + bundle + "' '" + out + "'";
     ASSERT_EQ(run_command(command, &output), 0) << "the PyTorch reference failed (is python3-torch installed? "
-                                                   "scripts/setup.sh --test installs it):\n" << output;
+                                                   "scripts/setup.sh --test installs it):\n"
+                                                << output;
     nlohmann::json results = nlohmann::json::parse(read_text(out + "/results.json"));
 
     // ---- step 0: logits, loss, gradients at the initial weights ----
@@ -121,7 +134,8 @@ TEST(ReferenceParity, MatchesPyTorchOnLogitsGradientsAndTenAdamWSteps) {
     const double logits_error = max_rel_error(logits.data(), ref_logits.data(), logits.size());
     EXPECT_LT(logits_error, logits_bound);
     double max_logit = 0;
-    for (float x : ref_logits) max_logit = std::max(max_logit, (double)std::fabs(x));
+    for (float x : ref_logits)
+        max_logit = std::max(max_logit, (double)std::fabs(x));
 
     model.zero_grad();
     const float loss = model.forward(run.inputs(0), run.targets(0), B, T, 1.0f / (B * T));
@@ -143,7 +157,8 @@ TEST(ReferenceParity, MatchesPyTorchOnLogitsGradientsAndTenAdamWSteps) {
 
     // ---- 10 AdamW steps ----
     std::vector<double> ref_losses;
-    for (int s = 0; s < run.steps; s++) ref_losses.push_back(results["losses"][s].get<double>());
+    for (int s = 0; s < run.steps; s++)
+        ref_losses.push_back(results["losses"][s].get<double>());
     const std::vector<double> step_bounds = trained_loss_bounds(ref_losses, grad_bound);
     model.set_weights(w);   // also resets the Adam moments
     int clipped = 0;
@@ -168,9 +183,11 @@ TEST(ReferenceParity, MatchesPyTorchOnLogitsGradientsAndTenAdamWSteps) {
             EXPECT_EQ(norm > run.grad_clip, ref_norm > run.grad_clip) << "clipping at step " << s;
         }
     }
-    std::printf("parity vs PyTorch: logits %.2e (bound %.1e), loss %.2e (bound %.1e), worst gradient tensor %.2e "
-                "(bound %.1e), worst of 10 step losses %.2e\n", logits_error, logits_bound,
-                std::fabs(loss - ref_loss) / ref_loss, loss_bound, worst_grad_error, grad_bound, worst_loss_error);
+    std::printf(
+        "parity vs PyTorch: logits %.2e (bound %.1e), loss %.2e (bound %.1e), worst gradient tensor %.2e "
+        "(bound %.1e), worst of 10 step losses %.2e\n",
+        logits_error, logits_bound, std::fabs(loss - ref_loss) / ref_loss, loss_bound, worst_grad_error, grad_bound,
+        worst_loss_error);
     EXPECT_GT(clipped, 0) << "no step was clipped: the test would not cover clipping";
     EXPECT_LT(results["losses"][run.steps - 1].get<double>(), results["losses"][0].get<double>())
         << "the reference did not learn: the comparison would be weak";

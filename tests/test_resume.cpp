@@ -14,7 +14,8 @@ namespace {
 
 TrainConfig parse(const std::vector<std::string>& args) {
     std::vector<const char*> argv = {"train_gpt"};
-    for (const std::string& a : args) argv.push_back(a.c_str());
+    for (const std::string& a : args)
+        argv.push_back(a.c_str());
     TrainConfig cfg;
     EXPECT_EQ(parse_command_line((int)argv.size(), argv.data(), cfg), std::nullopt);
     return cfg;
@@ -22,17 +23,40 @@ TrainConfig parse(const std::vector<std::string>& args) {
 
 std::vector<FlagOverride> resume(const std::vector<std::string>& args, const std::string& saved, TrainConfig* cfg) {
     std::vector<const char*> argv = {"train_gpt"};
-    for (const std::string& a : args) argv.push_back(a.c_str());
+    for (const std::string& a : args)
+        argv.push_back(a.c_str());
     *cfg = parse(args);
     return parse_resumed_command_line((int)argv.size(), argv.data(), saved, "ckpts", *cfg);
 }
 
-}  // namespace
+}   // namespace
 
 TEST(Resume, TheFlagsOfTheRunComeBackExactly) {
-    const TrainConfig run = parse({"-e", "d4", "-b", "2", "-t", "32", "-d", "128", "-x", "30", "--lr", "0.000123456789",
-                                   "--lr-schedule", "wsd", "-p", "bf16", "-j", "", "--shuffle", "--seed", "18446744073709551615",
-                                   "--sample-prompt", "In the beginning", "--threads", "1"});
+    const TrainConfig run = parse({"-e",
+                                   "d4",
+                                   "-b",
+                                   "2",
+                                   "-t",
+                                   "32",
+                                   "-d",
+                                   "128",
+                                   "-x",
+                                   "30",
+                                   "--lr",
+                                   "0.000123456789",
+                                   "--lr-schedule",
+                                   "wsd",
+                                   "-p",
+                                   "bf16",
+                                   "-j",
+                                   "",
+                                   "--shuffle",
+                                   "--seed",
+                                   "18446744073709551615",
+                                   "--sample-prompt",
+                                   "In the beginning",
+                                   "--threads",
+                                   "1"});
     const std::string saved = flags_json(run);
     TrainConfig resumed;
     const auto overrides = resume({"--resume"}, saved, &resumed);
@@ -62,8 +86,9 @@ TEST(Resume, FlagsGivenNowOverrideTheRunsAndTheChangesAreReported) {
     const std::string saved = flags_json(parse({"-b", "2", "-x", "30", "--no-shuffle", "-o", "run1"}));
     TrainConfig resumed;
     // -b 2 and --lr 2e-3 (the default, 0.002) agree with the saved run: not reported
-    const auto overrides = resume({"--resume", "-x", "60", "-b", "2", "--lr", "2e-3", "--shuffle", "--checkpoint-dir", "elsewhere"},
-                                  saved, &resumed);
+    const auto overrides =
+        resume({"--resume", "-x", "60", "-b", "2", "--lr", "2e-3", "--shuffle", "--checkpoint-dir", "elsewhere"}, saved,
+               &resumed);
     ASSERT_EQ(overrides.size(), 2u);
     EXPECT_EQ(overrides[0].flag, "shuffle");
     EXPECT_EQ(overrides[0].saved, "false");
@@ -76,7 +101,8 @@ TEST(Resume, FlagsGivenNowOverrideTheRunsAndTheChangesAreReported) {
     EXPECT_TRUE(resumed.shuffle);
     EXPECT_EQ(resumed.output_dir, "run1");
     EXPECT_EQ(resumed.checkpoint_dir, "elsewhere");
-    EXPECT_EQ(resumed.given, (std::set<std::string>{"resume", "steps", "batch-size", "lr", "shuffle", "checkpoint-dir"}));
+    EXPECT_EQ(resumed.given,
+              (std::set<std::string>{"resume", "steps", "batch-size", "lr", "shuffle", "checkpoint-dir"}));
 }
 
 TEST(Resume, AMalformedFlagsRecordIsRefused) {
@@ -93,20 +119,21 @@ namespace {
 
 std::string log_of(const std::vector<std::string>& records) {
     std::string text;
-    for (const std::string& r : records) text += r + "\n";
+    for (const std::string& r : records)
+        text += r + "\n";
     return text;
 }
 
-}  // namespace
+}   // namespace
 
 TEST(Resume, TheLogIsCutAfterTheCheckpointRecordOfTheStep) {
     ScratchDir dir;
     const std::string path = dir.file("log.jsonl");
     const std::vector<std::string> kept = {
-        R"({"type":"val","step":0,"loss":7.6})",     R"({"type":"step","step":1,"loss":7.5})",
-        R"({"type":"step","step":2,"loss":7.4})",    R"({"type":"checkpoint","step":2,"path":"a"})",
-        R"({"type":"val","step":2,"loss":7.3})",     R"({"type":"step","step":3,"loss":7.2})",
-        R"({"type":"step","step":4,"loss":7.1})",    R"({"type":"fp8","step":4,"tensor":"x"})",
+        R"({"type":"val","step":0,"loss":7.6})",       R"({"type":"step","step":1,"loss":7.5})",
+        R"({"type":"step","step":2,"loss":7.4})",      R"({"type":"checkpoint","step":2,"path":"a"})",
+        R"({"type":"val","step":2,"loss":7.3})",       R"({"type":"step","step":3,"loss":7.2})",
+        R"({"type":"step","step":4,"loss":7.1})",      R"({"type":"fp8","step":4,"tensor":"x"})",
         R"({"type":"checkpoint","step":4,"path":"b"})"};
     const std::vector<std::string> dropped = {R"({"type":"val","step":4,"loss":7.0})",
                                               R"({"type":"step","step":5,"loss":6.9})",
@@ -123,8 +150,9 @@ TEST(Resume, ALogWithoutTheCheckpointRecordKeepsWhatCameBeforeTheStep) {
                              R"({"type":"step","step":2,"loss":7.4})", R"({"type":"fp8","step":2,"tensor":"x"})",
                              R"({"type":"val","step":2,"loss":7.3})", R"({"type":"step","step":3,"loss":7.2})"}));
     truncate_log_for_resume(path, 2);
-    EXPECT_EQ(read_text(path), log_of({R"({"type":"val","step":0,"loss":7.6})", R"({"type":"step","step":1,"loss":7.5})",
-                                       R"({"type":"step","step":2,"loss":7.4})", R"({"type":"fp8","step":2,"tensor":"x"})"}));
+    EXPECT_EQ(read_text(path),
+              log_of({R"({"type":"val","step":0,"loss":7.6})", R"({"type":"step","step":1,"loss":7.5})",
+                      R"({"type":"step","step":2,"loss":7.4})", R"({"type":"fp8","step":2,"tensor":"x"})"}));
     truncate_log_for_resume(dir.file("missing.jsonl"), 2);
     EXPECT_FALSE(file_exists(dir.file("missing.jsonl")));
 }

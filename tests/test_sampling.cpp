@@ -17,9 +17,11 @@ namespace {
 // The unnormalised probabilities exp((l − max)/temperature), in long double (the oracle).
 std::vector<long double> weights_of(const std::vector<float>& logits, float temperature) {
     float max_logit = -std::numeric_limits<float>::infinity();
-    for (float l : logits) max_logit = std::max(max_logit, l);
+    for (float l : logits)
+        max_logit = std::max(max_logit, l);
     std::vector<long double> w(logits.size());
-    for (size_t i = 0; i < logits.size(); i++) w[i] = std::exp(((long double)logits[i] - max_logit) / temperature);
+    for (size_t i = 0; i < logits.size(); i++)
+        w[i] = std::exp(((long double)logits[i] - max_logit) / temperature);
     return w;
 }
 
@@ -56,7 +58,7 @@ void expect_in_slice(const std::vector<float>& logits, double u, int id, const c
     EXPECT_LT(x, s.before + w[id] + slack) << what << ": u " << u << " lands after the slice of id " << id;
 }
 
-}  // namespace
+}   // namespace
 
 // Issue 15, item 8: the default sample's second draw is 0.99996908; the model there gave
 // <|endoftext|>, the last id (2047), probability 4.3e-5, and the draw landed on it because it was
@@ -65,8 +67,9 @@ void expect_in_slice(const std::vector<float>& logits, double u, int id, const c
 TEST(Sampling, ADrawNearOneLandsAmongTheLeastLikelyCandidatesNotOnTheLastId) {
     const int V = 2048, eot = V - 1;
     std::vector<float> logits(V, -30.0f);
-    logits[267] = 10.0f;                                             // the bulk of the mass
-    for (int i = 0; i < 1000; i++) logits[1000 + i] = 10.0f + std::log(1e-7f);   // 1e-7 each
+    logits[267] = 10.0f;   // the bulk of the mass
+    for (int i = 0; i < 1000; i++)
+        logits[1000 + i] = 10.0f + std::log(1e-7f);   // 1e-7 each
     logits[eot] = 10.0f + std::log(4.3e-5f);
     const double u = 0.99996908;
     const int id = sample_token(logits, SamplingParams{}, u);
@@ -82,12 +85,14 @@ TEST(Sampling, EveryDrawLandsInTheSliceOfACandidateWithNonZeroProbability) {
     for (int V : {2, 5, 257, 2048, 50257}) {
         for (double scale : {0.1, 3.0, 30.0}) {
             std::vector<float> logits(V);
-            for (float& l : logits) l = (float)(scale * rng.normal());
+            for (float& l : logits)
+                l = (float)(scale * rng.normal());
             // masked ids (-inf) and a tail that exp() flushes to zero must never be drawn
             logits[V - 1] = -std::numeric_limits<float>::infinity();
             if (V > 2) logits[V / 2] = logits[0] - 1000.0f;
             std::vector<double> draws(std::begin(edge_draws), std::end(edge_draws));
-            for (int k = 0; k < 20; k++) draws.push_back(rng.uniform());
+            for (int k = 0; k < 20; k++)
+                draws.push_back(rng.uniform());
             for (double u : draws) {
                 const int id = sample_token(logits, SamplingParams{}, u);
                 expect_in_slice(logits, u, id, format("V %d, scale %g", V, scale).c_str());
@@ -101,11 +106,13 @@ TEST(Sampling, EveryDrawLandsInTheSliceOfACandidateWithNonZeroProbability) {
 TEST(Sampling, FrequenciesFollowTheDistribution) {
     const std::vector<double> p = {0.5, 0.25, 0.15, 0.09, 0.01};
     std::vector<float> logits;
-    for (double x : p) logits.push_back((float)std::log(x));
+    for (double x : p)
+        logits.push_back((float)std::log(x));
     const int n = 200000;
     std::vector<int> counts(p.size(), 0);
     Rng rng(11);
-    for (int i = 0; i < n; i++) counts[sample_token(logits, SamplingParams{}, rng.uniform())]++;
+    for (int i = 0; i < n; i++)
+        counts[sample_token(logits, SamplingParams{}, rng.uniform())]++;
     for (size_t i = 0; i < p.size(); i++) {
         const double sigma = std::sqrt(n * p[i] * (1 - p[i]));
         EXPECT_NEAR(counts[i], n * p[i], 5 * sigma) << "id " << i;
@@ -126,7 +133,7 @@ TEST(Sampling, TopKAndTopPKeepTheMostLikelyCandidates) {
     EXPECT_EQ(sample_token(logits, nucleus, 1.0 - 0x1.0p-53), 3);
     nucleus.top_p = 0.81f;   // needs 2 as well: {1, 3, 2}
     EXPECT_EQ(sample_token(logits, nucleus, 1.0 - 0x1.0p-53), 2);
-    nucleus.top_p = 0.4f;    // 0.5 alone reaches it
+    nucleus.top_p = 0.4f;   // 0.5 alone reaches it
     EXPECT_EQ(sample_token(logits, nucleus, 0.99), 1);
     SamplingParams all;
     EXPECT_EQ(sample_token(logits, all, 1.0 - 0x1.0p-53), 0);   // the least likely of all four
@@ -139,7 +146,8 @@ TEST(Sampling, TemperatureScalesTheLogitsAndZeroIsGreedy) {
     const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -2.0f};
     SamplingParams greedy;
     greedy.temperature = 0.0f;
-    for (double u : {0.0, 0.7, 1.0 - 0x1.0p-53}) EXPECT_EQ(sample_token(logits, greedy, u), 1);   // lowest id of the tie
+    for (double u : {0.0, 0.7, 1.0 - 0x1.0p-53})
+        EXPECT_EQ(sample_token(logits, greedy, u), 1);   // lowest id of the tie
     // temperature 2 halves the logits: p ∝ (e^0.5, e^1.5, e^1.5, e^-1)
     SamplingParams hot;
     hot.temperature = 2.0f;

@@ -20,7 +20,8 @@ std::vector<unsigned char> file_bytes(const std::string& path) {
     FILE* f = open_file(path, "rb");
     std::vector<unsigned char> bytes;
     int c;
-    while ((c = std::fgetc(f)) != EOF) bytes.push_back(static_cast<unsigned char>(c));
+    while ((c = std::fgetc(f)) != EOF)
+        bytes.push_back(static_cast<unsigned char>(c));
     std::fclose(f);
     return bytes;
 }
@@ -37,11 +38,9 @@ int32_t header_int(const std::vector<unsigned char>& bytes, int i) {
     return v;
 }
 
-void set_header_int(std::vector<unsigned char>* bytes, int i, int32_t v) {
-    std::memcpy(bytes->data() + 4 * i, &v, 4);
-}
+void set_header_int(std::vector<unsigned char>* bytes, int i, int32_t v) { std::memcpy(bytes->data() + 4 * i, &v, 4); }
 
-}  // namespace
+}   // namespace
 
 TEST(Shard, RoundTripUint16HasLlmcLayout) {
     ScratchDir dir;
@@ -54,7 +53,8 @@ TEST(Shard, RoundTripUint16HasLlmcLayout) {
     EXPECT_EQ(header_int(bytes, 0), 20240520);
     EXPECT_EQ(header_int(bytes, 1), 1);
     EXPECT_EQ(header_int(bytes, 2), 6);
-    for (int i = 3; i < 256; i++) EXPECT_EQ(header_int(bytes, i), 0) << "header int " << i;
+    for (int i = 3; i < 256; i++)
+        EXPECT_EQ(header_int(bytes, i), 0) << "header int " << i;
     // little-endian uint16: 50256 = 0xC450
     EXPECT_EQ(bytes[1024 + 4], 0x50);
     EXPECT_EQ(bytes[1024 + 5], 0xC4);
@@ -64,7 +64,7 @@ TEST(Shard, RoundTripUint16HasLlmcLayout) {
     EXPECT_EQ(info.num_tokens, 6);
     EXPECT_EQ(info.token_bytes, 2);
     EXPECT_EQ(read_shard(path), tokens);
-    EXPECT_FALSE(file_exists(path + ".tmp"));  // written via temp + rename
+    EXPECT_FALSE(file_exists(path + ".tmp"));   // written via temp + rename
 }
 
 TEST(Shard, RoundTripUint32) {
@@ -94,7 +94,8 @@ TEST(Shard, HeaderRecordsTheTokenizerThatMadeIt) {
     EXPECT_EQ(header_int(bytes, 3), 2048);
     EXPECT_EQ((uint32_t)header_int(bytes, 4), 0x89abcdefu);
     EXPECT_EQ((uint32_t)header_int(bytes, 5), 0x01234567u);
-    for (int i = 6; i < 256; i++) EXPECT_EQ(header_int(bytes, i), 0) << "header int " << i;
+    for (int i = 6; i < 256; i++)
+        EXPECT_EQ(header_int(bytes, i), 0) << "header int " << i;
     const ShardInfo info = read_shard_header(path);
     EXPECT_TRUE(info.tokenizer.recorded());
     EXPECT_EQ(info.tokenizer.vocab_size, 2048);
@@ -116,7 +117,7 @@ TEST(Shard, EmptyShardRoundTrips) {
 TEST(Shard, TokenBytesForVocab) {
     EXPECT_EQ(token_bytes_for_vocab(257), 2);
     EXPECT_EQ(token_bytes_for_vocab(50257), 2);
-    EXPECT_EQ(token_bytes_for_vocab(65536), 2);  // ids up to 65535
+    EXPECT_EQ(token_bytes_for_vocab(65536), 2);   // ids up to 65535
     EXPECT_EQ(token_bytes_for_vocab(65537), 4);
     EXPECT_EQ(shard_version_for_token_bytes(2), 1);
     EXPECT_EQ(shard_version_for_token_bytes(4), 2);
@@ -167,7 +168,7 @@ TEST(Shard, WrongMagic) {
     const uint32_t tokens[3] = {1, 2, 3};
     write_shard(path, tokens, 3, 2);
     std::vector<unsigned char> bytes = file_bytes(path);
-    set_header_int(&bytes, 0, 20240328);  // the tokenizer's magic: a plausible mix-up
+    set_header_int(&bytes, 0, 20240328);   // the tokenizer's magic: a plausible mix-up
     write_bytes(path, bytes);
     const std::string msg = error_of([&] { read_shard_header(path); });
     EXPECT_CONTAINS(msg, path);
@@ -194,7 +195,7 @@ TEST(Shard, TruncatedShard) {
     const uint32_t tokens[4] = {1, 2, 3, 4};
     write_shard(path, tokens, 4, 2);
     std::vector<unsigned char> bytes = file_bytes(path);
-    bytes.pop_back();  // 1031 of 1032 bytes
+    bytes.pop_back();   // 1031 of 1032 bytes
     write_bytes(path, bytes);
     const std::string msg = error_of([&] { read_shard_header(path); });
     EXPECT_CONTAINS(msg, path);
@@ -225,6 +226,6 @@ TEST(Shard, TrailingBytes) {
     const std::string msg = error_of([&] { read_shard_header(path); });
     EXPECT_CONTAINS(msg, path);
     EXPECT_CONTAINS(msg, "trailing bytes");
-    EXPECT_CONTAINS(msg, "1040");  // expected 1024 + 4 * 4
+    EXPECT_CONTAINS(msg, "1040");   // expected 1024 + 4 * 4
     EXPECT_CONTAINS(msg, "1042");
 }

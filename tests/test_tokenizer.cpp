@@ -18,8 +18,7 @@ using namespace train_gpt::test;
 namespace {
 
 // A tokenizer file built by hand: header (magic, version, vocab, eot) then length-prefixed tokens.
-std::string tokenizer_file(uint32_t magic, uint32_t version, uint32_t eot,
-                           const std::vector<std::string>& tokens) {
+std::string tokenizer_file(uint32_t magic, uint32_t version, uint32_t eot, const std::vector<std::string>& tokens) {
     uint32_t header[256] = {};
     header[0] = magic;
     header[1] = version;
@@ -35,7 +34,7 @@ std::string tokenizer_file(uint32_t magic, uint32_t version, uint32_t eot,
 
 const std::vector<std::string> kSmallVocab = {"hello", " world", "\xe2\x82", "\xac", "<|eot|>"};
 
-}  // namespace
+}   // namespace
 
 TEST(Tokenizer, ByteLevelTable) {
     const Tokenizer tok = Tokenizer::byte_level();
@@ -72,14 +71,16 @@ TEST(Tokenizer, SaveLoadRoundTripByteLevel) {
     EXPECT_EQ(bytes.size(), 1024u + 256 * 2 + 1 + 13);
     EXPECT_EQ(bytes, tokenizer_file(20240328, 2, 256, [] {
                   std::vector<std::string> t;
-                  for (int b = 0; b < 256; b++) t.push_back(std::string(1, static_cast<char>(b)));
+                  for (int b = 0; b < 256; b++)
+                      t.push_back(std::string(1, static_cast<char>(b)));
                   t.push_back("<|endoftext|>");
                   return t;
               }()));
     const Tokenizer tok = Tokenizer::load(path);
     EXPECT_TRUE(tok.is_byte_level());
     EXPECT_EQ(tok.eot_token(), 256);
-    for (int id = 0; id < 257; id++) EXPECT_EQ(tok.token_bytes(id), Tokenizer::byte_level().token_bytes(id));
+    for (int id = 0; id < 257; id++)
+        EXPECT_EQ(tok.token_bytes(id), Tokenizer::byte_level().token_bytes(id));
 }
 
 TEST(Tokenizer, LoadSaveNonByteLevelFileIsByteExact) {
@@ -131,7 +132,7 @@ TEST(Tokenizer, BadFilesNameThePathAndTheProblem) {
     std::string truncated = tokenizer_file(20240328, 2, 4, kSmallVocab);
     truncated.pop_back();
     std::string zero_length = tokenizer_file(20240328, 2, 4, kSmallVocab);
-    zero_length[1024] = 0;  // length byte of token 0
+    zero_length[1024] = 0;   // length byte of token 0
     const std::vector<Case> cases = {
         {"magic.bin", tokenizer_file(20240520, 2, 4, kSmallVocab), "bad magic number 20240520"},
         {"version.bin", tokenizer_file(20240328, 3, 4, kSmallVocab), "version 3"},
@@ -171,14 +172,14 @@ TEST(Tokenizer, PrintableKeepsValidUtf8AndEscapesTheRest) {
     EXPECT_EQ(printable(std::string("a\0b", 3)), "a\\x00b");
     EXPECT_EQ(printable("\x1b[31mred\r"), "\\x1b[31mred\\x0d");
     EXPECT_EQ(printable("\x7f"), "\\x7f");
-    EXPECT_EQ(printable("\xc2\x85"), "\\u0085");             // C1 control NEL
-    EXPECT_EQ(printable("\xff"), fffd);                       // never valid in UTF-8
-    EXPECT_EQ(printable("x\xe2\x82"), "x" + fffd + fffd);     // truncated 3-byte sequence
-    EXPECT_EQ(printable("\xe2\x82y"), fffd + fffd + "y");     // interrupted sequence resyncs
-    EXPECT_EQ(printable("\xac"), fffd);                       // lone continuation byte
-    EXPECT_EQ(printable("\xc0\xaf"), fffd + fffd);            // overlong '/'
-    EXPECT_EQ(printable("\xed\xa0\x80"), fffd + fffd + fffd); // UTF-16 surrogate
-    EXPECT_EQ(printable("\xf4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // above U+10FFFF
+    EXPECT_EQ(printable("\xc2\x85"), "\\u0085");                           // C1 control NEL
+    EXPECT_EQ(printable("\xff"), fffd);                                    // never valid in UTF-8
+    EXPECT_EQ(printable("x\xe2\x82"), "x" + fffd + fffd);                  // truncated 3-byte sequence
+    EXPECT_EQ(printable("\xe2\x82y"), fffd + fffd + "y");                  // interrupted sequence resyncs
+    EXPECT_EQ(printable("\xac"), fffd);                                    // lone continuation byte
+    EXPECT_EQ(printable("\xc0\xaf"), fffd + fffd);                         // overlong '/'
+    EXPECT_EQ(printable("\xed\xa0\x80"), fffd + fffd + fffd);              // UTF-16 surrogate
+    EXPECT_EQ(printable("\xf4\x90\x80\x80"), fffd + fffd + fffd + fffd);   // above U+10FFFF
     // A token that splits a character prints safely on its own and exactly when joined.
     const Tokenizer tok = Tokenizer::byte_level();
     EXPECT_EQ(printable(tok.decode({0xe2, 0x82, 0xac})), "\xe2\x82\xac");
@@ -206,10 +207,10 @@ TEST(Tokenizer, LoadPicksUpBpeMergesBesideIt) {
     const std::string text = "the cat sat on the hat, caf\xc3\xa9 \xff";
     const std::vector<int> ids = tok.encode(text);
     EXPECT_EQ(ids, bpe->encode(text));
-    EXPECT_LT(ids.size(), text.size());  // merges were used
+    EXPECT_LT(ids.size(), text.size());   // merges were used
     EXPECT_EQ(tok.decode(ids), text);
     EXPECT_FALSE(tok.is_byte_level());
-    EXPECT_CONTAINS(error_of([&] { tok.encode_bytes("x"); }), "byte-level");  // encode_bytes stays byte-only
+    EXPECT_CONTAINS(error_of([&] { tok.encode_bytes("x"); }), "byte-level");   // encode_bytes stays byte-only
 
     // Without the merges the same table can only decode.
     std::remove(dir.file("vocab.bpe").c_str());

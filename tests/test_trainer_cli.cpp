@@ -21,7 +21,8 @@ struct TinyCorpus {
     ScratchDir dir;
     TinyCorpus() {
         std::string text;
-        for (int i = 0; i < 200; i++) text += "In the beginning was the word. ";
+        for (int i = 0; i < 200; i++)
+            text += "In the beginning was the word. ";
         std::vector<uint32_t> tokens(text.begin(), text.end());
         write_shard(dir.file("tiny_train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
         write_shard(dir.file("tiny_val_000000.bin"), tokens.data(), 2000, 2);
@@ -44,7 +45,7 @@ std::string expect_failure(const std::string& args) {
     return output;
 }
 
-}  // namespace
+}   // namespace
 
 TEST(TrainerCli, ShortRunWritesLogConfigAndSample) {
     TinyCorpus corpus;
@@ -63,7 +64,8 @@ TEST(TrainerCli, ShortRunWritesLogConfigAndSample) {
         if (type == "step") {
             steps++;
             EXPECT_EQ(j["step"].get<int>(), steps);
-            for (const char* key : {"loss", "lr", "grad_norm", "ms", "tok_per_s"}) EXPECT_TRUE(j.contains(key)) << key;
+            for (const char* key : {"loss", "lr", "grad_norm", "ms", "tok_per_s"})
+                EXPECT_TRUE(j.contains(key)) << key;
             EXPECT_EQ(j["tokens"].get<int64_t>(), 64 * steps) << "tokens seen: 2 micro-batches of 2·16 a step";
             EXPECT_GE(j["elapsed_s"].get<double>(), last_elapsed);
             EXPECT_GE(j["time"].get<double>(), last_time);
@@ -119,7 +121,7 @@ LogSummary summarize_log(const std::string& path) {
     return s;
 }
 
-}  // namespace
+}   // namespace
 
 // --resume with no other flag continues the checkpoint's run (batch, accumulation, schedule,
 // precision, data, ...), bit for bit; a flag given now overrides and is reported; the log holds
@@ -127,17 +129,24 @@ LogSummary summarize_log(const std::string& path) {
 TEST(TrainerCli, ResumeWithoutFlagsRestoresTheRunAndLogsEachStepOnce) {
     TinyCorpus corpus;
     std::string output;
-    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 6 -d 64 -l 1e-3 --lr-schedule linear -p bf16 -v 3 "
-                                                               "-g 4 --checkpoint-every 3 --threads 1",
-                          &output), 0) << output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() +
+                              " -x 6 -d 64 -l 1e-3 --lr-schedule linear -p bf16 -v 3 "
+                              "-g 4 --checkpoint-every 3 --threads 1",
+                          &output),
+              0)
+        << output;
     const LogSummary full = summarize_log(corpus.dir.file("out/log.jsonl"));
     ASSERT_EQ(full.loss.size(), 6u);
     // the run, interrupted after its checkpoint at step 3
     ASSERT_EQ(run_command("cp -r '" + corpus.dir.file("out") + "' '" + corpus.dir.file("out2") + "' && rm -r '" +
-                          corpus.dir.file("out2/checkpoints/step_00000006") + "'", &output), 0) << output;
+                              corpus.dir.file("out2/checkpoints/step_00000006") + "'",
+                          &output),
+              0)
+        << output;
     ASSERT_EQ(run_command(train_gpt_binary() + " --resume -o '" + corpus.dir.file("out2") + "'", &output), 0) << output;
     EXPECT_CONTAINS(output, "resuming the run of " + corpus.dir.file("out2/checkpoints/step_00000003"));
-    EXPECT_CONTAINS(output, "--output-dir " + corpus.dir.file("out2") + " (the checkpoint's run: " + corpus.dir.file("out") + ")");
+    EXPECT_CONTAINS(
+        output, "--output-dir " + corpus.dir.file("out2") + " (the checkpoint's run: " + corpus.dir.file("out") + ")");
     EXPECT_CONTAINS(output, "step 6/6 | loss");
     auto config = nlohmann::json::parse(read_text(corpus.dir.file("out2/config.json")));
     EXPECT_EQ(config["batch_size"].get<int>(), 2);
@@ -151,18 +160,22 @@ TEST(TrainerCli, ResumeWithoutFlagsRestoresTheRunAndLogsEachStepOnce) {
         EXPECT_EQ(resumed.loss.at(step), full.loss.at(step)) << "step " << step;
         EXPECT_EQ(resumed.norm.at(step), full.norm.at(step)) << "step " << step;
     }
-    for (int step : {0, 3, 6}) EXPECT_EQ(resumed.count.at({"val", step}), 1) << "val at step " << step;
+    for (int step : {0, 3, 6})
+        EXPECT_EQ(resumed.count.at({"val", step}), 1) << "val at step " << step;
     EXPECT_EQ(resumed.count.at({"resume", 3}), 1);
     EXPECT_EQ(resumed.count.at({"sample", 6}), 1);
     EXPECT_EQ(resumed.count.at({"summary", 6}), 1);
-    EXPECT_EQ(resumed.count.size(), 6u + 3 + 1 + 1 + 2 + 1) << "steps, vals, resume, sample, checkpoints 3 and 6, summary";
+    EXPECT_EQ(resumed.count.size(), 6u + 3 + 1 + 1 + 2 + 1)
+        << "steps, vals, resume, sample, checkpoints 3 and 6, summary";
 
     // a longer run than the checkpoint's: the flag given now wins and is reported
-    ASSERT_EQ(run_command(train_gpt_binary() + " --resume -o '" + corpus.dir.file("out2") + "' -x 8", &output), 0) << output;
+    ASSERT_EQ(run_command(train_gpt_binary() + " --resume -o '" + corpus.dir.file("out2") + "' -x 8", &output), 0)
+        << output;
     EXPECT_CONTAINS(output, "--steps 8 (the checkpoint's run: 6)");
     EXPECT_CONTAINS(output, "step 8/8 | loss");
     const LogSummary longer = summarize_log(corpus.dir.file("out2/log.jsonl"));
-    for (int step = 1; step <= 8; step++) EXPECT_EQ(longer.count.at({"step", step}), 1) << "step " << step;
+    for (int step = 1; step <= 8; step++)
+        EXPECT_EQ(longer.count.at({"step", step}), 1) << "step " << step;
     EXPECT_EQ(longer.count.at({"resume", 6}), 1);
 }
 
@@ -172,9 +185,12 @@ TEST(TrainerCli, SamplesDuringTrainingAndFromACheckpointWithoutTrainingData) {
     TinyCorpus corpus;
     std::string output;
     ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 6 -s 2 -g 8 -v 3 --checkpoint-every 6 --threads 1",
-                          &output), 0) << output;
+                          &output),
+              0)
+        << output;
     const LogSummary run = summarize_log(corpus.dir.file("out/log.jsonl"));
-    for (int step : {2, 4, 6}) EXPECT_EQ(run.count.at({"sample", step}), 1) << "sample at step " << step;
+    for (int step : {2, 4, 6})
+        EXPECT_EQ(run.count.at({"sample", step}), 1) << "sample at step " << step;
     EXPECT_EQ(run.count.count({"sample", 3}), 0u);
     double final_val = 0;
     {
@@ -189,8 +205,12 @@ TEST(TrainerCli, SamplesDuringTrainingAndFromACheckpointWithoutTrainingData) {
     auto sample = [&](const std::string& from, const std::string& flags) {
         const std::string out_dir = corpus.dir.file("elsewhere/s" + std::to_string(samples++));
         std::string out;
-        EXPECT_EQ(run_command("cd '" + corpus.dir.file("elsewhere") + "' && " + train_gpt_binary() + " --init-from '" + from +
-                              "' -x 0 -g 16 -i '/nonexistent/*.bin' --threads 1 -o '" + out_dir + "' " + flags, &out), 0) << out;
+        EXPECT_EQ(
+            run_command("cd '" + corpus.dir.file("elsewhere") + "' && " + train_gpt_binary() + " --init-from '" + from +
+                            "' -x 0 -g 16 -i '/nonexistent/*.bin' --threads 1 -o '" + out_dir + "' " + flags,
+                        &out),
+            0)
+            << out;
         std::string text;
         std::istringstream log(read_text(out_dir + "/log.jsonl"));
         for (std::string line; std::getline(log, line);) {
@@ -217,7 +237,8 @@ TEST(TrainerCli, SamplesDuringTrainingAndFromACheckpointWithoutTrainingData) {
 TEST(TrainerCli, EvaluatingACheckpointGivesTheValLossItsRunLogged) {
     TinyCorpus corpus;
     std::string output;
-    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 4 -v 4 -n 4 -g 0 --threads 1", &output), 0) << output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 4 -v 4 -n 4 -g 0 --threads 1", &output), 0)
+        << output;
     double logged = 0;
     std::istringstream log(read_text(corpus.dir.file("out/log.jsonl")));
     for (std::string line; std::getline(log, line);) {
@@ -225,8 +246,9 @@ TEST(TrainerCli, EvaluatingACheckpointGivesTheValLossItsRunLogged) {
         if (j["type"] == "val" && j["step"] == 4) logged = j["loss"].get<double>();
     }
     EXPECT_CONTAINS(output, "step 4/4 | val loss " + format("%.4f", logged) + " | 64 tokens (2 batches of 2x16)");
-    const std::string eval = train_gpt_binary() + " --init-from '" + corpus.dir.file("out/checkpoints") + "' -x 0 -g 0 -j '" +
-                             corpus.dir.file("tiny_val_*.bin") + "' --threads 1 -o '" + corpus.dir.file("eval") + "'";
+    const std::string eval = train_gpt_binary() + " --init-from '" + corpus.dir.file("out/checkpoints") +
+                             "' -x 0 -g 0 -j '" + corpus.dir.file("tiny_val_*.bin") + "' --threads 1 -o '" +
+                             corpus.dir.file("eval") + "'";
     ASSERT_EQ(run_command(eval, &output), 0) << output;
     EXPECT_CONTAINS(output, "evaluating as the checkpoint's run did: --batch-size 2 --seq-len 16 --val-batches 2");
     EXPECT_CONTAINS(output, "step 0/0 | val loss " + format("%.4f", logged) + " | 64 tokens (2 batches of 2x16)");
@@ -252,12 +274,16 @@ TEST(TrainerCli, LaunchScriptsStartMpirunAsRoot) {
         std::string single, multi;
         ASSERT_EQ(run_command(env + repo_root() + "/scripts/run_gpt2_124M.sh 2 -x 1", &single), 0) << single;
         ASSERT_EQ(run_command(env + "HOSTFILE='" + dir.file("hosts.txt") + "' GPUS_PER_NODE=2 " + repo_root() +
-                                  "/scripts/run_multinode.sh -x 1", &multi), 0) << multi;
+                                  "/scripts/run_multinode.sh -x 1",
+                              &multi),
+                  0)
+            << multi;
         EXPECT_CONTAINS(single, "mpirun ");
         EXPECT_CONTAINS(single, "-np 2 --bind-to none ./train_gpt -e d12");
         EXPECT_CONTAINS(multi, "-np 4 --hostfile");
         for (const std::string& out : {single, multi}) {
-            EXPECT_EQ(out.find("--allow-run-as-root") != std::string::npos, std::string(uid) == "0") << uid << ": " << out;
+            EXPECT_EQ(out.find("--allow-run-as-root") != std::string::npos, std::string(uid) == "0")
+                << uid << ": " << out;
         }
     }
 }
@@ -271,7 +297,8 @@ TEST(TrainerCli, RunsThatTrainNothingSayWhatTheyDo) {
     std::string output;
     ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 2 -n 2 -g 0 --threads 1", &output), 0) << output;
     const std::string from = " --init-from '" + corpus.dir.file("out/checkpoints") + "' --threads 1";
-    ASSERT_EQ(run_command(train_gpt_binary() + from + " -x 0 -g 4 -o '" + corpus.dir.file("s") + "'", &output), 0) << output;
+    ASSERT_EQ(run_command(train_gpt_binary() + from + " -x 0 -g 4 -o '" + corpus.dir.file("s") + "'", &output), 0)
+        << output;
     EXPECT_CONTAINS(output, "model: 2 layers, 32 wide, 2 heads, vocab 257, 16 positions,");
     EXPECT_EQ(output.find("| batch_size"), std::string::npos) << "no training table";
     EXPECT_CONTAINS(output, "---- run summary ----\nsample:     4 tokens (above)\n");
@@ -282,11 +309,19 @@ TEST(TrainerCli, RunsThatTrainNothingSayWhatTheyDo) {
     // a fresh model's samples decode with the tokenizer beside the training shards
     const std::string glob = corpus.dir.file("tiny_train_*.bin");
     ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + glob + "' -e d2 --n-embd 32 -t 16 -x 0 -g 4 --threads 1 -o '" +
-                              corpus.dir.file("f") + "'", &output), 0) << output;
+                              corpus.dir.file("f") + "'",
+                          &output),
+              0)
+        << output;
     EXPECT_CONTAINS(output, "(beside the training shards)");
     // no tokenizer at all (--vocab-size): a notice that the sample is ids
-    ASSERT_EQ(run_command(train_gpt_binary() + " -i '/nonexistent/*.bin' --vocab-size 300 -e d2 --n-embd 32 -t 16 -x 0 "
-                              "-g 4 --threads 1 -o '" + corpus.dir.file("v") + "'", &output), 0) << output;
+    ASSERT_EQ(run_command(train_gpt_binary() +
+                              " -i '/nonexistent/*.bin' --vocab-size 300 -e d2 --n-embd 32 -t 16 -x 0 "
+                              "-g 4 --threads 1 -o '" +
+                              corpus.dir.file("v") + "'",
+                          &output),
+              0)
+        << output;
     EXPECT_CONTAINS(output, "notice: the run has no tokenizer: samples are printed as token ids");
     // llm.c's habit
     EXPECT_CONTAINS(expect_failure("-e gpt2_124M.bin"), "give --init-from DIR");
@@ -298,13 +333,17 @@ TEST(TrainerCli, RunsThatTrainNothingSayWhatTheyDo) {
 TEST(TrainerCli, AGradientNormSpikeIsAWarning) {
     ScratchDir dir;
     std::string text;
-    while (text.size() < 960) text += "In the beginning was the word. ";
+    while (text.size() < 960)
+        text += "In the beginning was the word. ";
     std::vector<uint32_t> tokens(text.begin(), text.begin() + 960);
     Rng rng(1);
-    for (int i = 0; i < 2000; i++) tokens.push_back((uint32_t)(rng.next_u64() % 256));
+    for (int i = 0; i < 2000; i++)
+        tokens.push_back((uint32_t)(rng.next_u64() % 256));
     write_shard(dir.file("s_train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
-    const std::string run = train_gpt_binary() + " -i '" + dir.file("s_train_*.bin") + "' -j '' --vocab-size 257 -e d2 "
-                            "--n-embd 32 -b 2 -t 16 -x 36 -g 0 -u 0 -k constant --threads 1 -o '" + dir.file("out") + "'";
+    const std::string run = train_gpt_binary() + " -i '" + dir.file("s_train_*.bin") +
+                            "' -j '' --vocab-size 257 -e d2 "
+                            "--n-embd 32 -b 2 -t 16 -x 36 -g 0 -u 0 -k constant --threads 1 -o '" +
+                            dir.file("out") + "'";
     std::string output;
     ASSERT_EQ(run_command(run + " --grad-norm-spike-factor 3", &output), 0) << output;
     EXPECT_CONTAINS(output, "warning: step 31: the gradient norm");
@@ -321,8 +360,11 @@ TEST(TrainerCli, AGradientNormSpikeIsAWarning) {
 TEST(TrainerCli, LlmcShortFlagsAndTheWarmupOfAShortRun) {
     TinyCorpus corpus;
     std::string output;
-    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 12 -n 6 -s 6 -g 4 -z 0 -q 0 -k linear -w 1 --threads 1",
-                          &output), 0) << output;
+    ASSERT_EQ(
+        run_command(train_gpt_binary() + corpus.args() + " -x 12 -n 6 -s 6 -g 4 -z 0 -q 0 -k linear -w 1 --threads 1",
+                    &output),
+        0)
+        << output;
     auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
     EXPECT_EQ(config["warmup_steps"].get<int>(), 2);
     EXPECT_EQ(config["checkpoint_every"].get<int>(), 6);
@@ -338,7 +380,8 @@ TEST(TrainerCli, LlmcShortFlagsAndTheWarmupOfAShortRun) {
     EXPECT_CONTAINS(line_of("step 2/12 | loss"), "| lr 2.00e-03 |");   // its end: the peak
     EXPECT_TRUE(file_exists(corpus.dir.file("out/checkpoints/step_00000006/manifest.json")));
     EXPECT_CONTAINS(output, "---- sample (4 tokens, step 6) ----");
-    ASSERT_EQ(run_command(train_gpt_binary() + " -y 1 -o '" + corpus.dir.file("out") + "' -x 14", &output), 0) << output;
+    ASSERT_EQ(run_command(train_gpt_binary() + " -y 1 -o '" + corpus.dir.file("out") + "' -x 14", &output), 0)
+        << output;
     EXPECT_CONTAINS(output, "resuming from " + corpus.dir.file("out/checkpoints/step_00000012"));
     EXPECT_CONTAINS(output, "step 14/14 | loss");
     config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
@@ -386,9 +429,7 @@ TEST(TrainerCli, ConfigJsonHoldsEveryFlag) {
     }
 }
 
-TEST(TrainerCli, UnknownFlagIsRejected) {
-    EXPECT_CONTAINS(expect_failure("--no-such-flag 3"), "--no-such-flag");
-}
+TEST(TrainerCli, UnknownFlagIsRejected) { EXPECT_CONTAINS(expect_failure("--no-such-flag 3"), "--no-such-flag"); }
 
 TEST(TrainerCli, NonNumericValueIsRejected) {
     std::string out = expect_failure("--batch-size abc");
@@ -413,8 +454,11 @@ TEST(TrainerCli, ValuesWhereTheMathsIsUndefinedOrUnderflowsAreRejected) {
     EXPECT_CONTAINS(expect_failure("--lr 1e39"), "--lr: 1e39 is beyond FP32's range");
     TinyCorpus corpus;
     std::string output;
-    EXPECT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --beta1 0.999 --lr 0 -o '" + corpus.dir.file("ok") + "'",
-                          &output), 0) << output;
+    EXPECT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --beta1 0.999 --lr 0 -o '" +
+                              corpus.dir.file("ok") + "'",
+                          &output),
+              0)
+        << output;
 }
 
 TEST(TrainerCli, MissingTokenizerFileIsNamed) {

@@ -94,7 +94,8 @@ inline int run_command(const std::string& command, std::string* output) {
     if (FILE* f = std::fopen(name, "rb")) {
         char buf[4096];
         size_t got;
-        while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) output->append(buf, got);
+        while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0)
+            output->append(buf, got);
         std::fclose(f);
     }
     std::remove(name);
@@ -128,10 +129,11 @@ inline CommandResult run_timed(const std::string& command) {
 // A refusal: an error exit (1..123: not `timeout`'s 124, not 128 + N for a signal, not -1 for a
 // shell killed by one), with every part in the output.
 inline void expect_refused(const CommandResult& r, const std::vector<std::string>& parts) {
-    EXPECT_TRUE(r.rc >= 1 && r.rc <= 123) << "exit " << r.rc
-                                          << " (124: hung or blocked until the timeout; 128 + N or -1: killed by signal N)\n"
-                                          << r.output;
-    for (const std::string& part : parts) EXPECT_CONTAINS(r.output, part);
+    EXPECT_TRUE(r.rc >= 1 && r.rc <= 123)
+        << "exit " << r.rc << " (124: hung or blocked until the timeout; 128 + N or -1: killed by signal N)\n"
+        << r.output;
+    for (const std::string& part : parts)
+        EXPECT_CONTAINS(r.output, part);
 }
 
 inline void write_text(const std::string& path, const std::string& bytes) {
@@ -145,7 +147,8 @@ inline std::string read_text(const std::string& path) {
     FILE* f = open_file(path, "rb");
     char buf[4096];
     size_t got;
-    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, got);
+    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0)
+        out.append(buf, got);
     std::fclose(f);
     return out;
 }
@@ -163,7 +166,8 @@ inline std::map<std::string, std::string> directory_snapshot(const std::string& 
             continue;
         }
         const std::string bytes = read_text(e.path().string());
-        files[e.path().string()] = std::to_string(bytes.size()) + " bytes, hash " + std::to_string(std::hash<std::string>()(bytes));
+        files[e.path().string()] =
+            std::to_string(bytes.size()) + " bytes, hash " + std::to_string(std::hash<std::string>()(bytes));
     }
     return files;
 }
@@ -180,4 +184,4 @@ double max_rel_error(const A* a, const B* b, size_t n) {
     return max_ref == 0 ? max_diff : max_diff / max_ref;
 }
 
-}  // namespace train_gpt::test
+}   // namespace train_gpt::test

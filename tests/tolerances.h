@@ -101,4 +101,4 @@ inline std::vector<double> trained_loss_bounds(const std::vector<double>& losses
     return bounds;
 }
 
-}  // namespace train_gpt::test
+}   // namespace train_gpt::test

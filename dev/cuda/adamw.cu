@@ -25,11 +25,14 @@ static int run(const Args& a) {
         using D = dev_type<H>;
         const char* dt = Dev<H>::name;
         Random r(a.seed);
-        std::vector<float> master = r.normal<float>(n, 0.02), m = r.normal<float>(n, 1e-3), v = r.normal<float>(n, 1e-3);
-        for (float& x : v) x *= x;
+        std::vector<float> master = r.normal<float>(n, 0.02), m = r.normal<float>(n, 1e-3),
+                           v = r.normal<float>(n, 1e-3);
+        for (float& x : v)
+            x *= x;
         std::vector<float> grads = r.normal<float>(n, 1e-2);
         std::vector<H> working(n);
-        for (size_t i = 0; i < n; i++) working[i] = to_h<H>(master[i]);
+        for (size_t i = 0; i < n; i++)
+            working[i] = to_h<H>(master[i]);
         DeviceBuffer<float> d_master(master), d_m(m), d_v(v), d_grads(grads);
         DeviceBuffer<D> d_working(working);
         if (a.check) {
@@ -43,8 +46,12 @@ static int run(const Args& a) {
             check("adamw v", dt, d_v.template download<float>(), v, 1e-6);
             check("adamw working", dt, d_working.template download<H>(), working, tol<H>(1e-6, 1));
         }
-        float ms = time_ms([&] { gpu::adamw_update(d_master.ptr, d_working.ptr, d_m.ptr, d_v.ptr, d_grads.ptr, n, lr, b1,
-                                                   b2, eps, wd, grad_scale, t, stream); }, a.reps, stream);
+        float ms = time_ms(
+            [&] {
+                gpu::adamw_update(d_master.ptr, d_working.ptr, d_m.ptr, d_v.ptr, d_grads.ptr, n, lr, b1, b2, eps, wd,
+                                  grad_scale, t, stream);
+            },
+            a.reps, stream);
         report("adamw_update", dt, ms, (28.0 + sizeof(H)) * n, 20.0 * n, peak_flops<H>());
     });
 }

@@ -96,24 +96,35 @@ static int run(const Args& a) {
             }
         }
         const double fwd_flops = 2.0 * B * NH * (double)T * T * hs;
-        float ms = time_ms([&] { gpu::attention_forward(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); }, a.reps,
-                           stream);
+        float ms = time_ms([&] { gpu::attention_forward(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); },
+                           a.reps, stream);
         report("attention_forward", dt, ms, 4 * BTC * s + 4.0 * B * NH * T, fwd_flops, peak_flops<H>());
-        ms = time_ms([&] { gpu::attention_backward(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
-                                                   stream); }, a.reps, stream);
+        ms = time_ms(
+            [&] {
+                gpu::attention_backward(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH, stream);
+            },
+            a.reps, stream);
         report("attention_backward", dt, ms, 11 * BTC * s + 4.0 * B * NH * T, 2.5 * fwd_flops, peak_flops<H>());
-        ms = time_ms([&] { gpu::attention_forward_gemm(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); },
-                     a.reps, stream);
+        ms = time_ms([&] { gpu::attention_forward_gemm(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); }, a.reps,
+                     stream);
         report("attention_forward_gemm", dt, ms, 4 * BTC * s + 4.0 * B * NH * T, fwd_flops, peak_flops<H>());
-        ms = time_ms([&] { gpu::attention_backward_gemm(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C,
-                                                        NH, stream); }, a.reps, stream);
+        ms = time_ms(
+            [&] {
+                gpu::attention_backward_gemm(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                             stream);
+            },
+            a.reps, stream);
         report("attention_backward_gemm", dt, ms, 11 * BTC * s + 4.0 * B * NH * T, 2.5 * fwd_flops, peak_flops<H>());
         if constexpr (!std::is_same_v<D, float>) {
             ms = time_ms([&] { gpu::attention_forward_wmma(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); },
                          a.reps, stream);
             report("attention_forward_wmma", dt, ms, 4 * BTC * s + 4.0 * B * NH * T, fwd_flops, peak_flops<H>());
-            ms = time_ms([&] { gpu::attention_backward_wmma(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B,
-                                                            T, C, NH, stream); }, a.reps, stream);
+            ms = time_ms(
+                [&] {
+                    gpu::attention_backward_wmma(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                                 stream);
+                },
+                a.reps, stream);
             report("attention_backward_wmma", dt, ms, 11 * BTC * s + 4.0 * B * NH * T, 2.5 * fwd_flops,
                    peak_flops<H>());
         }

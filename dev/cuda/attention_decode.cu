@@ -27,7 +27,11 @@ static int run(const Args& a) {
         Random r(a.seed);
         std::vector<H> qkv = r.normal<H>((size_t)T * 3 * C, 1.5);
         DeviceBuffer<D> d_qkv(qkv), d_out((size_t)T * C);
-        struct Case { const char* name; int pos, n; double flops, bytes; };
+        struct Case {
+            const char* name;
+            int pos, n;
+            double flops, bytes;
+        };
         const Case cases[] = {{"attention_decode (1 query)", T - 1, 1, 4.0 * T * C, (2.0 * T * C + C) * s},
                               {"attention_decode (prefill)", 0, T, 2.0 * T * (double)T * C, (3.0 * T * C) * s}};
         for (const Case& c : cases) {

@@ -45,10 +45,11 @@ struct Shape {
 void print_line(const char* impl, const char* dtype, const Shape& s, double fwd_flops, float fwd_ms, float bwd_ms,
                 float fwdbwd_ms) {
     const double bwd_flops = 2.5 * fwd_flops;
-    std::printf("attn impl=%s dtype=%s B=%d NH=%d T=%d hs=64 fwd_ms=%.4f fwd_tflops=%.1f bwd_ms=%.4f bwd_tflops=%.1f "
-                "fwdbwd_ms=%.4f fwdbwd_tflops=%.1f\n",
-                impl, dtype, s.B, s.NH, s.T, fwd_ms, fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd_ms,
-                bwd_flops / (bwd_ms * 1e-3) / 1e12, fwdbwd_ms, (fwd_flops + bwd_flops) / (fwdbwd_ms * 1e-3) / 1e12);
+    std::printf(
+        "attn impl=%s dtype=%s B=%d NH=%d T=%d hs=64 fwd_ms=%.4f fwd_tflops=%.1f bwd_ms=%.4f bwd_tflops=%.1f "
+        "fwdbwd_ms=%.4f fwdbwd_tflops=%.1f\n",
+        impl, dtype, s.B, s.NH, s.T, fwd_ms, fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd_ms,
+        bwd_flops / (bwd_ms * 1e-3) / 1e12, fwdbwd_ms, (fwd_flops + bwd_flops) / (fwdbwd_ms * 1e-3) / 1e12);
 }
 
 template <typename H>
@@ -88,8 +89,9 @@ void run_shape(const Args& a, const Shape& s, cudaStream_t stream) {
         check_bytes("attention_backward_flash rerun", dt, d_dqkv.template download<H>(), first);
     }
     const double fwd_flops = 4.0 * B * NH * (double)T * T * 64 / 2;
-    const double fwd_bytes = 4 * BTC * s_bytes + 4.0 * B * NH * T;                  // qkv read, out written, lse
-    const double bwd_bytes = 3 * BTC * s_bytes + 2 * BTC * s_bytes + 3 * BTC * s_bytes + 4.0 * B * NH * T;   // qkv, dout + out, dqkv
+    const double fwd_bytes = 4 * BTC * s_bytes + 4.0 * B * NH * T;   // qkv read, out written, lse
+    const double bwd_bytes =
+        3 * BTC * s_bytes + 2 * BTC * s_bytes + 3 * BTC * s_bytes + 4.0 * B * NH * T;   // qkv, dout + out, dqkv
     auto fwd = [&] { gpu::attention_forward_flash(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); };
     auto bwd = [&] {
         gpu::attention_backward_flash(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH, stream);
@@ -98,7 +100,12 @@ void run_shape(const Args& a, const Shape& s, cudaStream_t stream) {
     report("attention_forward_flash", dt, f_ms, fwd_bytes, fwd_flops, peak_flops<H>());
     const float b_ms = time_ms(bwd, a.reps, stream);
     report("attention_backward_flash", dt, b_ms, bwd_bytes, 2.5 * fwd_flops, peak_flops<H>());
-    const float fb_ms = time_ms([&] { fwd(); bwd(); }, a.reps, stream);
+    const float fb_ms = time_ms(
+        [&] {
+            fwd();
+            bwd();
+        },
+        a.reps, stream);
     // the GEMM attention on the same buffers (its backward accumulates into dqkv: same cost for timing)
     auto gfwd = [&] { gpu::attention_forward_gemm(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream); };
     auto gbwd = [&] {
@@ -108,7 +115,12 @@ void run_shape(const Args& a, const Shape& s, cudaStream_t stream) {
     report("attention_forward_gemm", dt, gf_ms, fwd_bytes, fwd_flops, peak_flops<H>());
     const float gb_ms = time_ms(gbwd, a.reps, stream);
     report("attention_backward_gemm", dt, gb_ms, bwd_bytes, 2.5 * fwd_flops, peak_flops<H>());
-    const float gfb_ms = time_ms([&] { gfwd(); gbwd(); }, a.reps, stream);
+    const float gfb_ms = time_ms(
+        [&] {
+            gfwd();
+            gbwd();
+        },
+        a.reps, stream);
     print_line("flash", dt, s, fwd_flops, f_ms, b_ms, fb_ms);
     print_line("gemm", dt, s, fwd_flops, gf_ms, gb_ms, gfb_ms);
 }
@@ -129,13 +141,15 @@ int run(const Args& a) {
     return for_each_dtype(a, [&](auto tag) {
         using H = decltype(tag);
         if constexpr (std::is_same_v<H, float>) {
-            std::printf("-- fp32: no flash kernel (mma.sync takes bf16 / fp16 operands); the GEMM attention serves fp32\n");
+            std::printf(
+                "-- fp32: no flash kernel (mma.sync takes bf16 / fp16 operands); the GEMM attention serves fp32\n");
         } else {
-            for (const Shape& s : shapes) run_shape<H>(a, s, stream);
+            for (const Shape& s : shapes)
+                run_shape<H>(a, s, stream);
         }
     });
 }
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) { return harness_main(argc, argv, run); }

@@ -98,14 +98,16 @@ namespace train_gpt::cuda {
 
 namespace attention_detail {
 
-constexpr int kTile = 64;          // queries per query tile = keys per key tile
-constexpr int kThreads = 256;      // a 16 × 16 thread grid per block
+constexpr int kTile = 64;             // queries per query tile = keys per key tile
+constexpr int kThreads = 256;         // a 16 × 16 thread grid per block
 constexpr int kPStride = kTile + 4;   // row stride (floats) of the 64 × 64 P / dS tiles
 constexpr int kMaxHeadSize = 128;
 
 // v as it reads back after a store into T (cpu::round_to): RNE, identity for float
 template <typename T>
-__device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+__device__ __forceinline__ float round_to(float v) {
+    return to_float(from_float<T>(v));
+}
 
 // A 16-bit pair packed in a 32-bit word (element 0 in the low half) → two floats.
 __device__ __forceinline__ void unpack2(float* f, uint32_t w, __nv_bfloat16) {
@@ -130,11 +132,15 @@ template <typename T>
 __device__ __forceinline__ void load16(float* f, const T* p) {
     const uint4 w = *reinterpret_cast<const uint4*>(p);
     if constexpr (std::is_same_v<T, float>) {
-        f[0] = __uint_as_float(w.x); f[1] = __uint_as_float(w.y);
-        f[2] = __uint_as_float(w.z); f[3] = __uint_as_float(w.w);
+        f[0] = __uint_as_float(w.x);
+        f[1] = __uint_as_float(w.y);
+        f[2] = __uint_as_float(w.z);
+        f[3] = __uint_as_float(w.w);
     } else {
-        unpack2(f + 0, w.x, T{}); unpack2(f + 2, w.y, T{});
-        unpack2(f + 4, w.z, T{}); unpack2(f + 6, w.w, T{});
+        unpack2(f + 0, w.x, T{});
+        unpack2(f + 2, w.y, T{});
+        unpack2(f + 4, w.z, T{});
+        unpack2(f + 6, w.w, T{});
     }
 }
 
@@ -145,7 +151,10 @@ __device__ __forceinline__ void store4(T* p, float v0, float v1, float v2, float
         float4* q = reinterpret_cast<float4*>(p);
         if constexpr (accumulate) {
             const float4 old = *q;
-            v0 += old.x; v1 += old.y; v2 += old.z; v3 += old.w;
+            v0 += old.x;
+            v1 += old.y;
+            v2 += old.z;
+            v3 += old.w;
         }
         *q = make_float4(v0, v1, v2, v3);
     } else {
@@ -155,7 +164,10 @@ __device__ __forceinline__ void store4(T* p, float v0, float v1, float v2, float
             float f[4];
             unpack2(f + 0, old.x, T{});
             unpack2(f + 2, old.y, T{});
-            v0 += f[0]; v1 += f[1]; v2 += f[2]; v3 += f[3];
+            v0 += f[0];
+            v1 += f[1];
+            v2 += f[2];
+            v3 += f[3];
         }
         *q = make_uint2(pack2(v0, v1, T{}), pack2(v2, v3, T{}));
     }
@@ -182,7 +194,8 @@ __device__ __forceinline__ void load_tile(float* tile, const T* __restrict__ bas
             load16<T>(f, base + (size_t)(row0 + r) * ld + d0);
         } else {
 #pragma unroll
-            for (int e = 0; e < VEC; e++) f[e] = 0.0f;
+            for (int e = 0; e < VEC; e++)
+                f[e] = 0.0f;
         }
 #pragma unroll
         for (int e = 0; e < VEC; e += 4)
@@ -195,8 +208,8 @@ __device__ __forceinline__ void load_tile(float* tile, const T* __restrict__ bas
 // dout_bh / out_bh point at (b, token 0, head h's first feature) of (B, T, C); lse_bh at (b, h, 0).
 template <typename T>
 __device__ __forceinline__ void load_row_stats(float* D_s, float* lse_s, const T* __restrict__ dout_bh,
-                                               const T* __restrict__ out_bh, const float* __restrict__ lse_bh,
-                                               int C, int q0, int Tlen, int hs) {
+                                               const T* __restrict__ out_bh, const float* __restrict__ lse_bh, int C,
+                                               int q0, int Tlen, int hs) {
     constexpr int VEC = 16 / sizeof(T);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int r = warp; r < kTile; r += kThreads / 32) {
@@ -208,11 +221,13 @@ __device__ __forceinline__ void load_row_stats(float* D_s, float* lse_s, const T
                 load16<T>(g, dout_bh + (size_t)q * C + d0);
                 load16<T>(o, out_bh + (size_t)q * C + d0);
 #pragma unroll
-                for (int e = 0; e < VEC; e++) acc = fmaf(g[e], o[e], acc);
+                for (int e = 0; e < VEC; e++)
+                    acc = fmaf(g[e], o[e], acc);
             }
         }
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        for (int off = 16; off > 0; off >>= 1)
+            acc += __shfl_xor_sync(0xffffffffu, acc, off);
         if (lane == 0) {
             D_s[r] = acc;
             lse_s[r] = q < Tlen ? lse_bh[q] : 0.0f;
@@ -230,9 +245,11 @@ __device__ __forceinline__ void product_nt(float (&acc)[4][4], const float* A, c
     for (int d = 0; d < HSP; d += 4) {
         float4 a[4], b[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) a[i] = *reinterpret_cast<const float4*>(A + (ty + 16 * i) * S + d);
+        for (int i = 0; i < 4; i++)
+            a[i] = *reinterpret_cast<const float4*>(A + (ty + 16 * i) * S + d);
 #pragma unroll
-        for (int j = 0; j < 4; j++) b[j] = *reinterpret_cast<const float4*>(Bm + (tx + 16 * j) * S + d);
+        for (int j = 0; j < 4; j++)
+            b[j] = *reinterpret_cast<const float4*>(Bm + (tx + 16 * j) * S + d);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
 #pragma unroll
@@ -251,20 +268,21 @@ __device__ __forceinline__ void product_nt(float (&acc)[4][4], const float* A, c
 //   P: (kTile, kPStride) tile; M: (kTile, HSP + 4) tile; c < HSP/64, e < 4
 // Naive: for r, d: acc[r][d] += Σ_k P[r][k] M[k][d]
 template <int HSP>
-__device__ __forceinline__ void product_nn(float (&acc)[4][HSP / 16], const float* P, const float* M, int tx,
-                                           int ty) {
+__device__ __forceinline__ void product_nn(float (&acc)[4][HSP / 16], const float* P, const float* M, int tx, int ty) {
     constexpr int S = HSP + 4;
     constexpr int DC = HSP / 64;   // 4-feature chunks per thread
 #pragma unroll 2
     for (int k = 0; k < kTile; k += 4) {
         float4 p[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) p[i] = *reinterpret_cast<const float4*>(P + (ty + 16 * i) * kPStride + k);
+        for (int i = 0; i < 4; i++)
+            p[i] = *reinterpret_cast<const float4*>(P + (ty + 16 * i) * kPStride + k);
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             float4 m[DC];
 #pragma unroll
-            for (int c = 0; c < DC; c++) m[c] = *reinterpret_cast<const float4*>(M + (k + kk) * S + 64 * c + 4 * tx);
+            for (int c = 0; c < DC; c++)
+                m[c] = *reinterpret_cast<const float4*>(M + (k + kk) * S + 64 * c + 4 * tx);
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const float pk = component(p[i], kk);
@@ -300,24 +318,30 @@ __device__ __forceinline__ void store_rows(T* base, size_t ld, const float (&acc
 }
 
 template <int HSP>
-constexpr size_t forward_smem_bytes() { return sizeof(float) * (3 * kTile * (HSP + 4) + kTile * kPStride); }
+constexpr size_t forward_smem_bytes() {
+    return sizeof(float) * (3 * kTile * (HSP + 4) + kTile * kPStride);
+}
 template <int HSP>
-constexpr size_t dkdv_smem_bytes() { return sizeof(float) * (4 * kTile * (HSP + 4) + 2 * kTile * kPStride + 2 * kTile); }
+constexpr size_t dkdv_smem_bytes() {
+    return sizeof(float) * (4 * kTile * (HSP + 4) + 2 * kTile * kPStride + 2 * kTile);
+}
 template <int HSP>
-constexpr size_t dq_smem_bytes() { return sizeof(float) * (4 * kTile * (HSP + 4) + kTile * kPStride + 2 * kTile); }
+constexpr size_t dq_smem_bytes() {
+    return sizeof(float) * (4 * kTile * (HSP + 4) + kTile * kPStride + 2 * kTile);
+}
 
 // ---- forward: one block per (query tile, h, b) ----
 template <typename T, int HSP>
 __global__ void __launch_bounds__(kThreads, 1)
-attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tlen, int C,
-                         int NH, float scale) {
+    attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tlen, int C,
+                             int NH, float scale) {
     constexpr int S = HSP + 4;
     constexpr int DPT = HSP / 16;   // output features per thread
     extern __shared__ float4 smem_f4[];
     float* Qs = reinterpret_cast<float*>(smem_f4);   // (64, S)   this block's queries
-    float* Ks = Qs + kTile * S;                       // (64, S)   current key tile
-    float* Vs = Ks + kTile * S;                       // (64, S)   current value tile
-    float* Ps = Vs + kTile * S;                       // (64, 68)  round_T(p) [query][key]
+    float* Ks = Qs + kTile * S;                      // (64, S)   current key tile
+    float* Vs = Ks + kTile * S;                      // (64, S)   current value tile
+    float* Ps = Vs + kTile * S;                      // (64, 68)  round_T(p) [query][key]
 
     const int hs = C / NH;
     const int qt = gridDim.x - 1 - blockIdx.x;   // the longest rows (last tiles) start first
@@ -331,14 +355,15 @@ attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* 
 
     load_tile<T, HSP>(Qs, q_bh, ld, q0, Tlen, hs);
 
-    float o[4][DPT];   // rows ty + 16i, features 64c + 4tx + e
-    float m[4], l[4];  // running max (reduced over the row), this thread's share of the running sum
+    float o[4][DPT];    // rows ty + 16i, features 64c + 4tx + e
+    float m[4], l[4];   // running max (reduced over the row), this thread's share of the running sum
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         m[i] = -INFINITY;
         l[i] = 0.0f;
 #pragma unroll
-        for (int d = 0; d < DPT; d++) o[i][d] = 0.0f;
+        for (int d = 0; d < DPT; d++)
+            o[i][d] = 0.0f;
     }
 
     for (int kt = 0; kt <= qt; kt++) {
@@ -369,7 +394,8 @@ attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* 
             m[i] = m_new;
             l[i] *= alpha;
 #pragma unroll
-            for (int d = 0; d < DPT; d++) o[i][d] *= alpha;
+            for (int d = 0; d < DPT; d++)
+                o[i][d] *= alpha;
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const float p = expf(s[i][j] - m_new);   // masked: exp(−∞) = 0
@@ -387,7 +413,8 @@ attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* 
     for (int i = 0; i < 4; i++) {
         float sum = l[i];
 #pragma unroll
-        for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        for (int off = 8; off > 0; off >>= 1)
+            sum += __shfl_xor_sync(0xffffffffu, sum, off);
         inv_l[i] = 1.0f / sum;
         const int q = q0 + ty + 16 * i;
         if (tx == 0 && q < Tlen) lse[((size_t)b * NH + h) * Tlen + q] = m[i] + logf(sum);
@@ -421,20 +448,20 @@ __device__ __forceinline__ void probabilities_and_dscores(float (&s)[4][4], floa
 // ---- backward, dK and dV: one block per (key tile, h, b), query tiles walked in order ----
 template <typename T, int HSP>
 __global__ void __launch_bounds__(kThreads, 1)
-attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
-                               const T* __restrict__ out, const float* __restrict__ lse, int Tlen, int C, int NH,
-                               float scale) {
+    attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
+                                   const T* __restrict__ out, const float* __restrict__ lse, int Tlen, int C, int NH,
+                                   float scale) {
     constexpr int S = HSP + 4;
     constexpr int DPT = HSP / 16;
     extern __shared__ float4 smem_f4[];
     float* Ks = reinterpret_cast<float*>(smem_f4);   // (64, S)   this block's keys
-    float* Vs = Ks + kTile * S;                       // (64, S)   this block's values
-    float* Qs = Vs + kTile * S;                       // (64, S)   current query tile
-    float* dOs = Qs + kTile * S;                      // (64, S)   its output gradients
-    float* PsT = dOs + kTile * S;                     // (64, 68)  round_T(P)          [key][query]
-    float* dSsT = PsT + kTile * kPStride;             // (64, 68)  round_T(dS)·scale   [key][query]
-    float* lse_s = dSsT + kTile * kPStride;           // (64)
-    float* D_s = lse_s + kTile;                       // (64)
+    float* Vs = Ks + kTile * S;                      // (64, S)   this block's values
+    float* Qs = Vs + kTile * S;                      // (64, S)   current query tile
+    float* dOs = Qs + kTile * S;                     // (64, S)   its output gradients
+    float* PsT = dOs + kTile * S;                    // (64, 68)  round_T(P)          [key][query]
+    float* dSsT = PsT + kTile * kPStride;            // (64, 68)  round_T(dS)·scale   [key][query]
+    float* lse_s = dSsT + kTile * kPStride;          // (64)
+    float* D_s = lse_s + kTile;                      // (64)
 
     const int hs = C / NH;
     const int kt = blockIdx.x;   // the first key tiles see the most queries and start first
@@ -443,7 +470,7 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
     const int k0 = kt * kTile;
     const int n_tiles = (Tlen + kTile - 1) / kTile;
     const size_t ld = 3 * (size_t)C;
-    const T* q_bh = qkv + (size_t)b * Tlen * ld + (size_t)h * hs;   // (T, 3C) rows, head h's q
+    const T* q_bh = qkv + (size_t)b * Tlen * ld + (size_t)h * hs;      // (T, 3C) rows, head h's q
     const T* dout_bh = dout + (size_t)b * Tlen * C + (size_t)h * hs;   // (T, C) rows
     const T* out_bh = out + (size_t)b * Tlen * C + (size_t)h * hs;
     const float* lse_bh = lse + ((size_t)b * NH + h) * Tlen;
@@ -455,7 +482,8 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
 #pragma unroll
     for (int i = 0; i < 4; i++) {
 #pragma unroll
-        for (int d = 0; d < DPT; d++) dk[i][d] = dv[i][d] = 0.0f;
+        for (int d = 0; d < DPT; d++)
+            dk[i][d] = dv[i][d] = 0.0f;
     }
 
     for (int qt = kt; qt < n_tiles; qt++) {   // causal: query tiles at or after the diagonal
@@ -466,9 +494,9 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
         load_row_stats<T>(D_s, lse_s, dout_bh, out_bh, lse_bh, C, q0, Tlen, hs);
         __syncthreads();
 
-        float s[4][4] = {}, dp[4][4] = {};   // [query ty+16i][key tx+16j]
-        product_nt<HSP>(s, Qs, Ks, tx, ty);    // S  = Q Kᵀ
-        product_nt<HSP>(dp, dOs, Vs, tx, ty);  // dP = dO Vᵀ
+        float s[4][4] = {}, dp[4][4] = {};      // [query ty+16i][key tx+16j]
+        product_nt<HSP>(s, Qs, Ks, tx, ty);     // S  = Q Kᵀ
+        product_nt<HSP>(dp, dOs, Vs, tx, ty);   // dP = dO Vᵀ
         probabilities_and_dscores<T>(s, dp, lse_s, D_s, q0, k0, Tlen, scale, tx, ty);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -478,7 +506,7 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
                 dSsT[(tx + 16 * j) * kPStride + ty + 16 * i] = dp[i][j];
             }
         }
-        __syncthreads();   // the transposed tiles cross warps
+        __syncthreads();                         // the transposed tiles cross warps
         product_nn<HSP>(dv, PsT, dOs, tx, ty);   // dV += Pᵀ dO
         product_nn<HSP>(dk, dSsT, Qs, tx, ty);   // dK += (dS·scale)ᵀ Q
     }
@@ -492,19 +520,19 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
 // ---- backward, dQ: one block per (query tile, h, b), key tiles walked in order ----
 template <typename T, int HSP>
 __global__ void __launch_bounds__(kThreads, 1)
-attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
-                             const T* __restrict__ out, const float* __restrict__ lse, int Tlen, int C, int NH,
-                             float scale) {
+    attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
+                                 const T* __restrict__ out, const float* __restrict__ lse, int Tlen, int C, int NH,
+                                 float scale) {
     constexpr int S = HSP + 4;
     constexpr int DPT = HSP / 16;
     extern __shared__ float4 smem_f4[];
     float* Qs = reinterpret_cast<float*>(smem_f4);   // (64, S)   this block's queries
-    float* dOs = Qs + kTile * S;                      // (64, S)   their output gradients
-    float* Ks = dOs + kTile * S;                      // (64, S)   current key tile
-    float* Vs = Ks + kTile * S;                       // (64, S)   current value tile
-    float* dSs = Vs + kTile * S;                      // (64, 68)  round_T(dS)·scale [query][key]
-    float* lse_s = dSs + kTile * kPStride;            // (64)
-    float* D_s = lse_s + kTile;                       // (64)
+    float* dOs = Qs + kTile * S;                     // (64, S)   their output gradients
+    float* Ks = dOs + kTile * S;                     // (64, S)   current key tile
+    float* Vs = Ks + kTile * S;                      // (64, S)   current value tile
+    float* dSs = Vs + kTile * S;                     // (64, 68)  round_T(dS)·scale [query][key]
+    float* lse_s = dSs + kTile * kPStride;           // (64)
+    float* D_s = lse_s + kTile;                      // (64)
 
     const int hs = C / NH;
     const int qt = gridDim.x - 1 - blockIdx.x;   // the longest rows (last tiles) start first
@@ -525,7 +553,8 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
 #pragma unroll
     for (int i = 0; i < 4; i++) {
 #pragma unroll
-        for (int d = 0; d < DPT; d++) dq[i][d] = 0.0f;
+        for (int d = 0; d < DPT; d++)
+            dq[i][d] = 0.0f;
     }
 
     for (int kt = 0; kt <= qt; kt++) {   // causal: key tiles up to the diagonal
@@ -542,7 +571,8 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
 #pragma unroll
         for (int i = 0; i < 4; i++) {
 #pragma unroll
-            for (int j = 0; j < 4; j++) dSs[(ty + 16 * i) * kPStride + tx + 16 * j] = dp[i][j];
+            for (int j = 0; j < 4; j++)
+                dSs[(ty + 16 * i) * kPStride + tx + 16 * j] = dp[i][j];
         }
         // Row r of dSs is written and read only by the half-warp that owns row r.
         __syncwarp();
@@ -555,18 +585,19 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
 
 // Shape and alignment preconditions shared by both launchers; returns hs.
 inline int check_attention_args(const char* who, int B, int Tlen, int C, int NH,
-                                 std::initializer_list<const void*> ptrs) {
+                                std::initializer_list<const void*> ptrs) {
     // grid = (T/64, NH, B): NH and B are grid dimensions y and z, at most 65535 each
     if (B < 0 || Tlen < 0 || C <= 0 || NH <= 0 || C % NH != 0 || B > 65535 || NH > 65535)
-        ::train_gpt::fail("%s: bad shape B=%d T=%d C=%d NH=%d (need C divisible by NH, B and NH ≤ 65535)", who, B,
-                          Tlen, C, NH);
+        ::train_gpt::fail("%s: bad shape B=%d T=%d C=%d NH=%d (need C divisible by NH, B and NH ≤ 65535)", who, B, Tlen,
+                          C, NH);
     const int hs = C / NH;
     // hs % 8: every 16-byte vector (4 floats, 8 bf16/fp16) of a head row lies in that head and is
     // 16-byte aligned (lse is read by scalar loads and may sit anywhere); hs ≤ 128: the largest padded tile (HSP = 128) the kernels are built for.
     if (hs % 8 != 0 || hs > kMaxHeadSize)
-        ::train_gpt::fail("%s: head size hs = C/NH = %d/%d = %d is not supported: the CUDA attention kernels "
-                          "need hs to be a multiple of 8 and at most %d",
-                          who, C, NH, hs, kMaxHeadSize);
+        ::train_gpt::fail(
+            "%s: head size hs = C/NH = %d/%d = %d is not supported: the CUDA attention kernels "
+            "need hs to be a multiple of 8 and at most %d",
+            who, C, NH, hs, kMaxHeadSize);
     for (const void* p : ptrs) {
         if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
             ::train_gpt::fail("%s: buffer %p is not 16-byte aligned (the kernels use 16-byte loads)", who, p);
@@ -603,7 +634,7 @@ void launch_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* ou
 
 static_assert(dkdv_smem_bytes<128>() <= 227 * 1024, "largest tile set must fit Hopper's 227 KiB per block");
 
-}  // namespace attention_detail
+}   // namespace attention_detail
 
 // out (B,T,C), lse (B,NH,T) FP32 ← causal attention of qkv (B,T,3C). Overwrites out and lse.
 template <typename T>
@@ -614,8 +645,10 @@ void attention_forward(T* out, float* lse, const T* qkv, int B, int Tlen, int C,
     const int hs = check_attention_args("attention_forward", B, Tlen, C, NH, {out, qkv});
     if (B == 0 || Tlen == 0) return;
     const float scale = 1.0f / sqrtf((float)hs);   // as the CPU twin: 1 / std::sqrt(float(hs))
-    if (hs <= 64) launch_attention_forward<T, 64>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
-    else          launch_attention_forward<T, 128>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
+    if (hs <= 64)
+        launch_attention_forward<T, 64>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
+    else
+        launch_attention_forward<T, 128>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
 }
 
 // dqkv (B,T,3C) += gradient of attention_forward, from dout (B,T,C) and the forward's qkv, out, lse.
@@ -628,8 +661,10 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
     const int hs = check_attention_args("attention_backward", B, Tlen, C, NH, {dqkv, dout, qkv, out});
     if (B == 0 || Tlen == 0) return;
     const float scale = 1.0f / sqrtf((float)hs);
-    if (hs <= 64) launch_attention_backward<T, 64>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
-    else          launch_attention_backward<T, 128>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
+    if (hs <= 64)
+        launch_attention_backward<T, 64>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
+    else
+        launch_attention_backward<T, 128>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

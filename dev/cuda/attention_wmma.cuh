@@ -88,20 +88,27 @@ namespace attention_wmma_detail {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kTile = 64;            // queries per query tile = keys per key tile
-constexpr int kWarps = 4;            // warp w owns rows 16w … 16w+15 of the block's tile
+constexpr int kTile = 64;   // queries per query tile = keys per key tile
+constexpr int kWarps = 4;   // warp w owns rows 16w … 16w+15 of the block's tile
 constexpr int kThreads = 32 * kWarps;
-constexpr int kLDF = kTile + 4;      // FP32 score tiles (64 columns), floats
-constexpr int kLDP = kTile + 8;      // T probability tiles (64 columns), elements
+constexpr int kLDF = kTile + 4;   // FP32 score tiles (64 columns), floats
+constexpr int kLDP = kTile + 8;   // T probability tiles (64 columns), elements
 constexpr int kMaxHeadSize = 128;
 
-template <int HSP> __host__ __device__ constexpr int ldt() { return HSP + 8; }   // T tiles of HSP features
-template <int HSP> __host__ __device__ constexpr int ldo() { return HSP + 4; }   // FP32 tiles of HSP features
+template <int HSP>
+__host__ __device__ constexpr int ldt() {
+    return HSP + 8;
+}   // T tiles of HSP features
+template <int HSP>
+__host__ __device__ constexpr int ldo() {
+    return HSP + 4;
+}   // FP32 tiles of HSP features
 
 constexpr size_t align128(size_t n) { return (n + 127) / 128 * 128; }
 
 // Byte offsets of the shared arrays (each 128-byte aligned).
-template <int HSP> struct FwdSmem {
+template <int HSP>
+struct FwdSmem {
     static constexpr size_t tileT = align128(size_t(kTile) * ldt<HSP>() * 2);
     static constexpr size_t q = 0, k = q + tileT, v = k + tileT;
     static constexpr size_t s = v + tileT;
@@ -113,7 +120,8 @@ template <int HSP> struct FwdSmem {
 };
 // dK/dV (two_T_tiles = true) and dQ (false) kernels: a, b = the persistent tiles (K, V / Q, dO),
 // c, d = the walked tiles (Q, dO / K, V); s, dp = FP32 scores; p, ds = T tiles; r0, r1 = per-row stats.
-template <int HSP, bool two_T_tiles> struct BwdSmem {
+template <int HSP, bool two_T_tiles>
+struct BwdSmem {
     static constexpr size_t tileT = align128(size_t(kTile) * ldt<HSP>() * 2);
     static constexpr size_t tileF = align128(size_t(kTile) * kLDF * 4);
     static constexpr size_t tileP = align128(size_t(kTile) * kLDP * 2);
@@ -128,7 +136,9 @@ template <int HSP, bool two_T_tiles> struct BwdSmem {
 };
 
 template <typename T>
-__device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+__device__ __forceinline__ float round_to(float v) {
+    return to_float(from_float<T>(v));
+}
 
 __device__ __forceinline__ uint16_t bits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
 __device__ __forceinline__ uint16_t bits(__half x) { return __half_as_ushort(x); }
@@ -182,7 +192,8 @@ __device__ __forceinline__ void store_rows(T* dst, size_t ld, const float* stage
             unpack2<T>(o + 4, old.z);
             unpack2<T>(o + 6, old.w);
 #pragma unroll
-            for (int e = 0; e < 8; e++) v[e] += o[e];
+            for (int e = 0; e < 8; e++)
+                v[e] += o[e];
         }
         uint4 w;
         w.x = pack2<T>(v[0], v[1]);
@@ -193,9 +204,12 @@ __device__ __forceinline__ void store_rows(T* dst, size_t ld, const float* stage
     }
 }
 
-template <typename T> using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
-template <typename T> using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
-template <typename T> using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
+template <typename T>
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
+template <typename T>
+using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
+template <typename T>
+using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 // out (16 × 64 FP32, stride kLDF) = A (16 × HSP, rows of a T tile, stride ldt) · Bᵀ where B is a
@@ -224,8 +238,8 @@ __device__ __forceinline__ void scores_16x64(float* out, const T* A, const T* B,
 
 template <typename T, int HSP>
 __global__ void __launch_bounds__(kThreads)
-attention_forward_wmma_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tlen,
-                              int C, int NH, float scale) {
+    attention_forward_wmma_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tlen,
+                                  int C, int NH, float scale) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();   // bf16/fp16 wmma needs sm_80+
 #else
@@ -251,7 +265,8 @@ attention_forward_wmma_kernel(T* __restrict__ out, float* __restrict__ lse, cons
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
     load_tile<T, HSP>(Qs, base, ld, q0, Tlen, hs);
-    for (int i = threadIdx.x; i < kTile * LDO; i += kThreads) Os[i] = 0.0f;
+    for (int i = threadIdx.x; i < kTile * LDO; i += kThreads)
+        Os[i] = 0.0f;
     if (threadIdx.x < kTile) {
         Ms[threadIdx.x] = -INFINITY;
         Ls[threadIdx.x] = 0.0f;
@@ -287,7 +302,7 @@ attention_forward_wmma_kernel(T* __restrict__ out, float* __restrict__ lse, cons
         }
         mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
         const float m_old = Ms[row];
-        const float m_new = fmaxf(m_old, mx);   // finite: key k0 ≤ q0 ≤ qrow is never masked
+        const float m_new = fmaxf(m_old, mx);      // finite: key k0 ≤ q0 ≤ qrow is never masked
         const float alpha = expf(m_old - m_new);   // 0 on the first tile (m_old = −∞)
         float sum = 0.0f;
 #pragma unroll 8
@@ -300,7 +315,8 @@ attention_forward_wmma_kernel(T* __restrict__ out, float* __restrict__ lse, cons
         }
         sum += __shfl_xor_sync(kFullMask, sum, 1);
 #pragma unroll 4
-        for (int d = half; d < HSP; d += 2) Ow[r * LDO + d] *= alpha;
+        for (int d = half; d < HSP; d += 2)
+            Ow[r * LDO + d] *= alpha;
         __syncwarp();   // both lanes of the row have read m_old
         if (half == 0) {
             Ms[row] = m_new;
@@ -331,8 +347,8 @@ attention_forward_wmma_kernel(T* __restrict__ out, float* __restrict__ lse, cons
     float* inv = Sw;   // 16 floats of the warp's own score rows, no longer needed
     if (half == 0) inv[r] = 1.0f / Ls[row];
     __syncwarp();
-    store_rows<T, HSP, false>(out + (size_t)b * Tlen * C + (size_t)h * hs, (size_t)C, Ow, q0 + 16 * warp, Tlen, hs,
-                              inv, lane);
+    store_rows<T, HSP, false>(out + (size_t)b * Tlen * C + (size_t)h * hs, (size_t)C, Ow, q0 + 16 * warp, Tlen, hs, inv,
+                              lane);
     if (half == 0 && qrow < Tlen) lse[((size_t)b * NH + h) * Tlen + qrow] = Ms[row] + logf(Ls[row]);
 #endif
 }
@@ -342,8 +358,8 @@ attention_forward_wmma_kernel(T* __restrict__ out, float* __restrict__ lse, cons
 // D (B,NH,T) FP32: D_t = dO_t · O_t, one warp per (b, t, h).
 template <typename T>
 __global__ void __launch_bounds__(256)
-attention_wmma_d_kernel(float* __restrict__ D, const T* __restrict__ dout, const T* __restrict__ out, int B,
-                        int Tlen, int C, int NH) {
+    attention_wmma_d_kernel(float* __restrict__ D, const T* __restrict__ dout, const T* __restrict__ out, int B,
+                            int Tlen, int C, int NH) {
     const size_t rowid = (size_t)blockIdx.x * 8 + threadIdx.x / 32;   // (b·T + t)·NH + h
     const int lane = threadIdx.x % 32;
     if (rowid >= (size_t)B * Tlen * NH) return;
@@ -354,7 +370,8 @@ attention_wmma_d_kernel(float* __restrict__ D, const T* __restrict__ dout, const
     const T* o = out + bt * C + (size_t)h * hs;
     const T* g = dout + bt * C + (size_t)h * hs;
     float acc = 0.0f;
-    for (int d = lane; d < hs; d += 32) acc += to_float(g[d]) * to_float(o[d]);
+    for (int d = lane; d < hs; d += 32)
+        acc += to_float(g[d]) * to_float(o[d]);
     acc = warp_reduce_sum(acc);
     if (lane == 0) D[((size_t)b * NH + h) * Tlen + t] = acc;
 }
@@ -364,16 +381,16 @@ attention_wmma_d_kernel(float* __restrict__ D, const T* __restrict__ dout, const
 // columns 2c + lane%2. `transposed`: rows are keys and columns queries (the dK/dV kernel);
 // otherwise rows are queries and columns keys. Writes P (if Pw) and dS as T tiles (stride kLDP).
 template <typename T, bool transposed>
-__device__ __forceinline__ void probs_and_dscores(T* Pw, T* dSw, const float* Sw, const float* dPw,
-                                                  const float* lse_s, const float* D_s, int row_base, int col_base,
-                                                  int row_off, int Tlen, float scale, int lane) {
+__device__ __forceinline__ void probs_and_dscores(T* Pw, T* dSw, const float* Sw, const float* dPw, const float* lse_s,
+                                                  const float* D_s, int row_base, int col_base, int row_off, int Tlen,
+                                                  float scale, int lane) {
     const int r = lane >> 1, half = lane & 1;
 #pragma unroll 8
     for (int c = 0; c < 32; c++) {
         const int col = 2 * c + half;
         const int rowi = row_base + r, coli = col_base + col;   // absolute token indices
         const int qi = transposed ? coli : rowi, ki = transposed ? rowi : coli;
-        const int qlocal = transposed ? col : row_off + r;     // index into lse_s / D_s
+        const int qlocal = transposed ? col : row_off + r;   // index into lse_s / D_s
         const bool masked = ki > qi || qi >= Tlen;
         const float s = Sw[r * kLDF + col], dp = dPw[r * kLDF + col];
         const float p = masked ? 0.0f : round_to<T>(expf(s * scale - lse_s[qlocal]));
@@ -386,9 +403,9 @@ __device__ __forceinline__ void probs_and_dscores(T* Pw, T* dSw, const float* Sw
 // dK, dV: block per (key tile, h, b).
 template <typename T, int HSP>
 __global__ void __launch_bounds__(kThreads)
-attention_backward_dkdv_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
-                                    const float* __restrict__ lse, const float* __restrict__ Dg, int Tlen, int C,
-                                    int NH, float scale) {
+    attention_backward_dkdv_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
+                                        const float* __restrict__ lse, const float* __restrict__ Dg, int Tlen, int C,
+                                        int NH, float scale) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();
 #else
@@ -448,8 +465,8 @@ attention_backward_dkdv_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ 
 
         // query blocks j < warp of the diagonal tile lie before every key of this warp: all masked
         const int jmin = qt == kt ? warp : 0;
-        scores_16x64<T, HSP>(Sw, Kw, Qs, jmin, 3);    // Sᵀ_w  = K_w · Qᵀ
-        scores_16x64<T, HSP>(dPw, Vw, dOs, jmin, 3);  // dPᵀ_w = V_w · dOᵀ
+        scores_16x64<T, HSP>(Sw, Kw, Qs, jmin, 3);     // Sᵀ_w  = K_w · Qᵀ
+        scores_16x64<T, HSP>(dPw, Vw, dOs, jmin, 3);   // dPᵀ_w = V_w · dOᵀ
         __syncwarp();
         probs_and_dscores<T, true>(Pw, dSw, Sw, dPw, lse_s, D_s, k0 + 16 * warp, q0, 0, Tlen, scale, lane);
         __syncwarp();
@@ -466,7 +483,7 @@ attention_backward_dkdv_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ 
                 FragBRow<T> bm;
                 wmma::load_matrix_sync(bm, dOs + 16 * j * LDT + 16 * n, LDT);   // dV_w += Pᵀ_w · dO
                 wmma::mma_sync(dv[n], ap, bm, dv[n]);
-                wmma::load_matrix_sync(bm, Qs + 16 * j * LDT + 16 * n, LDT);    // dK_w += dSᵀ_w · Q
+                wmma::load_matrix_sync(bm, Qs + 16 * j * LDT + 16 * n, LDT);   // dK_w += dSᵀ_w · Q
                 wmma::mma_sync(dk[n], as, bm, dk[n]);
             }
         }
@@ -479,14 +496,16 @@ attention_backward_dkdv_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ 
 #pragma unroll
     for (int n = 0; n < NF; n++) {
 #pragma unroll
-        for (int e = 0; e < dk[n].num_elements; e++) dk[n].x[e] *= scale;   // uniform: no layout assumed
+        for (int e = 0; e < dk[n].num_elements; e++)
+            dk[n].x[e] *= scale;   // uniform: no layout assumed
         wmma::store_matrix_sync(stage + 16 * n, dk[n], LDO, wmma::mem_row_major);
     }
     __syncwarp();
     store_rows<T, HSP, true>(dbase_out + C, ld, stage, k0 + 16 * warp, Tlen, hs, nullptr, lane);
     __syncwarp();
 #pragma unroll
-    for (int n = 0; n < NF; n++) wmma::store_matrix_sync(stage + 16 * n, dv[n], LDO, wmma::mem_row_major);
+    for (int n = 0; n < NF; n++)
+        wmma::store_matrix_sync(stage + 16 * n, dv[n], LDO, wmma::mem_row_major);
     __syncwarp();
     store_rows<T, HSP, true>(dbase_out + 2 * C, ld, stage, k0 + 16 * warp, Tlen, hs, nullptr, lane);
 #endif
@@ -495,9 +514,9 @@ attention_backward_dkdv_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ 
 // dQ: block per (query tile, h, b).
 template <typename T, int HSP>
 __global__ void __launch_bounds__(kThreads)
-attention_backward_dq_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
-                                  const float* __restrict__ lse, const float* __restrict__ Dg, int Tlen, int C,
-                                  int NH, float scale) {
+    attention_backward_dq_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
+                                      const float* __restrict__ lse, const float* __restrict__ Dg, int Tlen, int C,
+                                      int NH, float scale) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();
 #else
@@ -536,7 +555,8 @@ attention_backward_dq_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ do
 
     FragC dq[NF];
 #pragma unroll
-    for (int n = 0; n < NF; n++) wmma::fill_fragment(dq[n], 0.0f);
+    for (int n = 0; n < NF; n++)
+        wmma::fill_fragment(dq[n], 0.0f);
     float* Sw = Ss + 16 * warp * kLDF;
     float* dPw = dPs + 16 * warp * kLDF;
     T* dSw = dSs + 16 * warp * kLDP;
@@ -550,9 +570,9 @@ attention_backward_dq_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ do
         load_tile<T, HSP>(Vs, base + 2 * C, ld, k0, Tlen, hs);
         __syncthreads();
 
-        const int jmax = kt == qt ? warp : 3;   // key blocks above the diagonal: all masked
-        scores_16x64<T, HSP>(Sw, Qw, Ks, 0, jmax);    // S_w  = Q_w · Kᵀ
-        scores_16x64<T, HSP>(dPw, dOw, Vs, 0, jmax);  // dP_w = dO_w · Vᵀ
+        const int jmax = kt == qt ? warp : 3;          // key blocks above the diagonal: all masked
+        scores_16x64<T, HSP>(Sw, Qw, Ks, 0, jmax);     // S_w  = Q_w · Kᵀ
+        scores_16x64<T, HSP>(dPw, dOw, Vs, 0, jmax);   // dP_w = dO_w · Vᵀ
         __syncwarp();
         probs_and_dscores<T, false>(nullptr, dSw, Sw, dPw, lse_s, D_s, q0 + 16 * warp, k0, 16 * warp, Tlen, scale,
                                     lane);
@@ -576,7 +596,8 @@ attention_backward_dq_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ do
 #pragma unroll
     for (int n = 0; n < NF; n++) {
 #pragma unroll
-        for (int e = 0; e < dq[n].num_elements; e++) dq[n].x[e] *= scale;
+        for (int e = 0; e < dq[n].num_elements; e++)
+            dq[n].x[e] *= scale;
         wmma::store_matrix_sync(stage + 16 * n, dq[n], LDO, wmma::mem_row_major);
     }
     __syncwarp();
@@ -588,13 +609,14 @@ attention_backward_dq_wmma_kernel(T* __restrict__ dqkv, const T* __restrict__ do
 // Shape and alignment preconditions; returns hs.
 inline int check_wmma_args(const char* who, int B, int Tlen, int C, int NH, std::initializer_list<const void*> ptrs) {
     if (B < 0 || Tlen < 0 || C <= 0 || NH <= 0 || C % NH != 0 || B > 65535 || NH > 65535)
-        ::train_gpt::fail("%s: bad shape B=%d T=%d C=%d NH=%d (need C divisible by NH, B and NH ≤ 65535)", who, B,
-                          Tlen, C, NH);
+        ::train_gpt::fail("%s: bad shape B=%d T=%d C=%d NH=%d (need C divisible by NH, B and NH ≤ 65535)", who, B, Tlen,
+                          C, NH);
     const int hs = C / NH;
     if (hs % 16 != 0 || hs > kMaxHeadSize)
-        ::train_gpt::fail("%s: head size hs = C/NH = %d/%d = %d is not supported: the tensor-core attention needs "
-                          "hs to be a multiple of 16 and at most %d",
-                          who, C, NH, hs, kMaxHeadSize);
+        ::train_gpt::fail(
+            "%s: head size hs = C/NH = %d/%d = %d is not supported: the tensor-core attention needs "
+            "hs to be a multiple of 16 and at most %d",
+            who, C, NH, hs, kMaxHeadSize);
     for (const void* p : ptrs) {
         if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
             ::train_gpt::fail("%s: buffer %p is not 16-byte aligned (the kernels use 16-byte loads)", who, p);
@@ -607,7 +629,8 @@ static_assert(FwdSmem<128>::bytes <= 227 * 1024 && BwdSmem<128, true>::bytes <= 
               "tile sets must fit Hopper's 227 KiB per block");
 
 template <typename T, int HSP>
-void launch_forward(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, float scale, cudaStream_t stream) {
+void launch_forward(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, float scale,
+                    cudaStream_t stream) {
     constexpr size_t smem = FwdSmem<HSP>::bytes;
     auto kernel = attention_forward_wmma_kernel<T, HSP>;
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -636,7 +659,7 @@ void launch_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const f
     cudaCheck(cudaGetLastError());
 }
 
-}  // namespace attention_wmma_detail
+}   // namespace attention_wmma_detail
 
 // out (B,T,C), lse (B,NH,T) FP32 ← causal attention of qkv (B,T,3C), on tensor cores. Overwrites
 // out and lse. T = __nv_bfloat16 or __half; T = float fails (use attention_forward or _gemm).
@@ -644,16 +667,19 @@ template <typename T>
 void attention_forward_wmma(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, cudaStream_t stream) {
     using namespace attention_wmma_detail;
     if constexpr (std::is_same_v<T, float>) {
-        ::train_gpt::fail("attention_forward_wmma: no FP32 tensor-core path (wmma takes bf16/fp16 operands); use "
-                          "attention_forward (flash) or attention_forward_gemm for FP32");
+        ::train_gpt::fail(
+            "attention_forward_wmma: no FP32 tensor-core path (wmma takes bf16/fp16 operands); use "
+            "attention_forward (flash) or attention_forward_gemm for FP32");
     } else {
         static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
                       "attention_forward_wmma: T must be __nv_bfloat16 or __half");
         const int hs = check_wmma_args("attention_forward_wmma", B, Tlen, C, NH, {out, qkv});
         if (B == 0 || Tlen == 0) return;
         const float scale = 1.0f / sqrtf((float)hs);   // as the CPU twin
-        if (hs <= 64) launch_forward<T, 64>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
-        else          launch_forward<T, 128>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
+        if (hs <= 64)
+            launch_forward<T, 64>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
+        else
+            launch_forward<T, 128>(out, lse, qkv, B, Tlen, C, NH, scale, stream);
     }
 }
 
@@ -664,17 +690,20 @@ void attention_backward_wmma(T* dqkv, const T* dout, const T* qkv, const T* out,
                              int C, int NH, cudaStream_t stream) {
     using namespace attention_wmma_detail;
     if constexpr (std::is_same_v<T, float>) {
-        ::train_gpt::fail("attention_backward_wmma: no FP32 tensor-core path (wmma takes bf16/fp16 operands); use "
-                          "attention_backward (flash) or attention_backward_gemm for FP32");
+        ::train_gpt::fail(
+            "attention_backward_wmma: no FP32 tensor-core path (wmma takes bf16/fp16 operands); use "
+            "attention_backward (flash) or attention_backward_gemm for FP32");
     } else {
         static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
                       "attention_backward_wmma: T must be __nv_bfloat16 or __half");
         const int hs = check_wmma_args("attention_backward_wmma", B, Tlen, C, NH, {dqkv, dout, qkv, out});
         if (B == 0 || Tlen == 0) return;
         const float scale = 1.0f / sqrtf((float)hs);
-        if (hs <= 64) launch_backward<T, 64>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
-        else          launch_backward<T, 128>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
+        if (hs <= 64)
+            launch_backward<T, 64>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
+        else
+            launch_backward<T, 128>(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, scale, stream);
     }
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

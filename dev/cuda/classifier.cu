@@ -40,11 +40,17 @@ static int run(const Args& a) {
         }
         // timed on fresh logits each time is not needed: the kernel's cost does not depend on them
         d_logits.upload(logits);
-        float ms = time_ms([&] { gpu::fused_classifier(d_logits.ptr, d_losses.ptr, d_logits.ptr, d_targets.ptr, N, V, Vp,
-                                                       dloss, stream); }, a.reps, stream);
+        float ms = time_ms(
+            [&] {
+                gpu::fused_classifier(d_logits.ptr, d_losses.ptr, d_logits.ptr, d_targets.ptr, N, V, Vp, dloss, stream);
+            },
+            a.reps, stream);
         report("fused_classifier (in place)", dt, ms, 2 * NV * sizeof(H) + 8.0 * N, 6 * NV, peak_flops<H>());
-        ms = time_ms([&] { gpu::fused_classifier((D*)nullptr, d_losses.ptr, d_logits.ptr, d_targets.ptr, N, V, Vp, dloss,
-                                                 stream); }, a.reps, stream);
+        ms = time_ms(
+            [&] {
+                gpu::fused_classifier((D*)nullptr, d_losses.ptr, d_logits.ptr, d_targets.ptr, N, V, Vp, dloss, stream);
+            },
+            a.reps, stream);
         report("fused_classifier (loss only)", dt, ms, NV * sizeof(H) + 8.0 * N, 4 * NV, peak_flops<H>());
     });
 }

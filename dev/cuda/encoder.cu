@@ -49,13 +49,14 @@ static int run(const Args& a) {
             check("encoder_backward dwpe", dt, d_dwpe.template download<float>(), dwpe, 1e-5);
         }
         const size_t distinct = std::set<int32_t>(tokens.begin(), tokens.end()).size();
-        float ms = time_ms([&] { gpu::encoder_forward(d_out.ptr, d_tokens.ptr, d_wte.ptr, d_wpe.ptr, B, T, C, stream); },
-                           a.reps, stream);
+        float ms =
+            time_ms([&] { gpu::encoder_forward(d_out.ptr, d_tokens.ptr, d_wte.ptr, d_wpe.ptr, B, T, C, stream); },
+                    a.reps, stream);
         report("encoder_forward", dt, ms, 4.0 * BT + (2.0 * BT + T) * C * s, (double)BT * C, peak_flops<H>());
         ms = time_ms([&] { gpu::encoder_backward(d_dwte.ptr, d_dwpe.ptr, d_dout.ptr, d_tokens.ptr, B, T, C, stream); },
                      a.reps, stream);
-        report("encoder_backward", dt, ms, 4.0 * BT + (double)BT * C * s + 8.0 * (distinct + T) * C,
-               2.0 * BT * C, peak_flops<H>());
+        report("encoder_backward", dt, ms, 4.0 * BT + (double)BT * C * s + 8.0 * (distinct + T) * C, 2.0 * BT * C,
+               peak_flops<H>());
     });
 }
 

@@ -21,9 +21,9 @@ using namespace harness;
 namespace cpu = train_gpt::cpu;
 namespace gpu = train_gpt::cuda;
 using train_gpt::Fp8CastStats;
+using train_gpt::Fp8Counters;
 using train_gpt::fp8e4m3;
 using train_gpt::fp8e5m2;
-using train_gpt::Fp8Counters;
 using train_gpt::to_cast_stats;
 
 namespace {
@@ -42,7 +42,7 @@ bool same_stats(const Fp8CastStats& a, const Fp8CastStats& b) {
     std::memcpy(&bb, &b.amax, 4);
     return ab == bb && a.count == b.count && a.saturated == b.saturated && a.flushed == b.flushed && a.nan == b.nan;
 }
-}  // namespace
+}   // namespace
 
 static int run(const Args& a) {
     cudaStream_t stream;
@@ -58,7 +58,7 @@ static int run(const Args& a) {
             std::vector<H> x = fp8_inputs<H>(r, n);
             DeviceBuffer<D> d_x(x);
             DeviceBuffer<uint8_t> d_q4(n), d_q5(n);
-            const float scale = 448.0f / 64.0f;   // saturates above 64, flushes below ~2^-12
+            const float scale = 448.0f / 64.0f;                       // saturates above 64, flushes below ~2^-12
             DeviceBuffer<float> d_scale(std::vector<float>{scale});   // the casts read it from device memory
             if (a.check) {
                 const float ref_amax = cpu::amax(x.data(), n), got_amax = gpu::amax(d_x.ptr, n, stream);
@@ -93,8 +93,8 @@ static int run(const Args& a) {
                 d_qt.poison();
                 DeviceBuffer<Fp8Counters> kt(1);
                 cudaCheck(cudaMemset(kt.ptr, 0, sizeof(Fp8Counters)));
-                gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, rows, cols, d_scale.ptr, kt.ptr,
-                                            stream);
+                gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, rows, cols, d_scale.ptr,
+                                            kt.ptr, stream);
                 cudaCheck(cudaStreamSynchronize(stream));
                 check_bytes((what + "quantize_transpose q").c_str(), dt, d_q4.template download<fp8e4m3>(), q4);
                 check_bytes((what + "quantize_transpose qt").c_str(), dt, d_qt.template download<fp8e4m3>(), qt);
@@ -107,11 +107,12 @@ static int run(const Args& a) {
                     d_q4.poison();
                     d_qt.poison();
                     cudaCheck(cudaMemset(kt.ptr, 0, sizeof(Fp8Counters)));
-                    gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, rows, cols, d_scale.ptr,
-                                                kt.ptr, stream, gpu::Unchanged{}, /*vectorised=*/true);
+                    gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, rows, cols,
+                                                d_scale.ptr, kt.ptr, stream, gpu::Unchanged{}, /*vectorised=*/true);
                     cudaCheck(cudaStreamSynchronize(stream));
                     check_bytes((what + "quantize_transpose_vec q").c_str(), dt, d_q4.template download<fp8e4m3>(), q4);
-                    check_bytes((what + "quantize_transpose_vec qt").c_str(), dt, d_qt.template download<fp8e4m3>(), qt);
+                    check_bytes((what + "quantize_transpose_vec qt").c_str(), dt, d_qt.template download<fp8e4m3>(),
+                                qt);
                     const bool okv = same_stats(to_cast_stats(kt.template download<Fp8Counters>()[0]), ct);
                     std::printf("  check %-28s %-4s statistics %s%s\n", (what + "quantize_transpose_vec stats").c_str(),
                                 dt, okv ? "equal" : "DIFFER", okv ? "" : "  FAIL");
@@ -123,24 +124,37 @@ static int run(const Args& a) {
             DeviceBuffer<Fp8Counters> counters(1);   // the timed casts accumulate into it
             cudaCheck(cudaMemset(counters.ptr, 0, sizeof(Fp8Counters)));
             report((what + "amax").c_str(), dt, ms, n * s, (double)n, peak_flops<H>());
-            ms = time_ms([&] { gpu::quantize_fp8(d_q4.as<fp8e4m3>(), d_x.ptr, n, d_scale.ptr, counters.ptr, stream); }, a.reps, stream);
+            ms = time_ms([&] { gpu::quantize_fp8(d_q4.as<fp8e4m3>(), d_x.ptr, n, d_scale.ptr, counters.ptr, stream); },
+                         a.reps, stream);
             report((what + "quantize_e4m3").c_str(), dt, ms, n * (s + 1), 2.0 * n, peak_flops<H>());
-            ms = time_ms([&] { gpu::quantize_fp8(d_q5.as<fp8e5m2>(), d_x.ptr, n, d_scale.ptr, counters.ptr, stream); }, a.reps, stream);
+            ms = time_ms([&] { gpu::quantize_fp8(d_q5.as<fp8e5m2>(), d_x.ptr, n, d_scale.ptr, counters.ptr, stream); },
+                         a.reps, stream);
             report((what + "quantize_e5m2").c_str(), dt, ms, n * (s + 1), 2.0 * n, peak_flops<H>());
             DeviceBuffer<uint8_t> d_qt(n);
-            ms = time_ms([&] { gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, a.B * a.T,
-                                                           width * a.C, d_scale.ptr, counters.ptr, stream); }, a.reps, stream);
+            ms = time_ms(
+                [&] {
+                    gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, a.B * a.T, width * a.C,
+                                                d_scale.ptr, counters.ptr, stream);
+                },
+                a.reps, stream);
             report((what + "quantize_transpose_e4m3").c_str(), dt, ms, n * (s + 2), 2.0 * n, peak_flops<H>());
             if constexpr (sizeof(H) == 2) {
-                ms = time_ms([&] { gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, a.B * a.T,
-                                                               width * a.C, d_scale.ptr, counters.ptr, stream,
-                                                               gpu::Unchanged{}, /*vectorised=*/true); }, a.reps, stream);
+                ms = time_ms(
+                    [&] {
+                        gpu::quantize_transpose_fp8(d_q4.as<fp8e4m3>(), d_qt.as<fp8e4m3>(), d_x.ptr, a.B * a.T,
+                                                    width * a.C, d_scale.ptr, counters.ptr, stream, gpu::Unchanged{},
+                                                    /*vectorised=*/true);
+                    },
+                    a.reps, stream);
                 report((what + "quantize_transpose_vec_e4m3").c_str(), dt, ms, n * (s + 2), 2.0 * n, peak_flops<H>());
             }
             // the ceiling: a plain device copy of the same input bytes (read n·s, write n·s)
             DeviceBuffer<D> d_copy(n);
-            ms = time_ms([&] { cudaCheck(cudaMemcpyAsync(d_copy.ptr, d_x.ptr, n * sizeof(D), cudaMemcpyDeviceToDevice,
-                                                         stream)); }, a.reps, stream);
+            ms = time_ms(
+                [&] {
+                    cudaCheck(cudaMemcpyAsync(d_copy.ptr, d_x.ptr, n * sizeof(D), cudaMemcpyDeviceToDevice, stream));
+                },
+                a.reps, stream);
             report((what + "copy (ceiling)").c_str(), dt, ms, 2 * n * s, 0.0, peak_flops<H>());
         }
     });

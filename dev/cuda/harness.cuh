@@ -40,10 +40,10 @@ namespace harness {
 using train_gpt::bf16;
 using train_gpt::fp16;
 
-constexpr double kHbmBytesPerSec = 4.8e12;     // H200 HBM3e, datasheet
-constexpr double kBf16FlopsPerSec = 989e12;    // dense bf16/fp16 tensor cores
-constexpr double kFp8FlopsPerSec = 1979e12;    // dense fp8 tensor cores
-constexpr double kFp32FlopsPerSec = 67e12;     // fp32 on CUDA cores (no TF32)
+constexpr double kHbmBytesPerSec = 4.8e12;    // H200 HBM3e, datasheet
+constexpr double kBf16FlopsPerSec = 989e12;   // dense bf16/fp16 tensor cores
+constexpr double kFp8FlopsPerSec = 1979e12;   // dense fp8 tensor cores
+constexpr double kFp32FlopsPerSec = 67e12;    // fp32 on CUDA cores (no TF32)
 
 struct Args {
     std::string dtype = "all";
@@ -57,21 +57,35 @@ inline Args parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         std::string k = argv[i];
         auto next = [&]() -> const char* {
-            if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", k.c_str()); std::exit(2); }
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s needs a value\n", k.c_str());
+                std::exit(2);
+            }
             return argv[++i];
         };
-        if (k == "--dtype") a.dtype = next();
-        else if (k == "--reps") a.reps = std::atoi(next());
-        else if (k == "--B") a.B = std::atoi(next());
-        else if (k == "--T") a.T = std::atoi(next());
-        else if (k == "--C") a.C = std::atoi(next());
-        else if (k == "--NH") a.NH = std::atoi(next());
-        else if (k == "--V") a.V = std::atoi(next());
-        else if (k == "--seed") a.seed = std::strtoull(next(), nullptr, 10);
-        else if (k == "--no-check") a.check = false;
+        if (k == "--dtype")
+            a.dtype = next();
+        else if (k == "--reps")
+            a.reps = std::atoi(next());
+        else if (k == "--B")
+            a.B = std::atoi(next());
+        else if (k == "--T")
+            a.T = std::atoi(next());
+        else if (k == "--C")
+            a.C = std::atoi(next());
+        else if (k == "--NH")
+            a.NH = std::atoi(next());
+        else if (k == "--V")
+            a.V = std::atoi(next());
+        else if (k == "--seed")
+            a.seed = std::strtoull(next(), nullptr, 10);
+        else if (k == "--no-check")
+            a.check = false;
         else {
-            std::fprintf(stderr, "usage: %s [--dtype fp32|bf16|fp16|all] [--reps N] [--B N] [--T N] [--C N] [--NH N] "
-                                 "[--V N] [--no-check] [--seed N]\n", argv[0]);
+            std::fprintf(stderr,
+                         "usage: %s [--dtype fp32|bf16|fp16|all] [--reps N] [--B N] [--T N] [--C N] [--NH N] "
+                         "[--V N] [--no-check] [--seed N]\n",
+                         argv[0]);
             std::exit(2);
         }
     }
@@ -83,10 +97,23 @@ inline Args parse_args(int argc, char** argv) {
 }
 
 // Host storage type H (the CPU twin's) ↔ device storage type (the launcher's); same bytes.
-template <typename H> struct Dev;
-template <> struct Dev<float> { using type = float; static constexpr const char* name = "fp32"; };
-template <> struct Dev<bf16> { using type = __nv_bfloat16; static constexpr const char* name = "bf16"; };
-template <> struct Dev<fp16> { using type = __half; static constexpr const char* name = "fp16"; };
+template <typename H>
+struct Dev;
+template <>
+struct Dev<float> {
+    using type = float;
+    static constexpr const char* name = "fp32";
+};
+template <>
+struct Dev<bf16> {
+    using type = __nv_bfloat16;
+    static constexpr const char* name = "bf16";
+};
+template <>
+struct Dev<fp16> {
+    using type = __half;
+    static constexpr const char* name = "fp16";
+};
 template <typename H>
 using dev_type = typename Dev<H>::type;
 static_assert(sizeof(dev_type<bf16>) == sizeof(bf16) && sizeof(dev_type<fp16>) == sizeof(fp16), "same layouts");
@@ -97,14 +124,28 @@ constexpr double unit_roundoff() {
     return std::is_same_v<H, float> ? 0x1p-24 : std::is_same_v<H, bf16> ? 0x1p-9 : 0x1p-12;
 }
 template <typename H>
-double tol(double fp32, double ulps) { return std::is_same_v<H, float> ? fp32 : 2 * ulps * unit_roundoff<H>(); }
+double tol(double fp32, double ulps) {
+    return std::is_same_v<H, float> ? fp32 : 2 * ulps * unit_roundoff<H>();
+}
 template <typename H>
-double peak_flops() { return std::is_same_v<H, float> ? kFp32FlopsPerSec : kBf16FlopsPerSec; }
+double peak_flops() {
+    return std::is_same_v<H, float> ? kFp32FlopsPerSec : kBf16FlopsPerSec;
+}
 
 template <typename H>
-inline H to_h(float x) { if constexpr (std::is_same_v<H, float>) return x; else return H::from_float(x); }
+inline H to_h(float x) {
+    if constexpr (std::is_same_v<H, float>)
+        return x;
+    else
+        return H::from_float(x);
+}
 template <typename H>
-inline float from_h(H x) { if constexpr (std::is_same_v<H, float>) return x; else return x.to_float(); }
+inline float from_h(H x) {
+    if constexpr (std::is_same_v<H, float>)
+        return x;
+    else
+        return x.to_float();
+}
 
 // ---- random inputs ---------------------------------------------------------------------------
 
@@ -114,12 +155,14 @@ struct Random {
     template <typename H>
     std::vector<H> normal(size_t n, double stddev = 1.0, double mean = 0.0) {
         std::vector<H> v(n);
-        for (H& x : v) x = to_h<H>((float)(mean + stddev * rng.normal()));
+        for (H& x : v)
+            x = to_h<H>((float)(mean + stddev * rng.normal()));
         return v;
     }
     std::vector<int32_t> ints(size_t n, int below) {
         std::vector<int32_t> v(n);
-        for (int32_t& x : v) x = (int32_t)rng.below((uint64_t)below);
+        for (int32_t& x : v)
+            x = (int32_t)rng.below((uint64_t)below);
         return v;
     }
 };
@@ -132,7 +175,9 @@ struct DeviceBuffer {
     size_t n = 0;
     explicit DeviceBuffer(size_t count) : n(count) { cudaCheck(cudaMalloc(&ptr, std::max<size_t>(1, n) * sizeof(P))); }
     template <typename H>
-    explicit DeviceBuffer(const std::vector<H>& host) : DeviceBuffer(host.size()) { upload(host); }
+    explicit DeviceBuffer(const std::vector<H>& host) : DeviceBuffer(host.size()) {
+        upload(host);
+    }
     ~DeviceBuffer() { cudaFree(ptr); }
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -152,7 +197,9 @@ struct DeviceBuffer {
     void poison() { cudaCheck(cudaMemset(ptr, 0xff, n * sizeof(P))); }   // NaN in every float format here
     size_t bytes() const { return n * sizeof(P); }
     template <typename Q>
-    Q* as() const { return reinterpret_cast<Q*>(ptr); }
+    Q* as() const {
+        return reinterpret_cast<Q*>(ptr);
+    }
 };
 
 // ---- checking --------------------------------------------------------------------------------
@@ -171,9 +218,15 @@ bool check(const char* what, const char* dtype, const std::vector<A>& got, const
     double max_diff = 0, max_ref = 0;
     for (size_t i = 0; i < ref.size(); i++) {
         const double g = from_h(got[i]), r = from_h(ref[i]);
-        if (std::isnan(g) || std::isnan(r)) { nan_mismatch += std::isnan(g) != std::isnan(r); continue; }
+        if (std::isnan(g) || std::isnan(r)) {
+            nan_mismatch += std::isnan(g) != std::isnan(r);
+            continue;
+        }
         const double d = std::fabs(g - r);
-        if (d > max_diff) { max_diff = d; worst = i; }
+        if (d > max_diff) {
+            max_diff = d;
+            worst = i;
+        }
         max_ref = std::max(max_ref, std::fabs(r));
     }
     const double err = max_ref > 0 ? max_diff / max_ref : max_diff;
@@ -201,9 +254,10 @@ inline bool check_scalar(const char* what, const char* dtype, double got, double
 template <typename B>
 bool check_bytes(const char* what, const char* dtype, const std::vector<B>& got, const std::vector<B>& ref) {
     size_t bad = 0;
-    for (size_t i = 0; i < ref.size(); i++) bad += std::memcmp(&got[i], &ref[i], sizeof(B)) != 0;
-    std::printf("  check %-28s %-4s %zu of %zu elements differ (bound: bit-identical)%s\n", what, dtype, bad, ref.size(),
-                bad ? "  FAIL" : "");
+    for (size_t i = 0; i < ref.size(); i++)
+        bad += std::memcmp(&got[i], &ref[i], sizeof(B)) != 0;
+    std::printf("  check %-28s %-4s %zu of %zu elements differ (bound: bit-identical)%s\n", what, dtype, bad,
+                ref.size(), bad ? "  FAIL" : "");
     g_failed |= bad != 0;
     return bad == 0;
 }
@@ -220,7 +274,8 @@ inline float time_ms(const std::function<void()>& launch, int reps, cudaStream_t
     const size_t flush_bytes = std::max<size_t>(2 * (size_t)l2, 64 << 20);
     void* flush = nullptr;
     cudaCheck(cudaMalloc(&flush, flush_bytes));
-    for (int i = 0; i < 3; i++) launch();
+    for (int i = 0; i < 3; i++)
+        launch();
     cudaCheck(cudaStreamSynchronize(stream));
     cudaCheck(cudaGetLastError());
     cudaEvent_t start, stop;
@@ -296,4 +351,4 @@ inline int harness_main(int argc, char** argv, int (*run)(const Args&)) {
     }
 }
 
-}  // namespace harness
+}   // namespace harness

@@ -23,7 +23,8 @@ static int run(const Args& a) {
         const int N = a.B * a.T, C = a.C;
         const double s = sizeof(H), NC = (double)N * C;
         Random r(a.seed);
-        std::vector<H> inp = r.normal<H>((size_t)N * C, 2.0, 0.5), w = r.normal<H>(C, 0.2, 1.0), b = r.normal<H>(C, 0.2);
+        std::vector<H> inp = r.normal<H>((size_t)N * C, 2.0, 0.5), w = r.normal<H>(C, 0.2, 1.0),
+                       b = r.normal<H>(C, 0.2);
         std::vector<H> dout = r.normal<H>((size_t)N * C), dinp0 = r.normal<H>((size_t)N * C);
         std::vector<float> dw0 = r.normal<float>(C), db0 = r.normal<float>(C);
         std::vector<H> out((size_t)N * C);
@@ -32,14 +33,17 @@ static int run(const Args& a) {
         DeviceBuffer<D> d_inp(inp), d_w(w), d_b(b), d_out((size_t)N * C), d_dout(dout), d_dinp(dinp0);
         DeviceBuffer<float> d_mean(N), d_rstd(N), d_dw(dw0), d_db(db0);
         if (a.check) {
-            d_out.poison(); d_mean.poison(); d_rstd.poison();
+            d_out.poison();
+            d_mean.poison();
+            d_rstd.poison();
             gpu::layernorm_forward(d_out.ptr, d_mean.ptr, d_rstd.ptr, d_inp.ptr, d_w.ptr, d_b.ptr, N, C, stream);
             cudaCheck(cudaStreamSynchronize(stream));
             check("layernorm_forward out", dt, d_out.template download<H>(), out, tol<H>(1e-5, 2));
             check("layernorm_forward mean", dt, d_mean.template download<float>(), mean, 1e-5);
             check("layernorm_forward rstd", dt, d_rstd.template download<float>(), rstd, 1e-5);
             // backward from the CPU's statistics on both sides
-            d_mean.upload(mean); d_rstd.upload(rstd);
+            d_mean.upload(mean);
+            d_rstd.upload(rstd);
             std::vector<H> dinp = dinp0;
             std::vector<float> dw = dw0, db = db0;
             cpu::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(),
@@ -51,11 +55,18 @@ static int run(const Args& a) {
             check("layernorm_backward dweight", dt, d_dw.template download<float>(), dw, 1e-5);
             check("layernorm_backward dbias", dt, d_db.template download<float>(), db, 1e-5);
         }
-        float ms = time_ms([&] { gpu::layernorm_forward(d_out.ptr, d_mean.ptr, d_rstd.ptr, d_inp.ptr, d_w.ptr, d_b.ptr,
-                                                        N, C, stream); }, a.reps, stream);
+        float ms = time_ms(
+            [&] {
+                gpu::layernorm_forward(d_out.ptr, d_mean.ptr, d_rstd.ptr, d_inp.ptr, d_w.ptr, d_b.ptr, N, C, stream);
+            },
+            a.reps, stream);
         report("layernorm_forward", dt, ms, 2 * NC * s + 2.0 * C * s + 8.0 * N, 8 * NC, peak_flops<H>());
-        ms = time_ms([&] { gpu::layernorm_backward(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr,
-                                                   d_mean.ptr, d_rstd.ptr, N, C, nullptr, stream); }, a.reps, stream);
+        ms = time_ms(
+            [&] {
+                gpu::layernorm_backward(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, d_mean.ptr,
+                                        d_rstd.ptr, N, C, nullptr, stream);
+            },
+            a.reps, stream);
         report("layernorm_backward", dt, ms, 4 * NC * s + C * s + 8.0 * N + 16.0 * C, 14 * NC, peak_flops<H>());
     });
 }

@@ -23,14 +23,18 @@ using train_gpt::fp8e4m3;
 using train_gpt::fp8e5m2;
 
 namespace {
-struct Gemm { const char* name; int C, OC; };
-}
+struct Gemm {
+    const char* name;
+    int C, OC;
+};
+}   // namespace
 
 static int run(const Args& a) {
     cudaStream_t stream;
     cudaCheck(cudaStreamCreate(&stream));
     const int C = a.C, Vp = (a.V + 127) / 128 * 128;
-    const Gemm gemms[] = {{"qkv", C, 3 * C}, {"attproj", C, C}, {"fc", C, 4 * C}, {"fcproj", 4 * C, C}, {"lm_head", C, Vp}};
+    const Gemm gemms[] = {
+        {"qkv", C, 3 * C}, {"attproj", C, C}, {"fc", C, 4 * C}, {"fcproj", 4 * C, C}, {"lm_head", C, Vp}};
     const int N = a.B * a.T, Ncheck = std::min(N, 1024);
     return for_each_dtype(a, [&](auto tag) {
         using H = decltype(tag);
@@ -54,8 +58,8 @@ static int run(const Args& a) {
                 std::vector<H> out((size_t)n * g.OC), dinp(dinp0.begin(), dinp0.begin() + (size_t)n * g.C);
                 std::vector<float> dw = dw0, db = db0;
                 cpu::matmul_forward(out.data(), inp.data(), w.data(), lm ? nullptr : b.data(), n, g.C, g.OC);
-                cpu::matmul_backward(dinp.data(), dw.data(), lm ? nullptr : db.data(), dout.data(), inp.data(), w.data(),
-                                     n, g.C, g.OC);
+                cpu::matmul_backward(dinp.data(), dw.data(), lm ? nullptr : db.data(), dout.data(), inp.data(),
+                                     w.data(), n, g.C, g.OC);
                 d_out.poison();
                 gpu::matmul_forward(d_out.ptr, d_inp.ptr, d_w.ptr, bias, n, g.C, g.OC, stream);
                 gpu::matmul_backward(d_dinp.ptr, d_dw.ptr, dbias, d_dout.ptr, d_inp.ptr, d_w.ptr, n, g.C, g.OC, stream);
@@ -73,8 +77,12 @@ static int run(const Args& a) {
                                a.reps, stream);
             report((what + "forward").c_str(), dt, ms, ((double)N * g.C + (double)g.OC * g.C + (double)N * g.OC) * s,
                    flops, peak_flops<H>());
-            ms = time_ms([&] { gpu::matmul_backward(d_dinp.ptr, d_dw.ptr, dbias, d_dout.ptr, d_inp.ptr, d_w.ptr, N, g.C,
-                                                    g.OC, stream); }, a.reps, stream);
+            ms = time_ms(
+                [&] {
+                    gpu::matmul_backward(d_dinp.ptr, d_dw.ptr, dbias, d_dout.ptr, d_inp.ptr, d_w.ptr, N, g.C, g.OC,
+                                         stream);
+                },
+                a.reps, stream);
             report((what + "backward").c_str(), dt, ms,
                    ((double)N * g.OC + 3.0 * N * g.C + (double)g.OC * g.C) * s + 8.0 * g.OC * g.C, 2 * flops,
                    peak_flops<H>());
@@ -87,18 +95,24 @@ static int run(const Args& a) {
                 d_isdy(std::vector<float>{1 / sdy});
             std::vector<fp8e4m3> xq((size_t)N * g.C), wq((size_t)g.OC * g.C);
             std::vector<fp8e5m2> dyq((size_t)N * g.OC);
-            for (size_t i = 0; i < xq.size(); i++) xq[i] = fp8e4m3::from_float(from_h(inp[i]) * sx);
-            for (size_t i = 0; i < wq.size(); i++) wq[i] = fp8e4m3::from_float(from_h(w[i]) * sw);
-            for (size_t i = 0; i < dyq.size(); i++) dyq[i] = fp8e5m2::from_float(from_h(dout[i]) * sdy);
+            for (size_t i = 0; i < xq.size(); i++)
+                xq[i] = fp8e4m3::from_float(from_h(inp[i]) * sx);
+            for (size_t i = 0; i < wq.size(); i++)
+                wq[i] = fp8e4m3::from_float(from_h(w[i]) * sw);
+            for (size_t i = 0; i < dyq.size(); i++)
+                dyq[i] = fp8e5m2::from_float(from_h(dout[i]) * sdy);
             // the backward's layouts, as the casts write them (quantize_transpose_fp8)
             std::vector<fp8e4m3> xqt(xq.size()), wqt(wq.size());
             std::vector<fp8e5m2> dyqt(dyq.size());
             for (int i = 0; i < N; i++) {
-                for (int c = 0; c < g.C; c++) xqt[(size_t)c * N + i] = xq[(size_t)i * g.C + c];
-                for (int o = 0; o < g.OC; o++) dyqt[(size_t)o * N + i] = dyq[(size_t)i * g.OC + o];
+                for (int c = 0; c < g.C; c++)
+                    xqt[(size_t)c * N + i] = xq[(size_t)i * g.C + c];
+                for (int o = 0; o < g.OC; o++)
+                    dyqt[(size_t)o * N + i] = dyq[(size_t)i * g.OC + o];
             }
             for (int o = 0; o < g.OC; o++) {
-                for (int c = 0; c < g.C; c++) wqt[(size_t)c * g.OC + o] = wq[(size_t)o * g.C + c];
+                for (int c = 0; c < g.C; c++)
+                    wqt[(size_t)c * g.OC + o] = wq[(size_t)o * g.C + c];
             }
             DeviceBuffer<uint8_t> d_xq(xq), d_wq(wq), d_dyq(dyq), d_xqt(xqt), d_wqt(wqt), d_dyqt(dyqt);
             d_dinp.upload(dinp0);
@@ -113,22 +127,23 @@ static int run(const Args& a) {
                 std::vector<fp8e4m3> xqt_n((size_t)g.C * n);
                 std::vector<fp8e5m2> dyqt_n((size_t)g.OC * n);
                 for (int c = 0; c < g.C; c++) {
-                    for (int i = 0; i < n; i++) xqt_n[(size_t)c * n + i] = xq[(size_t)i * g.C + c];
+                    for (int i = 0; i < n; i++)
+                        xqt_n[(size_t)c * n + i] = xq[(size_t)i * g.C + c];
                 }
                 for (int o = 0; o < g.OC; o++) {
-                    for (int i = 0; i < n; i++) dyqt_n[(size_t)o * n + i] = dyq[(size_t)i * g.OC + o];
+                    for (int i = 0; i < n; i++)
+                        dyqt_n[(size_t)o * n + i] = dyq[(size_t)i * g.OC + o];
                 }
                 cpu::matmul_backward_fp8(dinp.data(), dw.data(), db.data(), dyq.data(), dyqt_n.data(), 1 / sdy,
                                          dout.data(), xqt_n.data(), 1 / sx, wqt.data(), 1 / sw, n, g.C, g.OC);
                 d_xqt.upload(xqt_n);
                 d_dyqt.upload(dyqt_n);
                 d_out.poison();
-                gpu::matmul_forward_fp8(d_out.ptr, d_xq.as<fp8e4m3>(), d_isx.ptr, d_wq.as<fp8e4m3>(), d_isw.ptr, d_b.ptr, n,
-                                        g.C, g.OC, stream);
+                gpu::matmul_forward_fp8(d_out.ptr, d_xq.as<fp8e4m3>(), d_isx.ptr, d_wq.as<fp8e4m3>(), d_isw.ptr,
+                                        d_b.ptr, n, g.C, g.OC, stream);
                 gpu::matmul_backward_fp8(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dyq.as<fp8e5m2>(), d_dyqt.as<fp8e5m2>(),
                                          d_isdy.ptr, d_dout.ptr, d_xqt.as<fp8e4m3>(), d_isx.ptr, d_wqt.as<fp8e4m3>(),
-                                         d_isw.ptr,
-                                         n, g.C, g.OC, stream);
+                                         d_isw.ptr, n, g.C, g.OC, stream);
                 cudaCheck(cudaStreamSynchronize(stream));
                 std::vector<H> got_out = d_out.template download<H>(), got_dinp = d_dinp.template download<H>();
                 got_out.resize(out.size());
@@ -139,19 +154,25 @@ static int run(const Args& a) {
                 check((what + "fp8 backward dweight").c_str(), dt, d_dw.template download<float>(), dw, 1e-3);
                 check((what + "fp8 backward dbias").c_str(), dt, d_db.template download<float>(), db, 1e-5);
             }
-            ms = time_ms([&] { gpu::matmul_forward_fp8(d_out.ptr, d_xq.as<fp8e4m3>(), d_isx.ptr, d_wq.as<fp8e4m3>(), d_isw.ptr,
-                                                       d_b.ptr, N, g.C, g.OC, stream); }, a.reps, stream);
+            ms = time_ms(
+                [&] {
+                    gpu::matmul_forward_fp8(d_out.ptr, d_xq.as<fp8e4m3>(), d_isx.ptr, d_wq.as<fp8e4m3>(), d_isw.ptr,
+                                            d_b.ptr, N, g.C, g.OC, stream);
+                },
+                a.reps, stream);
             report((what + "fp8 forward").c_str(), "fp8", ms,
                    (double)N * g.C + (double)g.OC * g.C + (double)N * g.OC * s, flops, kFp8FlopsPerSec);
             if (a.check) {   // the full-N transposed copies again (the check used the first n rows)
                 d_xqt.upload(xqt);
                 d_dyqt.upload(dyqt);
             }
-            ms = time_ms([&] { gpu::matmul_backward_fp8(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dyq.as<fp8e5m2>(),
-                                                        d_dyqt.as<fp8e5m2>(), d_isdy.ptr, d_dout.ptr,
-                                                        d_xqt.as<fp8e4m3>(), d_isx.ptr, d_wqt.as<fp8e4m3>(), d_isw.ptr,
-                                                        N, g.C, g.OC, stream); },
-                               a.reps, stream);
+            ms = time_ms(
+                [&] {
+                    gpu::matmul_backward_fp8(d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dyq.as<fp8e5m2>(), d_dyqt.as<fp8e5m2>(),
+                                             d_isdy.ptr, d_dout.ptr, d_xqt.as<fp8e4m3>(), d_isx.ptr,
+                                             d_wqt.as<fp8e4m3>(), d_isw.ptr, N, g.C, g.OC, stream);
+                },
+                a.reps, stream);
             report((what + "fp8 backward").c_str(), "fp8", ms,
                    (double)N * g.OC * (1 + s) + N * g.C * (1 + 2 * s) + (double)g.OC * g.C * 9, 2 * flops,
                    kFp8FlopsPerSec);

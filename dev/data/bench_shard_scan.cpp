@@ -41,7 +41,8 @@ double time_read(const std::string& path, std::vector<char>& buffer) {
     const int fd = open_regular_file(path, O_RDONLY);
     size_t done = 0;
     ssize_t n;
-    while ((n = ::read(fd, buffer.data() + done, std::min<size_t>(8 << 20, buffer.size() - done))) > 0) done += (size_t)n;
+    while ((n = ::read(fd, buffer.data() + done, std::min<size_t>(8 << 20, buffer.size() - done))) > 0)
+        done += (size_t)n;
     ::close(fd);
     return seconds_since(t0);
 }
@@ -55,13 +56,13 @@ double time_scan(const std::string& path, const ShardInfo& info, int64_t* found)
     void* base = ::mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
     if (base == MAP_FAILED) fail("cannot mmap %s", path.c_str());
-    *found = find_token_at_least(static_cast<const char*>(base) + kShardHeaderBytes, info.token_bytes, 0, info.num_tokens,
-                                 50257);
+    *found = find_token_at_least(static_cast<const char*>(base) + kShardHeaderBytes, info.token_bytes, 0,
+                                 info.num_tokens, 50257);
     ::munmap(base, (size_t)st.st_size);
     return seconds_since(t0);
 }
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) {
     std::string shard;
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
     int repeat = 3;
     CLI::App app{"bench_shard_scan: the start-up token scan against reading the shard once"};
     app.add_option("--shard", shard, "An existing shard ('' = write a uint16 shard of --tokens tokens in /tmp)");
-    app.add_option("--tokens", tokens, "Tokens of the generated shard")->check(CLI::Range(int64_t(1), int64_t(INT32_MAX)));
+    app.add_option("--tokens", tokens, "Tokens of the generated shard")
+        ->check(CLI::Range(int64_t(1), int64_t(INT32_MAX)));
     app.add_option("--repeat", repeat, "Runs of each measurement (the best counts)")->check(CLI::PositiveNumber);
     CLI11_PARSE(app, argc, argv);
     try {
@@ -77,7 +79,8 @@ int main(int argc, char** argv) {
         if (shard.empty()) {
             shard = format("/tmp/bench_shard_scan_%d.bin", (int)::getpid());
             std::vector<uint32_t> t((size_t)tokens);
-            for (size_t i = 0; i < t.size(); i++) t[i] = (uint32_t)((i * 2654435761u) % 50257);   // ids below GPT-2's vocab
+            for (size_t i = 0; i < t.size(); i++)
+                t[i] = (uint32_t)((i * 2654435761u) % 50257);   // ids below GPT-2's vocab
             write_shard(shard, t.data(), tokens, 2);
             generated = true;
         }
@@ -95,10 +98,11 @@ int main(int argc, char** argv) {
             scan_warm = std::min(scan_warm, time_scan(shard, info, &found));
         }
         if (generated) std::remove(shard.c_str());
-        std::printf("{\"tokens\": %lld, \"bytes\": %zu, \"read_warm_s\": %.4f, \"scan_warm_s\": %.4f, \"read_cold_s\": %.4f, "
-                    "\"scan_cold_s\": %.4f, \"scan_over_read_warm\": %.3f, \"scan_over_read_cold\": %.3f, \"found\": %lld}\n",
-                    (long long)info.num_tokens, bytes, read_warm, scan_warm, read_cold, scan_cold, scan_warm / read_warm,
-                    scan_cold / read_cold, (long long)found);
+        std::printf(
+            "{\"tokens\": %lld, \"bytes\": %zu, \"read_warm_s\": %.4f, \"scan_warm_s\": %.4f, \"read_cold_s\": %.4f, "
+            "\"scan_cold_s\": %.4f, \"scan_over_read_warm\": %.3f, \"scan_over_read_cold\": %.3f, \"found\": %lld}\n",
+            (long long)info.num_tokens, bytes, read_warm, scan_warm, read_cold, scan_cold, scan_warm / read_warm,
+            scan_cold / read_cold, (long long)found);
     } catch (const Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;

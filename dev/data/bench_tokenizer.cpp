@@ -25,7 +25,8 @@ static std::string read_all(const std::string& path) {
     std::string text;
     char buf[1 << 16];
     size_t got;
-    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
+    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0)
+        text.append(buf, got);
     std::fclose(f);
     return text;
 }

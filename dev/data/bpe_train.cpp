@@ -14,7 +14,7 @@ namespace train_gpt {
 
 namespace {
 uint64_t pair_key(uint32_t left, uint32_t right) { return (static_cast<uint64_t>(left) << 32) | right; }
-}  // namespace
+}   // namespace
 
 Bpe train_bpe(const std::vector<std::string_view>& documents, int vocab_size, int threads) {
     // Work items: documents, the long ones cut where pre-tokens don't change (~1 MB each).
@@ -37,7 +37,7 @@ Bpe train_bpe(const std::vector<std::string_view>& documents, int vocab_size, in
             for (size_t k; (k = next_item.fetch_add(1)) < items.size();) {
                 const std::string_view text = items[k];
                 pretokenizer.split(text, [&](size_t b, size_t e) {
-                    if (e - b >= 2) counts[t][std::string(text.substr(b, e - b))]++;  // 1 byte: no pairs
+                    if (e - b >= 2) counts[t][std::string(text.substr(b, e - b))]++;   // 1 byte: no pairs
                 });
             }
         } catch (const std::exception& e) {
@@ -45,14 +45,17 @@ Bpe train_bpe(const std::vector<std::string_view>& documents, int vocab_size, in
         }
     };
     std::vector<std::thread> pool;
-    for (int t = 1; t < threads; t++) pool.emplace_back(worker, t);
+    for (int t = 1; t < threads; t++)
+        pool.emplace_back(worker, t);
     worker(0);
-    for (std::thread& th : pool) th.join();
+    for (std::thread& th : pool)
+        th.join();
     for (const std::string& e : errors) {
         if (!e.empty()) throw Error(e);
     }
     for (int t = 1; t < threads; t++) {
-        for (auto& [word, c] : counts[t]) counts[0][word] += c;
+        for (auto& [word, c] : counts[t])
+            counts[0][word] += c;
         counts[t].clear();
     }
     std::vector<std::pair<std::string, int64_t>> words(counts[0].begin(), counts[0].end());
@@ -62,12 +65,14 @@ Bpe train_bpe(const std::vector<std::string_view>& documents, int vocab_size, in
 
 Bpe train_bpe_from_counts(std::vector<std::pair<std::string, int64_t>> word_counts, int vocab_size) {
     if (vocab_size < 257) fail("BPE vocab size must be at least 257 (256 bytes + <|endoftext|>), got %d", vocab_size);
-    std::sort(word_counts.begin(), word_counts.end());  // word order, hence everything below, is deterministic
+    std::sort(word_counts.begin(), word_counts.end());   // word order, hence everything below, is deterministic
 
-    std::vector<std::string> tokens(256);                // id -> bytes; ids 0..255 in GPT-2's byte order
-    for (int b = 0; b < 256; b++) tokens[gpt2_byte_rank(static_cast<uint8_t>(b))] = std::string(1, static_cast<char>(b));
+    std::vector<std::string> tokens(256);   // id -> bytes; ids 0..255 in GPT-2's byte order
+    for (int b = 0; b < 256; b++)
+        tokens[gpt2_byte_rank(static_cast<uint8_t>(b))] = std::string(1, static_cast<char>(b));
     std::unordered_map<std::string, int> id_of;
-    for (int id = 0; id < 256; id++) id_of[tokens[id]] = id;
+    for (int id = 0; id < 256; id++)
+        id_of[tokens[id]] = id;
     std::vector<std::pair<int, int>> merges;
 
     struct Word {
@@ -79,13 +84,14 @@ Bpe train_bpe_from_counts(std::vector<std::pair<std::string, int64_t>> word_coun
     for (auto& [text, count] : word_counts) {
         if (text.size() < 2 || count <= 0) continue;
         Word w{{}, count};
-        for (char c : text) w.symbols.push_back(gpt2_byte_rank(static_cast<uint8_t>(c)));
+        for (char c : text)
+            w.symbols.push_back(gpt2_byte_rank(static_cast<uint8_t>(c)));
         words.push_back(std::move(w));
     }
     word_counts.clear();
 
-    std::unordered_map<uint64_t, int64_t> pair_count;            // pair -> occurrences in the corpus
-    std::unordered_map<uint64_t, std::vector<int32_t>> where;    // pair -> words that (may) contain it
+    std::unordered_map<uint64_t, int64_t> pair_count;           // pair -> occurrences in the corpus
+    std::unordered_map<uint64_t, std::vector<int32_t>> where;   // pair -> words that (may) contain it
     for (size_t w = 0; w < words.size(); w++) {
         const std::vector<int>& s = words[w].symbols;
         for (size_t i = 0; i + 1 < s.size(); i++) {
@@ -103,11 +109,12 @@ Bpe train_bpe_from_counts(std::vector<std::pair<std::string, int64_t>> word_coun
         bool operator<(const Entry& o) const { return count != o.count ? count < o.count : key > o.key; }
     };
     std::priority_queue<Entry> heap;
-    for (const auto& [k, c] : pair_count) heap.push({c, k});
+    for (const auto& [k, c] : pair_count)
+        heap.push({c, k});
 
-    std::vector<int> seen(words.size(), -1);  // last merge step that rewrote the word
-    std::vector<int> merged;                  // scratch: a word's new symbols
-    std::vector<uint64_t> changed;            // scratch: pairs whose count changed this step
+    std::vector<int> seen(words.size(), -1);   // last merge step that rewrote the word
+    std::vector<int> merged;                   // scratch: a word's new symbols
+    std::vector<uint64_t> changed;             // scratch: pairs whose count changed this step
     for (int step = 0; static_cast<int>(tokens.size()) < vocab_size - 1; step++) {
         Entry top{0, 0};
         bool found = false;
@@ -120,13 +127,13 @@ Bpe train_bpe_from_counts(std::vector<std::pair<std::string, int64_t>> word_coun
                 break;
             }
         }
-        if (!found) break;  // no pair left: the corpus is exhausted
+        if (!found) break;   // no pair left: the corpus is exhausted
         const int a = static_cast<int>(top.key >> 32), b = static_cast<int>(top.key & 0xFFFFFFFFu);
         const std::string bytes = tokens[a] + tokens[b];
-        if (bytes.size() > 255) continue;  // tokenizer.bin holds tokens of at most 255 bytes: never merge
+        if (bytes.size() > 255) continue;   // tokenizer.bin holds tokens of at most 255 bytes: never merge
         int z;
         if (auto it = id_of.find(bytes); it != id_of.end()) {
-            z = it->second;  // already a token (made by another split): merge without a new id
+            z = it->second;   // already a token (made by another split): merge without a new id
         } else {
             z = static_cast<int>(tokens.size());
             tokens.push_back(bytes);
@@ -149,7 +156,7 @@ Bpe train_bpe_from_counts(std::vector<std::pair<std::string, int64_t>> word_coun
                     merged.push_back(s[i]);
                 }
             }
-            if (merged.size() == s.size()) continue;  // a stale entry of where[]
+            if (merged.size() == s.size()) continue;   // a stale entry of where[]
             const int64_t c = words[w].count;
             for (size_t i = 0; i + 1 < s.size(); i++) {
                 const uint64_t k = pair_key(s[i], s[i + 1]);
@@ -179,4 +186,4 @@ Bpe train_bpe_from_counts(std::vector<std::pair<std::string, int64_t>> word_coun
     return Bpe::from_tables(std::move(tokens), std::move(merges), "trained BPE");
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -23,4 +23,4 @@ Bpe train_bpe(const std::vector<std::string_view>& documents, int vocab_size, in
 // The same from (pre-token, count) pairs.
 Bpe train_bpe_from_counts(std::vector<std::pair<std::string, int64_t>> word_counts, int vocab_size);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

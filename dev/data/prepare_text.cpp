@@ -74,7 +74,7 @@ struct Options {
     int token_bytes = 0;
     int64_t train_bytes = int64_t(1) << 30;
     int64_t chunk_bytes = int64_t(64) << 20;
-    int stop_after_parts = -1;  // testing: fail after tokenising this many parts
+    int stop_after_parts = -1;   // testing: fail after tokenising this many parts
 };
 
 struct Input {
@@ -86,13 +86,16 @@ struct Input {
 
 struct Part {
     int input;
-    int64_t begin, end;  // byte range of the input
+    int64_t begin, end;   // byte range of the input
 };
 
 std::string human_bytes(double b) {
     const char* unit[] = {"B", "kB", "MB", "GB", "TB"};
     int u = 0;
-    while (b >= 1000 && u < 4) { b /= 1000; u++; }
+    while (b >= 1000 && u < 4) {
+        b /= 1000;
+        u++;
+    }
     return u == 0 ? format("%.0f %s", b, unit[u]) : format("%.1f %s", b, unit[u]);
 }
 
@@ -130,7 +133,7 @@ std::vector<Part> plan_parts(const std::vector<Input>& inputs, int64_t chunk_byt
             for (int64_t at = pos + chunk_bytes; at < in.size;) {
                 const int64_t stop = std::min(in.size, at + (int64_t(1) << 16));
                 const int64_t from = std::max<int64_t>(0, at - 2);
-                const std::string w = read_range(in.path, from, stop);  // w[i] is byte from + i
+                const std::string w = read_range(in.path, from, stop);   // w[i] is byte from + i
                 int64_t found = -1;
                 for (size_t i = static_cast<size_t>(at - from); i < w.size(); i++) {
                     // at from = 0, w starts the file, so is_cut sees what is_pretokenizer_cut would
@@ -159,7 +162,8 @@ std::vector<std::string_view> pieces_for_threads(std::string_view text, bool jso
     size_t start = 0;
     for (size_t at = target; at < text.size();) {
         size_t i = at;
-        while (i < text.size() && !is_cut(text, i, jsonl)) i++;
+        while (i < text.size() && !is_cut(text, i, jsonl))
+            i++;
         if (i >= text.size()) break;
         pieces.push_back(text.substr(start, i - start));
         start = i;
@@ -198,7 +202,7 @@ void for_each_jsonl_document(std::string_view chunk, const std::string& field, F
         const size_t line_start = pos;
         pos = eol + 1;
         if (std::all_of(line.begin(), line.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); })) {
-            continue;  // blank lines separate nothing
+            continue;   // blank lines separate nothing
         }
         nlohmann::json j;
         try {
@@ -218,25 +222,27 @@ void for_each_jsonl_document(std::string_view chunk, const std::string& field, F
 
 // Tokenises with the byte-level table or a BPE; one per thread.
 struct Encoder {
-    std::unique_ptr<BpeEncoder> bpe;  // null: byte-level
+    std::unique_ptr<BpeEncoder> bpe;   // null: byte-level
     void encode(std::string_view text, std::vector<uint32_t>* out) {
         if (bpe) {
             bpe->encode(text, out);
         } else {
-            for (char c : text) out->push_back(static_cast<unsigned char>(c));
+            for (char c : text)
+                out->push_back(static_cast<unsigned char>(c));
         }
     }
 };
 
 class Progress {
-public:
-    Progress(const char* what, int64_t total) : what_(what), total_(total), tty_(isatty(2) != 0),
-        start_(std::chrono::steady_clock::now()) {}
+  public:
+    Progress(const char* what, int64_t total)
+        : what_(what), total_(total), tty_(isatty(2) != 0), start_(std::chrono::steady_clock::now()) {}
     void update(int64_t done, const std::string& extra, bool last) {
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
         const double rate = s > 0 ? done / s : 0;
-        std::string line = format("%s: %s / %s (%.0f%%)%s", what_, human_bytes(done).c_str(), human_bytes(total_).c_str(),
-                                  total_ > 0 ? 100.0 * done / total_ : 100.0, extra.c_str());
+        std::string line =
+            format("%s: %s / %s (%.0f%%)%s", what_, human_bytes(done).c_str(), human_bytes(total_).c_str(),
+                   total_ > 0 ? 100.0 * done / total_ : 100.0, extra.c_str());
         if (rate > 0 && !last) line += format(", %s/s, ETA %.0fs", human_bytes(rate).c_str(), (total_ - done) / rate);
         if (last) line += format(" in %.1fs", s);
         if (tty_) {
@@ -248,7 +254,7 @@ public:
         std::fflush(stderr);
     }
 
-private:
+  private:
     const char* what_;
     int64_t total_;
     bool tty_;
@@ -272,17 +278,19 @@ void parallel_for(int threads, size_t items, F&& f) {
         }
     };
     std::vector<std::thread> pool;
-    for (int t = 1; t < threads; t++) pool.emplace_back(worker, t);
+    for (int t = 1; t < threads; t++)
+        pool.emplace_back(worker, t);
     worker(0);
-    for (std::thread& th : pool) th.join();
+    for (std::thread& th : pool)
+        th.join();
     for (const std::exception_ptr& e : errors) {
         if (e) std::rethrow_exception(e);
     }
 }
 
 // The token stream of one part: [EOT if it starts a text document] + tokens.
-std::vector<uint32_t> tokenize_part(const Input& in, const Part& part, std::vector<Encoder>& encoders,
-                                    uint32_t eot, const std::string& field) {
+std::vector<uint32_t> tokenize_part(const Input& in, const Part& part, std::vector<Encoder>& encoders, uint32_t eot,
+                                    const std::string& field) {
     const std::string text = read_range(in.path, part.begin, part.end);
     const int threads = static_cast<int>(encoders.size());
     const std::vector<std::string_view> pieces = pieces_for_threads(text, in.jsonl, 4 * threads);
@@ -309,15 +317,18 @@ std::vector<uint32_t> tokenize_part(const Input& in, const Part& part, std::vect
     }
     std::vector<uint32_t> tokens;
     size_t n = part.begin == 0 && !in.jsonl ? 1 : 0;
-    for (const auto& o : out) n += o.size();
+    for (const auto& o : out)
+        n += o.size();
     tokens.reserve(n);
-    if (part.begin == 0 && !in.jsonl) tokens.push_back(eot);  // every document is preceded by EOT
-    for (const auto& o : out) tokens.insert(tokens.end(), o.begin(), o.end());
+    if (part.begin == 0 && !in.jsonl) tokens.push_back(eot);   // every document is preceded by EOT
+    for (const auto& o : out)
+        tokens.insert(tokens.end(), o.begin(), o.end());
     return tokens;
 }
 
 // Up to `budget` bytes of documents from the start of the inputs, for training a BPE.
-std::vector<std::string> training_documents(const std::vector<Input>& inputs, const std::string& field, int64_t budget) {
+std::vector<std::string> training_documents(const std::vector<Input>& inputs, const std::string& field,
+                                            int64_t budget) {
     std::vector<std::string> docs;
     for (const Input& in : inputs) {
         if (budget <= 0) break;
@@ -343,14 +354,15 @@ std::vector<std::string> training_documents(const std::vector<Input>& inputs, co
 
 // Reads token ranges of the whole stream across the part files.
 class PartStream {
-public:
+  public:
     PartStream(std::vector<std::string> paths) : paths_(std::move(paths)) {
         starts_.push_back(0);
-        for (const std::string& p : paths_) starts_.push_back(starts_.back() + read_shard_header(p).num_tokens);
+        for (const std::string& p : paths_)
+            starts_.push_back(starts_.back() + read_shard_header(p).num_tokens);
     }
     int64_t size() const { return starts_.back(); }
     int64_t part_tokens(size_t k) const { return starts_[k + 1] - starts_[k]; }
-    void read(int64_t begin, int64_t end, std::vector<uint32_t>* out) {  // tokens [begin, end)
+    void read(int64_t begin, int64_t end, std::vector<uint32_t>* out) {   // tokens [begin, end)
         out->clear();
         for (size_t k = 0; k < paths_.size() && begin < end; k++) {
             if (starts_[k + 1] <= begin) continue;
@@ -364,9 +376,9 @@ public:
         }
     }
 
-private:
+  private:
     std::vector<std::string> paths_;
-    std::vector<int64_t> starts_;  // (parts + 1,): stream offset of each part
+    std::vector<int64_t> starts_;   // (parts + 1,): stream offset of each part
     std::vector<uint32_t> tokens_;
     int64_t loaded_ = -1;
 };
@@ -379,7 +391,7 @@ int64_t choose_val_start(PartStream& stream, int64_t val_tokens, const Tokenizer
     const int64_t target = n - val_tokens;
     const int64_t window = std::min<int64_t>(4096, std::max<int64_t>(val_tokens / 2, 1));
     const int64_t lo = std::max<int64_t>(0, target - window - 1), hi = std::min<int64_t>(n, target + window + 1);
-    std::vector<uint32_t> t;  // tokens [lo, hi)
+    std::vector<uint32_t> t;   // tokens [lo, hi)
     stream.read(lo, hi, &t);
     const uint32_t eot = static_cast<uint32_t>(tok.eot_token());
     auto is_boundary = [&](int64_t i) {
@@ -387,7 +399,7 @@ int64_t choose_val_start(PartStream& stream, int64_t val_tokens, const Tokenizer
         const uint32_t prev = t[i - 1 - lo];
         return t[i - lo] == eot || (prev != eot && tok.token_bytes(static_cast<int>(prev)).back() == '\n');
     };
-    for (int64_t d = 0; d <= window; d++) {  // nearest first; ties go to the larger val split
+    for (int64_t d = 0; d <= window; d++) {   // nearest first; ties go to the larger val split
         if (is_boundary(target - d)) return target - d;
         if (is_boundary(target + d)) return target + d;
     }
@@ -396,14 +408,14 @@ int64_t choose_val_start(PartStream& stream, int64_t val_tokens, const Tokenizer
 
 // Writes stream[begin, end) as DIR/NAME_split_000000.bin, ... of at most shard_tokens each, each
 // recording the tokenizer that made it.
-std::vector<std::string> write_split(const Options& opt, const std::string& split, PartStream& stream,
-                                     int64_t begin, int64_t end, int token_bytes, const ShardTokenizer& made_by) {
+std::vector<std::string> write_split(const Options& opt, const std::string& split, PartStream& stream, int64_t begin,
+                                     int64_t end, int token_bytes, const ShardTokenizer& made_by) {
     std::vector<std::string> paths;
     std::vector<uint32_t> tokens;
     for (int64_t start = begin, index = 0; start < end; start += opt.shard_tokens, index++) {
         const int64_t count = std::min(opt.shard_tokens, end - start);
-        const std::string path = format("%s/%s_%s_%06lld.bin", opt.out_dir.c_str(), opt.name.c_str(),
-                                        split.c_str(), (long long)index);
+        const std::string path =
+            format("%s/%s_%s_%06lld.bin", opt.out_dir.c_str(), opt.name.c_str(), split.c_str(), (long long)index);
         stream.read(start, start + count, &tokens);
         write_shard(path, tokens.data(), count, token_bytes, made_by);
         paths.push_back(path);
@@ -428,7 +440,7 @@ bool matches_its_sum(const std::string& path) {
     return bytes == want_bytes && h == want_hash;
 }
 
-void remove_dir(const std::string& dir) {  // the parts directory: only files we wrote
+void remove_dir(const std::string& dir) {   // the parts directory: only files we wrote
     if (DIR* d = ::opendir(dir.c_str())) {
         while (const dirent* e = ::readdir(d)) {
             const std::string n = e->d_name;
@@ -453,19 +465,22 @@ void run(const Options& opt) {
         fail("--chunk-bytes must be in [1, 2^30], got %lld", (long long)opt.chunk_bytes);
     }
     if (opt.tokenizer == "gpt2" && opt.bpe_dir.empty()) {
-        fail("--tokenizer gpt2 needs --bpe-dir: a directory with GPT-2's encoder.json and vocab.bpe "
-             "(e.g. ../shared/data/gpt2) or a .tiktoken file");
+        fail(
+            "--tokenizer gpt2 needs --bpe-dir: a directory with GPT-2's encoder.json and vocab.bpe "
+            "(e.g. ../shared/data/gpt2) or a .tiktoken file");
     }
     if (opt.tokenizer == "byte" && !opt.bpe_dir.empty()) fail("--bpe-dir needs --tokenizer bpe or gpt2");
-    if (opt.vocab_size < 257) fail("--vocab-size must be at least 257 (256 bytes + <|endoftext|>), got %d", opt.vocab_size);
+    if (opt.vocab_size < 257)
+        fail("--vocab-size must be at least 257 (256 bytes + <|endoftext|>), got %d", opt.vocab_size);
     const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
 
     // Inputs: every one readable and non-empty before anything is written.
     std::vector<Input> inputs;
     for (const std::string& path : opt.inputs) {
-        std::fclose(open_file(path, "rb"));  // "cannot open PATH ...: No such file or directory"
+        std::fclose(open_file(path, "rb"));   // "cannot open PATH ...: No such file or directory"
         struct stat st;
-        if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) fail("input %s is not a regular file", path.c_str());
+        if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+            fail("input %s is not a regular file", path.c_str());
         if (st.st_size == 0) fail("input %s is empty", path.c_str());
         const bool jsonl = opt.format == "jsonl" ||
                            (opt.format == "auto" && path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0);
@@ -482,10 +497,12 @@ void run(const Options& opt) {
     nlohmann::json plan;
     plan["version"] = 1;
     for (const Input& in : inputs) {
-        plan["inputs"].push_back({{"path", in.path}, {"jsonl", in.jsonl}, {"size", in.size}, {"mtime_ns", in.mtime_ns}});
+        plan["inputs"].push_back(
+            {{"path", in.path}, {"jsonl", in.jsonl}, {"size", in.size}, {"mtime_ns", in.mtime_ns}});
     }
     plan["jsonl_field"] = opt.jsonl_field;
-    for (const Part& p : parts) plan["parts"].push_back({p.input, p.begin, p.end});
+    for (const Part& p : parts)
+        plan["parts"].push_back({p.input, p.begin, p.end});
     plan["tokenizer"] = opt.tokenizer;
     if (bpe) plan["bpe"] = format("%016llx", (unsigned long long)bpe->fingerprint());
     if (opt.tokenizer == "bpe" && !bpe) {
@@ -530,7 +547,8 @@ void run(const Options& opt) {
                          bpe->vocab_size());
         } else {
             if (saved) {
-                std::fprintf(stderr, "prepare_text: the BPE the interrupted run trained (%s) does not match its "
+                std::fprintf(stderr,
+                             "prepare_text: the BPE the interrupted run trained (%s) does not match its "
                              "recorded checksums; training it again, and tokenizing every part again\n",
                              parts_dir.c_str());
                 parts_valid = false;
@@ -539,13 +557,15 @@ void run(const Options& opt) {
             const std::vector<std::string> docs = training_documents(inputs, opt.jsonl_field, opt.train_bytes);
             std::vector<std::string_view> views(docs.begin(), docs.end());
             int64_t bytes = 0;
-            for (const std::string& d : docs) bytes += static_cast<int64_t>(d.size());
+            for (const std::string& d : docs)
+                bytes += static_cast<int64_t>(d.size());
             std::fprintf(stderr, "prepare_text: training BPE to vocab %d on %s (%d threads)...\n", opt.vocab_size,
                          human_bytes(static_cast<double>(bytes)).c_str(), threads);
             bpe = std::make_shared<const Bpe>(train_bpe(views, opt.vocab_size, threads));
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::fprintf(stderr, "prepare_text: trained BPE: vocab %d (%d merges) in %.2fs%s\n", bpe->vocab_size(),
-                         bpe->num_merges(), s, bpe->vocab_size() < opt.vocab_size ? " (the corpus ran out of pairs)" : "");
+                         bpe->num_merges(), s,
+                         bpe->vocab_size() < opt.vocab_size ? " (the corpus ran out of pairs)" : "");
             bpe->save_gpt2(parts_dir);
             record_sum(encoder);
             record_sum(merges);
@@ -555,19 +575,22 @@ void run(const Options& opt) {
     const uint32_t eot = static_cast<uint32_t>(tokenizer.eot_token());
     const int vocab_bytes = token_bytes_for_vocab(tokenizer.vocab_size());
     if (opt.token_bytes == 2 && vocab_bytes > 2) {
-        fail("--token-bytes 2 (uint16 shards) holds ids up to 65535, but the vocabulary has %d tokens; "
-             "use --token-bytes 4 (uint32 shards) or leave it at auto",
-             tokenizer.vocab_size());
+        fail(
+            "--token-bytes 2 (uint16 shards) holds ids up to 65535, but the vocabulary has %d tokens; "
+            "use --token-bytes 4 (uint32 shards) or leave it at auto",
+            tokenizer.vocab_size());
     }
     const int token_bytes = opt.token_bytes != 0 ? opt.token_bytes : vocab_bytes;
 
     // Tokenise the parts not yet saved.
     std::vector<Encoder> encoders(threads);
     if (bpe) {
-        for (Encoder& e : encoders) e.bpe = std::make_unique<BpeEncoder>(*bpe);
+        for (Encoder& e : encoders)
+            e.bpe = std::make_unique<BpeEncoder>(*bpe);
     }
     int64_t total_bytes = 0, done_bytes = 0;
-    for (const Input& in : inputs) total_bytes += in.size;
+    for (const Input& in : inputs)
+        total_bytes += in.size;
     std::vector<std::string> part_paths;
     int reused = 0, tokenised = 0;
     Progress progress("prepare_text: tokenizing", total_bytes);
@@ -581,8 +604,10 @@ void run(const Options& opt) {
                 done = true;
                 reused++;
             } else {   // torn, altered or foreign: redo it
-                std::fprintf(stderr, "prepare_text: %s does not match the checksum recorded when it was written; "
-                             "tokenizing it again\n", path.c_str());
+                std::fprintf(stderr,
+                             "prepare_text: %s does not match the checksum recorded when it was written; "
+                             "tokenizing it again\n",
+                             path.c_str());
             }
         }
         if (!done) {
@@ -595,15 +620,17 @@ void run(const Options& opt) {
             tokenised++;
         }
         done_bytes += p.end - p.begin;
-        progress.update(done_bytes,
-                        format(", part %zu/%zu%s", k + 1, parts.size(), reused ? format(" (%d resumed)", reused).c_str() : ""),
-                        k + 1 == parts.size());
+        progress.update(
+            done_bytes,
+            format(", part %zu/%zu%s", k + 1, parts.size(), reused ? format(" (%d resumed)", reused).c_str() : ""),
+            k + 1 == parts.size());
     }
     PartStream stream(part_paths);
-    for (size_t k = 0, first = 0; k < inputs.size(); k++) {  // a JSONL file of blank lines only
+    for (size_t k = 0, first = 0; k < inputs.size(); k++) {   // a JSONL file of blank lines only
         int64_t n = 0;
         size_t j = first;
-        for (; j < parts.size() && parts[j].input == static_cast<int>(k); j++) n += stream.part_tokens(j);
+        for (; j < parts.size() && parts[j].input == static_cast<int>(k); j++)
+            n += stream.part_tokens(j);
         first = j;
         if (n == 0) fail("input %s has no documents", inputs[k].path.c_str());
     }
@@ -624,17 +651,17 @@ void run(const Options& opt) {
     tokenizer.save(tokenizer_path);
     // The merges beside tokenizer.bin (Tokenizer::load picks them up), or none: stale ones
     // beside a byte-level table would not match it.
-    for (const char* f : {"/encoder.json", "/vocab.bpe"}) std::remove((opt.out_dir + f).c_str());
+    for (const char* f : {"/encoder.json", "/vocab.bpe"})
+        std::remove((opt.out_dir + f).c_str());
     if (bpe && !bpe->merges().empty()) bpe->save_gpt2(opt.out_dir);
     // Shards left by an earlier run with more shards would silently join the split's glob.
     for (const std::string split : {"train", "val"}) {
         const std::vector<std::string>& written = split == "train" ? train : val;
-        const std::string pattern = format("%s/%s_%s_[0-9]*.bin", opt.out_dir.c_str(),
-                                           opt.name.c_str(), split.c_str());
+        const std::string pattern = format("%s/%s_%s_[0-9]*.bin", opt.out_dir.c_str(), opt.name.c_str(), split.c_str());
         std::vector<std::string> existing;
         try {
             existing = expand_glob(pattern);
-        } catch (const Error&) {  // nothing matches: nothing stale
+        } catch (const Error&) {   // nothing matches: nothing stale
         }
         for (const std::string& path : existing) {
             if (std::find(written.begin(), written.end(), path) != written.end()) continue;
@@ -644,14 +671,14 @@ void run(const Options& opt) {
     }
     remove_dir(parts_dir);
 
-    const std::string kind = bpe ? format("BPE, vocab %d", tokenizer.vocab_size()) : std::string("byte-level, vocab 257");
+    const std::string kind =
+        bpe ? format("BPE, vocab %d", tokenizer.vocab_size()) : std::string("byte-level, vocab 257");
     std::printf("prepare_text: %zu input(s), %lld bytes -> %lld tokens (%s, uint%d shards)\n", inputs.size(),
                 (long long)total_bytes, (long long)n, kind.c_str(), 8 * token_bytes);
-    std::printf("  train: %12lld tokens in %zu shard(s): %s%s\n", (long long)val_start,
-                train.size(), train.empty() ? "-" : train.front().c_str(),
-                train.size() > 1 ? " ..." : "");
-    std::printf("  val:   %12lld tokens in %zu shard(s): %s%s\n", (long long)(n - val_start),
-                val.size(), val.empty() ? "-" : val.front().c_str(), val.size() > 1 ? " ..." : "");
+    std::printf("  train: %12lld tokens in %zu shard(s): %s%s\n", (long long)val_start, train.size(),
+                train.empty() ? "-" : train.front().c_str(), train.size() > 1 ? " ..." : "");
+    std::printf("  val:   %12lld tokens in %zu shard(s): %s%s\n", (long long)(n - val_start), val.size(),
+                val.empty() ? "-" : val.front().c_str(), val.size() > 1 ? " ..." : "");
     std::printf("  tokenizer: %s%s, recorded in every shard\n", tokenizer_path.c_str(),
                 bpe && !bpe->merges().empty() ? " (+ encoder.json, vocab.bpe)" : "");
     // the trainer takes the tokenizer beside the shards by itself; the run's output goes to a
@@ -660,7 +687,8 @@ void run(const Options& opt) {
     std::string run_name = opt.name;
     if (opt.name == "data") {
         std::string dir = opt.out_dir;
-        while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+        while (dir.size() > 1 && dir.back() == '/')
+            dir.pop_back();
         const std::string last = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
         if (!last.empty() && last != "." && last != "..") run_name = last;
     }
@@ -669,30 +697,30 @@ void run(const Options& opt) {
                 val_glob.c_str(), run_name.c_str());
 }
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) {
     Options opt;
-    CLI::App app{"prepare_text: text / JSONL files -> token shards (llm.c format), tokenizer.bin "
-                 "and, for BPE, encoder.json + vocab.bpe"};
+    CLI::App app{
+        "prepare_text: text / JSONL files -> token shards (llm.c format), tokenizer.bin "
+        "and, for BPE, encoder.json + vocab.bpe"};
     app.add_option("--input", opt.inputs, "text file (one document) or JSONL file (one per line); repeatable")
         ->required();
     app.add_option("--out-dir", opt.out_dir, "output directory (created if missing)")->required();
-    app.add_option("--name", opt.name, "shard name prefix: NAME_train_000000.bin, ...")
-        ->capture_default_str();
+    app.add_option("--name", opt.name, "shard name prefix: NAME_train_000000.bin, ...")->capture_default_str();
     app.add_option("--val-fraction", opt.val_fraction,
                    "fraction of the token stream, taken from its end, for validation; 0 = none")
         ->capture_default_str();
-    app.add_option("--shard-tokens", opt.shard_tokens, "maximum tokens per shard")
-        ->capture_default_str();
+    app.add_option("--shard-tokens", opt.shard_tokens, "maximum tokens per shard")->capture_default_str();
     app.add_option("--tokenizer", opt.tokenizer,
                    "byte (vocab 257) | bpe (train, or reuse --bpe-dir) | gpt2 (GPT-2's vocabulary from --bpe-dir)")
         ->check(CLI::IsMember({"byte", "bpe", "gpt2"}))
         ->capture_default_str();
     app.add_option("--vocab-size", opt.vocab_size, "bpe: vocabulary size to train (256 bytes + merges + <|endoftext|>)")
         ->capture_default_str();
-    app.add_option("--bpe-dir", opt.bpe_dir,
-                   "bpe/gpt2: directory with encoder.json + vocab.bpe, or a .tiktoken file, to use instead of training");
+    app.add_option(
+        "--bpe-dir", opt.bpe_dir,
+        "bpe/gpt2: directory with encoder.json + vocab.bpe, or a .tiktoken file, to use instead of training");
     app.add_option("--train-bytes", opt.train_bytes, "bpe: train on this many bytes from the start of the inputs")
         ->capture_default_str();
     app.add_option("--format", opt.format, "auto (.jsonl files are JSONL) | text | jsonl")
@@ -703,7 +731,8 @@ int main(int argc, char** argv) {
     app.add_option("--threads", opt.threads, "tokenizer threads, at most 1024 (0 = all cores)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
-    app.add_option("--token-bytes", opt.token_bytes, "shard token width: 0 = auto (uint16 if the vocabulary fits), 2, 4")
+    app.add_option("--token-bytes", opt.token_bytes,
+                   "shard token width: 0 = auto (uint16 if the vocabulary fits), 2, 4")
         ->check(CLI::IsMember({0, 2, 4}))
         ->capture_default_str();
     app.add_option("--chunk-bytes", opt.chunk_bytes, "input bytes per resumable part")->capture_default_str();
@@ -711,7 +740,7 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);  // prints the help text, exit 0
+        return app.exit(e);   // prints the help text, exit 0
     } catch (const CLI::ParseError& e) {
         std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", printable(e.what()).c_str());
         return 1;

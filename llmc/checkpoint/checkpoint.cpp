@@ -43,12 +43,14 @@ constexpr int64_t kMaxDataPosition = int64_t(1) << 62;
 std::array<size_t, kNumParamTensors + 1> param_offsets(const GPTConfig& cfg) {
     auto sizes = param_tensor_sizes(cfg);
     std::array<size_t, kNumParamTensors + 1> off{};
-    for (int i = 0; i < kNumParamTensors; i++) off[i + 1] = off[i] + sizes[i];
+    for (int i = 0; i < kNumParamTensors; i++)
+        off[i + 1] = off[i] + sizes[i];
     return off;
 }
 
 int param_index(const std::string& name) {
-    for (int i = 0; i < kNumParamTensors; i++) if (name == param_tensor_name(i)) return i;
+    for (int i = 0; i < kNumParamTensors; i++)
+        if (name == param_tensor_name(i)) return i;
     return -1;
 }
 
@@ -61,7 +63,8 @@ EngineView engine_view(const GPTConfig& cfg, const HfTensor& t) {
     const auto off = param_offsets(cfg);
     const auto sizes = param_tensor_sizes(cfg);
     size_t numel = 1;
-    for (int64_t d : t.shape) numel *= (size_t)d;
+    for (int64_t d : t.shape)
+        numel *= (size_t)d;
     size_t base = off[t.param];
     if (t.layer >= 0) base += (size_t)t.layer * (sizes[t.param] / (size_t)cfg.n_layer);
     if (t.transpose) return {base, (size_t)t.shape[1], (size_t)t.shape[0]};
@@ -82,13 +85,13 @@ std::string read_whole(const std::string& path) {
     FILE* f = open_file(path, "rb");
     char buf[1 << 16];
     size_t got;
-    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, got);
+    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0)
+        out.append(buf, got);
     const bool err = std::ferror(f);
     std::fclose(f);
     if (err) fail("%s: read error", path.c_str());
     return out;
 }
-
 
 std::string hex64(uint64_t x) { return format("%016llx", (unsigned long long)x); }
 
@@ -117,7 +120,7 @@ struct Slice {
     size_t global_begin, global_end;
 };
 
-}  // namespace
+}   // namespace
 
 // ---- directories ------------------------------------------------------------------------------
 
@@ -125,11 +128,14 @@ std::string checkpoint_dir(const std::string& out_dir, int64_t step) {
     return out_dir + format("/step_%08lld", (long long)step);
 }
 
-std::string checkpoint_tmp_dir(const std::string& out_dir, int64_t step) { return checkpoint_dir(out_dir, step) + ".tmp"; }
+std::string checkpoint_tmp_dir(const std::string& out_dir, int64_t step) {
+    return checkpoint_dir(out_dir, step) + ".tmp";
+}
 
 std::string begin_checkpoint(const std::string& out_dir, int64_t step) {
     const std::string final_dir = checkpoint_dir(out_dir, step), tmp = checkpoint_tmp_dir(out_dir, step);
-    if (file_exists(final_dir)) fail("checkpoint %s already exists; checkpoints are never overwritten", final_dir.c_str());
+    if (file_exists(final_dir))
+        fail("checkpoint %s already exists; checkpoints are never overwritten", final_dir.c_str());
     make_dirs(out_dir);
     std::error_code ec;
     fs::remove_all(tmp, ec);   // a stale tmp directory of this step: a save that crashed
@@ -169,11 +175,12 @@ std::vector<Complete> complete_checkpoints(const std::string& out_dir) {
     }
     return found;
 }
-}  // namespace
+}   // namespace
 
 std::vector<int64_t> list_checkpoints(const std::string& out_dir) {
     std::vector<int64_t> steps;
-    for (const auto& c : complete_checkpoints(out_dir)) steps.push_back(c.step);
+    for (const auto& c : complete_checkpoints(out_dir))
+        steps.push_back(c.step);
     return steps;
 }
 
@@ -265,7 +272,8 @@ std::vector<HfTensor> hf_tensors(const GPTConfig& cfg, int world) {
     for (size_t i = 0; i < t.size(); i++) {
         order[i] = i;
         numel[i] = 1;
-        for (int64_t d : t[i].shape) numel[i] *= (size_t)d;
+        for (int64_t d : t[i].shape)
+            numel[i] *= (size_t)d;
     }
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return numel[a] > numel[b]; });
     std::vector<size_t> load(n_shards, 0);
@@ -286,7 +294,7 @@ std::string hf_config_json(const GPTConfig& cfg) {
     j["n_embd"] = cfg.n_embd;
     j["n_layer"] = cfg.n_layer;
     j["n_head"] = cfg.n_head;
-    j["n_inner"] = nullptr;   // 4·n_embd
+    j["n_inner"] = nullptr;                  // 4·n_embd
     j["activation_function"] = "gelu_new";   // the tanh approximation, as the engine
     j["layer_norm_epsilon"] = 1e-5;
     j["resid_pdrop"] = 0.0;
@@ -317,9 +325,11 @@ void write_weight_shards(const std::string& tmp_dir, const GPTConfig& cfg, const
             std::vector<bf16> dst(e.rows * e.cols);
             if (t.transpose) {
                 for (size_t o = 0; o < e.rows; o++)   // hf[i][o] = ours[o][i]
-                    for (size_t i = 0; i < e.cols; i++) dst[i * e.rows + o] = bf16::from_float(src[o * e.cols + i]);
+                    for (size_t i = 0; i < e.cols; i++)
+                        dst[i * e.rows + o] = bf16::from_float(src[o * e.cols + i]);
             } else {
-                for (size_t k = 0; k < dst.size(); k++) dst[k] = bf16::from_float(src[k]);
+                for (size_t k = 0; k < dst.size(); k++)
+                    dst[k] = bf16::from_float(src[k]);
             }
             buffers.push_back(std::move(dst));
             views.push_back({t.name, StDType::BF16, t.shape, buffers.back().data()});
@@ -331,7 +341,8 @@ void write_weight_shards(const std::string& tmp_dir, const GPTConfig& cfg, const
         uint64_t total = 0;
         for (const HfTensor& t : tensors) {
             uint64_t n = 2;
-            for (int64_t d : t.shape) n *= (uint64_t)d;
+            for (int64_t d : t.shape)
+                n *= (uint64_t)d;
             total += n;
             index["weight_map"][t.name] = hf_shard_name(t.shard, n_shards);
         }
@@ -368,7 +379,9 @@ void write_state_shard(const std::string& tmp_dir, const GPTConfig& cfg, int wri
             const size_t b = std::max(global_begin, off[p]), e = std::min(global_begin + n, off[p + 1]);
             if (b >= e) continue;
             views.push_back({format("%s/%s@%zu", state_tensor_name(kinds[k]), param_tensor_name(p), b - off[p]),
-                             StDType::F32, {(int64_t)(e - b)}, data[k] + (b - global_begin)});
+                             StDType::F32,
+                             {(int64_t)(e - b)},
+                             data[k] + (b - global_begin)});
         }
     }
     write_safetensors(tmp_dir + format("/state-%05d.safetensors", writer), views,
@@ -378,7 +391,8 @@ void write_state_shard(const std::string& tmp_dir, const GPTConfig& cfg, int wri
 }
 
 void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_dir, CheckpointManifest manifest) {
-    if (file_exists(final_dir)) fail("checkpoint %s already exists; checkpoints are never overwritten", final_dir.c_str());
+    if (file_exists(final_dir))
+        fail("checkpoint %s already exists; checkpoints are never overwritten", final_dir.c_str());
     std::vector<std::string> names;
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(tmp_dir, ec)) {
@@ -401,8 +415,10 @@ void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_di
     j["version"] = kManifestVersion;
     j["step"] = manifest.step;
     j["world_size"] = manifest.world_size;
-    j["model"] = {{"n_layer", manifest.model.n_layer}, {"n_head", manifest.model.n_head},
-                  {"n_embd", manifest.model.n_embd}, {"vocab_size", manifest.model.vocab_size},
+    j["model"] = {{"n_layer", manifest.model.n_layer},
+                  {"n_head", manifest.model.n_head},
+                  {"n_embd", manifest.model.n_embd},
+                  {"vocab_size", manifest.model.vocab_size},
                   {"padded_vocab_size", manifest.model.padded_vocab_size},
                   {"max_seq_len", manifest.model.max_seq_len}};
     j["train_config"] = json_or_null(manifest.train_config_json, "train_config_json");
@@ -412,7 +428,8 @@ void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_di
     j["fp8"] = json_or_null(manifest.fp8_json, "fp8_json");
     j["extra"] = json_or_null(manifest.extra_json, "extra_json");
     j["files"] = nlohmann::ordered_json::object();
-    for (const auto& [name, r] : manifest.files) j["files"][name] = {{"bytes", r.bytes}, {"xxh3_64", hex64(r.xxh3)}};
+    for (const auto& [name, r] : manifest.files)
+        j["files"][name] = {{"bytes", r.bytes}, {"xxh3_64", hex64(r.xxh3)}};
     const std::string text = j.dump(2) + "\n";
     write_file_atomic(tmp_dir + "/" + kManifestName, text.data(), text.size());
     fsync_path(tmp_dir);
@@ -448,7 +465,7 @@ void check_fp8_state(const nlohmann::json& fp8, const std::string& path) {
     }
 }
 
-}  // namespace
+}   // namespace
 
 CheckpointManifest parse_manifest(const std::string& text, const std::string& path) {
     const char* p = path.c_str();
@@ -463,16 +480,20 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
     }
     const JsonObject top(j, path);
     const int64_t version = top.integer("version", 0, INT_MAX);
-    if (version != kManifestVersion) fail("%s: manifest version %lld, this build reads %d", p, (long long)version, kManifestVersion);
+    if (version != kManifestVersion)
+        fail("%s: manifest version %lld, this build reads %d", p, (long long)version, kManifestVersion);
     CheckpointManifest m;
     m.step = top.integer("step", 0, INT_MAX);   // the trainer counts steps in an int
     m.world_size = (int)top.integer("world_size", 1, INT_MAX);
     const JsonObject model = top.object("model");
-    const std::pair<const char*, int*> shape[] = {
-        {"n_layer", &m.model.n_layer},       {"n_head", &m.model.n_head},
-        {"n_embd", &m.model.n_embd},         {"vocab_size", &m.model.vocab_size},
-        {"padded_vocab_size", &m.model.padded_vocab_size}, {"max_seq_len", &m.model.max_seq_len}};
-    for (const auto& [key, field] : shape) *field = (int)model.integer(key, 1, INT_MAX);
+    const std::pair<const char*, int*> shape[] = {{"n_layer", &m.model.n_layer},
+                                                  {"n_head", &m.model.n_head},
+                                                  {"n_embd", &m.model.n_embd},
+                                                  {"vocab_size", &m.model.vocab_size},
+                                                  {"padded_vocab_size", &m.model.padded_vocab_size},
+                                                  {"max_seq_len", &m.model.max_seq_len}};
+    for (const auto& [key, field] : shape)
+        *field = (int)model.integer(key, 1, INT_MAX);
     m.train_config_json = text_of(top.at("train_config"));
     m.data_position = top.integer("data_position", 0, kMaxDataPosition);
     m.rng_state = top.string("rng_state");
@@ -499,7 +520,8 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
         const std::string h = file.string("xxh3_64");
         char* end = nullptr;
         r.xxh3 = std::strtoull(h.c_str(), &end, 16);
-        if (h.size() != 16 || *end != '\0') fail("%s: file %s has a malformed checksum '%s'", p, name.c_str(), h.c_str());
+        if (h.size() != 16 || *end != '\0')
+            fail("%s: file %s has a malformed checksum '%s'", p, name.c_str(), h.c_str());
         m.files[name] = r;
     }
     return m;
@@ -517,7 +539,8 @@ CheckpointManifest read_manifest(const std::string& dir) {
     CheckpointManifest m = parse_manifest(read_whole(path), path);
     // a step_<N> directory holds the checkpoint of step N
     std::string name = dir;
-    while (name.size() > 1 && name.back() == '/') name.pop_back();
+    while (name.size() > 1 && name.back() == '/')
+        name.pop_back();
     const int64_t named_step = parse_step_name(fs::path(name).filename().string());
     if (named_step >= 0 && named_step != m.step) {
         fail("%s: \"step\" is %lld, but the directory is named for step %lld", path.c_str(), (long long)m.step,
@@ -545,7 +568,8 @@ void check_model_config(const CheckpointManifest& manifest, const GPTConfig& exp
 
 void verify_checkpoint(const std::string& dir, const CheckpointManifest& manifest) {
     std::vector<std::string> names;
-    for (const auto& entry : manifest.files) names.push_back(entry.first);
+    for (const auto& entry : manifest.files)
+        names.push_back(entry.first);
     verify_checkpoint_files(dir, manifest, names);
 }
 
@@ -588,7 +612,8 @@ namespace {
 
 std::string shape_text(const std::vector<int64_t>& shape) {
     std::string text;
-    for (int64_t d : shape) text += (text.empty() ? "" : ", ") + std::to_string(d);
+    for (int64_t d : shape)
+        text += (text.empty() ? "" : ", ") + std::to_string(d);
     return "[" + text + "]";
 }
 
@@ -612,7 +637,8 @@ struct WeightFiles {
         if (!file_exists(index_path) && file_exists(dir + "/" + kSingleWeightsName)) {
             index_path = dir + "/" + kSingleWeightsName;
             auto single = std::make_unique<SafetensorsFile>(index_path);
-            for (const StTensorInfo& t : single->tensors()) weight_map[t.name] = kSingleWeightsName;
+            for (const StTensorInfo& t : single->tensors())
+                weight_map[t.name] = kSingleWeightsName;
             files[kSingleWeightsName] = std::move(single);
         } else {
             try {
@@ -632,7 +658,8 @@ struct WeightFiles {
             if (name.rfind("h.", 0) != 0) continue;
             const size_t dot = name.find('.', 2);
             const std::string digits = name.substr(2, dot == std::string::npos ? std::string::npos : dot - 2);
-            if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+            if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+                continue;
             const long layer = std::stol(digits);
             if (layer >= cfg.n_layer) {
                 fail("%s: holds tensor %s of layer %ld, but %s describes %d layers %s", index_path.c_str(),
@@ -647,7 +674,8 @@ struct WeightFiles {
                 fail("%s: no file for tensor %s", index_path.c_str(), t.name.c_str());
             }
             const std::string file = weight_map[name].get<std::string>();
-            if (file.find('/') != std::string::npos) fail("%s: invalid file name '%s'", index_path.c_str(), file.c_str());
+            if (file.find('/') != std::string::npos)
+                fail("%s: invalid file name '%s'", index_path.c_str(), file.c_str());
             auto& st = files[file];
             if (!st) st = std::make_unique<SafetensorsFile>(dir + "/" + file);
             const StTensorInfo& info = st->at(name);
@@ -661,7 +689,7 @@ struct WeightFiles {
     }
 };
 
-}  // namespace
+}   // namespace
 
 void check_weights(const std::string& dir, const GPTConfig& cfg, const std::string& described_by) {
     const WeightFiles checked(dir, cfg, described_by);
@@ -678,7 +706,8 @@ std::vector<float> read_weights(const std::string& dir, const GPTConfig& cfg) {
         float* dst = out.data() + e.offset;   // (rows, cols) = (out, in) when transposed
         if (t.transpose) {
             for (size_t o = 0; o < e.rows; o++)
-                for (size_t i = 0; i < e.cols; i++) dst[o * e.cols + i] = src[i * e.rows + o];
+                for (size_t i = 0; i < e.cols; i++)
+                    dst[o * e.cols + i] = src[i * e.rows + o];
         } else {
             std::copy(src.begin(), src.end(), dst);
         }
@@ -698,7 +727,8 @@ std::vector<Slice> state_slices(const std::string& dir, const GPTConfig& cfg, co
     for (const auto& entry : manifest.files) {
         const std::string& name = entry.first;
         if (name.compare(0, 6, "state-") != 0 || name.size() < 18 ||
-            name.compare(name.size() - 12, 12, ".safetensors") != 0) continue;
+            name.compare(name.size() - 12, 12, ".safetensors") != 0)
+            continue;
         files.push_back(std::make_unique<SafetensorsFile>(dir + "/" + name));
         const SafetensorsFile& f = *files.back();
         for (const StTensorInfo& t : f.tensors()) {
@@ -706,8 +736,10 @@ std::vector<Slice> state_slices(const std::string& dir, const GPTConfig& cfg, co
             const size_t at = t.name.rfind('@');
             const int p = at == std::string::npos ? -1 : param_index(t.name.substr(prefix.size(), at - prefix.size()));
             const std::string digits = at == std::string::npos ? "" : t.name.substr(at + 1);
-            if (p < 0 || digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) {
-                fail("%s: tensor '%s' is not a state slice <which>/<tensor>@<offset>", f.path().c_str(), t.name.c_str());
+            if (p < 0 || digits.empty() || digits.size() > 18 ||
+                digits.find_first_not_of("0123456789") != std::string::npos) {
+                fail("%s: tensor '%s' is not a state slice <which>/<tensor>@<offset>", f.path().c_str(),
+                     t.name.c_str());
             }
             const size_t offset = std::stoull(digits), len = t.numel();
             if (t.dtype != StDType::F32 || t.shape.size() != 1 || offset > off[p + 1] - off[p] ||
@@ -725,11 +757,12 @@ std::vector<Slice> state_slices(const std::string& dir, const GPTConfig& cfg, co
 void check_state_range(const GPTConfig& cfg, size_t global_begin, size_t global_end) {
     const size_t total = param_offsets(cfg)[kNumParamTensors];
     if (global_begin > global_end || global_end > total) {
-        fail("read_state_range: range [%zu, %zu) is outside the model's %zu parameters", global_begin, global_end, total);
+        fail("read_state_range: range [%zu, %zu) is outside the model's %zu parameters", global_begin, global_end,
+             total);
     }
 }
 
-}  // namespace
+}   // namespace
 
 std::vector<std::string> state_files_for_range(const std::string& dir, const GPTConfig& cfg, size_t global_begin,
                                                size_t global_end) {
@@ -754,15 +787,17 @@ std::vector<float> read_state_range(const std::string& dir, const GPTConfig& cfg
     const CheckpointManifest manifest = read_manifest(dir);
     std::vector<std::unique_ptr<SafetensorsFile>> files;
     std::vector<Slice> slices = state_slices(dir, cfg, manifest, which, files);
-    std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) { return a.global_begin < b.global_begin; });
+    std::sort(slices.begin(), slices.end(),
+              [](const Slice& a, const Slice& b) { return a.global_begin < b.global_begin; });
 
     std::vector<float> out(global_end - global_begin);
     size_t covered = global_begin;   // [global_begin, covered) is filled
     for (size_t i = 0; i < slices.size(); i++) {
         const Slice& s = slices[i];
         if (i > 0 && s.global_begin < slices[i - 1].global_end) {
-            fail("checkpoint %s: state slices %s (%s) and %s (%s) overlap", dir.c_str(), slices[i - 1].info->name.c_str(),
-                 slices[i - 1].file->path().c_str(), s.info->name.c_str(), s.file->path().c_str());
+            fail("checkpoint %s: state slices %s (%s) and %s (%s) overlap", dir.c_str(),
+                 slices[i - 1].info->name.c_str(), slices[i - 1].file->path().c_str(), s.info->name.c_str(),
+                 s.file->path().c_str());
         }
         const size_t b = std::max(s.global_begin, global_begin), e = std::min(s.global_end, global_end);
         if (b >= e) continue;
@@ -778,4 +813,4 @@ std::vector<float> read_state_range(const std::string& dir, const GPTConfig& cfg
     return out;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

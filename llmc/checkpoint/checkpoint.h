@@ -55,18 +55,18 @@ namespace train_gpt {
 // stored as JSON inside manifest.json, so the manifest stays readable; reading checks the ones
 // with a known shape (loss_scaler, fp8, extra: see parse_manifest).
 struct CheckpointManifest {
-    int64_t step = 0;                  // optimizer steps completed
-    GPTConfig model;                   // the model's shape; checked on load (check_model_config)
-    int world_size = 1;                // ranks that wrote it (informational: loading does not depend on it)
-    std::string train_config_json;     // the resolved run configuration
-    int64_t data_position = 0;         // train loader position: global sample index
-    std::string rng_state;             // opaque text (e.g. a std::mt19937_64 written with <<)
-    std::string loss_scaler_json;      // fp16 dynamic loss-scale state (train_state.h)
-    std::string fp8_json;              // FP8 delayed-scaling state (amax histories, scales)
-    std::string extra_json;            // the trainer's counters (train_state.h)
+    int64_t step = 0;                // optimizer steps completed
+    GPTConfig model;                 // the model's shape; checked on load (check_model_config)
+    int world_size = 1;              // ranks that wrote it (informational: loading does not depend on it)
+    std::string train_config_json;   // the resolved run configuration
+    int64_t data_position = 0;       // train loader position: global sample index
+    std::string rng_state;           // opaque text (e.g. a std::mt19937_64 written with <<)
+    std::string loss_scaler_json;    // fp16 dynamic loss-scale state (train_state.h)
+    std::string fp8_json;            // FP8 delayed-scaling state (amax histories, scales)
+    std::string extra_json;          // the trainer's counters (train_state.h)
     struct FileRecord {
         uint64_t bytes = 0;
-        uint64_t xxh3 = 0;             // XXH3_64bits of the whole file, seed 0
+        uint64_t xxh3 = 0;   // XXH3_64bits of the whole file, seed 0
     };
     std::map<std::string, FileRecord> files;   // every file but manifest.json; filled by finalize
 };
@@ -100,12 +100,12 @@ void prune_checkpoints(const std::string& out_dir, int keep_last,
 // by `world` ranks: whole tensors, balanced by bytes (largest first onto the lightest shard), the
 // same on every rank. n_shards = min(world, number of tensors).
 struct HfTensor {
-    std::string name;            // e.g. "transformer.h.3.attn.c_attn.weight"
-    int param = 0;               // ParamTensor it comes from
-    int layer = -1;              // layer index for stacked tensors, else -1
-    bool transpose = false;      // HF Conv1D weight (in, out) = our (out, in) transposed
-    std::vector<int64_t> shape;  // HF shape
-    int shard = 0;               // 0-based shard index
+    std::string name;             // e.g. "transformer.h.3.attn.c_attn.weight"
+    int param = 0;                // ParamTensor it comes from
+    int layer = -1;               // layer index for stacked tensors, else -1
+    bool transpose = false;       // HF Conv1D weight (in, out) = our (out, in) transposed
+    std::vector<int64_t> shape;   // HF shape
+    int shard = 0;                // 0-based shard index
 };
 std::vector<HfTensor> hf_tensors(const GPTConfig& cfg, int world);
 int hf_num_shards(const GPTConfig& cfg, int world);
@@ -116,8 +116,7 @@ std::string hf_config_json(const GPTConfig& cfg);
 // All ranks: rank r writes shard r (if r < n_shards) from the full engine-layout FP32 weights
 // (num_parameters floats), rounded to BF16 (nearest even); rank 0 also writes
 // model.safetensors.index.json and config.json.
-void write_weight_shards(const std::string& tmp_dir, const GPTConfig& cfg, const float* weights,
-                         int rank, int world);
+void write_weight_shards(const std::string& tmp_dir, const GPTConfig& cfg, const float* weights, int rank, int world);
 
 enum class StateTensor { Master, M, V };
 const char* state_tensor_name(StateTensor s);   // "master", "m", "v"
@@ -125,8 +124,8 @@ const char* state_tensor_name(StateTensor s);   // "master", "m", "v"
 // All ranks: writer w stores the FP32 master weights and Adam moments of its range
 // [global_begin, global_begin + n) of the flat parameter vector (GPT::state_begin(), state_size();
 // n may be 0) as state-%05d.safetensors, one slice per tensor the range touches.
-void write_state_shard(const std::string& tmp_dir, const GPTConfig& cfg, int writer, size_t global_begin,
-                       size_t n, const float* master, const float* m, const float* v);
+void write_state_shard(const std::string& tmp_dir, const GPTConfig& cfg, int writer, size_t global_begin, size_t n,
+                       const float* master, const float* m, const float* v);
 
 // Rank 0, after every rank has written: hashes every file, writes manifest.json (recording the
 // files), fsyncs, renames tmp_dir → final_dir and fsyncs the parent. Fails if final_dir exists.
@@ -176,4 +175,4 @@ std::vector<float> read_state_range(const std::string& dir, const GPTConfig& cfg
 std::vector<std::string> state_files_for_range(const std::string& dir, const GPTConfig& cfg, size_t global_begin,
                                                size_t global_end);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -13,7 +13,8 @@ namespace {
 // A token's bytes in GPT-2's byte alphabet (vocab.json's keys, merges.txt's halves).
 std::string in_gpt2_alphabet(const std::string& bytes) {
     std::string chars;
-    for (unsigned char b : bytes) chars += gpt2_byte_char(b);
+    for (unsigned char b : bytes)
+        chars += gpt2_byte_char(b);
     return chars;
 }
 
@@ -21,7 +22,7 @@ void write_text_file(const std::string& path, const std::string& text) {
     write_file_atomic(path, text.data(), text.size());
 }
 
-}  // namespace
+}   // namespace
 
 bool write_hf_tokenizer(const std::string& dir, const Tokenizer& tok, int model_max_length) {
     tok.save(dir + "/tokenizer.bin");
@@ -34,8 +35,9 @@ bool write_hf_tokenizer(const std::string& dir, const Tokenizer& tok, int model_
     nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
     for (int id = 0; id < V; id++) {
         const std::string key = id == eot ? eot_text : in_gpt2_alphabet(tok.token_bytes(id));
-        if (vocab.contains(key)) fail("%s: tokens %d and %d are the same text in vocab.json", tok.origin().c_str(),
-                                      vocab[key].get<int>(), id);
+        if (vocab.contains(key))
+            fail("%s: tokens %d and %d are the same text in vocab.json", tok.origin().c_str(), vocab[key].get<int>(),
+                 id);
         vocab[key] = id;
     }
     write_text_file(dir + "/vocab.json", vocab.dump() + "\n");
@@ -72,4 +74,4 @@ std::optional<Tokenizer> read_model_tokenizer(const std::string& dir) {
     return std::nullopt;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

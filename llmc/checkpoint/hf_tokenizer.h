@@ -30,4 +30,4 @@ bool write_hf_tokenizer(const std::string& dir, const Tokenizer& tokenizer, int 
 // nullopt when it has neither.
 std::optional<Tokenizer> read_model_tokenizer(const std::string& dir);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -15,7 +15,7 @@ namespace {
 
 bool is_directory(const std::string& path) { return file_exists(path + "/."); }
 
-}  // namespace
+}   // namespace
 
 GPTConfig gpt_config_from_hf(const std::string& path) {
     const std::string bytes = read_file_text(path);
@@ -37,7 +37,8 @@ GPTConfig gpt_config_from_hf(const std::string& path) {
              j.contains("model_type") ? j["model_type"].dump().c_str() : "missing");
     }
     auto integer = [&](const char* key) {
-        if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 1 || j[key].get<int64_t>() > INT32_MAX) {
+        if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 1 ||
+            j[key].get<int64_t>() > INT32_MAX) {
             fail("%s: %s must be a positive integer", path.c_str(), key);
         }
         return (int)j[key].get<int64_t>();
@@ -49,7 +50,8 @@ GPTConfig gpt_config_from_hf(const std::string& path) {
     cfg.vocab_size = integer("vocab_size");
     cfg.max_seq_len = integer("n_positions");
     cfg.padded_vocab_size = pad_vocab(cfg.vocab_size);
-    if (cfg.n_embd % cfg.n_head != 0) fail("%s: n_embd %d is not divisible by n_head %d", path.c_str(), cfg.n_embd, cfg.n_head);
+    if (cfg.n_embd % cfg.n_head != 0)
+        fail("%s: n_embd %d is not divisible by n_head %d", path.c_str(), cfg.n_embd, cfg.n_head);
     // what the engine computes, field by field (GPT2Config's defaults where a field is absent)
     const std::string act = text("activation_function", "gelu_new");
     if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
@@ -67,11 +69,12 @@ GPTConfig gpt_config_from_hf(const std::string& path) {
              j["layer_norm_epsilon"].dump().c_str());
     }
     for (const char* flag : {"tie_word_embeddings", "scale_attn_weights"}) {
-        if (j.contains(flag) && j[flag] != true) fail("%s: %s is %s; the engine's GPT-2 needs true", path.c_str(), flag,
-                                                      j[flag].dump().c_str());
+        if (j.contains(flag) && j[flag] != true)
+            fail("%s: %s is %s; the engine's GPT-2 needs true", path.c_str(), flag, j[flag].dump().c_str());
     }
     for (const char* flag : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"}) {
-        if (j.contains(flag) && j[flag] == true) fail("%s: %s is true; the engine's GPT-2 does not do that", path.c_str(), flag);
+        if (j.contains(flag) && j[flag] == true)
+            fail("%s: %s is true; the engine's GPT-2 does not do that", path.c_str(), flag);
     }
     return cfg;
 }
@@ -96,9 +99,10 @@ ModelDir find_model_dir(const std::string& path) {
         m.model = gpt_config_from_hf(path + "/config.json");
         m.description = "transformers model " + path;
     } else {
-        fail("--init-from %s: not a checkpoint (no manifest.json), a directory of checkpoints (no complete step_*), "
-             "or a transformers model (config.json with model.safetensors or model.safetensors.index.json)",
-             path.c_str());
+        fail(
+            "--init-from %s: not a checkpoint (no manifest.json), a directory of checkpoints (no complete step_*), "
+            "or a transformers model (config.json with model.safetensors or model.safetensors.index.json)",
+            path.c_str());
     }
     // the shape the config or manifest claims, against the weights' headers, before any model of
     // that shape is allocated
@@ -113,7 +117,8 @@ std::vector<float> read_model_weights(const ModelDir& m) {
     } else {
         open_checkpoint(m.dir, m.model);   // every file's checksum
         size_t n = 0;
-        for (size_t s : param_tensor_sizes(m.model)) n += s;
+        for (size_t s : param_tensor_sizes(m.model))
+            n += s;
         w = read_state_range(m.dir, m.model, StateTensor::Master, 0, n);
     }
     // a model that holds NaN or inf would train with every step skipped, or sample nothing
@@ -121,12 +126,12 @@ std::vector<float> read_model_weights(const ModelDir& m) {
     for (int t = 0; t < kNumParamTensors; t++) {
         for (size_t i = offsets[t]; i < offsets[t + 1]; i++) {
             if (!std::isfinite(w[i])) {
-                fail("--init-from: %s holds a non-finite weight (%g) in %s, at index %zu of its %zu values", m.description.c_str(),
-                     w[i], param_tensor_name(t), i - offsets[t], offsets[t + 1] - offsets[t]);
+                fail("--init-from: %s holds a non-finite weight (%g) in %s, at index %zu of its %zu values",
+                     m.description.c_str(), w[i], param_tensor_name(t), i - offsets[t], offsets[t + 1] - offsets[t]);
             }
         }
     }
     return w;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -18,10 +18,10 @@
 namespace train_gpt {
 
 struct ModelDir {
-    std::string dir;             // the step directory or the transformers directory
-    bool checkpoint = false;     // a train_gpt checkpoint (else a transformers directory)
+    std::string dir;           // the step directory or the transformers directory
+    bool checkpoint = false;   // a train_gpt checkpoint (else a transformers directory)
     GPTConfig model;
-    std::string description;     // for the start-up lines: what was found where
+    std::string description;   // for the start-up lines: what was found where
 };
 
 // Resolves --init-from PATH; fails naming the path when it is none of the three.
@@ -33,4 +33,4 @@ std::vector<float> read_model_weights(const ModelDir& model);
 // transformers' config.json (GPT2Config) as a model shape; fails naming the file and field.
 GPTConfig gpt_config_from_hf(const std::string& config_json_path);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -24,10 +24,9 @@ struct DTypeEntry {
     size_t size;
 };
 constexpr DTypeEntry kDTypes[] = {
-    {StDType::F64, "F64", 8}, {StDType::F32, "F32", 4}, {StDType::F16, "F16", 2},
-    {StDType::BF16, "BF16", 2}, {StDType::I64, "I64", 8}, {StDType::I32, "I32", 4},
-    {StDType::I16, "I16", 2}, {StDType::I8, "I8", 1}, {StDType::U8, "U8", 1},
-    {StDType::BOOL, "BOOL", 1},
+    {StDType::F64, "F64", 8}, {StDType::F32, "F32", 4},   {StDType::F16, "F16", 2}, {StDType::BF16, "BF16", 2},
+    {StDType::I64, "I64", 8}, {StDType::I32, "I32", 4},   {StDType::I16, "I16", 2}, {StDType::I8, "I8", 1},
+    {StDType::U8, "U8", 1},   {StDType::BOOL, "BOOL", 1},
 };
 
 // A header larger than this is not a tensor file (Python's safetensors uses the same bound).
@@ -48,25 +47,29 @@ size_t checked_numel(const std::vector<int64_t>& shape, const std::string& path,
 
 std::string shape_str(const std::vector<int64_t>& shape) {
     std::string s = "[";
-    for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+    for (size_t i = 0; i < shape.size(); i++)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
     return s + "]";
 }
 
-}  // namespace
+}   // namespace
 
 const char* st_dtype_name(StDType t) {
-    for (const auto& e : kDTypes) if (e.type == t) return e.name;
+    for (const auto& e : kDTypes)
+        if (e.type == t) return e.name;
     return "?";
 }
 
 size_t st_dtype_size(StDType t) {
-    for (const auto& e : kDTypes) if (e.type == t) return e.size;
+    for (const auto& e : kDTypes)
+        if (e.type == t) return e.size;
     return 0;
 }
 
 size_t StTensorInfo::numel() const {
     size_t n = 1;
-    for (int64_t d : shape) n *= (size_t)d;
+    for (int64_t d : shape)
+        n *= (size_t)d;
     return n;
 }
 
@@ -82,15 +85,16 @@ void write_safetensors(const std::string& path, const std::vector<StTensorView>&
         }
         const size_t bytes = checked_numel(t.shape, path, t.name) * st_dtype_size(t.dtype);
         if (bytes > 0 && t.data == nullptr) fail("%s: tensor '%s' has no data", path.c_str(), t.name.c_str());
-        header[t.name] = {{"dtype", st_dtype_name(t.dtype)}, {"shape", t.shape},
-                          {"data_offsets", {offset, offset + bytes}}};
+        header[t.name] = {
+            {"dtype", st_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
         sizes.push_back(bytes);
         offset += bytes;
     }
     std::string text = header.dump();
     text.append((8 - text.size() % 8) % 8, ' ');   // the data section starts 8-byte aligned
     uint8_t len[8];
-    for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)text.size() >> (8 * i));   // little-endian
+    for (int i = 0; i < 8; i++)
+        len[i] = (uint8_t)((uint64_t)text.size() >> (8 * i));   // little-endian
 
     FILE* f = open_file(path, "wb");
     write_exact(len, 1, 8, f, path);
@@ -119,10 +123,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     try {
         read_exact(len, 1, 8, f, path);
         uint64_t n = 0;
-        for (int i = 0; i < 8; i++) n |= (uint64_t)len[i] << (8 * i);
+        for (int i = 0; i < 8; i++)
+            n |= (uint64_t)len[i] << (8 * i);
         if (n > kMaxHeaderBytes || n > file_size - 8) {
-            fail("%s: header length %llu does not fit the file (%llu bytes): not a safetensors file, or truncated",
-                 p, (unsigned long long)n, (unsigned long long)file_size);
+            fail("%s: header length %llu does not fit the file (%llu bytes): not a safetensors file, or truncated", p,
+                 (unsigned long long)n, (unsigned long long)file_size);
         }
         text.resize(n);
         read_exact(text.data(), 1, n, f, path);
@@ -162,14 +167,16 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         const nlohmann::json& dt = v["dtype"];
         const DTypeEntry* entry = nullptr;
         if (dt.is_string()) {
-            for (const auto& e : kDTypes) if (dt.get<std::string>() == e.name) entry = &e;
+            for (const auto& e : kDTypes)
+                if (dt.get<std::string>() == e.name) entry = &e;
         }
         if (entry == nullptr) fail("%s: tensor '%s' has unsupported dtype %s", p, tn, dt.dump().c_str());
         t.dtype = entry->type;
         const nlohmann::json& shape = v["shape"];
         if (!shape.is_array()) fail("%s: tensor '%s': shape is not an array", p, tn);
         for (const auto& d : shape) {
-            if (!d.is_number_integer()) fail("%s: tensor '%s': shape %s is not a list of integers", p, tn, shape.dump().c_str());
+            if (!d.is_number_integer())
+                fail("%s: tensor '%s': shape %s is not a list of integers", p, tn, shape.dump().c_str());
             t.shape.push_back(json_integer(d, 0, INT64_MAX, path, name + ".shape"));
         }
         const size_t bytes = checked_numel(t.shape, path, name) * entry->size;
@@ -181,7 +188,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         t.end = (uint64_t)json_integer(off[1], 0, INT64_MAX, path, name + ".data_offsets");
         if (t.end < t.begin || t.end - t.begin != bytes) {
             fail("%s: tensor '%s': data_offsets [%llu, %llu] do not hold %s %s (%zu bytes)", p, tn,
-                 (unsigned long long)t.begin, (unsigned long long)t.end, entry->name, shape_str(t.shape).c_str(), bytes);
+                 (unsigned long long)t.begin, (unsigned long long)t.end, entry->name, shape_str(t.shape).c_str(),
+                 bytes);
         }
         if (t.end > data_size) {
             fail("%s: tensor '%s' ends at byte %llu of the data, which has only %llu bytes (truncated file?)", p, tn,
@@ -205,7 +213,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         fail("%s: the tensors hold %llu bytes of data but the file has %llu after the header", p,
              (unsigned long long)expect, (unsigned long long)data_size);
     }
-    for (size_t i = 0; i < tensors_.size(); i++) index_[tensors_[i].name] = i;
+    for (size_t i = 0; i < tensors_.size(); i++)
+        index_[tensors_[i].name] = i;
 }
 
 const StTensorInfo* SafetensorsFile::find(const std::string& name) const {
@@ -221,8 +230,8 @@ const StTensorInfo& SafetensorsFile::at(const std::string& name) const {
 
 void SafetensorsFile::read_bytes(void* dst, const StTensorInfo& t, size_t byte_offset, size_t count) const {
     if (byte_offset > t.nbytes() || count > t.nbytes() - byte_offset) {
-        fail("%s: tensor '%s': bytes [%zu, %zu) are outside its %zu bytes", path_.c_str(), t.name.c_str(),
-             byte_offset, byte_offset + count, t.nbytes());
+        fail("%s: tensor '%s': bytes [%zu, %zu) are outside its %zu bytes", path_.c_str(), t.name.c_str(), byte_offset,
+             byte_offset + count, t.nbytes());
     }
     if (count == 0) return;
     FILE* f = open_file(path_, "rb");
@@ -270,9 +279,10 @@ std::vector<float> SafetensorsFile::read_floats(const std::string& name) const {
             }
             break;
         default:
-            fail("%s: tensor '%s' is %s, not a floating-point type", path_.c_str(), name.c_str(), st_dtype_name(t.dtype));
+            fail("%s: tensor '%s' is %s, not a floating-point type", path_.c_str(), name.c_str(),
+                 st_dtype_name(t.dtype));
     }
     return out;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -24,7 +24,7 @@ namespace train_gpt {
 // The element types of the format that this project reads. Writes use F32 and BF16.
 enum class StDType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
 const char* st_dtype_name(StDType t);   // "F32", "BF16", ...
-size_t st_dtype_size(StDType t);         // bytes per element
+size_t st_dtype_size(StDType t);        // bytes per element
 
 // A tensor to write: a view of `data` (row-major, numel(shape) · st_dtype_size(dtype) bytes),
 // which must stay alive for the duration of the write.
@@ -53,7 +53,7 @@ struct StTensorInfo {
 // A safetensors file with its header parsed and validated (open() reads only the header;
 // the data is read on demand).
 class SafetensorsFile {
-public:
+  public:
     explicit SafetensorsFile(const std::string& path);
 
     const std::string& path() const { return path_; }
@@ -69,7 +69,7 @@ public:
     // The tensor converted to float (F32, BF16 and F16 only; fails naming the tensor otherwise).
     std::vector<float> read_floats(const std::string& name) const;
 
-private:
+  private:
     std::string path_;
     uint64_t data_start_ = 0;   // 8 + header length
     std::vector<StTensorInfo> tensors_;
@@ -77,4 +77,4 @@ private:
     std::map<std::string, std::string> metadata_;
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -20,11 +20,12 @@ nlohmann::json parse(const std::string& text, const std::string& origin, const c
     }
 }
 
-}  // namespace
+}   // namespace
 
 std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json) {
-    nlohmann::ordered_json j{{"updates", c.updates}, {"skipped", c.skipped}, {"tokens", c.tokens},
-                             {"seconds", c.seconds}, {"skip_streak", c.skip_streak}, {"loss_level", c.loss_level},
+    nlohmann::ordered_json j{{"updates", c.updates},         {"skipped", c.skipped},
+                             {"tokens", c.tokens},           {"seconds", c.seconds},
+                             {"skip_streak", c.skip_streak}, {"loss_level", c.loss_level},
                              {"spike_since", c.spike_since}};
     if (!flags_json.empty()) j["flags"] = nlohmann::ordered_json::parse(flags_json);
     return j.dump();
@@ -52,16 +53,20 @@ std::string run_flags_from_json(const std::string& text, const std::string& orig
 }
 
 std::string loss_scaler_to_json(const LossScaler& s) {
-    return nlohmann::json{{"scale", s.scale()}, {"clean_streak", s.clean_streak()}, {"floor_streak", s.floor_streak()},
-                          {"skipped", s.skipped_steps()}}.dump();
+    return nlohmann::json{{"scale", s.scale()},
+                          {"clean_streak", s.clean_streak()},
+                          {"floor_streak", s.floor_streak()},
+                          {"skipped", s.skipped_steps()}}
+        .dump();
 }
 
 void loss_scaler_from_json(LossScaler& s, const std::string& text, const std::string& origin) {
     const nlohmann::json j = parse(text, origin, "loss_scaler");
     const JsonObject o(j, origin, "loss_scaler");
     // any positive float: a finite, non-zero scale
-    s.restore((float)o.real("scale", std::numeric_limits<float>::denorm_min(), FLT_MAX), (int)o.integer("clean_streak", 0, INT_MAX),
-              (int)o.integer("floor_streak", 0, INT_MAX), o.integer("skipped", 0, INT64_MAX));
+    s.restore((float)o.real("scale", std::numeric_limits<float>::denorm_min(), FLT_MAX),
+              (int)o.integer("clean_streak", 0, INT_MAX), (int)o.integer("floor_streak", 0, INT_MAX),
+              o.integer("skipped", 0, INT64_MAX));
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

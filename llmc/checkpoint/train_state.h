@@ -15,10 +15,10 @@
 namespace train_gpt {
 
 struct TrainCounters {
-    int64_t updates = 0;   // optimizer updates applied (AdamW's t)
-    int64_t skipped = 0;   // steps skipped for a non-finite loss or gradient
-    int64_t tokens = 0;    // training tokens of every step so far, all ranks
-    double seconds = 0;    // wall time of those steps, over every run that resumed this one
+    int64_t updates = 0;       // optimizer updates applied (AdamW's t)
+    int64_t skipped = 0;       // steps skipped for a non-finite loss or gradient
+    int64_t tokens = 0;        // training tokens of every step so far, all ranks
+    double seconds = 0;        // wall time of those steps, over every run that resumed this one
     int64_t skip_streak = 0;   // non-finite steps in a row up to this step (train/divergence.h)
     double loss_level = 0;     // the running level of the loss (train/divergence.h); 0: none yet
     int64_t spike_since = 0;   // the first step of a series of loss spikes going on (divergence.h); 0: none
@@ -33,4 +33,4 @@ std::string run_flags_from_json(const std::string& json, const std::string& orig
 std::string loss_scaler_to_json(const LossScaler& s);
 void loss_scaler_from_json(LossScaler& s, const std::string& json, const std::string& origin = "checkpoint");
 
-}  // namespace train_gpt
+}   // namespace train_gpt

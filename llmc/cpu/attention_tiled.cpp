@@ -27,22 +27,34 @@ namespace fl = flash;
 
 constexpr int kLanes = mma::kWarpSize;
 constexpr int kHs = fl::kHeadSize;
-constexpr int kKSteps = kHs / mma::kK;   // k-steps over the head dimension (QKᵀ, dO·Vᵀ)
-constexpr int kHsNTiles = kHs / mma::kN; // n-tiles over the head dimension (P·V, dS·K, …)
+constexpr int kKSteps = kHs / mma::kK;     // k-steps over the head dimension (QKᵀ, dO·Vᵀ)
+constexpr int kHsNTiles = kHs / mma::kN;   // n-tiles over the head dimension (P·V, dS·K, …)
 
 // ---- registers -----------------------------------------------------------------------------------
 
-struct AFrag { uint32_t r[kLanes][mma::kARegs]; };
-struct CFrag { float r[kLanes][mma::kCRegs]; };
-struct X4Regs { uint32_t r[kLanes][4]; };
+struct AFrag {
+    uint32_t r[kLanes][mma::kARegs];
+};
+struct CFrag {
+    float r[kLanes][mma::kCRegs];
+};
+struct X4Regs {
+    uint32_t r[kLanes][4];
+};
 
 template <typename T>
-float half_value(uint32_t w, int e) { return T{uint16_t(w >> (16 * e))}.to_float(); }
+float half_value(uint32_t w, int e) {
+    return T{uint16_t(w >> (16 * e))}.to_float();
+}
 // pack2 (mma_ptx.cuh): lo in bits 0-15, hi in bits 16-31, each rounded to T (RNE)
 template <typename T>
-uint32_t pack2(float lo, float hi) { return uint32_t(T::from_float(lo).bits) | (uint32_t(T::from_float(hi).bits) << 16); }
+uint32_t pack2(float lo, float hi) {
+    return uint32_t(T::from_float(lo).bits) | (uint32_t(T::from_float(hi).bits) << 16);
+}
 template <typename T>
-float round_to_t(float x) { return T::from_float(x).to_float(); }
+float round_to_t(float x) {
+    return T::from_float(x).to_float();
+}
 
 void zero(CFrag& c) { std::memset(&c, 0, sizeof(c)); }
 
@@ -67,17 +79,21 @@ void mma_16816(CFrag& d, const AFrag& a, const uint32_t b[kLanes][2]) {
         for (int r = 0; r < mma::kCRegs; r++) {
             const Coord x = mma::c_coord(lane, r);
             double s = d.r[lane][r];
-            for (int k = 0; k < 16; k++) s += (double)A[x.row][k] * (double)B[k][x.col];
+            for (int k = 0; k < 16; k++)
+                s += (double)A[x.row][k] * (double)B[k][x.col];
             d.r[lane][r] = (float)s;
         }
 }
 
 // The two B fragments of an x4 (kBnk / kBkn), as mma_16816's b arguments for n-tiles 0 and 1.
-struct BPair { uint32_t b[2][kLanes][2]; };
+struct BPair {
+    uint32_t b[2][kLanes][2];
+};
 BPair split_pair(const X4Regs& x) {
     BPair p;
     for (int lane = 0; lane < kLanes; lane++)
-        for (int j = 0; j < 4; j++) p.b[mma::x4_ntile(j)][lane][mma::x4_breg(j)] = x.r[lane][j];
+        for (int j = 0; j < 4; j++)
+            p.b[mma::x4_ntile(j)][lane][mma::x4_breg(j)] = x.r[lane][j];
     return p;
 }
 AFrag as_a(const X4Regs& x) {
@@ -144,7 +160,8 @@ template <typename F, typename Op>
 void quad_butterfly(F v[kLanes], Op op) {
     for (int off : {1, 2}) {
         F next[kLanes];
-        for (int lane = 0; lane < kLanes; lane++) next[lane] = op(v[lane], v[lane ^ off]);
+        for (int lane = 0; lane < kLanes; lane++)
+            next[lane] = op(v[lane], v[lane ^ off]);
         std::copy(next, next + kLanes, v);
     }
 }
@@ -189,14 +206,14 @@ void check_shape(const char* who, int B, int Tlen, int C, int NH) {
 // ---- forward: attention_forward_flash_kernel -----------------------------------------------------
 
 struct FwdWarp {
-    AFrag q[fl::kFwdWarpMTiles][kKSteps];                       // Q fragments, resident
-    CFrag o[fl::kFwdWarpMTiles][kHsNTiles];                     // O accumulators
+    AFrag q[fl::kFwdWarpMTiles][kKSteps];                                       // Q fragments, resident
+    CFrag o[fl::kFwdWarpMTiles][kHsNTiles];                                     // O accumulators
     float m[fl::kFwdWarpMTiles][2][kLanes], l[fl::kFwdWarpMTiles][2][kLanes];   // per row half (g, g+8)
 };
 
 template <typename T>
-void forward_warp_tile(FwdWarp& w, const Tile& ks, const Tile& vs, int r0, int k0, float scale_log2,
-                       TiledStats& stats, int Tlen) {
+void forward_warp_tile(FwdWarp& w, const Tile& ks, const Tile& vs, int r0, int k0, float scale_log2, TiledStats& stats,
+                       int Tlen) {
     constexpr int MT = fl::kFwdWarpMTiles, NT = fl::kFwdKeyTile / mma::kN;
     const bool skip = fl::query_rows_fully_masked(r0, fl::kFwdWarpRows, k0, Tlen);
     count(stats, !skip, any_live(r0, fl::kFwdWarpRows, k0, fl::kFwdKeyTile, true, false, Tlen));
@@ -205,12 +222,14 @@ void forward_warp_tile(FwdWarp& w, const Tile& ks, const Tile& vs, int r0, int k
     // S = Q·Kᵀ: B pairs from K stored [key][dim] (kBnk), each used by every m-tile
     CFrag s[MT][NT];
     for (auto& row : s)
-        for (CFrag& c : row) zero(c);
+        for (CFrag& c : row)
+            zero(c);
     for (int kk = 0; kk < kKSteps; kk++)
         for (int np = 0; np < NT / 2; np++) {
             const BPair b = split_pair(ldmatrix_x4(ks, X4::kBnk, 16 * np, 16 * kk));
             for (int mt = 0; mt < MT; mt++)
-                for (int t = 0; t < 2; t++) mma_16816<T>(s[mt][2 * np + t], w.q[mt][kk], b.b[t]);
+                for (int t = 0; t < 2; t++)
+                    mma_16816<T>(s[mt][2 * np + t], w.q[mt][kk], b.b[t]);
         }
 
     // the causal mask (only on tiles that reach past the warp's first row)
@@ -220,7 +239,8 @@ void forward_warp_tile(FwdWarp& w, const Tile& ks, const Tile& vs, int r0, int k
                 for (int lane = 0; lane < kLanes; lane++)
                     for (int i = 0; i < 4; i++) {
                         const Coord c = mma::c_coord(lane, i);
-                        if (!fl::causal_keep(r0 + mma::kM * mt + c.row, k0 + 8 * nt + c.col)) s[mt][nt].r[lane][i] = -INFINITY;
+                        if (!fl::causal_keep(r0 + mma::kM * mt + c.row, k0 + 8 * nt + c.col))
+                            s[mt][nt].r[lane][i] = -INFINITY;
                     }
     }
 
@@ -231,7 +251,8 @@ void forward_warp_tile(FwdWarp& w, const Tile& ks, const Tile& vs, int r0, int k
             for (int lane = 0; lane < kLanes; lane++) {
                 float v = -INFINITY;
                 for (int nt = 0; nt < NT; nt++)
-                    for (int e = 0; e < 2; e++) v = std::fmax(v, s[mt][nt].r[lane][2 * hh + e]);
+                    for (int e = 0; e < 2; e++)
+                        v = std::fmax(v, s[mt][nt].r[lane][2 * hh + e]);
                 mx[lane] = v;
             }
             quad_butterfly(mx, [](float a, float b) { return std::fmax(a, b); });
@@ -250,19 +271,22 @@ void forward_warp_tile(FwdWarp& w, const Tile& ks, const Tile& vs, int r0, int k
                 w.l[mt][hh][lane] = std::fma(w.l[mt][hh][lane], alpha, sum);
                 w.m[mt][hh][lane] = m_new;
                 for (int nt = 0; nt < kHsNTiles; nt++)
-                    for (int e = 0; e < 2; e++) w.o[mt][nt].r[lane][2 * hh + e] *= alpha;
+                    for (int e = 0; e < 2; e++)
+                        w.o[mt][nt].r[lane][2 * hh + e] *= alpha;
             }
         }
 
     // O += P·V: P from the S registers (rounded to T), B pairs from V stored [key][dim] (kBkn)
     AFrag p[MT][NT / 2];
     for (int mt = 0; mt < MT; mt++)
-        for (int kk = 0; kk < NT / 2; kk++) p[mt][kk] = c_to_a<T>(s[mt], kk);
+        for (int kk = 0; kk < NT / 2; kk++)
+            p[mt][kk] = c_to_a<T>(s[mt], kk);
     for (int kk = 0; kk < NT / 2; kk++)
         for (int np = 0; np < kHsNTiles / 2; np++) {
             const BPair b = split_pair(ldmatrix_x4(vs, X4::kBkn, 16 * kk, 16 * np));
             for (int mt = 0; mt < MT; mt++)
-                for (int t = 0; t < 2; t++) mma_16816<T>(w.o[mt][2 * np + t], p[mt][kk], b.b[t]);
+                for (int t = 0; t < 2; t++)
+                    mma_16816<T>(w.o[mt][2 * np + t], p[mt][kk], b.b[t]);
         }
 }
 
@@ -286,7 +310,8 @@ void forward_block(T* out, float* lse, const T* qkv, int Tlen, int C, int NH, in
         for (int mt = 0; mt < MT; mt++) {
             for (int kk = 0; kk < kKSteps; kk++)
                 w.q[mt][kk] = as_a(ldmatrix_x4(qs, X4::kA, wi * fl::kFwdWarpRows + mma::kM * mt, 16 * kk));
-            for (CFrag& c : w.o[mt]) zero(c);
+            for (CFrag& c : w.o[mt])
+                zero(c);
             for (int hh = 0; hh < 2; hh++)
                 for (int lane = 0; lane < kLanes; lane++) {
                     w.m[mt][hh][lane] = -INFINITY;
@@ -316,7 +341,8 @@ void forward_block(T* out, float* lse, const T* qkv, int Tlen, int C, int NH, in
                     T* dst = out + ((size_t)b * Tlen + row) * C + (size_t)h * kHs;
                     for (int nt = 0; nt < kHsNTiles; nt++)
                         for (int e = 0; e < 2; e++)
-                            dst[8 * nt + mma::c_coord(lane, 2 * hh + e).col] = T::from_float(w.o[mt][nt].r[lane][2 * hh + e] * inv);
+                            dst[8 * nt + mma::c_coord(lane, 2 * hh + e).col] =
+                                T::from_float(w.o[mt][nt].r[lane][2 * hh + e] * inv);
                     if (mma::thread_in_group(lane) == 0)
                         lse[(size_t)bh * Tlen + row] = std::fma(w.m[mt][hh][lane], scale, std::log(l[lane]));
                 }
@@ -332,10 +358,12 @@ template <typename T>
 float d_row(const T* dO, const T* O) {
     float v[kLanes];
     for (int lane = 0; lane < kLanes; lane++)
-        v[lane] = std::fma(dO[2 * lane + 1].to_float(), O[2 * lane + 1].to_float(), dO[2 * lane].to_float() * O[2 * lane].to_float());
+        v[lane] = std::fma(dO[2 * lane + 1].to_float(), O[2 * lane + 1].to_float(),
+                           dO[2 * lane].to_float() * O[2 * lane].to_float());
     for (int off = 16; off > 0; off >>= 1) {
         float next[kLanes];
-        for (int lane = 0; lane < kLanes; lane++) next[lane] = v[lane] + v[lane ^ off];
+        for (int lane = 0; lane < kLanes; lane++)
+            next[lane] = v[lane] + v[lane ^ off];
         std::copy(next, next + kLanes, v);
     }
     return v[0];
@@ -349,8 +377,8 @@ constexpr int kBwdNT = fl::kBwdTile / mma::kN;   // n-tiles of the walked tile
 // fragments over the head dimension, B1, B2 tiles stored [column][dim] (kBnk). The dK/dV kernel's
 // Sᵀ = K_w·Qᵀ and dPᵀ = V_w·dOᵀ, the dQ kernel's S = Q_w·Kᵀ and dP = dO_w·Vᵀ.
 template <typename T>
-void score_products(CFrag (&c1)[kBwdNT], CFrag (&c2)[kBwdNT], const AFrag (&a1)[kKSteps],
-                    const AFrag (&a2)[kKSteps], const Tile& b1, const Tile& b2) {
+void score_products(CFrag (&c1)[kBwdNT], CFrag (&c2)[kBwdNT], const AFrag (&a1)[kKSteps], const AFrag (&a2)[kKSteps],
+                    const Tile& b1, const Tile& b2) {
     for (int nt = 0; nt < kBwdNT; nt++) {
         zero(c1[nt]);
         zero(c2[nt]);
@@ -369,8 +397,8 @@ void score_products(CFrag (&c1)[kBwdNT], CFrag (&c2)[kBwdNT], const AFrag (&a1)[
 // ---- backward: attention_backward_dkdv_kernel ------------------------------------------------------
 
 template <typename T>
-void dkdv_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, int Tlen, int C, int NH,
-                int bh, int kb, float scale, float scale_log2, TiledStats& stats) {
+void dkdv_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, int Tlen, int C, int NH, int bh,
+                int kb, float scale, float scale_log2, TiledStats& stats) {
     constexpr int NT = kBwdNT;   // n-tiles of queries in Sᵀ
     const int b = bh / NH, h = bh % NH;
     const size_t ld = (size_t)3 * C;
@@ -459,8 +487,8 @@ void dkdv_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const fl
 // ---- backward: attention_backward_dq_kernel --------------------------------------------------------
 
 template <typename T>
-void dq_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, int Tlen, int C, int NH,
-              int bh, int qb, float scale, float scale_log2, TiledStats& stats) {
+void dq_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, int Tlen, int C, int NH, int bh,
+              int qb, float scale, float scale_log2, TiledStats& stats) {
     constexpr int NT = kBwdNT;   // n-tiles of keys in S
     const int b = bh / NH, h = bh % NH;
     const size_t ld = (size_t)3 * C;
@@ -484,7 +512,8 @@ void dq_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const floa
             qf[wi][kk] = as_a(ldmatrix_x4(qs, X4::kA, wi * fl::kBwdWarpRows, 16 * kk));
             dof[wi][kk] = as_a(ldmatrix_x4(dos, X4::kA, wi * fl::kBwdWarpRows, 16 * kk));
         }
-        for (CFrag& c : dq[wi]) zero(c);
+        for (CFrag& c : dq[wi])
+            zero(c);
         for (int hh = 0; hh < 2; hh++)
             for (int lane = 0; lane < kLanes; lane++) {
                 const int t = q0 + wi * fl::kBwdWarpRows + mma::c_coord(lane, 2 * hh).row;
@@ -510,7 +539,8 @@ void dq_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const floa
                         const Coord c = mma::c_coord(lane, i);
                         const int hh = i >> 1;
                         const bool keep = fl::causal_keep_bwd(r0 + c.row, k0 + 8 * nt + c.col, Tlen);
-                        const float p = round_to_t<T>(std::exp2(std::fma(s[nt].r[lane][i], scale_log2, -lse2[wi][hh][lane])));
+                        const float p =
+                            round_to_t<T>(std::exp2(std::fma(s[nt].r[lane][i], scale_log2, -lse2[wi][hh][lane])));
                         const float ds = round_to_t<T>(p * (dp[nt].r[lane][i] - Dr[wi][hh][lane]));
                         dp[nt].r[lane][i] = keep ? ds : 0.0f;
                     }
@@ -519,7 +549,8 @@ void dq_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const floa
                 const AFrag dsa = c_to_a<T>(dp, kk);
                 for (int np = 0; np < kHsNTiles / 2; np++) {
                     const BPair bk = split_pair(ldmatrix_x4(ks, X4::kBkn, 16 * kk, 16 * np));
-                    for (int t = 0; t < 2; t++) mma_16816<T>(dq[wi][2 * np + t], dsa, bk.b[t]);
+                    for (int t = 0; t < 2; t++)
+                        mma_16816<T>(dq[wi][2 * np + t], dsa, bk.b[t]);
                 }
             }
         }
@@ -531,11 +562,12 @@ void dq_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const floa
                     const Coord c = mma::c_coord(lane, i);
                     const int t = q0 + wi * fl::kBwdWarpRows + c.row;
                     if (t >= Tlen) continue;
-                    dqkv[((size_t)b * Tlen + t) * ld + (size_t)h * kHs + 8 * nt + c.col] = T::from_float(dq[wi][nt].r[lane][i] * scale);
+                    dqkv[((size_t)b * Tlen + t) * ld + (size_t)h * kHs + 8 * nt + c.col] =
+                        T::from_float(dq[wi][nt].r[lane][i] * scale);
                 }
 }
 
-}  // namespace
+}   // namespace
 
 template <typename T>
 void attention_forward_tiled(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, TiledStats* stats) {
@@ -602,4 +634,4 @@ template void attention_backward_tiled<bf16>(bf16*, const bf16*, const bf16*, co
 template void attention_backward_tiled<fp16>(fp16*, const fp16*, const fp16*, const fp16*, const float*, int, int, int,
                                              int, TiledStats*);
 
-}  // namespace train_gpt::cpu
+}   // namespace train_gpt::cpu

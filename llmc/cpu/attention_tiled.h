@@ -45,4 +45,4 @@ template <typename T>
 void attention_backward_tiled(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen,
                               int C, int NH, TiledStats* stats = nullptr);
 
-}  // namespace train_gpt::cpu
+}   // namespace train_gpt::cpu

@@ -19,7 +19,7 @@ class CpuBackend final : public Backend, public Fp8Ops {
     static T* act(void* p) { return static_cast<T*>(p); }
     static const T* act(const void* p) { return static_cast<const T*>(p); }
 
-public:
+  public:
     Fp8Ops* fp8() override { return this; }
     explicit CpuBackend(DType dtype) : dtype_(dtype) {}
     std::string name() const override { return "cpu"; }
@@ -40,11 +40,13 @@ public:
     void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
     void float_to_act(void* dst, const float* src, size_t n) override {
 #pragma omp parallel for
-        for (size_t i = 0; i < n; i++) act(dst)[i] = cpu::store<T>(src[i]);
+        for (size_t i = 0; i < n; i++)
+            act(dst)[i] = cpu::store<T>(src[i]);
     }
     void act_to_float(float* dst, const void* src, size_t n) override {
 #pragma omp parallel for
-        for (size_t i = 0; i < n; i++) dst[i] = cpu::load(act(src)[i]);
+        for (size_t i = 0; i < n; i++)
+            dst[i] = cpu::load(act(src)[i]);
     }
 
     void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int Tlen,
@@ -55,8 +57,8 @@ public:
                           int C) override {
         cpu::encoder_backward(dwte, dwpe, act(dout), tokens, B, Tlen, C);
     }
-    void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
-                           const void* bias, int N, int C) override {
+    void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
+                           int N, int C) override {
         cpu::layernorm_forward(act(out), mean, rstd, act(inp), act(weight), act(bias), N, C);
     }
     void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
@@ -79,16 +81,15 @@ public:
     void attention_decode(void* out, const void* qkv, int pos, int n, int C, int NH) override {
         cpu::attention_decode(act(out), act(qkv), pos, n, C, NH);
     }
-    void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
-                            int B, int Tlen, int C, int NH) override {
+    void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
+                            int Tlen, int C, int NH) override {
         cpu::attention_backward(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH);
     }
     void gelu_forward(void* out, const void* inp, size_t n) override { cpu::gelu_forward(act(out), act(inp), n); }
     void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
         cpu::gelu_backward(act(dinp), act(inp), act(dout), n);
     }
-    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows,
-                            int cols) override {
+    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows, int cols) override {
         cpu::gelu_backward_bias(act(dinp), dbias, act(inp), act(dout), rows, cols);
     }
     void residual_layernorm_forward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
@@ -111,8 +112,7 @@ public:
         s.amax = cpu::amax(act(x), n);
         accumulate(*counters, s);
     }
-    void fp8_scale_from_counters(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max,
-                                 int margin) override {
+    void fp8_scale_from_counters(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max, int margin) override {
         slot->scale = fp8_scale_rule(to_cast_stats(*counters).amax, fp8_max, margin, slot->scale);
         slot->inv_scale = 1.0f / slot->scale;
     }
@@ -125,7 +125,8 @@ public:
         }
     }
     void fp8_amaxes(float* amaxes, const Fp8Counters* counters, int n) override {
-        for (int i = 0; i < n; i++) amaxes[i] = to_cast_stats(counters[i]).amax;
+        for (int i = 0; i < n; i++)
+            amaxes[i] = to_cast_stats(counters[i]).amax;
     }
     void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         accumulate(*counters, cpu::quantize_fp8(q, act(x), n, scale->scale));
@@ -149,11 +150,11 @@ public:
     void layernorm_forward_e4m3(fp8e4m3* q, fp8e4m3* qt, float* mean, float* rstd, const void* inp, const void* weight,
                                 const void* bias, int N, int C, const Fp8ScaleSlot* scale, Fp8Counters* counters,
                                 bool /*stats_ready*/) override {
-        accumulate(*counters, cpu::layernorm_forward_fp8(q, qt, mean, rstd, act(inp), act(weight), act(bias), N, C,
-                                                         scale->scale));
+        accumulate(*counters,
+                   cpu::layernorm_forward_fp8(q, qt, mean, rstd, act(inp), act(weight), act(bias), N, C, scale->scale));
     }
-    void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
-                            int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+    void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows, int cols,
+                            const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         accumulate(*counters, cpu::gelu_backward_fp8(act(dinp), q, qt, act(inp), act(dout), rows, cols, scale->scale));
     }
     void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int Tlen, int C, int NH,
@@ -177,8 +178,8 @@ public:
     void adamw_update_e4m3(float* master, void* working, float* m, float* v, const float* grads, int rows, int cols,
                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                            fp8e4m3* q, fp8e4m3* qt, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
-        accumulate(*counters, cpu::adamw_update_fp8(master, act(working), m, v, grads, rows, cols, lr, beta1, beta2, eps,
-                                                    weight_decay, grad_scale, t, q, qt, scale->scale));
+        accumulate(*counters, cpu::adamw_update_fp8(master, act(working), m, v, grads, rows, cols, lr, beta1, beta2,
+                                                    eps, weight_decay, grad_scale, t, q, qt, scale->scale));
     }
     void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight,
                             const Fp8ScaleSlot* weight_scale, const void* bias, int N, int C, int OC) override {
@@ -199,11 +200,11 @@ public:
         cpu::adamw_update(master, act(working), m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
     }
 
-private:
+  private:
     DType dtype_;
 };
 
-}  // namespace
+}   // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(DType dtype) {
     switch (dtype) {
@@ -219,4 +220,4 @@ void set_cpu_threads(int n) {
     openblas_set_num_threads(n);
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

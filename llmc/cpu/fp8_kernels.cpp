@@ -16,11 +16,12 @@ template <typename Q>
 std::vector<float> unscaled(const Q* q, size_t n) {
     std::vector<float> out(n);
 #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) out[i] = q[i].to_float();
+    for (size_t i = 0; i < n; i++)
+        out[i] = q[i].to_float();
     return out;
 }
 
-}  // namespace
+}   // namespace
 
 template <typename T>
 float amax(const T* x, size_t n) {
@@ -29,7 +30,10 @@ float amax(const T* x, size_t n) {
 #pragma omp parallel for reduction(max : result) reduction(|| : any_nan)
     for (size_t i = 0; i < n; i++) {
         float v = std::fabs((float)load(x[i]));
-        if (std::isnan(v)) any_nan = true; else result = std::max(result, v);
+        if (std::isnan(v))
+            any_nan = true;
+        else
+            result = std::max(result, v);
     }
     return any_nan ? NAN : result;
 }
@@ -61,12 +65,12 @@ Fp8CastStats quantize_fp8(Q* q, const T* x, size_t n, float scale) {
 }
 
 template <typename T>
-void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                        float weight_inv_scale, const T* bias, int N, int C, int OC) {
+void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight, float weight_inv_scale,
+                        const T* bias, int N, int C, int OC) {
     std::vector<float> x = unscaled(inp, (size_t)N * C), w = unscaled(weight, (size_t)OC * C);
     std::vector<float> acc((size_t)N * OC);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, x.data(), C, w.data(), C, 0.0f,
-                acc.data(), OC);   // Σ q_x q_w, FP32 accumulate
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, x.data(), C, w.data(), C, 0.0f, acc.data(),
+                OC);   // Σ q_x q_w, FP32 accumulate
     const float dequant = inp_inv_scale * weight_inv_scale;
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
@@ -90,7 +94,8 @@ Fp8CastStats quantize_transpose_fp8(Q* q, Q* qt, const T* x, int rows, int cols,
     if (qt != nullptr) {
 #pragma omp parallel for
         for (int c = 0; c < cols; c++) {
-            for (int r = 0; r < rows; r++) qt[(size_t)c * rows + r] = rowmajor[(size_t)r * cols + c];
+            for (int r = 0; r < rows; r++)
+                qt[(size_t)c * rows + r] = rowmajor[(size_t)r * cols + c];
         }
     }
     return stats;
@@ -104,8 +109,8 @@ Fp8CastStats gelu_forward_fp8(Q* q, Q* qt, const T* inp, int rows, int cols, flo
 }
 
 template <typename T, typename Q>
-Fp8CastStats layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, const T* weight,
-                                   const T* bias, int N, int C, float scale) {
+Fp8CastStats layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, const T* weight, const T* bias,
+                                   int N, int C, float scale) {
     std::vector<T> y((size_t)N * C);
     layernorm_forward(y.data(), mean, rstd, inp, weight, bias, N, C);
     return quantize_transpose_fp8(q, qt, y.data(), N, C, scale);
@@ -127,8 +132,8 @@ Fp8CastStats layernorm_backward_fp8(T* dinp, float* dweight, float* dbias, const
 
 template <typename T, typename Q>
 Fp8CastStats adamw_update_fp8(float* master, T* working, float* m, float* v, const float* grads, int rows, int cols,
-                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
-                              Q* q, Q* qt, float scale) {
+                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                              int t, Q* q, Q* qt, float scale) {
     adamw_update(master, working, m, v, grads, (size_t)rows * cols, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
     return quantize_transpose_fp8(q, qt, working, rows, cols, scale);
 }
@@ -145,7 +150,8 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                     dx.data(), C);
         const float dx_dequant = dout_inv_scale * weight_inv_scale;
 #pragma omp parallel for
-        for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] = store<T>(dx[i] * dx_dequant);
+        for (size_t i = 0; i < (size_t)N * C; i++)
+            dinp[i] = store<T>(dx[i] * dx_dequant);
     }
     // dW += (q_dyᵀ · q_x) / (s_dy s_x) = dYᵀ (OC,N) · (Xᵀ (C,N))ᵀ into the FP32 gradient: alpha
     // applies the factors
@@ -157,29 +163,27 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
     if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);   // as matmul_backward's
 }
 
-#define TRAIN_GPT_INSTANTIATE_FP8(T)                                                                        \
-    template float amax<T>(const T*, size_t);                                                               \
-    template Fp8CastStats quantize_fp8<T, fp8e4m3>(fp8e4m3*, const T*, size_t, float);                      \
-    template Fp8CastStats quantize_fp8<T, fp8e5m2>(fp8e5m2*, const T*, size_t, float);                      \
-    template void matmul_forward_fp8<T>(T*, const fp8e4m3*, float, const fp8e4m3*, float, const T*, int, int, \
-                                        int);                                                               \
-    template Fp8CastStats quantize_transpose_fp8<T, fp8e4m3>(fp8e4m3*, fp8e4m3*, const T*, int, int, float);   \
-    template Fp8CastStats quantize_transpose_fp8<T, fp8e5m2>(fp8e5m2*, fp8e5m2*, const T*, int, int, float);   \
-    template void matmul_backward_fp8<T>(T*, float*, float*, const fp8e5m2*, const fp8e5m2*, float, const T*,  \
+#define TRAIN_GPT_INSTANTIATE_FP8(T)                                                                                \
+    template float amax<T>(const T*, size_t);                                                                       \
+    template Fp8CastStats quantize_fp8<T, fp8e4m3>(fp8e4m3*, const T*, size_t, float);                              \
+    template Fp8CastStats quantize_fp8<T, fp8e5m2>(fp8e5m2*, const T*, size_t, float);                              \
+    template void matmul_forward_fp8<T>(T*, const fp8e4m3*, float, const fp8e4m3*, float, const T*, int, int, int); \
+    template Fp8CastStats quantize_transpose_fp8<T, fp8e4m3>(fp8e4m3*, fp8e4m3*, const T*, int, int, float);        \
+    template Fp8CastStats quantize_transpose_fp8<T, fp8e5m2>(fp8e5m2*, fp8e5m2*, const T*, int, int, float);        \
+    template void matmul_backward_fp8<T>(T*, float*, float*, const fp8e5m2*, const fp8e5m2*, float, const T*,       \
                                          const fp8e4m3*, float, const fp8e4m3*, float, int, int, int);
 
 // the fused casts where the model uses them: E4M3 forward operands, E5M2 gradients (float: tests)
-#define TRAIN_GPT_INSTANTIATE_FP8_FUSED(T)                                                                  \
-    template Fp8CastStats gelu_forward_fp8<T, fp8e4m3>(fp8e4m3*, fp8e4m3*, const T*, int, int, float);         \
-    template Fp8CastStats layernorm_forward_fp8<T, fp8e4m3>(fp8e4m3*, fp8e4m3*, float*, float*, const T*,     \
-                                                            const T*, const T*, int, int, float);          \
-    template Fp8CastStats gelu_backward_fp8<T, fp8e5m2>(T*, fp8e5m2*, fp8e5m2*, const T*, const T*, int, int, \
-                                                        float);                                            \
-    template Fp8CastStats layernorm_backward_fp8<T, fp8e5m2>(T*, float*, float*, const T*, const T*, const T*,     \
-                                                             const float*, const float*, int, int, float*,      \
-                                                             fp8e5m2*, fp8e5m2*, float);                        \
-    template Fp8CastStats adamw_update_fp8<T, fp8e4m3>(float*, T*, float*, float*, const float*, int, int, float,  \
-                                                       float, float, float, float, float, int, fp8e4m3*, fp8e4m3*, \
+#define TRAIN_GPT_INSTANTIATE_FP8_FUSED(T)                                                                            \
+    template Fp8CastStats gelu_forward_fp8<T, fp8e4m3>(fp8e4m3*, fp8e4m3*, const T*, int, int, float);                \
+    template Fp8CastStats layernorm_forward_fp8<T, fp8e4m3>(fp8e4m3*, fp8e4m3*, float*, float*, const T*, const T*,   \
+                                                            const T*, int, int, float);                               \
+    template Fp8CastStats gelu_backward_fp8<T, fp8e5m2>(T*, fp8e5m2*, fp8e5m2*, const T*, const T*, int, int, float); \
+    template Fp8CastStats layernorm_backward_fp8<T, fp8e5m2>(T*, float*, float*, const T*, const T*, const T*,        \
+                                                             const float*, const float*, int, int, float*, fp8e5m2*,  \
+                                                             fp8e5m2*, float);                                        \
+    template Fp8CastStats adamw_update_fp8<T, fp8e4m3>(float*, T*, float*, float*, const float*, int, int, float,     \
+                                                       float, float, float, float, float, int, fp8e4m3*, fp8e4m3*,    \
                                                        float);
 
 TRAIN_GPT_INSTANTIATE_FP8(float)
@@ -189,4 +193,4 @@ TRAIN_GPT_INSTANTIATE_FP8_FUSED(float)
 TRAIN_GPT_INSTANTIATE_FP8_FUSED(bf16)
 TRAIN_GPT_INSTANTIATE_FP8_FUSED(fp16)
 
-}  // namespace train_gpt::cpu
+}   // namespace train_gpt::cpu

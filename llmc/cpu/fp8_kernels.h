@@ -49,8 +49,8 @@ template <typename T, typename Q>
 Fp8CastStats gelu_forward_fp8(Q* q, Q* qt, const T* inp, int rows, int cols, float scale);
 // layernorm(inp) (N, C) → q (N, C), qt (C, N); mean, rstd (N) as layernorm_forward saves them
 template <typename T, typename Q>
-Fp8CastStats layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, const T* weight,
-                                   const T* bias, int N, int C, float scale);
+Fp8CastStats layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, const T* weight, const T* bias,
+                                   int N, int C, float scale);
 // dinp (rows, cols) = gelu'(inp) · dout as gelu_backward, then q, qt = the cast of dinp
 template <typename T, typename Q>
 Fp8CastStats gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, float scale);
@@ -67,12 +67,12 @@ Fp8CastStats layernorm_backward_fp8(T* dinp, float* dweight, float* dbias, const
 // (cols, rows) = the cast of the new working weights
 template <typename T, typename Q>
 Fp8CastStats adamw_update_fp8(float* master, T* working, float* m, float* v, const float* grads, int rows, int cols,
-                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
-                              Q* q, Q* qt, float scale);
+                              float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                              int t, Q* q, Q* qt, float scale);
 
 template <typename T>
-void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight,
-                        float weight_inv_scale, const T* bias, int N, int C, int OC);
+void matmul_forward_fp8(T* out, const fp8e4m3* inp, float inp_inv_scale, const fp8e4m3* weight, float weight_inv_scale,
+                        const T* bias, int N, int C, int OC);
 
 // dinp (N,C) = dY·W from dout_q (N,OC) and weight_qt = Wᵀ (C,OC); dweight (OC,C) += dYᵀ·X from
 // dout_qt (OC,N) and inp_qt = Xᵀ (C,N); dbias (OC) += Σ_rows dout (unquantised). dinp or dweight
@@ -82,4 +82,4 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
                          float dout_inv_scale, const T* dout, const fp8e4m3* inp_qt, float inp_inv_scale,
                          const fp8e4m3* weight_qt, float weight_inv_scale, int N, int C, int OC);
 
-}  // namespace train_gpt::cpu
+}   // namespace train_gpt::cpu

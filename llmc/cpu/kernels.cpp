@@ -16,15 +16,15 @@ namespace train_gpt::cpu {
 namespace {
 
 // Row-major GEMM: c (M,N) = alpha · op(a) · op(b) + beta · c.
-void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* a, int lda, const float* b,
+          int ldb, float beta, float* c, int ldc) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+                a, lda, b, ldb, beta, c, ldc);
 }
-void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* a, int lda,
-          const double* b, int ldb, double beta, double* c, int ldc) {
-    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* a, int lda, const double* b,
+          int ldb, double beta, double* c, int ldc) {
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+                a, lda, b, ldb, beta, c, ldc);
 }
 
 // x (n) as acc_t<T>: the buffer itself when T is already the arithmetic type, else a widened
@@ -36,7 +36,8 @@ const acc_t<T>* widened(const T* x, size_t n, std::vector<acc_t<T>>& scratch) {
     } else {
         scratch.resize(n);
 #pragma omp parallel for
-        for (size_t i = 0; i < n; i++) scratch[i] = load(x[i]);
+        for (size_t i = 0; i < n; i++)
+            scratch[i] = load(x[i]);
         return scratch.data();
     }
 }
@@ -45,7 +46,8 @@ template <typename Acc>
 Acc dot(const Acc* a, const Acc* b, int n) {
     Acc acc = 0;
 #pragma omp simd reduction(+ : acc)
-    for (int i = 0; i < n; i++) acc += a[i] * b[i];
+    for (int i = 0; i < n; i++)
+        acc += a[i] * b[i];
     return acc;
 }
 
@@ -53,13 +55,14 @@ Acc dot(const Acc* a, const Acc* b, int n) {
 template <typename Acc>
 void axpy(Acc* y, Acc alpha, const Acc* x, int n) {
 #pragma omp simd
-    for (int i = 0; i < n; i++) y[i] += alpha * x[i];
+    for (int i = 0; i < n; i++)
+        y[i] += alpha * x[i];
 }
 
-constexpr int kColumnBlock = 64;  // channels per task when reducing over rows
+constexpr int kColumnBlock = 64;   // channels per task when reducing over rows
 constexpr double kLayerNormEps = 1e-5;
 
-}  // namespace
+}   // namespace
 
 template <typename T>
 void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tlen, int C) {
@@ -69,7 +72,8 @@ void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, 
             T* out_bt = out + ((size_t)b * Tlen + t) * C;   // (C)
             const T* wte_ix = wte + (size_t)tokens[b * Tlen + t] * C;
             const T* wpe_t = wpe + (size_t)t * C;
-            for (int c = 0; c < C; c++) out_bt[c] = store<T>(load(wte_ix[c]) + load(wpe_t[c]));
+            for (int c = 0; c < C; c++)
+                out_bt[c] = store<T>(load(wte_ix[c]) + load(wpe_t[c]));
         }
     }
 }
@@ -90,21 +94,24 @@ void encoder_backward(acc_t<T>* dwte, acc_t<T>* dwpe, const T* dout, const int32
 }
 
 template <typename T>
-void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* inp, const T* weight, const T* bias,
-                       int N, int C) {
+void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* inp, const T* weight, const T* bias, int N,
+                       int C) {
     using Acc = acc_t<T>;
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         const T* x = inp + (size_t)i * C;
         Acc m = 0;
-        for (int c = 0; c < C; c++) m += load(x[c]);
+        for (int c = 0; c < C; c++)
+            m += load(x[c]);
         m /= C;
-        Acc var = 0;  // two-pass variance: no cancellation
-        for (int c = 0; c < C; c++) var += (load(x[c]) - m) * (load(x[c]) - m);
+        Acc var = 0;   // two-pass variance: no cancellation
+        for (int c = 0; c < C; c++)
+            var += (load(x[c]) - m) * (load(x[c]) - m);
         var /= C;
         Acc s = Acc(1) / std::sqrt(var + Acc(kLayerNormEps));
         T* y = out + (size_t)i * C;
-        for (int c = 0; c < C; c++) y[c] = store<T>((load(x[c]) - m) * s * load(weight[c]) + load(bias[c]));
+        for (int c = 0; c < C; c++)
+            y[c] = store<T>((load(x[c]) - m) * s * load(weight[c]) + load(bias[c]));
         mean[i] = m;
         rstd[i] = s;
     }
@@ -117,7 +124,8 @@ void add_column_sums(acc_t<T>* sums, const T* x, int rows, int cols) {
         const int c1 = std::min(cols, c0 + kColumnBlock);
         for (int i = 0; i < rows; i++) {
             const T* row = x + (size_t)i * cols;
-            for (int c = c0; c < c1; c++) sums[c] += load(row[c]);
+            for (int c = c0; c < c1; c++)
+                sums[c] += load(row[c]);
         }
     }
 }
@@ -194,8 +202,8 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 }
 
 template <typename T>
-void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout, const T* inp, const T* weight,
-                     int N, int C, int OC) {
+void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout, const T* inp, const T* weight, int N,
+                     int C, int OC) {
     using Acc = acc_t<T>;
     std::vector<Acc> dout_wide, inp_wide, weight_wide, dinp_wide;
     const Acc* dy = widened(dout, (size_t)N * OC, dout_wide);
@@ -209,7 +217,8 @@ void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout,
         dinp_wide.resize((size_t)N * C);
         gemm(false, false, N, C, OC, Acc(1), dy, OC, w, C, Acc(0), dinp_wide.data(), C);
 #pragma omp parallel for
-        for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] = store<T>(dinp_wide[i]);
+        for (size_t i = 0; i < (size_t)N * C; i++)
+            dinp[i] = store<T>(dinp_wide[i]);
     }
     gemm(true, false, OC, C, N, Acc(1), dy, OC, x, C, Acc(1), dweight, C);   // dweight += (OC,N)·(N,C)
     if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);
@@ -242,7 +251,8 @@ acc_t<T> attention_row(T* out_row, const acc_t<T>* seq, int t, int h, int C, int
         const Acc* v = seq + (size_t)j * 3 * C + 2 * C + h * hs;
         axpy(o.data(), round_to<T>(scores[j] * inv_sum), v, hs);
     }
-    for (int d = 0; d < hs; d++) out_row[d] = store<T>(o[d]);
+    for (int d = 0; d < hs; d++)
+        out_row[d] = store<T>(o[d]);
     return row_max + std::log(sum);
 }
 
@@ -279,14 +289,15 @@ void attention_decode(T* out, const T* qkv, int pos, int n, int C, int NH) {
         std::vector<Acc> scores(len), o(hs);
 #pragma omp for collapse(2)
         for (int i = 0; i < n; i++) {
-            for (int h = 0; h < NH; h++) attention_row<T>(out + (size_t)i * C + h * hs, in, pos + i, h, C, hs, scores, o);
+            for (int h = 0; h < NH; h++)
+                attention_row<T>(out + (size_t)i * C + h * hs, in, pos + i, h, C, hs, scores, o);
         }
     }
 }
 
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const acc_t<T>* lse, int B, int Tlen,
-                        int C, int NH) {
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const acc_t<T>* lse, int B, int Tlen, int C,
+                        int NH) {
     // Per row t, with P = softmax(S), S = scale · q kᵀ, O = P V:
     //   dV_j = Σ_t P_tj dO_t ;  dP_tj = dO_t · v_j ;  dS_tj = P_tj (dP_tj − D_t), D_t = dO_t · O_t
     //   dq_t = scale Σ_j dS_tj k_j ;  dk_j = scale Σ_t dS_tj q_t
@@ -295,9 +306,9 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
     const int hs = C / NH;
     const Acc scale = Acc(1) / std::sqrt(Acc(hs));
     std::vector<Acc> qkv_wide, dout_wide, out_wide;
-    const Acc* in = widened(qkv, (size_t)B * Tlen * 3 * C, qkv_wide);      // (B,T,3C)
-    const Acc* dO_all = widened(dout, (size_t)B * Tlen * C, dout_wide);    // (B,T,C)
-    const Acc* O_all = widened(out, (size_t)B * Tlen * C, out_wide);       // (B,T,C)
+    const Acc* in = widened(qkv, (size_t)B * Tlen * 3 * C, qkv_wide);     // (B,T,3C)
+    const Acc* dO_all = widened(dout, (size_t)B * Tlen * C, dout_wide);   // (B,T,C)
+    const Acc* O_all = widened(out, (size_t)B * Tlen * C, out_wide);      // (B,T,C)
 #pragma omp parallel
     {
         std::vector<Acc> grad((size_t)Tlen * 3 * hs);   // this head's dq, dk, dv rows, FP32: (T, 3, hs)
@@ -328,7 +339,8 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
                     for (int part = 0; part < 3; part++) {
                         T* dst = dqkv + ((size_t)b * Tlen + t) * 3 * C + part * C + h * hs;
                         const Acc* src = grad.data() + (size_t)t * 3 * hs + part * hs;
-                        for (int d = 0; d < hs; d++) dst[d] = store<T>(src[d]);
+                        for (int d = 0; d < hs; d++)
+                            dst[d] = store<T>(src[d]);
                     }
                 }
             }
@@ -338,7 +350,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
 
 namespace {
 template <typename Acc>
-constexpr Acc kGeluScale = Acc(0.7978845608028654);  // √(2/π)
+constexpr Acc kGeluScale = Acc(0.7978845608028654);   // √(2/π)
 }
 
 template <typename T>
@@ -374,7 +386,8 @@ void gelu_backward_bias(T* dinp, acc_t<T>* dbias, const T* inp, const T* dout, i
 template <typename T>
 void residual_forward(T* out, const T* a, const T* b, size_t n) {
 #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) out[i] = store<T>(load(a[i]) + load(b[i]));
+    for (size_t i = 0; i < n; i++)
+        out[i] = store<T>(load(a[i]) + load(b[i]));
 }
 
 template <typename T>
@@ -385,9 +398,11 @@ void fused_classifier(T* dlogits, acc_t<T>* losses, const T* logits, const int32
     for (int i = 0; i < N; i++) {
         const T* x = logits + (size_t)i * Vp;   // (Vp), only the first V are real
         Acc row_max = -INFINITY;
-        for (int c = 0; c < V; c++) row_max = std::max(row_max, load(x[c]));
+        for (int c = 0; c < V; c++)
+            row_max = std::max(row_max, load(x[c]));
         Acc sum = 0;
-        for (int c = 0; c < V; c++) sum += std::exp(load(x[c]) - row_max);
+        for (int c = 0; c < V; c++)
+            sum += std::exp(load(x[c]) - row_max);
         const int target = targets[i];
         // −log softmax[target]; the difference first, so large logits do not cancel
         losses[i] = (row_max - load(x[target])) + std::log(sum);
@@ -398,7 +413,8 @@ void fused_classifier(T* dlogits, acc_t<T>* losses, const T* logits, const int32
             Acc p = std::exp(load(x[c]) - row_max) * inv_sum;
             dx[c] = store<T>((p - (c == target ? Acc(1) : Acc(0))) * dloss);
         }
-        for (int c = V; c < Vp; c++) dx[c] = store<T>(Acc(0));
+        for (int c = V; c < Vp; c++)
+            dx[c] = store<T>(Acc(0));
     }
 }
 
@@ -406,7 +422,8 @@ template <typename G>
 double sum_squares(const G* g, size_t n) {
     double acc = 0;
 #pragma omp parallel for reduction(+ : acc) schedule(static)
-    for (size_t i = 0; i < n; i++) acc += (double)g[i] * (double)g[i];
+    for (size_t i = 0; i < n; i++)
+        acc += (double)g[i] * (double)g[i];
     return acc;
 }
 
@@ -432,27 +449,27 @@ void adamw_update(acc_t<T>* master, T* working, acc_t<T>* m, acc_t<T>* v, const 
     }
 }
 
-#define TRAIN_GPT_INSTANTIATE(T)                                                                               \
-    template void encoder_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int);                   \
-    template void encoder_backward<T>(acc_t<T>*, acc_t<T>*, const T*, const int32_t*, int, int, int);          \
-    template void layernorm_forward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, int, int);      \
-    template void add_column_sums<T>(acc_t<T>*, const T*, int, int);                                           \
-    template void residual_layernorm_forward<T>(T*, T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*,        \
-                                                const T*, int, int);                                            \
-    template void gelu_backward_bias<T>(T*, acc_t<T>*, const T*, const T*, int, int);                         \
-    template void layernorm_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*,                \
-                                        const acc_t<T>*, const acc_t<T>*, int, int, acc_t<T>*);                \
-    template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                          \
-    template void matmul_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, int, int, int);   \
-    template void attention_forward<T>(T*, acc_t<T>*, const T*, int, int, int, int);                           \
-    template void attention_decode<T>(T*, const T*, int, int, int, int);                                       \
-    template void attention_backward<T>(T*, const T*, const T*, const T*, const acc_t<T>*, int, int, int, int);\
-    template void gelu_forward<T>(T*, const T*, size_t);                                                       \
-    template void gelu_backward<T>(T*, const T*, const T*, size_t);                                            \
-    template void residual_forward<T>(T*, const T*, const T*, size_t);                                         \
-    template void fused_classifier<T>(T*, acc_t<T>*, const T*, const int32_t*, int, int, int, acc_t<T>);       \
-    template void adamw_update<T>(acc_t<T>*, T*, acc_t<T>*, acc_t<T>*, const acc_t<T>*, size_t, float, float,  \
-                                  float, float, float, float, int);
+#define TRAIN_GPT_INSTANTIATE(T)                                                                                      \
+    template void encoder_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int);                          \
+    template void encoder_backward<T>(acc_t<T>*, acc_t<T>*, const T*, const int32_t*, int, int, int);                 \
+    template void layernorm_forward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, int, int);             \
+    template void add_column_sums<T>(acc_t<T>*, const T*, int, int);                                                  \
+    template void residual_layernorm_forward<T>(T*, T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, const T*, \
+                                                int, int);                                                            \
+    template void gelu_backward_bias<T>(T*, acc_t<T>*, const T*, const T*, int, int);                                 \
+    template void layernorm_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, const acc_t<T>*,      \
+                                        const acc_t<T>*, int, int, acc_t<T>*);                                        \
+    template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int);                                 \
+    template void matmul_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, int, int, int);          \
+    template void attention_forward<T>(T*, acc_t<T>*, const T*, int, int, int, int);                                  \
+    template void attention_decode<T>(T*, const T*, int, int, int, int);                                              \
+    template void attention_backward<T>(T*, const T*, const T*, const T*, const acc_t<T>*, int, int, int, int);       \
+    template void gelu_forward<T>(T*, const T*, size_t);                                                              \
+    template void gelu_backward<T>(T*, const T*, const T*, size_t);                                                   \
+    template void residual_forward<T>(T*, const T*, const T*, size_t);                                                \
+    template void fused_classifier<T>(T*, acc_t<T>*, const T*, const int32_t*, int, int, int, acc_t<T>);              \
+    template void adamw_update<T>(acc_t<T>*, T*, acc_t<T>*, acc_t<T>*, const acc_t<T>*, size_t, float, float, float,  \
+                                  float, float, float, int);
 
 TRAIN_GPT_INSTANTIATE(float)
 TRAIN_GPT_INSTANTIATE(double)
@@ -461,4 +478,4 @@ TRAIN_GPT_INSTANTIATE(fp16)
 template double sum_squares<float>(const float*, size_t);
 template double sum_squares<double>(const double*, size_t);
 
-}  // namespace train_gpt::cpu
+}   // namespace train_gpt::cpu

@@ -32,11 +32,16 @@ inline float load(bf16 x) { return x.to_float(); }
 inline float load(fp16 x) { return x.to_float(); }
 template <typename T>
 inline T store(acc_t<T> v) {
-    if constexpr (std::is_same_v<T, acc_t<T>>) return v; else return T::from_float(v);
+    if constexpr (std::is_same_v<T, acc_t<T>>)
+        return v;
+    else
+        return T::from_float(v);
 }
 // v as it reads back after a store into T (identity for float and double)
 template <typename T>
-inline acc_t<T> round_to(acc_t<T> v) { return load(store<T>(v)); }
+inline acc_t<T> round_to(acc_t<T> v) {
+    return load(store<T>(v));
+}
 
 // Backend::encoder_forward / encoder_backward (serial over (b,t) in backward: deterministic)
 template <typename T>
@@ -46,8 +51,8 @@ void encoder_backward(acc_t<T>* dwte, acc_t<T>* dwpe, const T* dout, const int32
 
 // Backend::layernorm_forward / layernorm_backward (dinp_sums may be null)
 template <typename T>
-void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* inp, const T* weight, const T* bias,
-                       int N, int C);
+void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* inp, const T* weight, const T* bias, int N,
+                       int C);
 template <typename T>
 void layernorm_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout, const T* inp, const T* weight,
                         const acc_t<T>* mean, const acc_t<T>* rstd, int N, int C, acc_t<T>* dinp_sums);
@@ -65,8 +70,8 @@ void add_column_sums(acc_t<T>* sums, const T* x, int rows, int cols);
 template <typename T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC);
 template <typename T>
-void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout, const T* inp, const T* weight,
-                     int N, int C, int OC);
+void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout, const T* inp, const T* weight, int N,
+                     int C, int OC);
 
 // Backend::attention_forward, exact per row (no tiling): scores, max, sum and lse in FP32; with
 // 16-bit T the normalised probabilities P are rounded to T before P·V, as a bf16/fp16 kernel
@@ -81,8 +86,8 @@ void attention_decode(T* out, const T* qkv, int pos, int n, int C, int NH);
 // once; P and dS are rounded to T before they multiply (the operands a 16-bit flash backward
 // kernel feeds its matmuls).
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const acc_t<T>* lse, int B, int Tlen,
-                        int C, int NH);
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const acc_t<T>* lse, int B, int Tlen, int C,
+                        int NH);
 
 // Backend::gelu_forward / gelu_backward / residual_forward
 template <typename T>
@@ -111,4 +116,4 @@ template <typename T>
 void adamw_update(acc_t<T>* master, T* working, acc_t<T>* m, acc_t<T>* v, const acc_t<T>* grads, size_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
 
-}  // namespace train_gpt::cpu
+}   // namespace train_gpt::cpu

@@ -29,8 +29,13 @@ inline AdamWScalars adamw_scalars(float lr, float beta1, float beta2, float eps,
     TG_CUDA_REQUIRE(t >= 1, "the step count t starts at 1 (bias corrections divide by 1 − β^t)");
     const double bias_correction1 = 1.0 - std::pow((double)beta1, t);
     const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow((double)beta2, t));
-    return AdamWScalars{float(lr / bias_correction1), float(1.0 - (double)lr * weight_decay), beta1, beta2, eps,
-                        float(bias_correction2_sqrt), grad_scale};
+    return AdamWScalars{float(lr / bias_correction1),
+                        float(1.0 - (double)lr * weight_decay),
+                        beta1,
+                        beta2,
+                        eps,
+                        float(bias_correction2_sqrt),
+                        grad_scale};
 }
 
 // The update of element i; returns the new working weight. One function for the plain kernel
@@ -71,4 +76,4 @@ void adamw_update(float* master, T* working, float* m, float* v, const float* gr
     cudaCheck(cudaGetLastError());
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

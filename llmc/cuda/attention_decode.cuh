@@ -29,8 +29,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
     extern __shared__ float shared_scores[];   // (pos + n): this row's scores, then exp(s − max)
     __shared__ float q[256];                   // the query of head h (hs ≤ 256, checked by the launcher)
     const int i = blockIdx.x, h = blockIdx.y, t = pos + i;
-    const size_t row = (size_t)3 * C;          // one position's [q | k | v]
-    for (int d = threadIdx.x; d < hs; d += blockDim.x) q[d] = to_float(qkv[t * row + h * hs + d]);
+    const size_t row = (size_t)3 * C;   // one position's [q | k | v]
+    for (int d = threadIdx.x; d < hs; d += blockDim.x)
+        q[d] = to_float(qkv[t * row + h * hs + d]);
     __syncthreads();
 
     const float scale = 1.0f / sqrtf((float)hs);
@@ -38,7 +39,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int j = threadIdx.x; j <= t; j += blockDim.x) {
         const T* k = qkv + j * row + C + h * hs;   // (hs)
         float s = 0.0f;
-        for (int d = 0; d < hs; d++) s += q[d] * to_float(k[d]);
+        for (int d = 0; d < hs; d++)
+            s += q[d] * to_float(k[d]);
         s *= scale;
         shared_scores[j] = s;
         local_max = fmaxf(local_max, s);
@@ -77,11 +79,11 @@ void attention_decode(T* out, const T* qkv, int pos, int n, int C, int NH, cudaS
     TG_CUDA_REQUIRE(smem + 256 * sizeof(float) + 32 * sizeof(float) <= (size_t)max_smem,
                     "one score per cached position must fit the GPU's shared memory per block");
     if (smem > 48 * 1024) {   // above the default dynamic shared memory: opt in
-        cudaCheck(cudaFuncSetAttribute(attention_decode_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)smem));
+        cudaCheck(
+            cudaFuncSetAttribute(attention_decode_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     }
     attention_decode_kernel<T><<<dim3(n, NH), kDecodeThreads, smem, stream>>>(out, qkv, pos, C, hs);
     cudaCheck(cudaGetLastError());
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

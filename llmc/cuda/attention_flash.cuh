@@ -124,8 +124,8 @@ namespace fl = ::train_gpt::flash;
 using mma::X4;
 
 constexpr int kHs = fl::kHeadSize;
-constexpr int kKSteps = kHs / mma::kK;      // mma k-steps over the head dimension: 4
-constexpr int kHsNTiles = kHs / mma::kN;    // 8-wide n-tiles over the head dimension: 8
+constexpr int kKSteps = kHs / mma::kK;                        // mma k-steps over the head dimension: 4
+constexpr int kHsNTiles = kHs / mma::kN;                      // 8-wide n-tiles over the head dimension: 8
 constexpr int kFwdThreads = fl::kFwdWarps * mma::kWarpSize;   // 128
 constexpr int kBwdThreads = fl::kBwdWarps * mma::kWarpSize;   // 128
 constexpr int kDRowsPerBlock = 8;                             // D kernel: one warp per row
@@ -145,7 +145,8 @@ static_assert(tile_bytes(1) == 128 && tile_bytes(fl::kBwdTile) % 128 == 0 && til
               "every shared tile starts on a 128-byte boundary (all 32 banks): the swizzle's conflict-freedom "
               "(tests/test_mma_fragments.cpp) is computed for tiles that do");
 constexpr size_t kFwdSmemBytes = tile_bytes(fl::kFwdQueryRows) + 4 * tile_bytes(fl::kFwdKeyTile);
-constexpr size_t kDkdvSmemBytes = 2 * tile_bytes(fl::kBwdBlockRows) + 4 * tile_bytes(fl::kBwdTile) + 4 * fl::kBwdTile * sizeof(float);
+constexpr size_t kDkdvSmemBytes =
+    2 * tile_bytes(fl::kBwdBlockRows) + 4 * tile_bytes(fl::kBwdTile) + 4 * fl::kBwdTile * sizeof(float);
 constexpr size_t kDqSmemBytes = 2 * tile_bytes(fl::kBwdBlockRows) + 4 * tile_bytes(fl::kBwdTile);
 static_assert(kFwdSmemBytes <= 227 * 1024 && kDkdvSmemBytes <= 227 * 1024 && kDqSmemBytes <= 227 * 1024,
               "a block's shared memory must fit Hopper's 227 KiB");
@@ -186,10 +187,13 @@ __device__ __forceinline__ uint32_t x4_addr(const T* tile, X4 x, int row0, int c
 template <X4 kX, typename T>
 __device__ __forceinline__ void load_b_pair(uint32_t (&b)[2][2], const T* tile, int row0, int col0, int lane) {
     uint32_t r[4];
-    if constexpr (mma::x4_trans(kX)) ptx::ldmatrix_x4_trans(r, x4_addr(tile, kX, row0, col0, lane));
-    else ptx::ldmatrix_x4(r, x4_addr(tile, kX, row0, col0, lane));
+    if constexpr (mma::x4_trans(kX))
+        ptx::ldmatrix_x4_trans(r, x4_addr(tile, kX, row0, col0, lane));
+    else
+        ptx::ldmatrix_x4(r, x4_addr(tile, kX, row0, col0, lane));
 #pragma unroll
-    for (int j = 0; j < 4; j++) b[mma::x4_ntile(j)][mma::x4_breg(j)] = r[j];
+    for (int j = 0; j < 4; j++)
+        b[mma::x4_ntile(j)][mma::x4_breg(j)] = r[j];
 }
 
 // The A fragment of k-step s from C fragments c[2s], c[2s+1] (values rounded to T by the pack).
@@ -231,7 +235,8 @@ __device__ __forceinline__ void forward_tile(float (&o)[kFwdMT][kHsNTiles][4], f
 #pragma unroll
         for (int nt = 0; nt < kFwdNT; nt++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) s[mt][nt][i] = 0.0f;
+            for (int i = 0; i < 4; i++)
+                s[mt][nt][i] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < kKSteps; kk++)
 #pragma unroll
@@ -241,7 +246,8 @@ __device__ __forceinline__ void forward_tile(float (&o)[kFwdMT][kHsNTiles][4], f
 #pragma unroll
             for (int mt = 0; mt < kFwdMT; mt++)
 #pragma unroll
-                for (int t = 0; t < 2; t++) ptx::mma_16816<T>(s[mt][2 * np + t], qf[mt][kk], b[t][0], b[t][1]);
+                for (int t = 0; t < 2; t++)
+                    ptx::mma_16816<T>(s[mt][2 * np + t], qf[mt][kk], b[t][0], b[t][1]);
         }
 
     // the causal mask, on tiles that reach past the warp's first row (warp-uniform branch)
@@ -253,7 +259,8 @@ __device__ __forceinline__ void forward_tile(float (&o)[kFwdMT][kHsNTiles][4], f
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     const mma::Coord c = mma::c_coord(lane, i);
-                    if (!fl::causal_keep(r0 + mma::kM * mt + c.row, k0 + mma::kN * nt + c.col)) s[mt][nt][i] = -INFINITY;
+                    if (!fl::causal_keep(r0 + mma::kM * mt + c.row, k0 + mma::kN * nt + c.col))
+                        s[mt][nt][i] = -INFINITY;
                 }
     }
 
@@ -264,7 +271,8 @@ __device__ __forceinline__ void forward_tile(float (&o)[kFwdMT][kHsNTiles][4], f
         for (int hh = 0; hh < 2; hh++) {
             float mx = -INFINITY;
 #pragma unroll
-            for (int nt = 0; nt < kFwdNT; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
+            for (int nt = 0; nt < kFwdNT; nt++)
+                mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
             // m is finite from the first tile on (key 0 is visible to every row), so α and p are never NaN
             const float m_new = fmaxf(m[mt][hh], quad_max(mx));
             const float alpha = exp2f((m[mt][hh] - m_new) * scale_log2);   // 0 on the first tile (m = −∞)
@@ -288,13 +296,14 @@ __device__ __forceinline__ void forward_tile(float (&o)[kFwdMT][kHsNTiles][4], f
             }
         }
 
-    // O += P · V; P from the S registers (C → A), V stored [key][feature] = [k][n] (.trans).
-    // Naive: o[t][d] += Σ_j round_T(p[t][j])·v[j][d]
+        // O += P · V; P from the S registers (C → A), V stored [key][feature] = [k][n] (.trans).
+        // Naive: o[t][d] += Σ_j round_T(p[t][j])·v[j][d]
 #pragma unroll
     for (int kk = 0; kk < kFwdNT / 2; kk++) {
         uint32_t pf[kFwdMT][4];
 #pragma unroll
-        for (int mt = 0; mt < kFwdMT; mt++) c_to_a<T>(pf[mt], s[mt], kk);
+        for (int mt = 0; mt < kFwdMT; mt++)
+            c_to_a<T>(pf[mt], s[mt], kk);
 #pragma unroll
         for (int np = 0; np < kHsNTiles / 2; np++) {
             uint32_t b[2][2];
@@ -302,7 +311,8 @@ __device__ __forceinline__ void forward_tile(float (&o)[kFwdMT][kHsNTiles][4], f
 #pragma unroll
             for (int mt = 0; mt < kFwdMT; mt++)
 #pragma unroll
-                for (int t = 0; t < 2; t++) ptx::mma_16816<T>(o[mt][2 * np + t], pf[mt], b[t][0], b[t][1]);
+                for (int t = 0; t < 2; t++)
+                    ptx::mma_16816<T>(o[mt][2 * np + t], pf[mt], b[t][0], b[t][1]);
         }
     }
 }
@@ -316,10 +326,10 @@ struct NoOutputCast {
 };
 template <typename Q>
 struct OutputCast {
-    Q* q;                    // (B·T, C)
-    const float* scale_ptr;  // the cast's scale (Fp8ScaleSlot::scale)
+    Q* q;                     // (B·T, C)
+    const float* scale_ptr;   // the cast's scale (Fp8ScaleSlot::scale)
     Fp8Counters* counters;
-    size_t n;                // B·T·C: the count the block 0 commits
+    size_t n;   // B·T·C: the count the block 0 commits
     ThreadCastStats stats;
     __device__ __forceinline__ void pair(size_t i, float lo, float hi) {
         const float s = *scale_ptr;
@@ -335,12 +345,12 @@ struct OutputCast {
 // grid: B·NH·ceil(T/128) blocks (longest_first_query_block), kFwdThreads threads, kFwdSmemBytes shared.
 template <typename T, typename Cast = NoOutputCast>
 __global__ void __launch_bounds__(kFwdThreads, 2)
-attention_forward_flash_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tlen,
-                               int C, int NH, int BH, float scale, float scale_log2, Cast cast = {}) {
+    attention_forward_flash_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int Tlen,
+                                   int C, int NH, int BH, float scale, float scale_log2, Cast cast = {}) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    T* Qs = reinterpret_cast<T*>(smem_raw);                       // (128, 64)
-    T* Ks = Qs + fl::kFwdQueryRows * kHs;                         // 2 stages of (64, 64)
-    T* Vs = Ks + 2 * fl::kFwdKeyTile * kHs;                       // 2 stages of (64, 64)
+    T* Qs = reinterpret_cast<T*>(smem_raw);   // (128, 64)
+    T* Ks = Qs + fl::kFwdQueryRows * kHs;     // 2 stages of (64, 64)
+    T* Vs = Ks + 2 * fl::kFwdKeyTile * kHs;   // 2 stages of (64, 64)
     constexpr int kStage = fl::kFwdKeyTile * kHs;
 
     const int nq = fl::ceil_div_int(Tlen, fl::kFwdQueryRows);
@@ -369,14 +379,16 @@ attention_forward_flash_kernel(T* __restrict__ out, float* __restrict__ lse, con
 #pragma unroll
     for (int mt = 0; mt < kFwdMT; mt++)
 #pragma unroll
-        for (int kk = 0; kk < kKSteps; kk++) ptx::ldmatrix_x4(qf[mt][kk], x4_addr(Qs, X4::kA, wrow + mma::kM * mt, 16 * kk, lane));
+        for (int kk = 0; kk < kKSteps; kk++)
+            ptx::ldmatrix_x4(qf[mt][kk], x4_addr(Qs, X4::kA, wrow + mma::kM * mt, 16 * kk, lane));
     float o[kFwdMT][kHsNTiles][4], m[kFwdMT][2], l[kFwdMT][2];
 #pragma unroll
     for (int mt = 0; mt < kFwdMT; mt++) {
 #pragma unroll
         for (int nt = 0; nt < kHsNTiles; nt++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) o[mt][nt][i] = 0.0f;
+            for (int i = 0; i < 4; i++)
+                o[mt][nt][i] = 0.0f;
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             m[mt][hh] = -INFINITY;
@@ -432,8 +444,8 @@ attention_forward_flash_kernel(T* __restrict__ out, float* __restrict__ lse, con
 // Naive: D[b][h][t] = Σ_d dout[b][t][h·64 + d]·out[b][t][h·64 + d]
 template <typename T>
 __global__ void __launch_bounds__(kDThreads)
-attention_backward_d_kernel(float* __restrict__ D, const T* __restrict__ dout, const T* __restrict__ out, int rows,
-                            int Tlen, int C, int NH) {
+    attention_backward_d_kernel(float* __restrict__ D, const T* __restrict__ dout, const T* __restrict__ out, int rows,
+                                int Tlen, int C, int NH) {
     const int row = int(blockIdx.x) * kDRowsPerBlock + int(threadIdx.x) / mma::kWarpSize;   // (b·T + t)·NH + h
     const int lane = int(threadIdx.x) % mma::kWarpSize;
     if (row >= rows) return;   // warp-uniform
@@ -460,7 +472,8 @@ __device__ __forceinline__ void score_products(float (&c1)[kBwdNT][4], float (&c
 #pragma unroll
     for (int nt = 0; nt < kBwdNT; nt++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) c1[nt][i] = c2[nt][i] = 0.0f;
+        for (int i = 0; i < 4; i++)
+            c1[nt][i] = c2[nt][i] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < kKSteps; kk++)
 #pragma unroll
@@ -496,10 +509,10 @@ struct GradCast {
     Q* qt;                    // (3C, B·T)
     const float* scale_ptr;   // the cast's scale (Fp8ScaleSlot::scale)
     Fp8Counters* counters;
-    int Tlen, C3, N;          // sequence length, 3C, B·T
+    int Tlen, C3, N;   // sequence length, 3C, B·T
     ThreadCastStats stats;
-    int b_, row0_, f0_;       // the current tile
-    unsigned char* smem_;     // (64, grad_tile::kPitch) bytes
+    int b_, row0_, f0_;     // the current tile
+    unsigned char* smem_;   // (64, grad_tile::kPitch) bytes
     __device__ __forceinline__ void tile(int b, int row0, int f0, unsigned char* smem) {
         b_ = b, row0_ = row0, f0_ = f0, smem_ = smem;
     }
@@ -526,11 +539,13 @@ struct GradCast {
                 unsigned char* dst = out + (size_t)(f0_ + at.col) * N + col0 + at.row;
                 Packed<unsigned char, gt::kChunk> v;
 #pragma unroll
-                for (int k = 0; k < gt::kChunk; k++) v[k] = smem_[gt::smem_offset(at.row + k, at.col)];
+                for (int k = 0; k < gt::kChunk; k++)
+                    v[k] = smem_[gt::smem_offset(at.row + k, at.col)];
                 if (at.row + gt::kChunk <= valid && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
                     store_packed(dst, v);
                 } else {
-                    for (int k = 0; k < gt::kChunk && at.row + k < valid; k++) dst[k] = v[k];
+                    for (int k = 0; k < gt::kChunk && at.row + k < valid; k++)
+                        dst[k] = v[k];
                 }
             }
         }
@@ -545,16 +560,16 @@ struct GradCast {
 // grid: B·NH·ceil(T/64) blocks (longest_first_key_block), kBwdThreads threads, kDkdvSmemBytes shared.
 template <typename T, typename Cast = NoGradCast>
 __global__ void __launch_bounds__(kBwdThreads, 2)
-attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
-                               const float* __restrict__ lse, const float* __restrict__ D, int Tlen, int C, int NH,
-                               int BH, float scale, float scale_log2, Cast cast = {}) {
+    attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
+                                   const float* __restrict__ lse, const float* __restrict__ D, int Tlen, int C, int NH,
+                                   int BH, float scale, float scale_log2, Cast cast = {}) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    T* Ks = reinterpret_cast<T*>(smem_raw);                       // (64, 64)
-    T* Vs = Ks + fl::kBwdBlockRows * kHs;                         // (64, 64)
-    T* Qs = Vs + fl::kBwdBlockRows * kHs;                         // 2 stages of (64, 64)
-    T* dOs = Qs + 2 * fl::kBwdTile * kHs;                         // 2 stages of (64, 64)
+    T* Ks = reinterpret_cast<T*>(smem_raw);                                  // (64, 64)
+    T* Vs = Ks + fl::kBwdBlockRows * kHs;                                    // (64, 64)
+    T* Qs = Vs + fl::kBwdBlockRows * kHs;                                    // 2 stages of (64, 64)
+    T* dOs = Qs + 2 * fl::kBwdTile * kHs;                                    // 2 stages of (64, 64)
     float* lse_s = reinterpret_cast<float*>(dOs + 2 * fl::kBwdTile * kHs);   // 2 stages of (64)
-    float* D_s = lse_s + 2 * fl::kBwdTile;                        // 2 stages of (64)
+    float* D_s = lse_s + 2 * fl::kBwdTile;                                   // 2 stages of (64)
     constexpr int kStage = fl::kBwdTile * kHs;
 
     const fl::TileIndex ti = fl::longest_first_key_block(int(blockIdx.x), BH);
@@ -563,9 +578,9 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
     const T* q_base = qkv + (size_t)b * Tlen * ld + (size_t)h * kHs;   // (T, 64), row stride 3C
     const T* k_base = q_base + C;
     const T* v_base = q_base + 2 * (size_t)C;
-    const T* do_base = dout + (size_t)b * Tlen * C + (size_t)h * kHs; // (T, 64), row stride C
-    const float* lse_bh = lse + (size_t)ti.bh * Tlen;                 // (T)
-    const float* D_bh = D + (size_t)ti.bh * Tlen;                     // (T)
+    const T* do_base = dout + (size_t)b * Tlen * C + (size_t)h * kHs;   // (T, 64), row stride C
+    const float* lse_bh = lse + (size_t)ti.bh * Tlen;                   // (T)
+    const float* D_bh = D + (size_t)ti.bh * Tlen;                       // (T)
     const int k0 = ti.tile * fl::kBwdBlockRows;
     const int nq = fl::ceil_div_int(Tlen, fl::kBwdTile);
     const int qt_first = fl::first_query_tile_for_key(k0, fl::kBwdTile);
@@ -601,7 +616,8 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
 #pragma unroll
     for (int nt = 0; nt < kHsNTiles; nt++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) dk[nt][i] = dv[nt][i] = 0.0f;
+        for (int i = 0; i < 4; i++)
+            dk[nt][i] = dv[nt][i] = 0.0f;
 
     for (int qt = qt_first; qt < nq; qt++) {
         const int stage = (qt - qt_first) & 1;
@@ -636,7 +652,7 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
                     st[nt][i] = keep ? p : 0.0f;
                     dpt[nt][i] = keep ? ds : 0.0f;
                 }
-            // dV_w += Pᵀ·dO, dK_w += dSᵀ·Q (A from the registers; dO, Q stored [query][feature] = [k][n])
+                // dV_w += Pᵀ·dO, dK_w += dSᵀ·Q (A from the registers; dO, Q stored [query][feature] = [k][n])
 #pragma unroll
             for (int kk = 0; kk < kBwdNT / 2; kk++) {
                 uint32_t pa[4], dsa[4];
@@ -667,7 +683,8 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
 #pragma unroll
         for (int nt = 0; nt < kHsNTiles; nt++) {
             const int col = mma::kN * nt + mma::c_coord(lane, 2 * hh).col;
-            *reinterpret_cast<uint32_t*>(dst + C + col) = ptx::pack2<T>(dk[nt][2 * hh] * scale, dk[nt][2 * hh + 1] * scale);
+            *reinterpret_cast<uint32_t*>(dst + C + col) =
+                ptx::pack2<T>(dk[nt][2 * hh] * scale, dk[nt][2 * hh + 1] * scale);
             *reinterpret_cast<uint32_t*>(dst + 2 * (size_t)C + col) = ptx::pack2<T>(dv[nt][2 * hh], dv[nt][2 * hh + 1]);
         }
     }
@@ -696,14 +713,14 @@ attention_backward_dkdv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout,
 // grid: B·NH·ceil(T/64) blocks (longest_first_query_block), kBwdThreads threads, kDqSmemBytes shared.
 template <typename T, typename Cast = NoGradCast>
 __global__ void __launch_bounds__(kBwdThreads, 2)
-attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
-                             const float* __restrict__ lse, const float* __restrict__ D, int Tlen, int C, int NH,
-                             int BH, float scale, float scale_log2, Cast cast = {}) {
+    attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
+                                 const float* __restrict__ lse, const float* __restrict__ D, int Tlen, int C, int NH,
+                                 int BH, float scale, float scale_log2, Cast cast = {}) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    T* Qs = reinterpret_cast<T*>(smem_raw);                       // (64, 64)
-    T* dOs = Qs + fl::kBwdBlockRows * kHs;                        // (64, 64)
-    T* Ks = dOs + fl::kBwdBlockRows * kHs;                        // 2 stages of (64, 64)
-    T* Vs = Ks + 2 * fl::kBwdTile * kHs;                          // 2 stages of (64, 64)
+    T* Qs = reinterpret_cast<T*>(smem_raw);   // (64, 64)
+    T* dOs = Qs + fl::kBwdBlockRows * kHs;    // (64, 64)
+    T* Ks = dOs + fl::kBwdBlockRows * kHs;    // 2 stages of (64, 64)
+    T* Vs = Ks + 2 * fl::kBwdTile * kHs;      // 2 stages of (64, 64)
     constexpr int kStage = fl::kBwdTile * kHs;
 
     const int nqb = fl::ceil_div_int(Tlen, fl::kBwdBlockRows);
@@ -748,7 +765,8 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
 #pragma unroll
     for (int nt = 0; nt < kHsNTiles; nt++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) dq[nt][i] = 0.0f;
+        for (int i = 0; i < 4; i++)
+            dq[nt][i] = 0.0f;
 
     for (int kt = 0; kt < n_kt; kt++) {
         const int stage = kt & 1;
@@ -781,7 +799,7 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
                     const float ds = ptx::round_to<T>(p * (dp[nt][i] - Dr[hh]));
                     dp[nt][i] = keep ? ds : 0.0f;
                 }
-            // dQ_w += dS·K (A from the registers; K stored [key][feature] = [k][n])
+                // dQ_w += dS·K (A from the registers; K stored [key][feature] = [k][n])
 #pragma unroll
             for (int kk = 0; kk < kBwdNT / 2; kk++) {
                 uint32_t dsa[4];
@@ -791,7 +809,8 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
                     uint32_t bk[2][2];
                     load_b_pair<X4::kBkn>(bk, Kt, 16 * kk, 16 * np, lane);
 #pragma unroll
-                    for (int t = 0; t < 2; t++) ptx::mma_16816<T>(dq[2 * np + t], dsa, bk[t][0], bk[t][1]);
+                    for (int t = 0; t < 2; t++)
+                        ptx::mma_16816<T>(dq[2 * np + t], dsa, bk[t][0], bk[t][1]);
                 }
             }
         }
@@ -819,7 +838,8 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
 #pragma unroll
             for (int nt = 0; nt < kHsNTiles; nt++) {
                 const int col = mma::kN * nt + mma::c_coord(lane, 2 * hh).col;
-                cast.pair(r, col, ptx::round_to<T>(dq[nt][2 * hh] * scale), ptx::round_to<T>(dq[nt][2 * hh + 1] * scale));
+                cast.pair(r, col, ptx::round_to<T>(dq[nt][2 * hh] * scale),
+                          ptx::round_to<T>(dq[nt][2 * hh + 1] * scale));
             }
         }
         cast.flush(kBwdThreads);
@@ -833,15 +853,17 @@ attention_backward_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, c
 inline void check_args(const char* who, int B, int Tlen, int C, int NH, std::initializer_list<const void*> aligned16,
                        std::initializer_list<const void*> aligned4) {
     if (B < 0 || Tlen < 0 || NH <= 0 || C != NH * kHs)
-        ::train_gpt::fail("%s: B=%d T=%d C=%d NH=%d: the flash attention needs head size C/NH = %d "
-                          "(attention_flash_supports); use attention_*_gemm for other head sizes",
-                          who, B, Tlen, C, NH, kHs);
+        ::train_gpt::fail(
+            "%s: B=%d T=%d C=%d NH=%d: the flash attention needs head size C/NH = %d "
+            "(attention_flash_supports); use attention_*_gemm for other head sizes",
+            who, B, Tlen, C, NH, kHs);
     // 1-D grids of one block per (b, h, tile of 64), and the D kernel's rows (b, t, h), are int-indexed
     if ((int64_t)B * NH * Tlen > INT_MAX)
         ::train_gpt::fail("%s: B·NH·T = %lld exceeds the int range the kernels index rows with", who,
                           (long long)B * NH * Tlen);
     for (const void* p : aligned16)
-        if (!is_aligned(p, 16)) ::train_gpt::fail("%s: buffer %p is not 16-byte aligned (cp.async moves 16-byte chunks)", who, p);
+        if (!is_aligned(p, 16))
+            ::train_gpt::fail("%s: buffer %p is not 16-byte aligned (cp.async moves 16-byte chunks)", who, p);
     for (const void* p : aligned4)
         if (!is_aligned(p, 4)) ::train_gpt::fail("%s: buffer %p is not 4-byte aligned", who, p);
 }
@@ -852,7 +874,7 @@ constexpr void check_type() {
                   "the flash attention runs on bf16 / fp16 (mma.sync operands); FP32 takes attention_*_gemm");
 }
 
-}  // namespace attention_flash_detail
+}   // namespace attention_flash_detail
 
 namespace attention_flash_detail {
 template <typename T, typename Cast>
@@ -869,13 +891,14 @@ void launch_forward(T* out, float* lse, const T* qkv, int B, int Tlen, int C, in
     kernel<<<blocks, kFwdThreads, kFwdSmemBytes, stream>>>(out, lse, qkv, Tlen, C, NH, BH, scale, scale_log2, cast);
     cudaCheck(cudaGetLastError());
 }
-}  // namespace attention_flash_detail
+}   // namespace attention_flash_detail
 
 // out (B,T,C), lse (B,NH,T) FP32 ← causal attention of qkv (B,T,3C); overwrites out and lse.
 // T = __nv_bfloat16 or __half; C = 64·NH; buffers 16-byte aligned.
 template <typename T>
 void attention_forward_flash(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH, cudaStream_t stream) {
-    attention_flash_detail::launch_forward(out, lse, qkv, B, Tlen, C, NH, attention_flash_detail::NoOutputCast{}, stream);
+    attention_flash_detail::launch_forward(out, lse, qkv, B, Tlen, C, NH, attention_flash_detail::NoOutputCast{},
+                                           stream);
 }
 
 // The same, and q (B·T, C) = saturate(out · *scale) in Q (E4M3: attproj's X) from the epilogue's
@@ -899,8 +922,8 @@ void launch_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const f
     const int BH = B * NH;
     float* D = static_cast<float*>(scratch((size_t)BH * Tlen * sizeof(float), stream));   // (B, NH, T)
     const int rows = BH * Tlen;
-    attention_backward_d_kernel<T><<<grid_1d((size_t)rows * mma::kWarpSize, kDThreads), kDThreads, 0, stream>>>(
-        D, dout, out, rows, Tlen, C, NH);
+    attention_backward_d_kernel<T>
+        <<<grid_1d((size_t)rows * mma::kWarpSize, kDThreads), kDThreads, 0, stream>>>(D, dout, out, rows, Tlen, C, NH);
     cudaCheck(cudaGetLastError());
     const int blocks = BH * fl::ceil_div_int(Tlen, fl::kBwdBlockRows);
     auto dkdv = attention_backward_dkdv_kernel<T, Cast>;
@@ -910,10 +933,11 @@ void launch_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const f
     cudaCheck(cudaGetLastError());
     auto dq = attention_backward_dq_kernel<T, Cast>;
     cudaCheck(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kDqSmemBytes));
-    dq<<<blocks, kBwdThreads, kDqSmemBytes, stream>>>(dqkv, dout, qkv, lse, D, Tlen, C, NH, BH, scale, scale_log2, cast);
+    dq<<<blocks, kBwdThreads, kDqSmemBytes, stream>>>(dqkv, dout, qkv, lse, D, Tlen, C, NH, BH, scale, scale_log2,
+                                                      cast);
     cudaCheck(cudaGetLastError());
 }
-}  // namespace attention_flash_detail
+}   // namespace attention_flash_detail
 
 // dqkv (B,T,3C) ← gradient of attention_forward_flash from dout (B,T,C) and the forward's qkv,
 // out, lse. OVERWRITES dqkv (every element once). Uses scratch(B·NH·T·4 bytes, stream) for D.
@@ -935,4 +959,4 @@ void attention_backward_flash_fp8(T* dqkv, Q* q, Q* qt, const T* dout, const T* 
     attention_flash_detail::launch_backward(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, cast, stream);
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

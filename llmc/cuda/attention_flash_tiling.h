@@ -11,7 +11,7 @@
 #pragma once
 
 #include "cuda/mma_fragments.h"   // Coord, kChunkElems
-#include "precision/dtypes.h"        // TG_HD
+#include "precision/dtypes.h"     // TG_HD
 
 namespace train_gpt::flash {
 
@@ -25,8 +25,8 @@ constexpr int kMmaRows = 16;   // rows of one mma m-tile (mma_fragments.h: kM)
 // from shared memory feeds kFwdWarpMTiles mma's). Keys arrive in tiles of kFwdKeyTile.
 constexpr int kFwdWarps = 4;
 constexpr int kFwdWarpMTiles = 2;
-constexpr int kFwdWarpRows = kMmaRows * kFwdWarpMTiles;     // 32
-constexpr int kFwdQueryRows = kFwdWarps * kFwdWarpRows;      // 128
+constexpr int kFwdWarpRows = kMmaRows * kFwdWarpMTiles;   // 32
+constexpr int kFwdQueryRows = kFwdWarps * kFwdWarpRows;   // 128
 constexpr int kFwdKeyTile = 64;
 
 // ---- backward --------------------------------------------------------------------------------
@@ -34,8 +34,8 @@ constexpr int kFwdKeyTile = 64;
 // kBwdBlockRows rows (keys in the dK/dV kernel, queries in the dQ kernel) and walks the other
 // side in tiles of kBwdTile.
 constexpr int kBwdWarps = 4;
-constexpr int kBwdWarpRows = kMmaRows;                        // 16
-constexpr int kBwdBlockRows = kBwdWarps * kBwdWarpRows;       // 64
+constexpr int kBwdWarpRows = kMmaRows;                    // 16
+constexpr int kBwdBlockRows = kBwdWarps * kBwdWarpRows;   // 64
 constexpr int kBwdTile = 64;
 
 static_assert(kFwdKeyTile % 16 == 0 && kBwdTile % 16 == 0,
@@ -54,7 +54,9 @@ TG_HD constexpr int ceil_div_int(int a, int b) { return (a + b - 1) / b; }
 // threads) is chunk idx % kTileChunksPerRow of row idx / kTileChunksPerRow, so 8 consecutive
 // threads copy one 128-byte row (coalesced reads; conflict-free swizzled writes).
 constexpr int kTileChunksPerRow = kHeadSize / mma::kChunkElems;   // 8
-TG_HD constexpr mma::Coord tile_chunk(int idx) { return {idx / kTileChunksPerRow, (idx % kTileChunksPerRow) * mma::kChunkElems}; }
+TG_HD constexpr mma::Coord tile_chunk(int idx) {
+    return {idx / kTileChunksPerRow, (idx % kTileChunksPerRow) * mma::kChunkElems};
+}
 
 // ---- the causal mask -------------------------------------------------------------------------
 TG_HD constexpr bool causal_keep(int t, int j) { return j <= t; }
@@ -105,15 +107,15 @@ TG_HD constexpr bool key_rows_fully_masked(int j0, int t0, int queries, int T) {
 // byte into q (row-major, beside dqkv) and into a shared tile, then the block writes the tile's
 // transpose into qt (3C, B·T): for each feature, its tokens as 16-byte chunks.
 namespace grad_tile {
-constexpr int kRows = 64;            // tokens of a block (kBwdBlockRows)
-constexpr int kCols = 64;            // features (kHeadSize)
-constexpr int kPitch = kCols + 4;    // bytes per shared row: a quad's rows fall in distinct banks
-constexpr int kChunk = 16;           // tokens per transposed store
+constexpr int kRows = 64;                         // tokens of a block (kBwdBlockRows)
+constexpr int kCols = 64;                         // features (kHeadSize)
+constexpr int kPitch = kCols + 4;                 // bytes per shared row: a quad's rows fall in distinct banks
+constexpr int kChunk = 16;                        // tokens per transposed store
 constexpr int kChunks = kRows / kChunk * kCols;   // 256 stores per tile
 TG_HD constexpr int smem_offset(int row, int col) { return row * kPitch + col; }
 // Store chunk i: feature col, tokens row … row + kChunk − 1 of the tile. Consecutive i walk the
 // features, so a warp's 32 gathers of one byte read 32 consecutive bytes of one shared row.
 TG_HD constexpr mma::Coord chunk(int i) { return {(i / kCols) * kChunk, i % kCols}; }
-}  // namespace grad_tile
+}   // namespace grad_tile
 
-}  // namespace train_gpt::flash
+}   // namespace train_gpt::flash

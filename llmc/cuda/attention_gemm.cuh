@@ -112,24 +112,24 @@ namespace train_gpt::cuda {
 namespace attention_gemm_detail {
 
 inline constexpr size_t kScratchBudget = size_t(512) << 20;   // default scratch budget per launcher
-constexpr int kRowWarps = 8;                                     // row kernels: 8 warps (rows) per block
-constexpr int kBlock = 32 * kRowWarps;                           // 256 threads, every kernel here
+constexpr int kRowWarps = 8;                                  // row kernels: 8 warps (rows) per block
+constexpr int kBlock = 32 * kRowWarps;                        // 256 threads, every kernel here
 
 // T rounded up to a multiple of 8: the row stride of the T×T buffers (16-byte rows for 16-bit T).
 inline int padded_len(int Tlen) { return (Tlen + 7) / 8 * 8; }
 
 // Offsets (bytes) of the sub-buffers of one launcher's scratch, laid out for nb sequences.
 struct Layout {
-    size_t q = 0, k = 0, v = 0, dO = 0;   // (G, T, hs) T
-    size_t S = 0, dP = 0;                 // (G, T, Tp) FP32
-    size_t P = 0, dS = 0;                 // (G, T, Tp) T
-    size_t O = 0, dQ = 0, dK = 0, dV = 0; // (G, T, hs) FP32 (O: forward; dQ, dK, dV: backward)
+    size_t q = 0, k = 0, v = 0, dO = 0;     // (G, T, hs) T
+    size_t S = 0, dP = 0;                   // (G, T, Tp) FP32
+    size_t P = 0, dS = 0;                   // (G, T, Tp) T
+    size_t O = 0, dQ = 0, dK = 0, dV = 0;   // (G, T, hs) FP32 (O: forward; dQ, dK, dV: backward)
     size_t bytes = 0;
 };
 
 inline Layout make_layout(int nb, int Tlen, int C, int NH, size_t elem, bool backward) {
     const size_t heads = (size_t)nb * Tlen * C;                        // G·T·hs elements
-    const size_t scores = (size_t)nb * NH * Tlen * padded_len(Tlen);     // G·T·Tp elements
+    const size_t scores = (size_t)nb * NH * Tlen * padded_len(Tlen);   // G·T·Tp elements
     ScratchLayout l;
     Layout x;
     x.q = l.add(heads * elem);
@@ -163,7 +163,7 @@ inline size_t scratch_bytes(int nb, int Tlen, int C, int NH, size_t elem, bool b
 // NH·T ≤ INT_MAX (checked by the launchers). scratch_bytes is increasing in nb: binary search.
 inline int chunk_sequences(int B, int Tlen, int C, int NH, size_t elem, bool backward, size_t budget) {
     const int64_t row_cap = (int64_t)INT_MAX / ((int64_t)NH * (Tlen > 0 ? Tlen : 1));   // ≥ 1
-    const int64_t batch_cap = NH < kMaxGridYZ ? kMaxGridYZ / NH : 1;                  // ≥ 1
+    const int64_t batch_cap = NH < kMaxGridYZ ? kMaxGridYZ / NH : 1;                    // ≥ 1
     int64_t cap = B;
     if (row_cap < cap) cap = row_cap;
     if (batch_cap < cap) cap = batch_cap;
@@ -171,8 +171,10 @@ inline int chunk_sequences(int B, int Tlen, int C, int NH, size_t elem, bool bac
     int lo = 1;
     while (lo < hi) {
         const int mid = lo + (hi - lo + 1) / 2;
-        if (scratch_bytes(mid, Tlen, C, NH, elem, backward) <= budget) lo = mid;
-        else hi = mid - 1;
+        if (scratch_bytes(mid, Tlen, C, NH, elem, backward) <= budget)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
@@ -184,8 +186,7 @@ inline int check_args(const char* who, int B, int Tlen, int C, int NH) {
     const int hs = C / NH;
     // hs % 8: the (G, T, hs) operands' rows and batch strides are 16-byte multiples (cuBLASLt's
     // tensor-core alignment)
-    if (hs % 8 != 0)
-        ::train_gpt::fail("%s: head size hs = C/NH = %d/%d = %d must be a multiple of 8", who, C, NH, hs);
+    if (hs % 8 != 0) ::train_gpt::fail("%s: head size hs = C/NH = %d/%d = %d must be a multiple of 8", who, C, NH, hs);
     // one sequence's score rows (NH·T) and a token row's features (3C) are int-indexed
     if ((int64_t)NH * Tlen > INT_MAX || (int64_t)3 * C > INT_MAX)
         ::train_gpt::fail("%s: NH·T = %lld or 3·C = %lld exceeds the int range the kernels index with", who,
@@ -197,7 +198,7 @@ inline int check_args(const char* who, int B, int Tlen, int C, int NH) {
 // dst[(b·NH + h)·T + t][d] = src[(b·T + t)·ld + h·hs + d]. One block per token row (b, t).
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
-split_heads_kernel(T* __restrict__ dst, const T* __restrict__ src, size_t ld, int Tlen, int C, int NH) {
+    split_heads_kernel(T* __restrict__ dst, const T* __restrict__ src, size_t ld, int Tlen, int C, int NH) {
     const int row = blockIdx.x;   // b·T + t
     const int b = row / Tlen, t = row - b * Tlen;
     const int hs = C / NH;
@@ -212,7 +213,7 @@ split_heads_kernel(T* __restrict__ dst, const T* __restrict__ src, size_t ld, in
 // One block per token row (b, t).
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
-merge_heads_kernel(T* __restrict__ out, const float* __restrict__ O, int Tlen, int C, int NH) {
+    merge_heads_kernel(T* __restrict__ out, const float* __restrict__ O, int Tlen, int C, int NH) {
     const int row = blockIdx.x;
     const int b = row / Tlen, t = row - b * Tlen;
     const int hs = C / NH;
@@ -228,8 +229,8 @@ merge_heads_kernel(T* __restrict__ out, const float* __restrict__ O, int Tlen, i
 // One block per token row; one rounded store per element.
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
-merge_heads_grad_kernel(T* __restrict__ dqkv, const float* __restrict__ dQ, const float* __restrict__ dK,
-                        const float* __restrict__ dV, int Tlen, int C, int NH, float scale) {
+    merge_heads_grad_kernel(T* __restrict__ dqkv, const float* __restrict__ dQ, const float* __restrict__ dK,
+                            const float* __restrict__ dV, int Tlen, int C, int NH, float scale) {
     const int row = blockIdx.x;
     const int b = row / Tlen, t = row - b * Tlen;
     const int hs = C / NH;
@@ -249,18 +250,20 @@ merge_heads_grad_kernel(T* __restrict__ dqkv, const float* __restrict__ dQ, cons
 // lse[r]. Naive: the inner loops of cpu::attention_forward.
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
-softmax_rows_kernel(T* __restrict__ P, float* __restrict__ lse, const float* __restrict__ S, int rows, int Tlen,
-                    int Tp, float scale) {
+    softmax_rows_kernel(T* __restrict__ P, float* __restrict__ lse, const float* __restrict__ S, int rows, int Tlen,
+                        int Tp, float scale) {
     const int row = blockIdx.x * kRowWarps + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= rows) return;   // warp-uniform: the whole warp leaves
     const int t = row % Tlen;
     const float* s = S + (size_t)row * Tp;
     float m = -INFINITY;
-    for (int j = lane; j <= t; j += 32) m = fmaxf(m, __fmul_rn(s[j], scale));
+    for (int j = lane; j <= t; j += 32)
+        m = fmaxf(m, __fmul_rn(s[j], scale));
     m = warp_reduce_max(m);   // finite: key 0 ≤ t is in every row (finite inputs)
     float sum = 0.0f;
-    for (int j = lane; j <= t; j += 32) sum += expf(__fmul_rn(s[j], scale) - m);
+    for (int j = lane; j <= t; j += 32)
+        sum += expf(__fmul_rn(s[j], scale) - m);
     sum = warp_reduce_sum(sum);
     const float inv_sum = 1.0f / sum;
     T* p = P + (size_t)row * Tp;
@@ -276,9 +279,9 @@ softmax_rows_kernel(T* __restrict__ P, float* __restrict__ lse, const float* __r
 // Naive: the inner loop of cpu::attention_backward.
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
-backward_rows_kernel(T* __restrict__ P, T* __restrict__ dS, const float* __restrict__ S, const float* __restrict__ dP,
-                     const T* __restrict__ dout, const T* __restrict__ out, const float* __restrict__ lse, int rows,
-                     int Tlen, int Tp, int C, int NH, float scale) {
+    backward_rows_kernel(T* __restrict__ P, T* __restrict__ dS, const float* __restrict__ S,
+                         const float* __restrict__ dP, const T* __restrict__ dout, const T* __restrict__ out,
+                         const float* __restrict__ lse, int rows, int Tlen, int Tp, int C, int NH, float scale) {
     const int row = blockIdx.x * kRowWarps + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= rows) return;   // warp-uniform
@@ -287,7 +290,8 @@ backward_rows_kernel(T* __restrict__ P, T* __restrict__ dS, const float* __restr
     const int hs = C / NH;
     const size_t o = ((size_t)b * Tlen + t) * C + (size_t)h * hs;
     float D = 0.0f;
-    for (int d = lane; d < hs; d += 32) D += to_float(dout[o + d]) * to_float(out[o + d]);
+    for (int d = lane; d < hs; d += 32)
+        D += to_float(dout[o + d]) * to_float(out[o + d]);
     D = warp_reduce_sum(D);
     const float row_lse = lse[row];
     const size_t r = (size_t)row * Tp;
@@ -308,7 +312,7 @@ void launch_split_heads(T* dst, const T* src, size_t ld, int nb, int Tlen, int C
     cudaCheck(cudaGetLastError());
 }
 
-}  // namespace attention_gemm_detail
+}   // namespace attention_gemm_detail
 
 // out (B,T,C), lse (B,NH,T) FP32 ← causal attention of qkv (B,T,3C). Overwrites out and lse.
 // scratch_budget: the most scratch bytes a chunk may use (at least one sequence per chunk).
@@ -422,10 +426,10 @@ void attention_backward_gemm(T* dqkv, const T* dout, const T* qkv, const T* out,
         gemm("attention_backward_gemm (dK = dST q)", stream, hs, Tlen, Tlen, GemmOperand{q, t, hs, false},
              GemmOperand{dS, t, Tp, true}, dK, CUDA_R_32F, hs, 0.0f, nullptr, CUDA_R_32F, false,
              GemmBatch{G, heads, scores, heads});
-        merge_heads_grad_kernel<T><<<nb * Tlen, kBlock, 0, stream>>>(dqkv + (size_t)b0 * Tlen * ld, dQ, dK, dV,
-                                                                   Tlen, C, NH, scale);
+        merge_heads_grad_kernel<T>
+            <<<nb * Tlen, kBlock, 0, stream>>>(dqkv + (size_t)b0 * Tlen * ld, dQ, dK, dV, Tlen, C, NH, scale);
         cudaCheck(cudaGetLastError());
     }
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

@@ -54,11 +54,11 @@ __global__ void probe_kernel() {}
 // change are overridden by CudaBackendWithOptions below, which is built only when one is given.
 template <typename T>
 class CudaBackend : public Backend, public Fp8Ops {
-protected:
+  protected:
     static T* act(void* p) { return static_cast<T*>(p); }
     static const T* act(const void* p) { return static_cast<const T*>(p); }
 
-public:
+  public:
     Fp8Ops* fp8() override { return this; }
     CudaBackend(DType dtype, int device, const CudaOptions& options)
         : dtype_(dtype), device_(device), options_(options), profiler_(options.profile) {
@@ -68,9 +68,10 @@ public:
             cudaGetLastError();   // clear the error before reporting it
             cudaDeviceProp prop;
             cudaCheck(cudaGetDeviceProperties(&prop, device));
-            fail("GPU %d (%s, sm_%d%d) cannot run this build's kernels (built for the Makefile's GENCODE, sm_90a "
-                 "by default); rebuild with GENCODE set for it or use --device cpu",
-                 device, prop.name, prop.major, prop.minor);
+            fail(
+                "GPU %d (%s, sm_%d%d) cannot run this build's kernels (built for the Makefile's GENCODE, sm_90a "
+                "by default); rebuild with GENCODE set for it or use --device cpu",
+                device, prop.name, prop.major, prop.minor);
         }
         cudaCheck(cudaStreamCreate(&stream_));
         cuda::set_gemm_autotune(stream_, options.gemm_autotune, options.log_gemm_autotune);
@@ -158,8 +159,8 @@ public:
         const cuda::OpProfiler::Scope timed(profiler(), "encoder_backward", stream_);
         cuda::encoder_backward(dwte, dwpe, act(dout), tokens, B, Tlen, C, stream_);
     }
-    void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
-                           const void* bias, int N, int C) override {
+    void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
+                           int N, int C) override {
         const cuda::OpProfiler::Scope timed(profiler(), "layernorm_forward", stream_);
         cuda::layernorm_forward(act(out), mean, rstd, act(inp), act(weight), act(bias), N, C, stream_);
     }
@@ -168,8 +169,8 @@ public:
                             float* dinp_sums) override {
         const cuda::OpProfiler::Scope timed(profiler(), "layernorm_backward", stream_);
         // the layernorm, then the sums of its output
-        cuda::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
-                                 nullptr, stream_);
+        cuda::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C, nullptr,
+                                 stream_);
         if (dinp_sums != nullptr) cuda::add_column_sums(dinp_sums, column_partials(N, C), act(dinp), N, C, stream_);
     }
     void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
@@ -190,8 +191,8 @@ public:
         const cuda::OpProfiler::Scope timed(profiler(), "attention_decode", stream_);
         cuda::attention_decode(act(out), act(qkv), pos, n, C, NH, stream_);
     }
-    void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
-                            int B, int Tlen, int C, int NH) override {
+    void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
+                            int Tlen, int C, int NH) override {
         const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
         cuda::attention_backward_gemm(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH, stream_);
     }
@@ -203,8 +204,7 @@ public:
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward", stream_);
         cuda::gelu_backward(act(dinp), act(inp), act(dout), n, stream_);
     }
-    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows,
-                            int cols) override {
+    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows, int cols) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward_bias", stream_);
         // GELU backward, then the sums of its output
         cuda::gelu_backward(act(dinp), act(inp), act(dout), (size_t)rows * cols, stream_);
@@ -237,8 +237,7 @@ public:
         const cuda::OpProfiler::Scope timed(profiler(), "amax_into", stream_);
         cuda::amax_into(act(x), n, counters, stream_);
     }
-    void fp8_scale_from_counters(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max,
-                                 int margin) override {
+    void fp8_scale_from_counters(Fp8ScaleSlot* slot, const Fp8Counters* counters, float fp8_max, int margin) override {
         const cuda::OpProfiler::Scope timed(profiler(), "fp8_scale_from_counters", stream_);
         cuda::fp8_scale_from_counters(slot, counters, fp8_max, margin, stream_);
     }
@@ -295,8 +294,8 @@ public:
         cuda::layernorm_forward_fp8<T, fp8e4m3>(q, qt, mean, rstd, act(inp), act(weight), act(bias), N, C,
                                                 &scale->scale, counters, stream_, stats_ready);
     }
-    void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
-                            int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
+    void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows, int cols,
+                            const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward_e5m2", stream_);
         if (!options_.fused_kernels) {
             cuda::gelu_backward(act(dinp), act(inp), act(dout), (size_t)rows * cols, stream_);
@@ -359,8 +358,8 @@ public:
             cuda::quantize_transpose_fp8<T, fp8e4m3>(q, qt, act(working), rows, cols, &scale->scale, counters, stream_);
             return;
         }
-        cuda::adamw_update_fp8(master, act(working), m, v, grads, rows, cols, lr, beta1, beta2, eps, weight_decay, grad_scale,
-                               t, q, qt, &scale->scale, counters, stream_);
+        cuda::adamw_update_fp8(master, act(working), m, v, grads, rows, cols, lr, beta1, beta2, eps, weight_decay,
+                               grad_scale, t, q, qt, &scale->scale, counters, stream_);
     }
     void matmul_forward_fp8(void* out, const fp8e4m3* inp, const Fp8ScaleSlot* inp_scale, const fp8e4m3* weight,
                             const Fp8ScaleSlot* weight_scale, const void* bias, int N, int C, int OC) override {
@@ -389,7 +388,7 @@ public:
                            stream_);
     }
 
-protected:
+  protected:
     DType dtype_;
     int device_;
     CudaOptions options_;
@@ -401,7 +400,8 @@ protected:
     T* unfused_scratch(size_t n) { return static_cast<T*>(cuda::scratch(n * sizeof(T), stream_)); }
     // the partial sums of add_column_sums over (rows, cols), in the scratch buffer
     float* column_partials(int rows, int cols) {
-        return static_cast<float*>(cuda::scratch((size_t)cuda::column_sum_chunks(rows) * cols * sizeof(float), stream_));
+        return static_cast<float*>(
+            cuda::scratch((size_t)cuda::column_sum_chunks(rows) * cols * sizeof(float), stream_));
     }
     cuda::OpProfiler* profiler() { return profiler_.enabled() ? &profiler_ : nullptr; }
 };
@@ -418,7 +418,7 @@ class CudaBackendWithOptions final : public CudaBackend<T> {
     using Base::profiler;
     using Base::stream_;
 
-public:
+  public:
     using Base::Base;
 
     void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
@@ -431,8 +431,7 @@ public:
         cuda::layernorm_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), mean, rstd, N, C,
                                  dinp_sums, stream_);
     }
-    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows,
-                            int cols) override {
+    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows, int cols) override {
         if (!options_.fused_kernels) return Base::gelu_backward_bias(dinp, dbias, inp, dout, rows, cols);
         const cuda::OpProfiler::Scope timed(profiler(), "gelu_backward_bias", stream_);
         cuda::gelu_backward_bias(act(dinp), dbias, act(inp), act(dout), rows, cols, stream_);
@@ -443,8 +442,8 @@ public:
             return Base::residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C);
         }
         const cuda::OpProfiler::Scope timed(profiler(), "residual_layernorm_forward", stream_);
-        cuda::residual_layernorm_forward(act(residual), act(out), mean, rstd, act(a), act(b), act(weight), act(bias),
-                                         N, C, stream_);
+        cuda::residual_layernorm_forward(act(residual), act(out), mean, rstd, act(a), act(b), act(weight), act(bias), N,
+                                         C, stream_);
     }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
         if constexpr (!std::is_same_v<T, float>) {
@@ -456,8 +455,8 @@ public:
         }
         Base::attention_forward(out, lse, qkv, B, Tlen, C, NH);
     }
-    void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
-                            int B, int Tlen, int C, int NH) override {
+    void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
+                            int Tlen, int C, int NH) override {
         if constexpr (!std::is_same_v<T, float>) {
             if (flash_attention(C / NH)) {
                 const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
@@ -478,7 +477,7 @@ std::unique_ptr<Backend> make_for(DType dtype, int device, const CudaOptions& op
     return std::make_unique<CudaBackend<T>>(dtype, device, options);
 }
 
-}  // namespace
+}   // namespace
 
 std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device, const CudaOptions& options) {
     std::string reason;
@@ -518,4 +517,4 @@ std::string cuda_device_name(int device) {
     return prop.name;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -82,4 +82,4 @@ void fused_classifier(T* dlogits, float* losses, const T* logits, const int32_t*
     cudaCheck(cudaGetLastError());
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

@@ -35,13 +35,15 @@ __global__ void column_partial_sums_kernel(float* partial, Source src, int rows,
     const int end = min(rows, begin + rows_per_chunk);
     float sum = 0.0f;
     if (o < cols) {
-        for (int i = begin + threadIdx.y; i < end; i += 8) sum += src(i, o);
+        for (int i = begin + threadIdx.y; i < end; i += 8)
+            sum += src(i, o);
     }
     sums[threadIdx.y][threadIdx.x] = sum;
     __syncthreads();
     if (threadIdx.y == 0 && o < cols) {
         float total = 0.0f;
-        for (int y = 0; y < 8; y++) total += sums[y][threadIdx.x];
+        for (int y = 0; y < 8; y++)
+            total += sums[y][threadIdx.x];
         partial[(size_t)blockIdx.y * cols + o] = total;
     }
 }
@@ -52,7 +54,8 @@ __global__ void column_sums_reduce_kernel(F* sums, const F* partial, int R, int 
     const int o = blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= cols) return;
     F sum = 0;
-    for (int r = 0; r < R; r++) sum += partial[(size_t)r * cols + o];
+    for (int r = 0; r < R; r++)
+        sum += partial[(size_t)r * cols + o];
     sums[o] += sum;
 }
 
@@ -75,4 +78,4 @@ void add_column_sums(float* sums, float* partial, const T* x, int rows, int cols
     add_column_sums_of(sums, partial, TensorColumns<T>{x, cols}, rows, cols, stream);
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

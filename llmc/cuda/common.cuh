@@ -43,8 +43,8 @@ inline void cuda_check(cudaError_t err, const char* file, int line) {
 #define cudaCheck(expr) ::train_gpt::cuda::cuda_check((expr), __FILE__, __LINE__)
 
 // A launcher's precondition: fails with the condition, where it is, and why it must hold.
-#define TG_CUDA_REQUIRE(cond, why)                                                                         \
-    do {                                                                                                   \
+#define TG_CUDA_REQUIRE(cond, why)                                                                            \
+    do {                                                                                                      \
         if (!(cond)) ::train_gpt::fail("%s:%d: requirement `%s` failed: %s", __FILE__, __LINE__, #cond, why); \
     } while (0)
 
@@ -83,14 +83,16 @@ __host__ __device__ __forceinline__ float to_float(__half x) { return __half2flo
 template <typename T>
 __host__ __device__ T from_float(float f);
 template <>
-__host__ __device__ __forceinline__ float from_float<float>(float f) { return f; }
+__host__ __device__ __forceinline__ float from_float<float>(float f) {
+    return f;
+}
 template <>
 __host__ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float f) {
     return __float2bfloat16_rn(f);   // round to nearest even; NaN → 0x7fff, overflow → ±inf
 }
 template <>
 __host__ __device__ __forceinline__ __half from_float<__half>(float f) {
-    return __float2half_rn(f);       // round to nearest even; NaN → 0x7fff, ≥ 65520 → ±inf
+    return __float2half_rn(f);   // round to nearest even; NaN → 0x7fff, ≥ 65520 → ±inf
 }
 
 // ---- vectorised memory access --------------------------------------------------------------
@@ -111,12 +113,28 @@ using Packed128 = Packed<T, 16 / sizeof(T)>;
 
 namespace detail {
 // The machine type that moves `Bytes` bytes in one instruction.
-template <int Bytes> struct RawBits;
-template <> struct RawBits<1> { using type = unsigned char; };
-template <> struct RawBits<2> { using type = unsigned short; };
-template <> struct RawBits<4> { using type = unsigned int; };
-template <> struct RawBits<8> { using type = uint2; };
-template <> struct RawBits<16> { using type = uint4; };
+template <int Bytes>
+struct RawBits;
+template <>
+struct RawBits<1> {
+    using type = unsigned char;
+};
+template <>
+struct RawBits<2> {
+    using type = unsigned short;
+};
+template <>
+struct RawBits<4> {
+    using type = unsigned int;
+};
+template <>
+struct RawBits<8> {
+    using type = uint2;
+};
+template <>
+struct RawBits<16> {
+    using type = uint4;
+};
 template <typename T, int N>
 using raw_t = typename RawBits<int(sizeof(T)) * N>::type;
 
@@ -127,7 +145,7 @@ __device__ __forceinline__ To bit_cast(const From& from) {
     memcpy(&to, &from, sizeof(To));   // compiles to register moves
     return to;
 }
-}  // namespace detail
+}   // namespace detail
 
 // p[0..N) in one access. Naive equivalent: for (k) out[k] = p[k];
 template <int N, typename T>
@@ -182,13 +200,15 @@ constexpr unsigned kFullMask = 0xffffffffu;
 template <typename F>
 __device__ __forceinline__ F warp_reduce_sum(F v) {
 #pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v += __shfl_xor_sync(kFullMask, v, offset);
     return v;
 }
 // max; a NaN is dropped unless every value is NaN (fmaxf), like std::max(acc, x) on the CPU.
 __device__ __forceinline__ float warp_reduce_max(float v) {
 #pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
     return v;
 }
 
@@ -209,10 +229,12 @@ __device__ __forceinline__ F block_reduce(F v, WarpReduce warp_reduce, F identit
 }
 template <typename F>
 __device__ __forceinline__ F block_reduce_sum(F v) {
-    return block_reduce(v, [](F x) { return warp_reduce_sum(x); }, F(0));
+    return block_reduce(
+        v, [](F x) { return warp_reduce_sum(x); }, F(0));
 }
 __device__ __forceinline__ float block_reduce_max(float v) {
-    return block_reduce(v, [](float x) { return warp_reduce_max(x); }, -INFINITY);
+    return block_reduce(
+        v, [](float x) { return warp_reduce_max(x); }, -INFINITY);
 }
 
 // ---- scratch memory ------------------------------------------------------------------------
@@ -236,7 +258,7 @@ inline std::mutex& scratch_mutex() {
     static auto* mutex = new std::mutex();
     return *mutex;
 }
-}  // namespace detail
+}   // namespace detail
 
 inline void* scratch(size_t bytes, cudaStream_t stream) {
     int device = 0;
@@ -285,4 +307,4 @@ inline P* at_offset(void* base, size_t offset) {
     return reinterpret_cast<P*>(static_cast<char*>(base) + offset);
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

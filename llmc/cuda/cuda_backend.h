@@ -51,4 +51,4 @@ int cuda_device_count(std::string* reason);
 // The name of CUDA device `device` ("NVIDIA H200"), or "" when it cannot be asked.
 std::string cuda_device_name(int device);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -24,4 +24,4 @@ std::string cuda_device_name(int) { return ""; }
 
 std::unique_ptr<Comm> make_nccl_comm(Comm&) { fail("NCCL: %s", kReason); }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -30,14 +30,15 @@ __global__ void encoder_forward_kernel(T* out, const int32_t* tokens, const T* w
     const size_t packs_per_row = C / P;
     const size_t idx = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
     if (idx >= size_t(B) * Tlen * packs_per_row) return;
-    const size_t bt = idx / packs_per_row;             // row of (B·T)
-    const int c = int(idx % packs_per_row) * P;        // first channel of the pack
+    const size_t bt = idx / packs_per_row;        // row of (B·T)
+    const int c = int(idx % packs_per_row) * P;   // first channel of the pack
     const int t = int(bt % Tlen);
     const Packed<T, P> w = load_packed<P>(wte + size_t(tokens[bt]) * C + c);   // (C) row of the token
     const Packed<T, P> p = load_packed<P>(wpe + size_t(t) * C + c);            // (C) row of the position
     Packed<T, P> o;
 #pragma unroll
-    for (int k = 0; k < P; k++) o[k] = from_float<T>(to_float(w[k]) + to_float(p[k]));
+    for (int k = 0; k < P; k++)
+        o[k] = from_float<T>(to_float(w[k]) + to_float(p[k]));
     store_packed(out + bt * C + c, o);
 }
 
@@ -53,14 +54,17 @@ __global__ void encoder_backward_wpe_kernel(float* dwpe, const T* dout, int B, i
     const int c = int(idx % packs_per_row) * P;
     float acc[P];
 #pragma unroll
-    for (int k = 0; k < P; k++) acc[k] = dwpe[t * C + c + k];
+    for (int k = 0; k < P; k++)
+        acc[k] = dwpe[t * C + c + k];
     for (int b = 0; b < B; b++) {
         const Packed<T, P> d = load_packed_cs<P>(dout + (size_t(b) * Tlen + t) * C + c);
 #pragma unroll
-        for (int k = 0; k < P; k++) acc[k] += to_float(d[k]);
+        for (int k = 0; k < P; k++)
+            acc[k] += to_float(d[k]);
     }
 #pragma unroll
-    for (int k = 0; k < P; k++) dwpe[t * C + c + k] = acc[k];
+    for (int k = 0; k < P; k++)
+        dwpe[t * C + c + k] = acc[k];
 }
 
 // rows[i] = i
@@ -77,9 +81,9 @@ constexpr int kEncoderBatch = 8;   // dout rows in flight per thread in the dwte
 // list; only the first position of each run of equal tokens does work (the others return), over
 // the channels of block y.
 template <int P, typename T>
-__global__ void __launch_bounds__(32) encoder_backward_wte_kernel(float* dwte, const T* dout,
-                                                                   const int32_t* sorted_tokens,
-                                                                   const int32_t* sorted_rows, int BT, int C) {
+__global__ void __launch_bounds__(32)
+    encoder_backward_wte_kernel(float* dwte, const T* dout, const int32_t* sorted_tokens, const int32_t* sorted_rows,
+                                int BT, int C) {
     const int i = blockIdx.x;
     const int lane = threadIdx.x;
     const int32_t tok = sorted_tokens[i];
@@ -101,7 +105,8 @@ __global__ void __launch_bounds__(32) encoder_backward_wte_kernel(float* dwte, c
     float* dst = dwte + size_t(tok) * C + c;   // (P) of the token's row
     float acc[P];
 #pragma unroll
-    for (int k = 0; k < P; k++) acc[k] = dst[k];
+    for (int k = 0; k < P; k++)
+        acc[k] = dst[k];
     // Naive equivalent: for (j = i; j < end; j++) acc += dout[sorted_rows[j], c..c+P).
     // Loads of a batch are issued together, the additions stay in row order.
     for (int j0 = i; j0 < end; j0 += kEncoderBatch) {
@@ -114,12 +119,14 @@ __global__ void __launch_bounds__(32) encoder_backward_wte_kernel(float* dwte, c
         for (int u = 0; u < kEncoderBatch; u++) {
             if (j0 + u < end) {
 #pragma unroll
-                for (int k = 0; k < P; k++) acc[k] += to_float(rows[u][k]);
+                for (int k = 0; k < P; k++)
+                    acc[k] += to_float(rows[u][k]);
             }
         }
     }
 #pragma unroll
-    for (int k = 0; k < P; k++) dst[k] = acc[k];
+    for (int k = 0; k < P; k++)
+        dst[k] = acc[k];
 }
 
 // ---- launchers -----------------------------------------------------------------------------
@@ -166,8 +173,8 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* to
 
     // dwte: stable sort of (token, row) pairs, then one warp per run of equal tokens
     size_t sort_bytes = 0;
-    cudaCheck(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, tokens, (int32_t*)nullptr,
-                                              (const int32_t*)nullptr, (int32_t*)nullptr, BT, 0, 32, stream));
+    cudaCheck(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, tokens, (int32_t*)nullptr, (const int32_t*)nullptr,
+                                              (int32_t*)nullptr, BT, 0, 32, stream));
     ScratchLayout layout;
     const size_t off_keys = layout.add(sizeof(int32_t) * BT);      // sorted tokens (BT)
     const size_t off_rows_in = layout.add(sizeof(int32_t) * BT);   // 0..BT-1 (BT)
@@ -190,4 +197,4 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const int32_t* to
     cudaCheck(cudaGetLastError());
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

@@ -29,17 +29,22 @@
 namespace train_gpt::cuda {
 
 // The FP8 format of a storage type: train_gpt's (dtypes.h) or CUDA's (same one-byte layout).
-template <typename Q> struct Fp8Traits;
-template <> struct Fp8Traits<fp8e4m3> {
+template <typename Q>
+struct Fp8Traits;
+template <>
+struct Fp8Traits<fp8e4m3> {
     static constexpr __nv_fp8_interpretation_t kind = __NV_E4M3;
     static constexpr float max_finite = fp8e4m3::max_finite;   // 448
 };
-template <> struct Fp8Traits<fp8e5m2> {
+template <>
+struct Fp8Traits<fp8e5m2> {
     static constexpr __nv_fp8_interpretation_t kind = __NV_E5M2;
     static constexpr float max_finite = fp8e5m2::max_finite;   // 57344
 };
-template <> struct Fp8Traits<__nv_fp8_e4m3> : Fp8Traits<fp8e4m3> {};
-template <> struct Fp8Traits<__nv_fp8_e5m2> : Fp8Traits<fp8e5m2> {};
+template <>
+struct Fp8Traits<__nv_fp8_e4m3> : Fp8Traits<fp8e4m3> {};
+template <>
+struct Fp8Traits<__nv_fp8_e5m2> : Fp8Traits<fp8e5m2> {};
 
 static_assert(sizeof(Fp8Counters) == 40 && sizeof(Fp8Counters::amax_bits) == sizeof(unsigned int),
               "Fp8Counters: the layout the kernels' atomics assume");
@@ -57,7 +62,8 @@ __device__ __forceinline__ unsigned int abs_bits(float v) { return __float_as_ui
 // One block's max of per-thread `bits`, then one atomicMax into *amax_bits.
 // __reduce_max_sync(mask, b): the max of b over the warp's lanes, in every lane (one instruction).
 __device__ __forceinline__ void block_atomic_max(unsigned int* amax_bits, unsigned int bits) {
-    bits = block_reduce(bits, [](unsigned int b) { return __reduce_max_sync(kFullMask, b); }, 0u);
+    bits = block_reduce(
+        bits, [](unsigned int b) { return __reduce_max_sync(kFullMask, b); }, 0u);
     if (threadIdx.x == 0 && bits != 0u) atomicMax(amax_bits, bits);
 }
 
@@ -120,9 +126,11 @@ __global__ void __launch_bounds__(kFp8Threads) amax_kernel(unsigned int* amax_bi
     for (size_t p = start; p < packs; p += stride) {
         const Packed<T, P> xv = load_packed<P>(x + p * P);
 #pragma unroll
-        for (int k = 0; k < P; k++) m = max(m, abs_bits(to_float(xv[k])));
+        for (int k = 0; k < P; k++)
+            m = max(m, abs_bits(to_float(xv[k])));
     }
-    for (size_t i = packs * P + start; i < n; i += stride) m = max(m, abs_bits(to_float(x[i])));   // tail
+    for (size_t i = packs * P + start; i < n; i += stride)
+        m = max(m, abs_bits(to_float(x[i])));   // tail
     block_atomic_max(amax_bits, m);
 }
 
@@ -142,7 +150,8 @@ __global__ void __launch_bounds__(kFp8Threads)
         const Packed<T, P> xv = load_packed_cs<P>(x + p * P);
         Packed<__nv_fp8_storage_t, P> out;
 #pragma unroll
-        for (int k = 0; k < P; k++) out[k] = stats.cast<Q>(map(to_float(xv[k])), scale);
+        for (int k = 0; k < P; k++)
+            out[k] = stats.cast<Q>(map(to_float(xv[k])), scale);
         if (qb != nullptr) store_packed(qb + p * P, out);
     }
     for (size_t i = packs * P + start; i < n; i += stride) {   // tail
@@ -180,7 +189,8 @@ struct TensorSource {
     __device__ __forceinline__ void values(int r, int c, float* v) const {
         const Packed<T, P> xv = load_packed_cs<P>(x + (size_t)r * cols + c);
 #pragma unroll
-        for (int k = 0; k < P; k++) v[k] = map(to_float(xv[k]));
+        for (int k = 0; k < P; k++)
+            v[k] = map(to_float(xv[k]));
     }
     bool aligned() const { return is_aligned(x, 16); }
 };
@@ -194,7 +204,7 @@ __global__ void __launch_bounds__(kFp8Threads)
     __nv_fp8_storage_t* qb = reinterpret_cast<__nv_fp8_storage_t*>(q);
     __nv_fp8_storage_t* qtb = reinterpret_cast<__nv_fp8_storage_t*>(qt);
     const int tx = threadIdx.x % kTile, ty = threadIdx.x / kTile;   // ty < 8
-    const int c = blockIdx.x * kTile + tx;                           // column of x this thread reads
+    const int c = blockIdx.x * kTile + tx;                          // column of x this thread reads
     ThreadCastStats stats;
     const int row_tiles = (rows + kTile - 1) / kTile;
     for (int tr = blockIdx.y; tr < row_tiles; tr += gridDim.y) {
@@ -252,7 +262,8 @@ __global__ void __launch_bounds__(cast_tile::kThreads)
             src.template values<ct::kVec>(r0 + at.row, c0 + at.col, v);
             Packed<unsigned char, ct::kVec> b;
 #pragma unroll
-            for (int k = 0; k < ct::kVec; k++) b[k] = stats.cast<Q>(v[k], scale);
+            for (int k = 0; k < ct::kVec; k++)
+                b[k] = stats.cast<Q>(v[k], scale);
             if (qb != nullptr) store_packed(qb + (size_t)(r0 + at.row) * cols + c0 + at.col, b);
             store_packed(tile + ct::smem_offset(at.row, at.col), b);
         }
@@ -261,7 +272,8 @@ __global__ void __launch_bounds__(cast_tile::kThreads)
             const ct::Coord at = ct::store_t_coord(t);   // column at.col, rows at.row … at.row + 15
             Packed<unsigned char, ct::kTBytes> column;
 #pragma unroll
-            for (int j = 0; j < ct::kTBytes; j++) column[j] = tile[ct::smem_offset(at.row + j, at.col)];
+            for (int j = 0; j < ct::kTBytes; j++)
+                column[j] = tile[ct::smem_offset(at.row + j, at.col)];
             store_packed(qtb + (size_t)(c0 + at.col) * rows + r0 + at.row, column);
             __syncthreads();   // the tile is rewritten by the next one
         }
@@ -276,7 +288,8 @@ __global__ void __launch_bounds__(cast_tile::kThreads)
 
 namespace detail {
 inline unsigned fp8_blocks(size_t n, int P) {
-    return unsigned(std::min<size_t>(kFp8MaxBlocks, std::max<size_t>(1, ceil_div<size_t>(ceil_div<size_t>(n, P), kFp8Threads))));
+    return unsigned(
+        std::min<size_t>(kFp8MaxBlocks, std::max<size_t>(1, ceil_div<size_t>(ceil_div<size_t>(n, P), kFp8Threads))));
 }
 // The float whose |bits| the kernels maxed; any NaN as the canonical NaN, like the CPU twin.
 inline float amax_from_bits(unsigned int bits) {
@@ -284,7 +297,7 @@ inline float amax_from_bits(unsigned int bits) {
     std::memcpy(&f, &bits, sizeof(f));
     return std::isnan(f) ? NAN : f;
 }
-}  // namespace detail
+}   // namespace detail
 
 // max |x| over n values; NaN if any value is NaN. Synchronises the stream.
 template <typename T>
@@ -395,13 +408,13 @@ static __global__ void fp8_scale_from_counters_kernel(Fp8ScaleSlot* slot, const 
 
 // One thread per slot: fp8_end_step_rule, as the CPU kernel set runs it.
 static __global__ void fp8_end_step_kernel(Fp8ScaleSlot* slots, float* history, const Fp8Counters* counters,
-                                           const float* amaxes, int n, int n_e4m3, int H, bool most_recent,
-                                           int margin, bool delayed) {
+                                           const float* amaxes, int n, int n_e4m3, int H, bool most_recent, int margin,
+                                           bool delayed) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float amax = amaxes != nullptr ? amaxes[i] : counters_amax(counters[i]);
-    fp8_end_step_rule(slots[i], history + (size_t)i * H, amax,
-                      i < n_e4m3 ? fp8e4m3::max_finite : fp8e5m2::max_finite, H, most_recent, margin, delayed);
+    fp8_end_step_rule(slots[i], history + (size_t)i * H, amax, i < n_e4m3 ? fp8e4m3::max_finite : fp8e5m2::max_finite,
+                      H, most_recent, margin, delayed);
 }
 
 static __global__ void fp8_amaxes_kernel(float* amaxes, const Fp8Counters* counters, int n) {
@@ -421,7 +434,7 @@ inline void fp8_end_step(Fp8ScaleSlot* slots, float* history, const Fp8Counters*
                          int n_e4m3, int H, bool most_recent, int margin, bool delayed, cudaStream_t stream) {
     if (n <= 0) return;
     fp8_end_step_kernel<<<(n + 127) / 128, 128, 0, stream>>>(slots, history, counters, amaxes, n, n_e4m3, H,
-                                                            most_recent, margin, delayed);
+                                                             most_recent, margin, delayed);
     cudaCheck(cudaGetLastError());
 }
 
@@ -431,4 +444,4 @@ inline void fp8_amaxes(float* amaxes, const Fp8Counters* counters, int n, cudaSt
     cudaCheck(cudaGetLastError());
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

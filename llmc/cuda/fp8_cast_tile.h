@@ -22,12 +22,12 @@ namespace train_gpt::cuda::cast_tile {
 constexpr int kRows = 64;
 constexpr int kCols = 64;
 constexpr int kThreads = 256;
-constexpr int kVec = 8;                                // values per load: 16 bytes of bf16 / fp16
-constexpr int kChunksPerRow = kCols / kVec;            // 8 threads per tile row in the load phase
-constexpr int kRowsPerPass = kThreads / kChunksPerRow; // 32
-constexpr int kPasses = kRows / kRowsPerPass;          // 2
-constexpr int kTBytes = 16;                            // bytes per transposed store: one 16-byte store
-constexpr int kTileBytes = kRows * kCols;              // the shared tile, one byte per value
+constexpr int kVec = 8;                                  // values per load: 16 bytes of bf16 / fp16
+constexpr int kChunksPerRow = kCols / kVec;              // 8 threads per tile row in the load phase
+constexpr int kRowsPerPass = kThreads / kChunksPerRow;   // 32
+constexpr int kPasses = kRows / kRowsPerPass;            // 2
+constexpr int kTBytes = 16;                              // bytes per transposed store: one 16-byte store
+constexpr int kTileBytes = kRows * kCols;                // the shared tile, one byte per value
 
 static_assert(kCols % kVec == 0 && kThreads % kChunksPerRow == 0 && kRows % kRowsPerPass == 0,
               "the load phase covers the tile in whole passes");
@@ -38,7 +38,9 @@ struct Coord {
 };
 
 // Load phase, pass p: the first of thread t's kVec values.
-TG_HD inline Coord load_coord(int t, int p) { return {p * kRowsPerPass + t / kChunksPerRow, (t % kChunksPerRow) * kVec}; }
+TG_HD inline Coord load_coord(int t, int p) {
+    return {p * kRowsPerPass + t / kChunksPerRow, (t % kChunksPerRow) * kVec};
+}
 
 // Store phase: thread t's column of the tile and the first of its kTBytes rows.
 TG_HD inline Coord store_t_coord(int t) { return {(t / kCols) * kTBytes, t % kCols}; }
@@ -50,4 +52,4 @@ TG_HD inline int smem_offset(int row, int col) { return row * kCols + col; }
 // need rows a multiple of 16, q's 8-byte ones cols a multiple of 8; whole tiles need more).
 TG_HD inline bool fits(int rows, int cols) { return rows > 0 && cols > 0 && rows % kRows == 0 && cols % kCols == 0; }
 
-}  // namespace train_gpt::cuda::cast_tile
+}   // namespace train_gpt::cuda::cast_tile

@@ -43,8 +43,8 @@ struct LayerNormSource {
     const T* bias;
     int C;
     __device__ __forceinline__ float operator()(int r, int c) const {
-        const float y = layernorm_value(to_float(inp[(size_t)r * C + c]), mean[r], rstd[r], to_float(weight[c]),
-                                        to_float(bias[c]));
+        const float y =
+            layernorm_value(to_float(inp[(size_t)r * C + c]), mean[r], rstd[r], to_float(weight[c]), to_float(bias[c]));
         return to_float(from_float<T>(y));
     }
     template <int P>
@@ -110,7 +110,8 @@ struct AdamWSource {
     template <int P>
     __device__ __forceinline__ void values(int r, int c, float* out) const {   // FP32 state: element by element
 #pragma unroll
-        for (int k = 0; k < P; k++) out[k] = (*this)(r, c + k);
+        for (int k = 0; k < P; k++)
+            out[k] = (*this)(r, c + k);
     }
     bool aligned() const { return true; }
 };
@@ -128,7 +129,8 @@ template <typename T, typename Q>
 void layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
                            int C, const float* scale, Fp8Counters* counters, cudaStream_t stream,
                            bool stats_ready = false) {
-    if (!stats_ready) layernorm_forward<T>(nullptr, mean, rstd, inp, weight, bias, N, C, stream);   // the statistics only
+    if (!stats_ready)
+        layernorm_forward<T>(nullptr, mean, rstd, inp, weight, bias, N, C, stream);   // the statistics only
     quantize_transpose_source(q, qt, LayerNormSource<T>{inp, mean, rstd, weight, bias, C}, N, C, scale, counters,
                               stream, /*vectorised=*/true);
 }
@@ -138,8 +140,8 @@ void layernorm_forward_fp8(Q* q, Q* qt, float* mean, float* rstd, const T* inp, 
 template <typename T, typename Q>
 void gelu_backward_fp8(T* dinp, Q* q, Q* qt, const T* inp, const T* dout, int rows, int cols, const float* scale,
                        Fp8Counters* counters, cudaStream_t stream) {
-    quantize_transpose_source(q, qt, GeluBackwardSource<T>{dinp, inp, dout, cols}, rows, cols, scale, counters,
-                              stream, /*vectorised=*/true);
+    quantize_transpose_source(q, qt, GeluBackwardSource<T>{dinp, inp, dout, cols}, rows, cols, scale, counters, stream,
+                              /*vectorised=*/true);
 }
 
 // adamw_update of one weight matrix (rows, cols), then q (rows, cols) and qt (cols, rows) of the
@@ -183,10 +185,12 @@ struct LayerNormBackwardCast {
     __device__ __forceinline__ void end_pack(int row0, int c) {
         if (qt == nullptr) return;
 #pragma unroll
-        for (int k = 0; k < P; k++) store_packed(reinterpret_cast<unsigned char*>(qt) + (size_t)(c + k) * N + row0, column[k]);
+        for (int k = 0; k < P; k++)
+            store_packed(reinterpret_cast<unsigned char*>(qt) + (size_t)(c + k) * N + row0, column[k]);
     }
     __device__ __forceinline__ void commit() {
-        if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters->count, (unsigned long long)N * (unsigned long long)C);
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+            atomicAdd(&counters->count, (unsigned long long)N * (unsigned long long)C);
         stats.commit(counters);
     }
 };
@@ -210,4 +214,4 @@ void layernorm_backward_fp8(T* dinp, float* dweight, float* dbias, const T* dout
     layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_sums, stream, sink);
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

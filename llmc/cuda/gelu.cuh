@@ -43,10 +43,12 @@ __global__ void gelu_forward_kernel(T* out, const T* inp, size_t n) {
         const Packed<T, P> x = load_packed_cs<P>(inp + i);
         Packed<T, P> y;
 #pragma unroll
-        for (int k = 0; k < P; k++) y[k] = from_float<T>(gelu(to_float(x[k])));
+        for (int k = 0; k < P; k++)
+            y[k] = from_float<T>(gelu(to_float(x[k])));
         store_packed(out + i, y);
     } else {
-        for (size_t j = i; j < n; j++) out[j] = from_float<T>(gelu(to_float(inp[j])));   // tail
+        for (size_t j = i; j < n; j++)
+            out[j] = from_float<T>(gelu(to_float(inp[j])));   // tail
     }
 }
 
@@ -59,7 +61,8 @@ __global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, size_
         const Packed<T, P> dy = load_packed_cs<P>(dout + i);
         Packed<T, P> dx;
 #pragma unroll
-        for (int k = 0; k < P; k++) dx[k] = from_float<T>(gelu_backward_value(to_float(x[k]), to_float(dy[k])));
+        for (int k = 0; k < P; k++)
+            dx[k] = from_float<T>(gelu_backward_value(to_float(x[k]), to_float(dy[k])));
         store_packed(dinp + i, dx);
     } else {
         for (size_t j = i; j < n; j++) {
@@ -118,4 +121,4 @@ void gelu_backward_bias(T* dinp, float* dbias, const T* inp, const T* dout, int 
     add_column_sums_of(dbias, partial, GeluBackwardColumns<T>{dinp, inp, dout, cols}, rows, cols, stream);
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

@@ -18,7 +18,8 @@ constexpr int kSumSquaresMaxBlocks = 1024;
 
 // partials[block] = Σ g[i]² over i ≡ this block's threads (mod grid size), in double.
 template <typename G>
-__global__ void __launch_bounds__(kSumSquaresThreads) sum_squares_partial_kernel(double* partials, const G* g, size_t n) {
+__global__ void __launch_bounds__(kSumSquaresThreads)
+    sum_squares_partial_kernel(double* partials, const G* g, size_t n) {
     double acc = 0.0;
     const size_t stride = size_t(gridDim.x) * blockDim.x;
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += stride) {
@@ -33,7 +34,8 @@ __global__ void __launch_bounds__(kSumSquaresThreads) sum_squares_partial_kernel
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) sum_partials_kernel(double* out, const double* partials, int count) {
     double acc = 0.0;
-    for (int i = threadIdx.x; i < count; i += kThreads) acc += partials[i];
+    for (int i = threadIdx.x; i < count; i += kThreads)
+        acc += partials[i];
     acc = block_reduce_sum(acc);
     if (threadIdx.x == 0) out[0] = acc;
 }
@@ -43,7 +45,8 @@ template <typename G>
 void sum_squares_into(double* out, double* partials, const G* g, size_t n, cudaStream_t stream) {
     static_assert(std::is_same_v<G, float> || std::is_same_v<G, double>, "gradients are FP32 (FP64 for tests)");
     // the grid depends on n only: the same partition, so the same result, on every GPU
-    const int blocks = int(std::min<size_t>(kSumSquaresMaxBlocks, std::max<size_t>(1, ceil_div<size_t>(n, kSumSquaresThreads))));
+    const int blocks =
+        int(std::min<size_t>(kSumSquaresMaxBlocks, std::max<size_t>(1, ceil_div<size_t>(n, kSumSquaresThreads))));
     sum_squares_partial_kernel<<<blocks, kSumSquaresThreads, 0, stream>>>(partials, g, n);
     cudaCheck(cudaGetLastError());
     sum_partials_kernel<kSumSquaresMaxBlocks><<<1, kSumSquaresMaxBlocks, 0, stream>>>(out, partials, blocks);
@@ -72,4 +75,4 @@ double sum_squares(const G* g, size_t n, cudaStream_t stream) {
     return host;
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

@@ -42,7 +42,7 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* in
                                          const T* weight, const T* bias, int N, int C) {
     const int lane = threadIdx.x % 32;
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (row >= N) return;   // the whole warp leaves together: the shuffles below stay full-warp
+    if (row >= N) return;           // the whole warp leaves together: the shuffles below stay full-warp
     T* x = inp + size_t(row) * C;   // (C)
 
     float sum = 0.0f;
@@ -52,13 +52,15 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* in
             const Packed<T, P> av = load_packed_cs<P>(a + size_t(row) * C + c);
             const Packed<T, P> bv = load_packed_cs<P>(b + size_t(row) * C + c);
 #pragma unroll
-            for (int k = 0; k < P; k++) xv[k] = from_float<T>(to_float(av[k]) + to_float(bv[k]));
+            for (int k = 0; k < P; k++)
+                xv[k] = from_float<T>(to_float(av[k]) + to_float(bv[k]));
             store_packed(x + c, xv);
         } else {
             xv = load_packed<P>(x + c);
         }
 #pragma unroll
-        for (int k = 0; k < P; k++) sum += to_float(xv[k]);
+        for (int k = 0; k < P; k++)
+            sum += to_float(xv[k]);
     }
     const float m = warp_reduce_sum(sum) / float(C);
 
@@ -123,8 +125,8 @@ struct NoSink {
 // kSums: a third partial, the pack's sums of the new dinp (partials (nchunks, 3, C), else 2).
 template <int P, bool kSums, typename T, typename Sink = NoSink>
 __global__ void __launch_bounds__(kLnBwdMaxThreads)
-    layernorm_backward_kernel(T* dinp, float* partials, const T* dout, const T* inp, const T* weight,
-                              const float* mean, const float* rstd, int N, int C, Sink sink = {}) {
+    layernorm_backward_kernel(T* dinp, float* partials, const T* dout, const T* inp, const T* weight, const float* mean,
+                              const float* rstd, int N, int C, Sink sink = {}) {
     __shared__ float s_mean[kLnBwdRows], s_rstd[kLnBwdRows];
     __shared__ float s_dnorm_mean[kLnBwdRows], s_dnorm_norm_mean[kLnBwdRows];
     const int row0 = blockIdx.x * kLnBwdRows;
@@ -134,8 +136,8 @@ __global__ void __launch_bounds__(kLnBwdMaxThreads)
     // phase 1: per-row means of dnorm and dnorm·norm
     for (int r = warp; r < rows; r += num_warps) {
         const size_t i = size_t(row0) + r;
-        const T* x = inp + i * C;    // (C)
-        const T* dy = dout + i * C;  // (C)
+        const T* x = inp + i * C;     // (C)
+        const T* dy = dout + i * C;   // (C)
         const float m = mean[i], s = rstd[i];
         float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
         for (int c = lane * P; c < C; c += 32 * P) {
@@ -169,7 +171,8 @@ __global__ void __launch_bounds__(kLnBwdMaxThreads)
         const Packed<T, P> wv = load_packed<P>(weight + c);
         float dw[P], db[P], dx_sum[P];
 #pragma unroll
-        for (int k = 0; k < P; k++) dw[k] = db[k] = dx_sum[k] = 0.0f;
+        for (int k = 0; k < P; k++)
+            dw[k] = db[k] = dx_sum[k] = 0.0f;
 #pragma unroll
         for (int r = 0; r < kLnBwdRows; r++) {   // unrolled: a sink may keep a register per row
             if (r >= rows) break;
@@ -218,18 +221,21 @@ __global__ void __launch_bounds__(32 * kRowsY)
     if (c < C) {
         for (int k = threadIdx.y; k < nchunks; k += kRowsY) {
 #pragma unroll
-            for (int j = 0; j < kParts; j++) sum[j] += partials[(size_t(k) * kParts + j) * C + c];
+            for (int j = 0; j < kParts; j++)
+                sum[j] += partials[(size_t(k) * kParts + j) * C + c];
         }
     }
 #pragma unroll
-    for (int j = 0; j < kParts; j++) s_sum[j][threadIdx.y][threadIdx.x] = sum[j];
+    for (int j = 0; j < kParts; j++)
+        s_sum[j][threadIdx.y][threadIdx.x] = sum[j];
     __syncthreads();
     if (threadIdx.y == 0 && c < C) {
         float total[kParts] = {};
 #pragma unroll
         for (int y = 0; y < kRowsY; y++) {
 #pragma unroll
-            for (int j = 0; j < kParts; j++) total[j] += s_sum[j][y][threadIdx.x];
+            for (int j = 0; j < kParts; j++)
+                total[j] += s_sum[j][y][threadIdx.x];
         }
         dweight[c] += total[0];
         dbias[c] += total[1];
@@ -267,8 +273,8 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
 
 // residual (N,C) = a + b, then out, mean, rstd = the layernorm of residual, in one kernel
 template <typename T>
-void residual_layernorm_forward(T* residual, T* out, float* mean, float* rstd, const T* a, const T* b,
-                                const T* weight, const T* bias, int N, int C, cudaStream_t stream) {
+void residual_layernorm_forward(T* residual, T* out, float* mean, float* rstd, const T* a, const T* b, const T* weight,
+                                const T* bias, int N, int C, cudaStream_t stream) {
     TG_CUDA_REQUIRE(N >= 0 && C > 0, "rows must be non-empty (the mean divides by C)");
     if (N == 0) return;
     constexpr int kThreads = 256;   // 8 warps = 8 rows per block
@@ -297,7 +303,8 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
     const int threads = std::min(kLnBwdMaxThreads, round_up(ceil_div(C, P), 32));
     const int nchunks = ceil_div(N, kLnBwdRows);
     const int parts = dinp_sums != nullptr ? 3 : 2;
-    float* partials = static_cast<float*>(scratch(sizeof(float) * parts * size_t(nchunks) * C, stream));   // (nchunks, parts, C)
+    float* partials =
+        static_cast<float*>(scratch(sizeof(float) * parts * size_t(nchunks) * C, stream));   // (nchunks, parts, C)
     auto launch = [&](auto sums) {
         constexpr bool kSums = decltype(sums)::value;
         if (vec) {
@@ -311,11 +318,15 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
         }
         cudaCheck(cudaGetLastError());
         constexpr int kRowsY = 32;
-        layernorm_param_reduce_kernel<kRowsY, kSums ? 3 : 2><<<unsigned(ceil_div(C, 32)), dim3(32, kRowsY), 0, stream>>>(
-            dweight, dbias, dinp_sums, partials, nchunks, C);
+        layernorm_param_reduce_kernel<kRowsY, kSums ? 3 : 2>
+            <<<unsigned(ceil_div(C, 32)), dim3(32, kRowsY), 0, stream>>>(dweight, dbias, dinp_sums, partials, nchunks,
+                                                                         C);
         cudaCheck(cudaGetLastError());
     };
-    if (dinp_sums != nullptr) launch(std::true_type{}); else launch(std::false_type{});
+    if (dinp_sums != nullptr)
+        launch(std::true_type{});
+    else
+        launch(std::false_type{});
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

@@ -113,8 +113,8 @@ struct GemmPlan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;   // C is D (in place)
     cublasLtMatmulPreference_t pref = nullptr;
-    bool searched = false;              // the algorithm below was looked for
-    std::optional<GemmAlgo> algo;       // nullopt after a search: cuBLASLt cannot run the problem
+    bool searched = false;          // the algorithm below was looked for
+    std::optional<GemmAlgo> algo;   // nullopt after a search: cuBLASLt cannot run the problem
     GemmPlan() = default;
     GemmPlan(const GemmPlan&) = delete;
     GemmPlan& operator=(const GemmPlan&) = delete;
@@ -130,7 +130,7 @@ struct GemmPlan {
 struct GemmContext {
     int device = -1;
     cublasLtHandle_t handle = nullptr;
-    void* workspace = nullptr;      // (kCublasWorkspaceBytes)
+    void* workspace = nullptr;                                // (kCublasWorkspaceBytes)
     std::map<GemmProblem, std::unique_ptr<GemmPlan>> plans;   // per problem (gemm())
     // --gemm-autotune: time the heuristic's candidates for each new problem and keep the fastest
     // (else the first that launches); log: print one line per problem timed
@@ -162,7 +162,7 @@ inline std::mutex& gemm_registry_mutex() {
     static auto* mutex = new std::mutex();
     return *mutex;
 }
-}  // namespace detail
+}   // namespace detail
 
 // The context of `stream` on the current device (made on first use).
 inline GemmContext& gemm_context(cudaStream_t stream) {
@@ -197,18 +197,25 @@ __global__ void add_bias_kernel(T* out, const T* bias, int N, int OC) {
 
 template <typename T>
 constexpr cudaDataType_t cuda_data_type() {
-    if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
-    else if constexpr (std::is_same_v<T, __nv_bfloat16>) return CUDA_R_16BF;
-    else if constexpr (std::is_same_v<T, __half>) return CUDA_R_16F;
-    else if constexpr (std::is_same_v<T, fp8e4m3>) return CUDA_R_8F_E4M3;
-    else if constexpr (std::is_same_v<T, fp8e5m2>) return CUDA_R_8F_E5M2;
-    else static_assert(sizeof(T) == 0, "no cuBLASLt data type for T");
+    if constexpr (std::is_same_v<T, float>)
+        return CUDA_R_32F;
+    else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        return CUDA_R_16BF;
+    else if constexpr (std::is_same_v<T, __half>)
+        return CUDA_R_16F;
+    else if constexpr (std::is_same_v<T, fp8e4m3>)
+        return CUDA_R_8F_E4M3;
+    else if constexpr (std::is_same_v<T, fp8e5m2>)
+        return CUDA_R_8F_E5M2;
+    else
+        static_assert(sizeof(T) == 0, "no cuBLASLt data type for T");
 }
 
 inline size_t data_type_size(cudaDataType_t t) {
     switch (t) {
         case CUDA_R_32F: return 4;
-        case CUDA_R_16BF: case CUDA_R_16F: return 2;
+        case CUDA_R_16BF:
+        case CUDA_R_16F: return 2;
         default: return 1;   // FP8
     }
 }
@@ -219,7 +226,8 @@ inline bool is_fp8(cudaDataType_t t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R
 inline uint32_t pointer_alignment(const void* p) {
     const uintptr_t address = reinterpret_cast<uintptr_t>(p);
     uint32_t alignment = 256;
-    while (alignment > 1 && address % alignment != 0) alignment /= 2;
+    while (alignment > 1 && address % alignment != 0)
+        alignment /= 2;
     return alignment;
 }
 
@@ -265,7 +273,8 @@ inline std::unique_ptr<GemmPlan> make_gemm_plan(const GemmProblem& p, bool trans
     if (has_bias) {
         const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
         const int32_t type = (int32_t)p.bias_type;
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
     }
     if (p.fp8) {
@@ -310,7 +319,7 @@ inline size_t gemm_output_bytes(const GemmProblem& p) {
     return elements * data_type_size((cudaDataType_t)p.d_type);
 }
 
-}  // namespace detail
+}   // namespace detail
 
 // D (m×n, column-major, leading dimension ldd) = alpha · op(A) · op(B) [· scales] + beta · D [+ bias (m)],
 // `batch.count` times. FP32 compute and scale type; FP8 factors come through the scale pointers.
@@ -325,10 +334,10 @@ inline size_t gemm_output_bytes(const GemmProblem& p) {
 // heuristic can offer an algorithm that cublasLtMatmul then refuses with
 // CUBLAS_STATUS_NOT_SUPPORTED (seen for FP8 on CUDA 13 / H200): the next candidate is tried. A
 // refused launch writes nothing, so trying is safe even when D accumulates (beta = 1).
-inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, const GemmOperand& a,
-                 const GemmOperand& b, void* d, cudaDataType_t d_type, int ldd, float beta, const void* bias,
-                 cudaDataType_t bias_type, bool fast_accum, const GemmBatch& batch = {},
-                 IfUnsupported if_unsupported = IfUnsupported::Fail, float alpha = 1.0f) {
+inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, const GemmOperand& a, const GemmOperand& b,
+                 void* d, cudaDataType_t d_type, int ldd, float beta, const void* bias, cudaDataType_t bias_type,
+                 bool fast_accum, const GemmBatch& batch = {}, IfUnsupported if_unsupported = IfUnsupported::Fail,
+                 float alpha = 1.0f) {
     GemmContext& ctx = gemm_context(stream);
     const bool fp8 = is_fp8(a.type) || is_fp8(b.type);
     GemmProblem key{};
@@ -351,12 +360,12 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
         cublasCheck(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
     if (a.scale != nullptr) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.scale,
-                                                   sizeof(a.scale)));
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.scale, sizeof(a.scale)));
     }
     if (b.scale != nullptr) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b.scale,
-                                                   sizeof(b.scale)));
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b.scale, sizeof(b.scale)));
     }
     // C is D (in place) when beta ≠ 0; with beta = 0 cuBLASLt reads no C, and a null C is also
     // tried (some FP8 kernels of CUDA 13 refuse C = D, XLA reports).
@@ -383,7 +392,9 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
     void* probe = nullptr;            // autotune: the scratch output the candidates are timed on
     struct ProbeBuffer {
         void*& p;
-        ~ProbeBuffer() { if (p) cudaFree(p); }
+        ~ProbeBuffer() {
+            if (p) cudaFree(p);
+        }
     } probe_guard{probe};
     if (ctx.autotune) cudaCheck(cudaMalloc(&probe, detail::gemm_output_bytes(key)));
     for (uint32_t schemes : {preferred, any}) {
@@ -392,11 +403,13 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
         std::array<cublasLtMatmulHeuristicResult_t, 8> candidates{};
         int found = 0;
         // no qualifying algorithm comes back as CUBLAS_STATUS_NOT_SUPPORTED (found = 0): try the next mask
-        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan.op, plan.a, plan.b, plan.d,
-                                                                     plan.d, plan.pref, (int)candidates.size(),
-                                                                     candidates.data(), &found);
-        if (status == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
-        else cublasCheck(status);
+        const cublasStatus_t status =
+            cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan.op, plan.a, plan.b, plan.d, plan.d, plan.pref,
+                                           (int)candidates.size(), candidates.data(), &found);
+        if (status == CUBLAS_STATUS_NOT_SUPPORTED)
+            found = 0;
+        else
+            cublasCheck(status);
         for (bool null_c : {false, true}) {
             if (null_c && beta != 0.0f) break;
             for (int i = 0; i < found; i++) {
@@ -427,7 +440,8 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
         for (size_t i = 0; i < runnable.size(); i++) {
             cublasCheck(launch(runnable[i], probe));   // warm-up
             cudaCheck(cudaEventRecord(start, stream));
-            for (int rep = 0; rep < 3; rep++) cublasCheck(launch(runnable[i], probe));
+            for (int rep = 0; rep < 3; rep++)
+                cublasCheck(launch(runnable[i], probe));
             cudaCheck(cudaEventRecord(stop, stream));
             cudaCheck(cudaEventSynchronize(stop));
             float ms = 0.0f;
@@ -440,36 +454,37 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
         cudaEventDestroy(stop);
         plan.algo = runnable[best];
         if (ctx.log_autotune) {
-            std::printf("gemm autotune: %s m=%d n=%d k=%d batch %d: %zu candidates, #%zu fastest %.4f ms (first %.4f ms)\n",
-                        what, m, n, k, batch.count, runnable.size(), best, best_ms, first_ms);
+            std::printf(
+                "gemm autotune: %s m=%d n=%d k=%d batch %d: %zu candidates, #%zu fastest %.4f ms (first %.4f ms)\n",
+                what, m, n, k, batch.count, runnable.size(), best, best_ms, first_ms);
         }
         cublasCheck(launch(*plan.algo, d));
         return true;
     }
     if (if_unsupported == IfUnsupported::ReturnFalse) return false;   // plan.algo stays nullopt
-    fail("%s: cuBLASLt cannot run m=%d n=%d k=%d (A %s type %d, B %s type %d, D type %d, bias %s, batch %d): "
-         "%d algorithm(s) offered, the last launch said %s",
-         what, m, n, k, a.transposed ? "T" : "N", (int)a.type, b.transposed ? "T" : "N", (int)b.type, (int)d_type,
-         bias != nullptr ? "yes" : "no", batch.count, offered, cublasLtGetStatusName(last));
+    fail(
+        "%s: cuBLASLt cannot run m=%d n=%d k=%d (A %s type %d, B %s type %d, D type %d, bias %s, batch %d): "
+        "%d algorithm(s) offered, the last launch said %s",
+        what, m, n, k, a.transposed ? "T" : "N", (int)a.type, b.transposed ? "T" : "N", (int)b.type, (int)d_type,
+        bias != nullptr ? "yes" : "no", batch.count, offered, cublasLtGetStatusName(last));
 }
 
 // ---- the GEMMs ---------------------------------------------------------------------------------------
 
 // out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC); bias may be null.
 template <typename T>
-void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
-                    cudaStream_t stream) {
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, cudaStream_t stream) {
     if (N <= 0 || OC <= 0) return;
     const cudaDataType_t t = cuda_data_type<T>();
-    gemm("matmul_forward", stream, OC, N, C, GemmOperand{weight, t, C, true}, GemmOperand{inp, t, C, false}, out, t,
-         OC, 0.0f, bias, t, false);
+    gemm("matmul_forward", stream, OC, N, C, GemmOperand{weight, t, C, true}, GemmOperand{inp, t, C, false}, out, t, OC,
+         0.0f, bias, t, false);
 }
 
 // dinp (N,C) = dout (N,OC) · weight (OC,C); dweight (OC,C) += doutᵀ · inp (N,C) in FP32;
 // dbias (OC) += Σ_rows dout in FP32 (if non-null).
 template <typename T>
-void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight, int N,
-                     int C, int OC, cudaStream_t stream) {
+void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight, int N, int C,
+                     int OC, cudaStream_t stream) {
     if (N <= 0 || OC <= 0 || C <= 0) return;
     const cudaDataType_t t = cuda_data_type<T>();
     if (dinp != nullptr) {
@@ -523,8 +538,10 @@ inline float host_value(const float* p, cudaStream_t stream) {
 inline void note_fp8_fallback(const char* what) {
     static std::once_flag once;
     std::call_once(once, [what] {
-        std::fprintf(stderr, "warning: cuBLASLt refused the FP8 GEMM (%s) on this GPU/library: FP8 GEMMs run as 16-bit "
-                             "GEMMs on the widened FP8 operands (same results, not FP8 speed)\n", what);
+        std::fprintf(stderr,
+                     "warning: cuBLASLt refused the FP8 GEMM (%s) on this GPU/library: FP8 GEMMs run as 16-bit "
+                     "GEMMs on the widened FP8 operands (same results, not FP8 speed)\n",
+                     what);
     });
 }
 
@@ -543,10 +560,10 @@ void matmul_forward_fp8(T* out, const fp8e4m3* inp, const float* inp_inv_scale, 
     // cuBLASLt's FP8 bias for an FP32 output must be BF16: for T = float the bias is a separate add
     constexpr bool epilogue_bias = !std::is_same_v<T, float>;
     const cudaDataType_t t = cuda_data_type<T>();
-    const bool ran = gemm("matmul_forward_fp8", stream, OC, N, C,
-                          GemmOperand{weight, CUDA_R_8F_E4M3, C, true, weight_inv_scale},
-                          GemmOperand{inp, CUDA_R_8F_E4M3, C, false, inp_inv_scale}, out, t, OC, 0.0f,
-                          epilogue_bias ? bias : nullptr, t, /*fast_accum=*/true, {}, IfUnsupported::ReturnFalse);
+    const bool ran =
+        gemm("matmul_forward_fp8", stream, OC, N, C, GemmOperand{weight, CUDA_R_8F_E4M3, C, true, weight_inv_scale},
+             GemmOperand{inp, CUDA_R_8F_E4M3, C, false, inp_inv_scale}, out, t, OC, 0.0f,
+             epilogue_bias ? bias : nullptr, t, /*fast_accum=*/true, {}, IfUnsupported::ReturnFalse);
     if (!ran) {   // 16 bits on the widened operands; the bias rides on the epilogue for every T
         note_fp8_fallback("forward");
         using W = Fp8Widened<T>;
@@ -578,13 +595,13 @@ void matmul_forward_fp8(T* out, const fp8e4m3* inp, const float* inp_inv_scale, 
 // dout_q (N,OC) and weight_qt = Wᵀ (C,OC) for dinp, dout_qt (OC,N) and inp_qt = Xᵀ (C,N) for dweight.
 template <typename T>
 void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* dout_q, const fp8e5m2* dout_qt,
-                         const float* dout_inv_scale, const T* dout, const fp8e4m3* inp_qt,
-                         const float* inp_inv_scale, const fp8e4m3* weight_qt, const float* weight_inv_scale, int N,
-                         int C, int OC, cudaStream_t stream) {
+                         const float* dout_inv_scale, const T* dout, const fp8e4m3* inp_qt, const float* inp_inv_scale,
+                         const fp8e4m3* weight_qt, const float* weight_inv_scale, int N, int C, int OC,
+                         cudaStream_t stream) {
     // every dimension is a reduction dimension (k) of one of the two GEMMs
     if (N % kFp8GemmMultiple != 0 || C % kFp8GemmMultiple != 0 || OC % kFp8GemmMultiple != 0) {
-        fail("matmul_backward_fp8: N = %d, C = %d and OC = %d must be multiples of %d (Hopper FP8 GEMM alignment)",
-             N, C, OC, kFp8GemmMultiple);
+        fail("matmul_backward_fp8: N = %d, C = %d and OC = %d must be multiples of %d (Hopper FP8 GEMM alignment)", N,
+             C, OC, kFp8GemmMultiple);
     }
     if (N <= 0) return;
     const float* s_dout = dout_inv_scale;
@@ -601,8 +618,8 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
     if (dweight != nullptr && !fallback) {
         fallback = !gemm("matmul_backward_fp8 (dweight)", stream, C, OC, N,
                          GemmOperand{inp_qt, CUDA_R_8F_E4M3, N, true, s_inp},
-                         GemmOperand{dout_qt, CUDA_R_8F_E5M2, N, false, s_dout}, dweight, CUDA_R_32F, C, 1.0f,
-                         nullptr, CUDA_R_32F, /*fast_accum=*/false, {}, IfUnsupported::ReturnFalse);
+                         GemmOperand{dout_qt, CUDA_R_8F_E5M2, N, false, s_dout}, dweight, CUDA_R_32F, C, 1.0f, nullptr,
+                         CUDA_R_32F, /*fast_accum=*/false, {}, IfUnsupported::ReturnFalse);
         if (fallback && dinp != nullptr) {
             fail("matmul_backward_fp8: cuBLASLt ran the FP8 dinp GEMM but refuses the dweight one");
         }
@@ -641,4 +658,4 @@ void matmul_backward_fp8(T* dinp, float* dweight, float* dbias, const fp8e5m2* d
     if (dbias != nullptr) add_column_sums(dbias, at_offset<float>(base, partial_at), dout, N, OC, stream);
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

@@ -53,9 +53,9 @@ struct Coord {
 };
 
 constexpr int kWarpSize = 32;
-constexpr int kM = 16, kN = 8, kK = 16;         // the mma shape
+constexpr int kM = 16, kN = 8, kK = 16;             // the mma shape
 constexpr int kARegs = 4, kBRegs = 2, kCRegs = 4;   // .b32 registers per lane
-constexpr int kHalves = 2;                       // 16-bit elements per .b32 register (half e at bits 16e … 16e+15)
+constexpr int kHalves = 2;                          // 16-bit elements per .b32 register (half e at bits 16e … 16e+15)
 
 TG_HD constexpr int group_id(int lane) { return lane >> 2; }
 TG_HD constexpr int thread_in_group(int lane) { return lane & 3; }
@@ -104,8 +104,8 @@ TG_HD constexpr int x4_breg(int j) { return j & 1; }
 
 // ---- shared-memory tiles -------------------------------------------------------------------------
 
-constexpr int kChunkElems = 8;     // 16-bit elements per 16-byte chunk
-constexpr int kSwizzleRows = 8;    // the XOR pattern repeats every 8 rows (8 chunks = 128 bytes)
+constexpr int kChunkElems = 8;    // 16-bit elements per 16-byte chunk
+constexpr int kSwizzleRows = 8;   // the XOR pattern repeats every 8 rows (8 chunks = 128 bytes)
 
 // Element offset of (row, col) in a swizzled row-major tile of `row_elems` 16-bit elements per
 // row (a multiple of 64, so the XOR stays inside the row). Naive equivalent: row·row_elems + col.
@@ -113,4 +113,4 @@ TG_HD constexpr int swizzled_offset(int row, int col, int row_elems) {
     return row * row_elems + ((((col / kChunkElems) ^ (row % kSwizzleRows))) * kChunkElems) + col % kChunkElems;
 }
 
-}  // namespace train_gpt::mma
+}   // namespace train_gpt::mma

@@ -17,7 +17,9 @@
 namespace train_gpt::cuda::ptx {
 
 // The 32-bit shared-state-space address of a pointer into shared memory.
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
 
 // d (16×8 FP32, 4 regs) = a (16×16, 4 regs) · b (16×8, 2 regs) + d. T: __nv_bfloat16 or __half.
 // Naive: d[m][n] += Σ_k a[m][k]·b[k][n], element ownership as mma_fragments.h a/b/c_coord.
@@ -96,8 +98,10 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 // The value round_T(x) as FP32 (what an mma reads for x packed by pack2).
 template <typename T>
 __device__ __forceinline__ float round_to(float x) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(__float2bfloat16_rn(x));
-    else return __half2float(__float2half_rn(x));
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        return __bfloat162float(__float2bfloat16_rn(x));
+    else
+        return __half2float(__float2half_rn(x));
 }
 // The two 16-bit values of a register as FP32: lo (bits 0-15), hi (bits 16-31).
 template <typename T>
@@ -113,4 +117,4 @@ __device__ __forceinline__ float2 unpack2(uint32_t w) {
     }
 }
 
-}  // namespace train_gpt::cuda::ptx
+}   // namespace train_gpt::cuda::ptx

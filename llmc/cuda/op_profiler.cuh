@@ -23,14 +23,15 @@
 namespace train_gpt::cuda {
 
 class OpProfiler {
-public:
+  public:
     explicit OpProfiler(bool enabled) : enabled_(enabled) {}
     ~OpProfiler() {
         for (const Pending& p : pending_) {
             cudaEventDestroy(p.start);
             cudaEventDestroy(p.stop);
         }
-        for (cudaEvent_t e : free_) cudaEventDestroy(e);
+        for (cudaEvent_t e : free_)
+            cudaEventDestroy(e);
     }
     OpProfiler(const OpProfiler&) = delete;
     OpProfiler& operator=(const OpProfiler&) = delete;
@@ -38,7 +39,7 @@ public:
 
     // The time from its construction to its destruction, as op `name` (a string literal).
     class Scope {
-    public:
+      public:
         Scope(OpProfiler* p, const char* name, cudaStream_t s) : p_(p), s_(s) {
             if (p_ != nullptr) p_->begin(name, s_);
         }
@@ -48,7 +49,7 @@ public:
         Scope(const Scope&) = delete;
         Scope& operator=(const Scope&) = delete;
 
-    private:
+      private:
         OpProfiler* p_;
         cudaStream_t s_;
     };
@@ -73,7 +74,8 @@ public:
 
     void print(FILE* out) const {
         double total = 0;
-        for (const auto& [name, t] : totals_) total += t.ms;
+        for (const auto& [name, t] : totals_)
+            total += t.ms;
         if (total <= 0) return;
         std::vector<std::pair<std::string, Total>> ops(totals_.begin(), totals_.end());
         std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
@@ -84,7 +86,8 @@ public:
                          100.0 * t.ms / total, 1000.0 * t.ms / (double)t.calls);
         }
         std::map<std::string, double> by_category;
-        for (const auto& [name, t] : ops) by_category[category(name)] += t.ms;
+        for (const auto& [name, t] : ops)
+            by_category[category(name)] += t.ms;
         std::string line = "profile: categories:";
         for (const auto& [c, ms] : by_category) {
             char buf[96];
@@ -94,7 +97,7 @@ public:
         std::fprintf(out, "%s\n", line.c_str());
     }
 
-private:
+  private:
     struct Pending {
         const char* name;
         cudaEvent_t start, stop;
@@ -149,4 +152,4 @@ private:
     std::map<std::string, Total> totals_;
 };
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

@@ -18,10 +18,12 @@ __global__ void residual_forward_kernel(T* out, const T* a, const T* b, size_t n
         const Packed<T, P> bv = load_packed<P>(b + i);
         Packed<T, P> o;
 #pragma unroll
-        for (int k = 0; k < P; k++) o[k] = from_float<T>(to_float(av[k]) + to_float(bv[k]));
+        for (int k = 0; k < P; k++)
+            o[k] = from_float<T>(to_float(av[k]) + to_float(bv[k]));
         store_packed(out + i, o);
     } else {
-        for (size_t j = i; j < n; j++) out[j] = from_float<T>(to_float(a[j]) + to_float(b[j]));   // tail
+        for (size_t j = i; j < n; j++)
+            out[j] = from_float<T>(to_float(a[j]) + to_float(b[j]));   // tail
     }
 }
 
@@ -38,4 +40,4 @@ void residual_forward(T* out, const T* a, const T* b, size_t n, cudaStream_t str
     cudaCheck(cudaGetLastError());
 }
 
-}  // namespace train_gpt::cuda
+}   // namespace train_gpt::cuda

@@ -25,19 +25,26 @@ namespace {
 bool gpt2_printable(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
 
 struct ByteAlphabet {
-    std::array<uint32_t, 256> code_point{};  // byte -> the character standing for it
-    std::array<int, 256> rank{};             // byte -> its id in GPT-2's vocabulary
-    std::array<int, 324> byte_of{};          // code point (< 324) -> byte, or -1
+    std::array<uint32_t, 256> code_point{};   // byte -> the character standing for it
+    std::array<int, 256> rank{};              // byte -> its id in GPT-2's vocabulary
+    std::array<int, 324> byte_of{};           // code point (< 324) -> byte, or -1
     ByteAlphabet() {
         byte_of.fill(-1);
         int next_rank = 0, n = 0;
         for (int b = 0; b < 256; b++) {
-            if (gpt2_printable(b)) { code_point[b] = b; rank[b] = next_rank++; }
+            if (gpt2_printable(b)) {
+                code_point[b] = b;
+                rank[b] = next_rank++;
+            }
         }
         for (int b = 0; b < 256; b++) {
-            if (!gpt2_printable(b)) { code_point[b] = 256 + n++; rank[b] = next_rank++; }
+            if (!gpt2_printable(b)) {
+                code_point[b] = 256 + n++;
+                rank[b] = next_rank++;
+            }
         }
-        for (int b = 0; b < 256; b++) byte_of[code_point[b]] = b;
+        for (int b = 0; b < 256; b++)
+            byte_of[code_point[b]] = b;
     }
 };
 
@@ -46,7 +53,7 @@ const ByteAlphabet& alphabet() {
     return a;
 }
 
-void append_utf8(uint32_t cp, std::string* out) {  // cp < 0x800 here
+void append_utf8(uint32_t cp, std::string* out) {   // cp < 0x800 here
     if (cp < 0x80) {
         out->push_back(static_cast<char>(cp));
     } else {
@@ -55,7 +62,7 @@ void append_utf8(uint32_t cp, std::string* out) {  // cp < 0x800 here
     }
 }
 
-}  // namespace
+}   // namespace
 
 std::string gpt2_byte_char(uint8_t byte) {
     std::string s;
@@ -79,7 +86,7 @@ bool gpt2_decode_chars(std::string_view chars, std::string* bytes) {
             cp = ((c & 0x1F) << 6) | (static_cast<unsigned char>(chars[i + 1]) & 0x3F);
             i += 2;
         } else {
-            return false;  // 3- and 4-byte characters are all outside the alphabet
+            return false;   // 3- and 4-byte characters are all outside the alphabet
         }
         if (cp >= a.byte_of.size() || a.byte_of[cp] < 0 || (c >= 0x80 && cp < 0x80)) return false;
         bytes->push_back(static_cast<char>(a.byte_of[cp]));
@@ -113,16 +120,16 @@ struct CompiledPattern {
             fail("PCRE2 cannot compile GPT-2's pattern at offset %zu: %s", static_cast<size_t>(offset),
                  reinterpret_cast<const char*>(message));
         }
-        jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;  // else the interpreter (slower)
+        jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;   // else the interpreter (slower)
     }
 };
 
 const CompiledPattern& pattern() {
-    static const CompiledPattern p;  // compiled once; pcre2_code is safe to share between threads
+    static const CompiledPattern p;   // compiled once; pcre2_code is safe to share between threads
     return p;
 }
 
-}  // namespace
+}   // namespace
 
 struct Pretokenizer::State {
     pcre2_match_data* match = nullptr;
@@ -160,7 +167,7 @@ bool Pretokenizer::next_match(std::string_view text, size_t offset, size_t* begi
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(state_->match);
     *begin = ovector[0];
     *end = ovector[1];
-    return *end > *begin;  // every alternative consumes a character
+    return *end > *begin;   // every alternative consumes a character
 }
 
 static bool is_ascii_non_space(char ch) {
@@ -180,7 +187,8 @@ std::vector<size_t> pretokenizer_cuts(std::string_view text, size_t target) {
     if (target == 0) target = 1;
     for (size_t pos = target; pos < text.size();) {
         size_t i = pos;
-        while (i < text.size() && !is_pretokenizer_cut(text, i)) i++;
+        while (i < text.size() && !is_pretokenizer_cut(text, i))
+            i++;
         if (i >= text.size()) break;
         cuts.push_back(i);
         pos = i + target;
@@ -254,7 +262,8 @@ uint64_t Bpe::fingerprint() const {
     auto mix = [&](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
     for (const std::string& t : tokens_) {
         mix(static_cast<unsigned char>(t.size()));
-        for (char c : t) mix(static_cast<unsigned char>(c));
+        for (char c : t)
+            mix(static_cast<unsigned char>(c));
     }
     return h;
 }
@@ -270,25 +279,29 @@ void Bpe::encode_piece(std::string_view piece, std::vector<uint32_t>* out) const
         out->push_back(it->second);
         return;
     }
-    auto rank_of = [&](uint32_t l, uint32_t r) -> uint32_t {  // id of l+r, or "never"
+    auto rank_of = [&](uint32_t l, uint32_t r) -> uint32_t {   // id of l+r, or "never"
         auto it = pair_id_.find(pair_key(l, r));
         return it == pair_id_.end() ? UINT32_MAX : static_cast<uint32_t>(it->second);
     };
     if (n <= 64) {
         // tiktoken's loop: merge the lowest-ranked adjacent pair (leftmost on ties). O(n^2).
-        uint32_t ids[64], ranks[64];  // ranks[i]: rank of ids[i] + ids[i+1]
+        uint32_t ids[64], ranks[64];   // ranks[i]: rank of ids[i] + ids[i+1]
         size_t m = n;
-        for (size_t i = 0; i < n; i++) ids[i] = byte_id_[static_cast<unsigned char>(piece[i])];
-        for (size_t i = 0; i + 1 < m; i++) ranks[i] = rank_of(ids[i], ids[i + 1]);
+        for (size_t i = 0; i < n; i++)
+            ids[i] = byte_id_[static_cast<unsigned char>(piece[i])];
+        for (size_t i = 0; i + 1 < m; i++)
+            ranks[i] = rank_of(ids[i], ids[i + 1]);
         while (m > 1) {
             size_t best = 0;
             for (size_t i = 1; i + 1 < m; i++) {
                 if (ranks[i] < ranks[best]) best = i;
             }
             if (ranks[best] == UINT32_MAX) break;
-            ids[best] = ranks[best];  // the merged token's id is its rank
-            for (size_t i = best + 1; i + 1 < m; i++) ids[i] = ids[i + 1];
-            for (size_t i = best + 1; i + 2 < m; i++) ranks[i] = ranks[i + 1];
+            ids[best] = ranks[best];   // the merged token's id is its rank
+            for (size_t i = best + 1; i + 1 < m; i++)
+                ids[i] = ids[i + 1];
+            for (size_t i = best + 1; i + 2 < m; i++)
+                ranks[i] = ranks[i + 1];
             m--;
             if (best > 0) ranks[best - 1] = rank_of(ids[best - 1], ids[best]);
             if (best + 1 < m) ranks[best] = rank_of(ids[best], ids[best + 1]);
@@ -298,14 +311,14 @@ void Bpe::encode_piece(std::string_view piece, std::vector<uint32_t>* out) const
     }
     // Long pieces (a run of digits or symbols): the same merges in O(n log n), with a linked
     // list of parts and a heap of (rank, position); an entry is stale if the pair changed.
-    std::vector<uint32_t> id(n);            // (n,): id of the part starting at byte i
-    std::vector<int64_t> next(n), prev(n);  // (n,): neighbouring part starts, -1 / n at the ends
+    std::vector<uint32_t> id(n);             // (n,): id of the part starting at byte i
+    std::vector<int64_t> next(n), prev(n);   // (n,): neighbouring part starts, -1 / n at the ends
     for (size_t i = 0; i < n; i++) {
         id[i] = byte_id_[static_cast<unsigned char>(piece[i])];
         next[i] = static_cast<int64_t>(i) + 1;
         prev[i] = static_cast<int64_t>(i) - 1;
     }
-    using Entry = std::pair<uint32_t, int64_t>;  // (rank, start of the left part)
+    using Entry = std::pair<uint32_t, int64_t>;   // (rank, start of the left part)
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
     for (size_t i = 0; i + 1 < n; i++) {
         const uint32_t r = rank_of(id[i], id[i + 1]);
@@ -316,7 +329,7 @@ void Bpe::encode_piece(std::string_view piece, std::vector<uint32_t>* out) const
     while (!heap.empty()) {
         const auto [r, i] = heap.top();
         heap.pop();
-        if (!alive[i] || next[i] >= end || rank_of(id[i], id[next[i]]) != r) continue;  // stale
+        if (!alive[i] || next[i] >= end || rank_of(id[i], id[next[i]]) != r) continue;   // stale
         const int64_t j = next[i];
         id[i] = r;
         alive[j] = 0;
@@ -331,7 +344,8 @@ void Bpe::encode_piece(std::string_view piece, std::vector<uint32_t>* out) const
             if (rr != UINT32_MAX) heap.push({rr, i});
         }
     }
-    for (int64_t i = 0; i < end; i = next[i]) out->push_back(id[i]);
+    for (int64_t i = 0; i < end; i = next[i])
+        out->push_back(id[i]);
 }
 
 std::vector<int> Bpe::encode(std::string_view text) const {
@@ -343,7 +357,8 @@ std::vector<int> Bpe::encode(std::string_view text) const {
 
 std::string Bpe::decode(const std::vector<int>& ids) const {
     std::string text;
-    for (int id : ids) text += token_bytes(id);
+    for (int id : ids)
+        text += token_bytes(id);
     return text;
 }
 
@@ -353,7 +368,7 @@ std::string Bpe::decode(const std::vector<int>& ids) const {
 BpeEncoder::BpeEncoder(const Bpe& bpe) : bpe_(bpe) {}
 
 void BpeEncoder::encode(std::string_view text, std::vector<uint32_t>* out) {
-    constexpr size_t kMaxCachedPiece = 64, kMaxCacheIds = 1 << 24;  // bound the cache's memory
+    constexpr size_t kMaxCachedPiece = 64, kMaxCacheIds = 1 << 24;   // bound the cache's memory
     pretokenizer_.split(text, [&](size_t begin, size_t end) {
         const std::string_view piece = text.substr(begin, end - begin);
         if (piece.size() == 1) {
@@ -376,8 +391,8 @@ void BpeEncoder::encode(std::string_view text, std::vector<uint32_t>* out) {
             cache_.clear();
             ids_.clear();
         }
-        cache_.emplace(std::move(key), std::make_pair(static_cast<uint32_t>(ids_.size()),
-                                                      static_cast<uint32_t>(out->size() - before)));
+        cache_.emplace(std::move(key),
+                       std::make_pair(static_cast<uint32_t>(ids_.size()), static_cast<uint32_t>(out->size() - before)));
         ids_.insert(ids_.end(), out->begin() + before, out->end());
     });
 }
@@ -389,11 +404,12 @@ namespace {
 
 std::string to_chars(const std::string& bytes) {
     std::string s;
-    for (char c : bytes) s += gpt2_byte_char(static_cast<uint8_t>(c));
+    for (char c : bytes)
+        s += gpt2_byte_char(static_cast<uint8_t>(c));
     return s;
 }
 
-}  // namespace
+}   // namespace
 
 Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe) {
     nlohmann::json encoder;
@@ -404,7 +420,8 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
     }
     if (!encoder.is_object()) fail("%s: expected a JSON object of token -> id", encoder_json.c_str());
     const size_t n = encoder.size();
-    if (n < 257 || n > static_cast<size_t>(INT32_MAX)) fail("%s: %zu tokens (need at least 257)", encoder_json.c_str(), n);
+    if (n < 257 || n > static_cast<size_t>(INT32_MAX))
+        fail("%s: %zu tokens (need at least 257)", encoder_json.c_str(), n);
     std::vector<std::string> tokens(n);
     std::vector<char> have(n, 0);
     for (auto it = encoder.begin(); it != encoder.end(); ++it) {
@@ -421,8 +438,8 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
         if (it.key() == kEndOfText) {
             tokens[id] = kEndOfText;
             if (id != static_cast<int64_t>(n) - 1) {
-                fail("%s: %s has id %lld; it must be the last id, %zu", encoder_json.c_str(), kEndOfText,
-                     (long long)id, n - 1);
+                fail("%s: %s has id %lld; it must be the last id, %zu", encoder_json.c_str(), kEndOfText, (long long)id,
+                     n - 1);
             }
         } else if (!gpt2_decode_chars(it.key(), &tokens[id])) {
             fail("%s: token \"%s\" has a character outside GPT-2's byte alphabet", encoder_json.c_str(),
@@ -434,7 +451,8 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
     // vocab.bpe: the merge on line k makes id 256 + k (tiktoken checks the same).
     const std::string text = read_file_text(vocab_bpe);
     std::unordered_map<std::string, int> id_of;
-    for (size_t id = 0; id + 1 < n; id++) id_of.emplace(tokens[id], static_cast<int>(id));
+    for (size_t id = 0; id + 1 < n; id++)
+        id_of.emplace(tokens[id], static_cast<int>(id));
     std::vector<std::pair<int, int>> merges;
     size_t line_no = 0;
     for (size_t pos = 0; pos < text.size();) {
@@ -457,13 +475,13 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
         }
         auto l = id_of.find(left), r = id_of.find(right), m = id_of.find(left + right);
         if (l == id_of.end() || r == id_of.end() || m == id_of.end()) {
-            fail("%s:%zu: merge \"%s\" uses or makes a token missing from %s", vocab_bpe.c_str(), line_no,
-                 line.c_str(), encoder_json.c_str());
+            fail("%s:%zu: merge \"%s\" uses or makes a token missing from %s", vocab_bpe.c_str(), line_no, line.c_str(),
+                 encoder_json.c_str());
         }
         const size_t expected = 256 + merges.size();
         if (static_cast<size_t>(m->second) != expected) {
-            fail("%s:%zu: merge \"%s\" makes id %d in %s; merge %zu must make id %zu", vocab_bpe.c_str(),
-                 line_no, line.c_str(), m->second, encoder_json.c_str(), merges.size(), expected);
+            fail("%s:%zu: merge \"%s\" makes id %d in %s; merge %zu must make id %zu", vocab_bpe.c_str(), line_no,
+                 line.c_str(), m->second, encoder_json.c_str(), merges.size(), expected);
         }
         merges.push_back({l->second, r->second});
     }
@@ -479,7 +497,8 @@ Bpe Bpe::load_tiktoken(const std::string& path) {
         std::array<int, 256> v;
         v.fill(-1);
         const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        for (int i = 0; i < 64; i++) v[static_cast<unsigned char>(alphabet[i])] = i;
+        for (int i = 0; i < 64; i++)
+            v[static_cast<unsigned char>(alphabet[i])] = i;
         return v;
     }();
     const std::string text = read_file_text(path);
@@ -527,8 +546,8 @@ Bpe Bpe::load_tiktoken(const std::string& path) {
         }
         const size_t rank = std::stoul(std::string(rank_text));
         if (rank >= lines) {
-            fail("%s:%zu: rank %zu, but the file has only %zu lines (ranks must be 0..N-1, one per line)",
-                 path.c_str(), line_no, rank, lines);
+            fail("%s:%zu: rank %zu, but the file has only %zu lines (ranks must be 0..N-1, one per line)", path.c_str(),
+                 line_no, rank, lines);
         }
         if (rank >= tokens.size()) {
             tokens.resize(rank + 1);
@@ -566,7 +585,8 @@ void Bpe::save_gpt2(const std::string& dir) const {
     }
     encoder += "}";
     std::string vocab = "#version: 0.2\n";
-    for (const auto& [l, r] : merges_) vocab += to_chars(tokens_[l]) + " " + to_chars(tokens_[r]) + "\n";
+    for (const auto& [l, r] : merges_)
+        vocab += to_chars(tokens_[l]) + " " + to_chars(tokens_[r]) + "\n";
     make_dirs(dir);
     write_file_atomic(dir + "/encoder.json", encoder.data(), encoder.size());
     write_file_atomic(dir + "/vocab.bpe", vocab.data(), vocab.size());
@@ -591,4 +611,4 @@ void Bpe::save_tiktoken(const std::string& path) const {
     write_file_atomic(path, out.data(), out.size());
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

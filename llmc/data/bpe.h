@@ -23,7 +23,6 @@
 // tiktoken's .tiktoken: one "base64(token bytes) rank" per line; <|endoftext|> gets the next id.
 #pragma once
 
-
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -39,7 +38,7 @@ inline constexpr const char* kEndOfText = "<|endoftext|>";
 
 // GPT-2's byte-to-unicode alphabet: the printable bytes ('!'..'~', '¡'..'¬', '®'..'ÿ') stand for
 // themselves, the other 68 bytes for U+0100 + n in byte order. gpt2_byte_char(0x20) == "Ġ".
-std::string gpt2_byte_char(uint8_t byte);  // UTF-8 of the character standing for `byte`
+std::string gpt2_byte_char(uint8_t byte);   // UTF-8 of the character standing for `byte`
 // The byte's id in GPT-2's vocabulary: the printable bytes first, in byte order, then the rest.
 int gpt2_byte_rank(uint8_t byte);
 // Inverse of gpt2_byte_char over a whole string; false if a character is outside the alphabet.
@@ -49,7 +48,7 @@ bool gpt2_decode_chars(std::string_view chars, std::string* bytes);
 // byte is a pre-token of its own (and the only kind of pre-token that isn't valid UTF-8).
 // Thread-safe (the compiled pattern is shared, match data is per call).
 class Pretokenizer {
-public:
+  public:
     Pretokenizer();
     ~Pretokenizer();
     Pretokenizer(const Pretokenizer&) = delete;
@@ -60,14 +59,15 @@ public:
         while (pos < text.size()) {
             size_t begin, end;
             if (!next_match(text, pos, &begin, &end)) begin = end = text.size();
-            for (; pos < begin; pos++) f(pos, pos + 1);  // invalid UTF-8: one byte each
+            for (; pos < begin; pos++)
+                f(pos, pos + 1);   // invalid UTF-8: one byte each
             if (begin == end) break;
             f(begin, end);
             pos = end;
         }
     }
 
-private:
+  private:
     // First match at or after `offset`: [*begin, *end); false if none.
     bool next_match(std::string_view text, size_t offset, size_t* begin, size_t* end);
     struct State;
@@ -86,7 +86,7 @@ bool is_pretokenizer_cut(std::string_view text, size_t i);
 std::vector<size_t> pretokenizer_cuts(std::string_view text, size_t target);
 
 class Bpe {
-public:
+  public:
     // A vocabulary from its tables: tokens (id -> bytes, the last "<|endoftext|>") and the merges
     // that made ids 256.. (may be empty); checked as load_gpt2 checks files, errors naming `origin`.
     static Bpe from_tables(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merges,
@@ -108,7 +108,7 @@ public:
     int vocab_size() const { return static_cast<int>(tokens_.size()); }
     int eot_token() const { return vocab_size() - 1; }
     int num_merges() const { return vocab_size() - 257; }
-    const std::string& token_bytes(int id) const;  // fails outside [0, vocab_size)
+    const std::string& token_bytes(int id) const;   // fails outside [0, vocab_size)
     const std::vector<std::string>& tokens() const { return tokens_; }
     // (left id, right id) of the merge that made id 256 + k; empty if unknown (.tiktoken).
     const std::vector<std::pair<int, int>>& merges() const { return merges_; }
@@ -123,7 +123,7 @@ public:
     // Ids of one pre-token (its bytes), appended to *out. Step 2 above; no cache.
     void encode_piece(std::string_view piece, std::vector<uint32_t>* out) const;
 
-private:
+  private:
     friend class BpeEncoder;
     Bpe(std::vector<std::string> tokens, std::vector<std::pair<int, int>> merges, const std::string& origin);
     std::vector<std::string> tokens_;              // (vocab,): id -> bytes; last = "<|endoftext|>"
@@ -136,15 +136,15 @@ private:
 // Bulk encoder over one Bpe: pre-tokeniser state and a pre-token -> ids cache, so a repeated
 // word costs one hash lookup. One per thread (not thread-safe); the Bpe must outlive it.
 class BpeEncoder {
-public:
+  public:
     explicit BpeEncoder(const Bpe& bpe);
-    void encode(std::string_view text, std::vector<uint32_t>* out);  // appends the ids of text
+    void encode(std::string_view text, std::vector<uint32_t>* out);   // appends the ids of text
 
-private:
+  private:
     const Bpe& bpe_;
     Pretokenizer pretokenizer_;
-    std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> cache_;  // piece -> (offset, count) in ids_
+    std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> cache_;   // piece -> (offset, count) in ids_
     std::vector<uint32_t> ids_;
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

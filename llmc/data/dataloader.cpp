@@ -18,12 +18,12 @@ namespace train_gpt {
 // One shard mapped read-only for the loader's lifetime.
 struct DataLoader::MappedShard {
     ShardInfo info;
-    void* base = nullptr;            // the whole file: header (1024 bytes) then tokens
+    void* base = nullptr;   // the whole file: header (1024 bytes) then tokens
     size_t mapped_bytes = 0;
-    const unsigned char* tokens = nullptr;  // (N,) of info.token_bytes each
+    const unsigned char* tokens = nullptr;   // (N,) of info.token_bytes each
 
     explicit MappedShard(const std::string& path) {
-        info = read_shard_header(path);  // validates magic, version, exact size
+        info = read_shard_header(path);   // validates magic, version, exact size
         const int fd = open_regular_file(path, O_RDONLY);
         struct stat st;
         if (::fstat(fd, &st) != 0) {
@@ -33,14 +33,14 @@ struct DataLoader::MappedShard {
         }
         mapped_bytes = static_cast<size_t>(st.st_size);
         const int64_t expected = kShardHeaderBytes + info.num_tokens * info.token_bytes;
-        if (static_cast<int64_t>(mapped_bytes) != expected) {  // changed since the header check
+        if (static_cast<int64_t>(mapped_bytes) != expected) {   // changed since the header check
             ::close(fd);
-            fail("%s: shard changed size while opening (expected %lld bytes, found %lld)",
-                 path.c_str(), (long long)expected, (long long)mapped_bytes);
+            fail("%s: shard changed size while opening (expected %lld bytes, found %lld)", path.c_str(),
+                 (long long)expected, (long long)mapped_bytes);
         }
         base = ::mmap(nullptr, mapped_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
         int err = errno;
-        ::close(fd);  // the mapping keeps the file alive
+        ::close(fd);   // the mapping keeps the file alive
         if (base == MAP_FAILED) {
             base = nullptr;
             fail("cannot mmap %s: %s", path.c_str(), std::strerror(err));
@@ -59,7 +59,7 @@ struct DataLoader::MappedShard {
     MappedShard(const MappedShard&) = delete;
     MappedShard& operator=(const MappedShard&) = delete;
 
-    uint32_t token(int64_t i) const {  // i in [0, N)
+    uint32_t token(int64_t i) const {   // i in [0, N)
         if (info.token_bytes == 2) {
             uint16_t t;
             std::memcpy(&t, tokens + 2 * i, 2);
@@ -71,14 +71,19 @@ struct DataLoader::MappedShard {
     }
 };
 
-DataLoader::DataLoader(const std::string& glob, int B, int T, int rank, int world_size,
-                       bool shuffle, uint64_t seed, int vocab_size)
-    : glob_(glob), B_(B), T_(T), rank_(rank), world_size_(world_size), shuffle_(shuffle),
-      seed_(seed), vocab_size_(vocab_size) {
+DataLoader::DataLoader(const std::string& glob, int B, int T, int rank, int world_size, bool shuffle, uint64_t seed,
+                       int vocab_size)
+    : glob_(glob),
+      B_(B),
+      T_(T),
+      rank_(rank),
+      world_size_(world_size),
+      shuffle_(shuffle),
+      seed_(seed),
+      vocab_size_(vocab_size) {
     if (B < 1 || T < 1) fail("data loader for %s: B and T must be >= 1, got B=%d T=%d", glob.c_str(), B, T);
     if (world_size < 1 || rank < 0 || rank >= world_size) {
-        fail("data loader for %s: rank %d is not in [0, world_size=%d)", glob.c_str(), rank,
-             world_size);
+        fail("data loader for %s: rank %d is not in [0, world_size=%d)", glob.c_str(), rank, world_size);
     }
     if (vocab_size < 1) fail("data loader for %s: vocab_size must be >= 1, got %d", glob.c_str(), vocab_size);
 
@@ -92,21 +97,24 @@ DataLoader::DataLoader(const std::string& glob, int B, int T, int rank, int worl
         const int64_t bad = find_token_at_least(shards_.back()->tokens, shards_.back()->info.token_bytes, begin, end,
                                                 (uint32_t)vocab_size);
         if (bad >= 0) {
-            fail("%s: token %u at position %lld is not below the vocabulary size %d (a shard made with another "
-                 "tokenizer, or a damaged file)", path.c_str(), shards_.back()->token(bad), (long long)bad, vocab_size);
+            fail(
+                "%s: token %u at position %lld is not below the vocabulary size %d (a shard made with another "
+                "tokenizer, or a damaged file)",
+                path.c_str(), shards_.back()->token(bad), (long long)bad, vocab_size);
         }
         if (shuffle) shards_.back()->advise_random();   // after the scan, which reads in order
         num_tokens_ += n;
-        const int64_t samples = n >= 1 ? (n - 1) / T : 0;  // each needs T + 1 tokens, stride T
+        const int64_t samples = n >= 1 ? (n - 1) / T : 0;   // each needs T + 1 tokens, stride T
         first_sample_.push_back(first_sample_.back() + samples);
     }
     samples_per_epoch_ = first_sample_.back();
     const int64_t needed = static_cast<int64_t>(world_size) * B;
     if (samples_per_epoch_ < needed) {
-        fail("%s: %lld tokens in %d shard(s) make only %lld samples of T+1=%d tokens, fewer "
-             "than world_size*B = %d*%d = %lld needed for one step",
-             glob.c_str(), (long long)num_tokens_, num_shards(),
-             (long long)samples_per_epoch_, T + 1, world_size, B, (long long)needed);
+        fail(
+            "%s: %lld tokens in %d shard(s) make only %lld samples of T+1=%d tokens, fewer "
+            "than world_size*B = %d*%d = %lld needed for one step",
+            glob.c_str(), (long long)num_tokens_, num_shards(), (long long)samples_per_epoch_, T + 1, world_size, B,
+            (long long)needed);
     }
 }
 
@@ -118,8 +126,7 @@ void DataLoader::reset() { position_ = 0; }
 
 void DataLoader::set_position(int64_t global_sample) {
     if (global_sample < 0) {
-        fail("data loader for %s: position must be >= 0, got %lld", glob_.c_str(),
-             (long long)global_sample);
+        fail("data loader for %s: position must be >= 0, got %lld", glob_.c_str(), (long long)global_sample);
     }
     position_ = global_sample;
 }
@@ -137,18 +144,19 @@ uint64_t mix64(uint64_t x) {
 // Uniform integer in [0, n), n >= 1, by rejection: the accepted range [threshold, 2^64) has a
 // length that is a multiple of n. (std::uniform_int_distribution is implementation-defined.)
 uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
-    const uint64_t threshold = (0 - n) % n;  // 2^64 mod n
+    const uint64_t threshold = (0 - n) % n;   // 2^64 mod n
     for (;;) {
         const uint64_t x = rng();
         if (x >= threshold) return x % n;
     }
 }
 
-}  // namespace
+}   // namespace
 
 std::vector<int64_t> DataLoader::shuffled_order(int64_t num_samples, uint64_t seed, int64_t epoch) {
-    std::vector<int64_t> order(static_cast<size_t>(num_samples));  // (S,)
-    for (int64_t i = 0; i < num_samples; i++) order[i] = i;
+    std::vector<int64_t> order(static_cast<size_t>(num_samples));   // (S,)
+    for (int64_t i = 0; i < num_samples; i++)
+        order[i] = i;
     std::mt19937_64 rng(mix64(seed ^ mix64(static_cast<uint64_t>(epoch))));
     // Fisher-Yates: for i = S-1 .. 1, swap order[i] with a uniform order[j], j in [0, i].
     for (int64_t i = num_samples - 1; i > 0; i--) {
@@ -180,7 +188,7 @@ void DataLoader::load_sample(int32_t* inputs, int32_t* targets, int64_t sample) 
     const auto it = std::upper_bound(first_sample_.begin(), first_sample_.end(), sample);
     const size_t s = static_cast<size_t>(it - first_sample_.begin()) - 1;
     const MappedShard& shard = *shards_[s];
-    const int64_t start = (sample - first_sample_[s]) * T_;  // token offset in the shard
+    const int64_t start = (sample - first_sample_[s]) * T_;   // token offset in the shard
     for (int64_t t = 0; t <= T_; t++) {                       // T + 1 tokens
         const uint32_t token = shard.token(start + t);
         if (token >= static_cast<uint32_t>(vocab_size_)) {
@@ -193,7 +201,7 @@ void DataLoader::load_sample(int32_t* inputs, int32_t* targets, int64_t sample) 
 }
 
 void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
-    const int64_t first = position_ + static_cast<int64_t>(rank_) * B_;  // this rank's slice
+    const int64_t first = position_ + static_cast<int64_t>(rank_) * B_;   // this rank's slice
     for (int b = 0; b < B_; b++) {
         load_sample(inputs + static_cast<int64_t>(b) * T_, targets + static_cast<int64_t>(b) * T_,
                     sample_at(first + b));
@@ -201,4 +209,4 @@ void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
     position_ += static_cast<int64_t>(world_size_) * B_;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

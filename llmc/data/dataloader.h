@@ -30,13 +30,13 @@
 namespace train_gpt {
 
 class DataLoader {
-public:
+  public:
     // B sequences of T tokens per micro-batch for this rank. Every shard's header is validated
     // up front, and this rank's share of the tokens scanned (a token >= vocab_size fails, naming
     // the shard, the token and its position); fails if the glob holds fewer than
     // world_size * B samples in all.
-    DataLoader(const std::string& glob, int B, int T, int rank, int world_size, bool shuffle,
-               uint64_t seed, int vocab_size);
+    DataLoader(const std::string& glob, int B, int T, int rank, int world_size, bool shuffle, uint64_t seed,
+               int vocab_size);
     ~DataLoader();
     DataLoader(DataLoader&&) noexcept;
     DataLoader& operator=(DataLoader&&) noexcept;
@@ -46,13 +46,13 @@ public:
     // inputs: (B, T), targets: (B, T), row-major; targets[b][t] = token after inputs[b][t].
     void next_batch(int32_t* inputs, int32_t* targets);
 
-    void reset();                              // p = 0: global sample 0 of epoch 0
+    void reset();   // p = 0: global sample 0 of epoch 0
     int64_t position() const { return position_; }
-    void set_position(int64_t global_sample);  // for checkpoint resume; must be >= 0
+    void set_position(int64_t global_sample);   // for checkpoint resume; must be >= 0
     int64_t epoch() const { return position_ / samples_per_epoch_; }
 
     int64_t samples_per_epoch() const { return samples_per_epoch_; }
-    int64_t num_tokens() const { return num_tokens_; }  // all tokens of all shards
+    int64_t num_tokens() const { return num_tokens_; }   // all tokens of all shards
     int num_shards() const { return static_cast<int>(shards_.size()); }
     const std::string& glob() const { return glob_; }
     int B() const { return B_; }
@@ -66,7 +66,7 @@ public:
     // std::mt19937_64, so the result is identical on every platform and standard library.
     static std::vector<int64_t> shuffled_order(int64_t num_samples, uint64_t seed, int64_t epoch);
 
-private:
+  private:
     struct MappedShard;
     // Copies sample `sample` (T + 1 tokens) into inputs (T,) and targets (T,).
     void load_sample(int32_t* inputs, int32_t* targets, int64_t sample) const;
@@ -79,15 +79,15 @@ private:
     int vocab_size_;
 
     std::vector<std::unique_ptr<MappedShard>> shards_;
-    std::vector<int64_t> first_sample_;  // (num_shards + 1,): shard s owns samples [first[s], first[s+1])
-    int64_t samples_per_epoch_ = 0;      // S
+    std::vector<int64_t> first_sample_;   // (num_shards + 1,): shard s owns samples [first[s], first[s+1])
+    int64_t samples_per_epoch_ = 0;       // S
     int64_t num_tokens_ = 0;
-    int64_t position_ = 0;               // p
+    int64_t position_ = 0;   // p
 
     // A batch spans at most two epochs, so two cached permutations (by epoch) suffice.
     int64_t cached_epoch_[2] = {-1, -1};
-    std::vector<int64_t> cached_order_[2];  // each (S,)
+    std::vector<int64_t> cached_order_[2];   // each (S,)
     int next_cache_slot_ = 0;
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -39,15 +39,16 @@ void on_bus_error(int sig, siginfo_t* info, void*) {
         if (begin == nullptr || at < begin || at >= m.end) continue;
         write_str("error: ");
         write_str(m.path);
-        write_str(" was truncated or changed while the run read it (a bus error reading its mapped pages); its data "
-                  "cannot be trusted: restore the file, then --resume\n");
+        write_str(
+            " was truncated or changed while the run read it (a bus error reading its mapped pages); its data "
+            "cannot be trusted: restore the file, then --resume\n");
         _exit(1);
     }
     ::signal(sig, SIG_DFL);   // not a mapped shard: the default action, once the handler returns
     ::raise(sig);
 }
 
-}  // namespace
+}   // namespace
 
 void register_mapped_file(const void* base, size_t bytes, const std::string& path) {
     for (Mapping& m : g_mappings) {
@@ -75,7 +76,8 @@ void install_bus_error_handler() {
     action.sa_sigaction = on_bus_error;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_SIGINFO;
-    if (::sigaction(SIGBUS, &action, nullptr) != 0) fail("cannot install a handler for SIGBUS: %s", std::strerror(errno));
+    if (::sigaction(SIGBUS, &action, nullptr) != 0)
+        fail("cannot install a handler for SIGBUS: %s", std::strerror(errno));
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

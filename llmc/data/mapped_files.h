@@ -21,4 +21,4 @@ void unregister_mapped_file(const void* base);
 // (...)" and _exit(1); elsewhere: the signal's default action.
 void install_bus_error_handler();
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -22,7 +22,7 @@ bool same(const ShardTokenizer& a, const ShardTokenizer& b) {
     return a.vocab_size == b.vocab_size && a.fingerprint == b.fingerprint;
 }
 
-}  // namespace
+}   // namespace
 
 DataTokenizer data_tokenizer(const std::string& glob) {
     DataTokenizer found;
@@ -33,7 +33,8 @@ DataTokenizer data_tokenizer(const std::string& glob) {
             found = DataTokenizer{info.tokenizer, path};
         } else if (!same(found.tokenizer, info.tokenizer)) {
             fail("%s and %s were made with different tokenizers (%s; %s); a run reads shards of one tokenizer",
-                 found.shard.c_str(), path.c_str(), describe(found.tokenizer).c_str(), describe(info.tokenizer).c_str());
+                 found.shard.c_str(), path.c_str(), describe(found.tokenizer).c_str(),
+                 describe(info.tokenizer).c_str());
         }
     }
     return found;
@@ -72,12 +73,14 @@ std::optional<Tokenizer> choose_run_tokenizer(const std::string& flag, std::opti
         *how = "tokenizer: " + flag + " (--tokenizer)";
         // the model's ids are its own tokenizer's: another one would read and write other text
         if (model_tokenizer && !same(record_of(*tokenizer), record_of(*model_tokenizer))) {
-            fail("%s (%s) is not the tokenizer of the model the run starts from (%s: %s): the model's token ids "
-                 "stand for its tokenizer's text. Drop --tokenizer to use the model's%s",
-                 source.c_str(), describe(record_of(*tokenizer)).c_str(), model_tokenizer->origin().c_str(),
-                 describe(record_of(*model_tokenizer)).c_str(),
-                 records.empty() ? "" : ", with data made by the model's tokenizer, or train a fresh model on this "
-                                        "data (without --init-from)");
+            fail(
+                "%s (%s) is not the tokenizer of the model the run starts from (%s: %s): the model's token ids "
+                "stand for its tokenizer's text. Drop --tokenizer to use the model's%s",
+                source.c_str(), describe(record_of(*tokenizer)).c_str(), model_tokenizer->origin().c_str(),
+                describe(record_of(*model_tokenizer)).c_str(),
+                records.empty() ? ""
+                                : ", with data made by the model's tokenizer, or train a fresh model on this "
+                                  "data (without --init-from)");
         }
     } else if (model_tokenizer) {
         tokenizer = std::move(model_tokenizer);
@@ -96,21 +99,22 @@ std::optional<Tokenizer> choose_run_tokenizer(const std::string& flag, std::opti
         return std::nullopt;
     }
     if (!records.empty() && !same(record_of(*tokenizer), records[0].tokenizer) && from_model) {
-        fail("%s (%s) is not the tokenizer %s was made with (%s): the model reads the ids of its own tokenizer, "
-             "and these are another's. Make the data with the model's tokenizer, or train a fresh model on this data "
-             "(without --init-from)",
-             source.c_str(), describe(record_of(*tokenizer)).c_str(), records[0].shard.c_str(),
-             describe(records[0].tokenizer).c_str());
+        fail(
+            "%s (%s) is not the tokenizer %s was made with (%s): the model reads the ids of its own tokenizer, "
+            "and these are another's. Make the data with the model's tokenizer, or train a fresh model on this data "
+            "(without --init-from)",
+            source.c_str(), describe(record_of(*tokenizer)).c_str(), records[0].shard.c_str(),
+            describe(records[0].tokenizer).c_str());
     }
     if (!records.empty() && !same(record_of(*tokenizer), records[0].tokenizer)) {
         const std::string right = matching_beside();
-        fail("%s (%s) is not the tokenizer %s was made with (%s%s); %s",
-             source.c_str(), describe(record_of(*tokenizer)).c_str(), records[0].shard.c_str(),
-             describe(records[0].tokenizer).c_str(), right.empty() ? "" : (": " + right).c_str(),
+        fail("%s (%s) is not the tokenizer %s was made with (%s%s); %s", source.c_str(),
+             describe(record_of(*tokenizer)).c_str(), records[0].shard.c_str(), describe(records[0].tokenizer).c_str(),
+             right.empty() ? "" : (": " + right).c_str(),
              right.empty() ? "give --tokenizer with the tokenizer that made the data"
                            : ("give --tokenizer " + right + ", or no --tokenizer").c_str());
     }
     return tokenizer;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

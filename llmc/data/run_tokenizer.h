@@ -37,4 +37,4 @@ DataTokenizer data_tokenizer(const std::string& glob);
 std::optional<Tokenizer> choose_run_tokenizer(const std::string& flag, std::optional<Tokenizer> model_tokenizer,
                                               const std::vector<std::string>& globs, std::string* how);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

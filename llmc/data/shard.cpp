@@ -24,13 +24,12 @@ int shard_version_for_token_bytes(int token_bytes) {
 int token_bytes_for_shard_version(int version, const std::string& path) {
     if (version == 1) return 2;
     if (version == 2) return 4;
-    fail("%s: unsupported shard version %d (expected 1 = uint16 tokens or 2 = uint32 tokens)",
-         path.c_str(), version);
+    fail("%s: unsupported shard version %d (expected 1 = uint16 tokens or 2 = uint32 tokens)", path.c_str(), version);
 }
 
 int token_bytes_for_vocab(int64_t vocab_size) {
     if (vocab_size < 1) fail("vocab size must be positive, got %lld", (long long)vocab_size);
-    return vocab_size <= 65536 ? 2 : 4;  // ids 0 .. 65535 fit in uint16
+    return vocab_size <= 65536 ? 2 : 4;   // ids 0 .. 65535 fit in uint16
 }
 
 ShardInfo read_shard_header(const std::string& path) {
@@ -42,46 +41,44 @@ ShardInfo read_shard_header(const std::string& path) {
         fail("%s: cannot stat: %s", path.c_str(), std::strerror(err));
     }
     const int64_t file_bytes = st.st_size;
-    int32_t header[kShardHeaderInts];  // (256,)
+    int32_t header[kShardHeaderInts];   // (256,)
     const size_t got = std::fread(header, sizeof(int32_t), kShardHeaderInts, f);
     std::fclose(f);
     if (got != kShardHeaderInts) {
-        fail("%s: incomplete shard header (file has %lld bytes, the header alone is %lld)",
-             path.c_str(), (long long)file_bytes, (long long)kShardHeaderBytes);
+        fail("%s: incomplete shard header (file has %lld bytes, the header alone is %lld)", path.c_str(),
+             (long long)file_bytes, (long long)kShardHeaderBytes);
     }
     if (header[0] != kShardMagic) {
-        fail("%s: bad magic number %d in shard header (expected %d); not a token shard",
-             path.c_str(), header[0], kShardMagic);
+        fail("%s: bad magic number %d in shard header (expected %d); not a token shard", path.c_str(), header[0],
+             kShardMagic);
     }
     ShardInfo info;
     info.path = path;
     info.token_bytes = token_bytes_for_shard_version(header[1], path);
     info.num_tokens = header[2];
     if (info.num_tokens < 0) {
-        fail("%s: negative token count %lld in shard header", path.c_str(),
-             (long long)info.num_tokens);
+        fail("%s: negative token count %lld in shard header", path.c_str(), (long long)info.num_tokens);
     }
     if (header[3] < 0) fail("%s: negative tokenizer vocabulary size %d in shard header", path.c_str(), header[3]);
     info.tokenizer.vocab_size = header[3];
     info.tokenizer.fingerprint = (uint64_t)(uint32_t)header[4] | (uint64_t)(uint32_t)header[5] << 32;
     const int64_t expected = kShardHeaderBytes + info.num_tokens * info.token_bytes;
     if (file_bytes < expected) {
-        fail("%s: truncated shard: header says %lld tokens, so expected %lld bytes, found %lld",
-             path.c_str(), (long long)info.num_tokens, (long long)expected,
-             (long long)file_bytes);
+        fail("%s: truncated shard: header says %lld tokens, so expected %lld bytes, found %lld", path.c_str(),
+             (long long)info.num_tokens, (long long)expected, (long long)file_bytes);
     }
     if (file_bytes > expected) {
-        fail("%s: trailing bytes after shard: header says %lld tokens, so expected %lld bytes, "
-             "found %lld",
-             path.c_str(), (long long)info.num_tokens, (long long)expected,
-             (long long)file_bytes);
+        fail(
+            "%s: trailing bytes after shard: header says %lld tokens, so expected %lld bytes, "
+            "found %lld",
+            path.c_str(), (long long)info.num_tokens, (long long)expected, (long long)file_bytes);
     }
     return info;
 }
 
 std::vector<uint32_t> read_shard(const std::string& path) {
     const ShardInfo info = read_shard_header(path);
-    std::vector<uint32_t> tokens(static_cast<size_t>(info.num_tokens));  // (N,)
+    std::vector<uint32_t> tokens(static_cast<size_t>(info.num_tokens));   // (N,)
     FILE* f = open_file(path, "rb");
     if (std::fseek(f, kShardHeaderBytes, SEEK_SET) != 0) {
         std::fclose(f);
@@ -89,7 +86,7 @@ std::vector<uint32_t> read_shard(const std::string& path) {
     }
     try {
         if (info.token_bytes == 2) {
-            std::vector<uint16_t> narrow(tokens.size());  // (N,)
+            std::vector<uint16_t> narrow(tokens.size());   // (N,)
             read_exact(narrow.data(), 2, narrow.size(), f, path);
             std::copy(narrow.begin(), narrow.end(), tokens.begin());
         } else {
@@ -110,7 +107,8 @@ namespace {
 template <typename T>
 T max_of(const T* x, int64_t begin, int64_t end) {
     T m = 0;
-    for (int64_t i = begin; i < end; i++) m = x[i] > m ? x[i] : m;
+    for (int64_t i = begin; i < end; i++)
+        m = x[i] > m ? x[i] : m;
     return m;
 }
 
@@ -127,7 +125,7 @@ int64_t first_at_least(const T* x, int64_t begin, int64_t end, uint32_t limit) {
     return -1;
 }
 
-}  // namespace
+}   // namespace
 
 int64_t find_token_at_least(const void* tokens, int token_bytes, int64_t begin, int64_t end, uint32_t limit) {
     if (token_bytes == 2) {
@@ -142,12 +140,12 @@ void write_shard(const std::string& path, const uint32_t* tokens, int64_t n, int
                  const ShardTokenizer& tokenizer) {
     const int version = shard_version_for_token_bytes(token_bytes);
     if (n < 0 || n > INT32_MAX) {
-        fail("%s: cannot write %lld tokens into one shard (the header holds an int32 count)",
-             path.c_str(), (long long)n);
+        fail("%s: cannot write %lld tokens into one shard (the header holds an int32 count)", path.c_str(),
+             (long long)n);
     }
     // bytes: header (1024) then n tokens of token_bytes each.
     std::vector<unsigned char> bytes(kShardHeaderBytes + n * token_bytes, 0);
-    int32_t header[kShardHeaderInts] = {};  // (256,)
+    int32_t header[kShardHeaderInts] = {};   // (256,)
     header[0] = kShardMagic;
     header[1] = version;
     header[2] = static_cast<int32_t>(n);
@@ -160,9 +158,10 @@ void write_shard(const std::string& path, const uint32_t* tokens, int64_t n, int
     if (token_bytes == 2) {
         for (int64_t i = 0; i < n; i++) {
             if (tokens[i] > 65535) {
-                fail("%s: token %u at index %lld does not fit a uint16 shard (version 1); "
-                     "use 4-byte tokens",
-                     path.c_str(), tokens[i], (long long)i);
+                fail(
+                    "%s: token %u at index %lld does not fit a uint16 shard (version 1); "
+                    "use 4-byte tokens",
+                    path.c_str(), tokens[i], (long long)i);
             }
             const uint16_t t = static_cast<uint16_t>(tokens[i]);
             std::memcpy(body + 2 * i, &t, 2);
@@ -179,18 +178,18 @@ std::vector<std::string> expand_glob(const std::string& pattern) {
     const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
     std::vector<std::string> paths;
     if (rc == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++) paths.emplace_back(g.gl_pathv[i]);
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            paths.emplace_back(g.gl_pathv[i]);
     }
     globfree(&g);
     if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty())) {
         fail("no files match %s", pattern.c_str());
     }
     if (rc != 0) {
-        fail("cannot expand glob %s (%s)", pattern.c_str(),
-             rc == GLOB_NOSPACE ? "out of memory" : "read error");
+        fail("cannot expand glob %s (%s)", pattern.c_str(), rc == GLOB_NOSPACE ? "out of memory" : "read error");
     }
     std::sort(paths.begin(), paths.end());
     return paths;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

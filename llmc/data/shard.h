@@ -24,19 +24,19 @@ namespace train_gpt {
 
 constexpr int32_t kShardMagic = 20240520;
 constexpr int kShardHeaderInts = 256;
-constexpr int64_t kShardHeaderBytes = kShardHeaderInts * sizeof(int32_t);  // 1024
+constexpr int64_t kShardHeaderBytes = kShardHeaderInts * sizeof(int32_t);   // 1024
 
 // The tokenizer a shard was made with, as its header records it.
 struct ShardTokenizer {
-    int vocab_size = 0;             // 0: not recorded
-    uint64_t fingerprint = 0;       // Tokenizer::fingerprint()
+    int vocab_size = 0;         // 0: not recorded
+    uint64_t fingerprint = 0;   // Tokenizer::fingerprint()
     bool recorded() const { return vocab_size != 0; }
 };
 
 struct ShardInfo {
     std::string path;
-    int64_t num_tokens;  // N
-    int token_bytes;     // 2 (version 1) or 4 (version 2)
+    int64_t num_tokens;   // N
+    int token_bytes;      // 2 (version 1) or 4 (version 2)
     ShardTokenizer tokenizer;
 };
 
@@ -72,4 +72,4 @@ int64_t find_token_at_least(const void* tokens, int token_bytes, int64_t begin, 
 // Paths matching a glob(3) pattern, sorted; fails with "no files match <pattern>" if none.
 std::vector<std::string> expand_glob(const std::string& pattern);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

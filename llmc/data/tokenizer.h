@@ -29,21 +29,21 @@ constexpr int kTokenizerVersion = 2;
 constexpr int kTokenizerHeaderInts = 256;
 
 class Tokenizer {
-public:
+  public:
     // Validates magic, version, sizes; errors name the path. If DIR/encoder.json and
     // DIR/vocab.bpe exist beside it (DIR = the file's directory), or else DIR/vocab.json and
     // DIR/merges.txt (the same formats, as a Hugging Face model directory names them), loads them
     // as its BPE merges; they must describe the same table (else an error naming both).
     static Tokenizer load(const std::string& path);
-    static Tokenizer byte_level();                   // vocab 257, eot 256
+    static Tokenizer byte_level();   // vocab 257, eot 256
     // the BPE's table, able to encode; origin names it in messages
     static Tokenizer from_bpe(std::shared_ptr<const Bpe> bpe, const std::string& origin = "BPE tokenizer");
-    void save(const std::string& path) const;        // version 2, atomic
+    void save(const std::string& path) const;   // version 2, atomic
 
     int vocab_size() const { return static_cast<int>(tokens_.size()); }
     int eot_token() const { return eot_token_; }
-    const std::string& token_bytes(int id) const;    // fails for id outside [0, vocab_size)
-    bool is_byte_level() const;                      // equal to byte_level()'s table
+    const std::string& token_bytes(int id) const;   // fails for id outside [0, vocab_size)
+    bool is_byte_level() const;                     // equal to byte_level()'s table
     // FNV-1a (64-bit) over the vocabulary size, the EOT id and every token's length and bytes:
     // equal for equal tables (what a shard records of the tokenizer that made it, data/shard.h).
     uint64_t fingerprint() const;
@@ -59,9 +59,9 @@ public:
     bool can_encode() const { return bpe_ != nullptr || is_byte_level(); }
     const Bpe* bpe() const { return bpe_.get(); }   // null unless merges are loaded
 
-private:
+  private:
     Tokenizer(std::vector<std::string> tokens, int eot_token, const std::string& origin);
-    std::vector<std::string> tokens_;  // (vocab_size,): bytes of each id
+    std::vector<std::string> tokens_;   // (vocab_size,): bytes of each id
     int eot_token_ = 0;
     std::string origin_;               // the file it came from, for error messages
     std::shared_ptr<const Bpe> bpe_;   // merges, when loaded
@@ -76,4 +76,4 @@ std::string printable(const std::string& bytes);
 // The other control characters stay escaped (a sampled ESC sequence must not drive the terminal).
 std::string printable_text(const std::string& bytes);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

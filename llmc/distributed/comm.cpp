@@ -13,7 +13,7 @@ namespace {
 // World of one: sums and maxima over one rank are the data itself; gathers and scatters are
 // a copy of the one block.
 class SingleComm final : public Comm {
-public:
+  public:
     explicit SingleComm(CommCopyFn copy) : copy_(std::move(copy)) {
         if (!copy_) copy_ = [](void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); };
     }
@@ -37,15 +37,13 @@ public:
     double all_reduce_sum(double x) override { return x; }
     [[noreturn]] void abort_job(int exit_code) override { std::_Exit(exit_code); }
 
-private:
+  private:
     CommCopyFn copy_;
 };
 
-}  // namespace
+}   // namespace
 
-std::unique_ptr<Comm> make_single_comm(CommCopyFn copy) {
-    return std::make_unique<SingleComm>(std::move(copy));
-}
+std::unique_ptr<Comm> make_single_comm(CommCopyFn copy) { return std::make_unique<SingleComm>(std::move(copy)); }
 
 bool launched_by_mpi() {
     for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
@@ -54,8 +52,6 @@ bool launched_by_mpi() {
     return false;
 }
 
-std::unique_ptr<Comm> make_comm() {
-    return launched_by_mpi() ? make_mpi_comm() : make_single_comm();
-}
+std::unique_ptr<Comm> make_comm() { return launched_by_mpi() ? make_mpi_comm() : make_single_comm(); }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

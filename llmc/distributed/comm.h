@@ -39,12 +39,12 @@
 namespace train_gpt {
 
 class Comm {
-public:
+  public:
     virtual ~Comm() = default;
-    virtual std::string name() const = 0;    // "single", "mpi", "nccl"
-    virtual int rank() const = 0;            // 0 … world_size()-1
+    virtual std::string name() const = 0;   // "single", "mpi", "nccl"
+    virtual int rank() const = 0;           // 0 … world_size()-1
     virtual int world_size() const = 0;
-    virtual int local_rank() const = 0;      // rank among the processes on this node (GPU choice)
+    virtual int local_rank() const = 0;            // rank among the processes on this node (GPU choice)
     bool is_root() const { return rank() == 0; }   // for rank-0-only printing and logging
 
     // data (n) ← Σ over ranks of data (n), in place.
@@ -91,4 +91,4 @@ bool launched_by_mpi();
 // make_mpi_comm() when launched_by_mpi(), else make_single_comm().
 std::unique_ptr<Comm> make_comm();
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -51,7 +51,8 @@ inline float nan_max(float a, float b) {
 void nan_max_op(void* in, void* inout, int* len, MPI_Datatype*) {
     const float* a = static_cast<const float*>(in);
     float* b = static_cast<float*>(inout);
-    for (int i = 0; i < *len; i++) b[i] = nan_max(a[i], b[i]);
+    for (int i = 0; i < *len; i++)
+        b[i] = nan_max(a[i], b[i]);
 }
 
 // Process-wide MPI lifetime: MPI_Init by the first MpiComm (unless the program did it), and
@@ -60,7 +61,7 @@ int g_live_comms = 0;
 bool g_we_initialised = false;
 
 class MpiComm final : public Comm {
-public:
+  public:
     explicit MpiComm(size_t segment_bytes) : segment_bytes_(segment_bytes) {
         // Preconditions: at least one float per call, and byte counts that fit MPI's int.
         if (segment_bytes_ < sizeof(float) || segment_bytes_ > size_t(INT_MAX))
@@ -106,13 +107,12 @@ public:
         const size_t seg = segment_bytes_ / sizeof(float);   // elements of data per segment
         for (size_t off = 0; off < n; off += seg) {
             const size_t len = std::min(seg, n - off);
-            const size_t chunk = (len + W - 1) / W;            // this segment as W padded blocks
-            padded_.assign(W * chunk, 0.0f);                   // (W, chunk)
+            const size_t chunk = (len + W - 1) / W;   // this segment as W padded blocks
+            padded_.assign(W * chunk, 0.0f);          // (W, chunk)
             std::memcpy(padded_.data(), data + off, len * sizeof(float));
             block_.resize(chunk);
-            sum_blocks(block_.data(), padded_.data(), chunk);  // (chunk): my block of the sum
-            mpiCheck(MPI_Allgather(block_.data(), int(chunk), MPI_FLOAT, padded_.data(), int(chunk),
-                                   MPI_FLOAT, comm_));
+            sum_blocks(block_.data(), padded_.data(), chunk);   // (chunk): my block of the sum
+            mpiCheck(MPI_Allgather(block_.data(), int(chunk), MPI_FLOAT, padded_.data(), int(chunk), MPI_FLOAT, comm_));
             std::memcpy(data + off, padded_.data(), len * sizeof(float));
         }
     }
@@ -127,14 +127,14 @@ public:
 
     void reduce_scatter_sum(float* dst, const float* src, size_t n_per_rank) override {
         const size_t W = world_;
-        const size_t seg = std::max<size_t>(1, segment_bytes_ / sizeof(float) / W);  // per rank
-        if (n_per_rank <= seg) {                               // src is already (W, n_per_rank)
+        const size_t seg = std::max<size_t>(1, segment_bytes_ / sizeof(float) / W);   // per rank
+        if (n_per_rank <= seg) {                                                      // src is already (W, n_per_rank)
             if (n_per_rank > 0) sum_blocks(dst, src, n_per_rank);
             return;
         }
         for (size_t off = 0; off < n_per_rank; off += seg) {
             const size_t len = std::min(seg, n_per_rank - off);
-            padded_.resize(W * len);                           // (W, len): columns off… of src
+            padded_.resize(W * len);   // (W, len): columns off… of src
             for (size_t r = 0; r < W; r++)
                 std::memcpy(padded_.data() + r * len, src + r * n_per_rank + off, len * sizeof(float));
             sum_blocks(dst + off, padded_.data(), len);
@@ -143,8 +143,8 @@ public:
 
     void all_gather(void* dst, const void* src, size_t bytes_per_rank) override {
         const size_t W = world_;
-        char* out = static_cast<char*>(dst);                   // (W, bytes_per_rank)
-        const char* in = static_cast<const char*>(src);        // (bytes_per_rank)
+        char* out = static_cast<char*>(dst);              // (W, bytes_per_rank)
+        const char* in = static_cast<const char*>(src);   // (bytes_per_rank)
         const bool in_place = in == out + rank_ * bytes_per_rank;
         const size_t seg = std::max<size_t>(1, segment_bytes_ / W);   // bytes per rank per call
         if (bytes_per_rank <= seg) {
@@ -155,7 +155,7 @@ public:
         }
         for (size_t off = 0; off < bytes_per_rank; off += seg) {
             const size_t len = std::min(seg, bytes_per_rank - off);
-            bytes_.resize(W * len);                            // (W, len)
+            bytes_.resize(W * len);   // (W, len)
             mpiCheck(MPI_Allgather(in + off, int(len), MPI_BYTE, bytes_.data(), int(len), MPI_BYTE, comm_));
             for (size_t r = 0; r < W; r++)
                 std::memcpy(out + r * bytes_per_rank + off, bytes_.data() + r * len, len);
@@ -182,21 +182,23 @@ public:
         std::vector<double> all(world_);
         mpiCheck(MPI_Allgather(&x, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, comm_));
         double sum = all[0];
-        for (int r = 1; r < world_; r++) sum += all[r];       // rank order
+        for (int r = 1; r < world_; r++)
+            sum += all[r];   // rank order
         return sum;
     }
 
-private:
+  private:
     // dst (n) ← Σ_r block r of everyone's src (W, n) that belongs to me: an all-to-all brings
     // block `rank_` of every rank here, then we add them in rank order.
     void sum_blocks(float* dst, const float* src, size_t n) {
         const size_t W = world_;
-        recv_.resize(W * n);                                   // (W, n): row r from rank r
+        recv_.resize(W * n);   // (W, n): row r from rank r
         mpiCheck(MPI_Alltoall(src, int(n), MPI_FLOAT, recv_.data(), int(n), MPI_FLOAT, comm_));
         std::memcpy(dst, recv_.data(), n * sizeof(float));
         for (size_t r = 1; r < W; r++) {
             const float* row = recv_.data() + r * n;
-            for (size_t i = 0; i < n; i++) dst[i] += row[i];   // dst = ((x₀ + x₁) + x₂) + …
+            for (size_t i = 0; i < n; i++)
+                dst[i] += row[i];   // dst = ((x₀ + x₁) + x₂) + …
         }
     }
 
@@ -204,14 +206,12 @@ private:
     MPI_Comm comm_ = MPI_COMM_NULL;
     MPI_Op nan_max_ = MPI_OP_NULL;
     int rank_ = 0, world_ = 1, local_rank_ = 0;
-    std::vector<float> padded_, block_, recv_;                 // scratch, reused across calls
+    std::vector<float> padded_, block_, recv_;   // scratch, reused across calls
     std::vector<char> bytes_;
 };
 
-}  // namespace
+}   // namespace
 
-std::unique_ptr<Comm> make_mpi_comm(size_t segment_bytes) {
-    return std::make_unique<MpiComm>(segment_bytes);
-}
+std::unique_ptr<Comm> make_mpi_comm(size_t segment_bytes) { return std::make_unique<MpiComm>(segment_bytes); }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

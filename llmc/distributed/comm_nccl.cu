@@ -54,15 +54,18 @@ __device__ __forceinline__ float nan_max(float a, float b) {
 __global__ void nan_max_kernel(float* data, const float* gathered, size_t n, int W) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float m = gathered[i];
-        for (int r = 1; r < W; r++) m = nan_max(m, gathered[(size_t)r * n + i]);
+        for (int r = 1; r < W; r++)
+            m = nan_max(m, gathered[(size_t)r * n + i]);
         data[i] = m;
     }
 }
 
 class NcclComm final : public Comm {
-public:
+  public:
     explicit NcclComm(Comm& bootstrap)
-        : bootstrap_(bootstrap), rank_(bootstrap.rank()), world_(bootstrap.world_size()),
+        : bootstrap_(bootstrap),
+          rank_(bootstrap.rank()),
+          world_(bootstrap.world_size()),
           local_rank_(bootstrap.local_rank()) {
         // Rank 0 makes the unique id and broadcasts it (host memory, over MPI) with its status
         // first, so that a failure on rank 0 stops every rank with the reason instead of leaving
@@ -164,11 +167,12 @@ public:
         cudaCheck(cudaMemcpyAsync(all.data(), gathered, world_ * sizeof(double), cudaMemcpyDeviceToHost, stream_));
         end();
         double sum = all[0];
-        for (int r = 1; r < world_; r++) sum += all[r];   // rank order
+        for (int r = 1; r < world_; r++)
+            sum += all[r];   // rank order
         return sum;
     }
 
-private:
+  private:
     // The data was written by work queued on other streams (the backend's): wait for all of it.
     void begin() { cudaCheck(cudaDeviceSynchronize()); }
     void end() { cudaCheck(cudaStreamSynchronize(stream_)); }
@@ -194,10 +198,8 @@ private:
     size_t scratch_bytes_ = 0;
 };
 
-}  // namespace
+}   // namespace
 
-std::unique_ptr<Comm> make_nccl_comm(Comm& bootstrap) {
-    return std::make_unique<NcclComm>(bootstrap);
-}
+std::unique_ptr<Comm> make_nccl_comm(Comm& bootstrap) { return std::make_unique<NcclComm>(bootstrap); }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

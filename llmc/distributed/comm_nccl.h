@@ -17,4 +17,4 @@ namespace train_gpt {
 // ordering, determinism and the NaN-propagating max.
 std::unique_ptr<Comm> make_nccl_comm(Comm& bootstrap);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -30,7 +30,7 @@ Row make_row(const HellaSwagExample& ex, int e, int max_T, bool* truncated) {
     return r;
 }
 
-}  // namespace
+}   // namespace
 
 HellaSwagResult evaluate_hellaswag(GPT& model, const std::vector<HellaSwagExample>& examples, int max_B, int max_T,
                                    Comm& comm) {
@@ -38,19 +38,22 @@ HellaSwagResult evaluate_hellaswag(GPT& model, const std::vector<HellaSwagExampl
     const int rank = comm.rank(), world = comm.world_size();
     // this rank's examples' rows, in order; per row the summed and the mean loss of its ending
     std::vector<int64_t> mine;
-    for (int64_t i = rank; i < n; i += world) mine.push_back(i);
+    for (int64_t i = rank; i < n; i += world)
+        mine.push_back(i);
     std::vector<Row> rows;
     std::vector<float> truncated(n, 0.0f);
     for (int64_t i : mine) {
         bool cut = false;
-        for (int e = 0; e < 4; e++) rows.push_back(make_row(examples[i], e, max_T, &cut));
+        for (int e = 0; e < 4; e++)
+            rows.push_back(make_row(examples[i], e, max_T, &cut));
         truncated[i] = cut ? 1.0f : 0.0f;
     }
     std::vector<double> sum_loss(rows.size()), mean_loss(rows.size());
     for (size_t first = 0; first < rows.size(); first += max_B) {
         const int B = (int)std::min<size_t>(max_B, rows.size() - first);
         int T = 1;
-        for (int b = 0; b < B; b++) T = std::max(T, (int)rows[first + b].tokens.size() - 1);
+        for (int b = 0; b < B; b++)
+            T = std::max(T, (int)rows[first + b].tokens.size() - 1);
         std::vector<int32_t> inputs((size_t)B * T, 0), targets((size_t)B * T, 0);   // (B, T), right-padded
         for (int b = 0; b < B; b++) {
             const std::vector<int32_t>& t = rows[first + b].tokens;
@@ -64,7 +67,8 @@ HellaSwagResult evaluate_hellaswag(GPT& model, const std::vector<HellaSwagExampl
             // position p predicts token p + 1: the ending's tokens are predicted at ending_start − 1 ..
             double s = 0;
             const int from = r.ending_start - 1, to = (int)r.tokens.size() - 1;
-            for (int p = from; p < to; p++) s += losses[(size_t)b * T + p];
+            for (int p = from; p < to; p++)
+                s += losses[(size_t)b * T + p];
             sum_loss[first + b] = s;
             mean_loss[first + b] = s / (to - from);
         }
@@ -92,4 +96,4 @@ HellaSwagResult evaluate_hellaswag(GPT& model, const std::vector<HellaSwagExampl
     return r;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

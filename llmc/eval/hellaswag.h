@@ -26,9 +26,9 @@ namespace train_gpt {
 
 struct HellaSwagResult {
     int64_t examples = 0, correct = 0, correct_norm = 0;
-    int64_t truncated = 0;    // examples with a row longer than the window
-    std::string choices;      // the acc_norm choice of every example, '0'..'3', in file order
-    std::string choices_acc;  // the acc choice (lowest summed loss) of every example, likewise
+    int64_t truncated = 0;     // examples with a row longer than the window
+    std::string choices;       // the acc_norm choice of every example, '0'..'3', in file order
+    std::string choices_acc;   // the acc choice (lowest summed loss) of every example, likewise
     double acc() const { return examples > 0 ? (double)correct / examples : 0.0; }
     double acc_norm() const { return examples > 0 ? (double)correct_norm / examples : 0.0; }
 };
@@ -38,4 +38,4 @@ struct HellaSwagResult {
 HellaSwagResult evaluate_hellaswag(GPT& model, const std::vector<HellaSwagExample>& examples, int max_B, int max_T,
                                    Comm& comm);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -54,12 +54,14 @@ void check_hellaswag_fits(const std::vector<HellaSwagExample>& examples, int max
     for (const HellaSwagExample& ex : examples) {
         for (int e = 0; e < 4; e++) {
             if ((int)ex.endings[e].size() >= max_T + 1) {
-                fail("%s: ending %d has %zu tokens, which do not fit the model's window of %d positions with the "
-                     "context before them: give a larger -t (the model allows up to its position table), or leave "
-                     "the example out (--hellaswag-examples)", ex.source.c_str(), e, ex.endings[e].size(), max_T);
+                fail(
+                    "%s: ending %d has %zu tokens, which do not fit the model's window of %d positions with the "
+                    "context before them: give a larger -t (the model allows up to its position table), or leave "
+                    "the example out (--hellaswag-examples)",
+                    ex.source.c_str(), e, ex.endings[e].size(), max_T);
             }
         }
     }
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

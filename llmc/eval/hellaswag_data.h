@@ -16,9 +16,9 @@
 namespace train_gpt {
 
 struct HellaSwagExample {
-    std::string source;                     // "file:line", for messages
-    int label = 0;                          // 0..3
-    std::vector<int> context;               // encode(ctx)
+    std::string source;                        // "file:line", for messages
+    int label = 0;                             // 0..3
+    std::vector<int> context;                  // encode(ctx)
     std::array<std::vector<int>, 4> endings;   // encode(" " + ending)
 };
 
@@ -31,4 +31,4 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
 // context): checked when the run starts, not when it evaluates after training.
 void check_hellaswag_fits(const std::vector<HellaSwagExample>& examples, int max_T);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

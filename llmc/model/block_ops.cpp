@@ -7,7 +7,7 @@ namespace {
 const void* at(const void* base, size_t elements, size_t value_bytes) {
     return static_cast<const char*>(base) + elements * value_bytes;
 }
-}  // namespace
+}   // namespace
 
 const void* ModelTensors::weight(int l, int g) const {
     const BlockGemmInfo& gemm = kBlockGemms[g];
@@ -88,8 +88,8 @@ void BlockOps::matmul_backward(int l, int g, void* dinp, const void* dout, const
     gemm_backward(k_, tensors_, l, g, dinp, dout, inp, nullptr, N);
 }
 
-void BlockOps::attention_backward(int, void* dqkv, const void* dout, const void* qkv, const void* out,
-                                  const float* lse, int B, int T) {
+void BlockOps::attention_backward(int, void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
+                                  int B, int T) {
     k_.attention_backward(dqkv, dout, qkv, out, lse, B, T, C_, NH_);
 }
 
@@ -103,4 +103,4 @@ bool BlockOps::adamw_update(int, bool, float*, float*, float*, const float*, flo
     return false;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

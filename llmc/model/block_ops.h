@@ -27,12 +27,12 @@ namespace train_gpt {
 // statistics mean, rstd (N), and the layernorm's parameters with their gradients. out is none
 // (and never written) where the GEMM runs in FP8: its cast computes the layernorm.
 struct LayernormInput {
-    const void* inp = nullptr;   // (N, C) the residual stream
-    void* out = nullptr;         // (N, C)
-    float* mean = nullptr;       // (N)
-    float* rstd = nullptr;       // (N)
-    const void* weight = nullptr, *bias = nullptr;   // (C)
-    float* dweight = nullptr, *dbias = nullptr;      // (C)
+    const void* inp = nullptr;                       // (N, C) the residual stream
+    void* out = nullptr;                             // (N, C)
+    float* mean = nullptr;                           // (N)
+    float* rstd = nullptr;                           // (N)
+    const void *weight = nullptr, *bias = nullptr;   // (C)
+    float *dweight = nullptr, *dbias = nullptr;      // (C)
 };
 
 // Where the model's parameters are: the working weights (activation dtype) and their FP32
@@ -54,7 +54,7 @@ struct ModelTensors {
 inline constexpr int kNoBlockGemm = -1;
 
 class BlockOps {
-public:
+  public:
     // recompute: --recompute (1: GELU outputs, 2: also layernorm outputs are kept for one layer
     // only and computed again in backward)
     BlockOps(Backend& backend, const ModelTensors& tensors, int recompute);
@@ -121,11 +121,11 @@ public:
     // A skipped step (non-finite loss or gradients): fp8 mode forgets the step's amaxes.
     virtual void discard_step() {}
 
-protected:
+  protected:
     Backend& k_;
     const ModelTensors& tensors_;
     int recompute_;
     int C_, NH_;
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -9,7 +9,8 @@ Generator::Generator(const GPT& model, Backend& backend)
     : model_(model), k_(backend), cfg_(model.config()), act_size_(dtype_size(backend.act_dtype())) {
     const size_t T = cfg_.max_seq_len, C = cfg_.n_embd;
     cache_ = k_.alloc((size_t)cfg_.n_layer * T * 3 * C * act_size_);
-    for (void** buf : {&x_, &x2_, &ln_, &atty_, &proj_}) *buf = k_.alloc(T * C * act_size_);
+    for (void** buf : {&x_, &x2_, &ln_, &atty_, &proj_})
+        *buf = k_.alloc(T * C * act_size_);
     fch_ = k_.alloc(T * 4 * C * act_size_);
     fch_gelu_ = k_.alloc(T * 4 * C * act_size_);
     mean_ = static_cast<float*>(k_.alloc(T * sizeof(float)));
@@ -20,8 +21,9 @@ Generator::Generator(const GPT& model, Backend& backend)
 }
 
 Generator::~Generator() {
-    for (void* buf : {cache_, x_, x2_, ln_, atty_, proj_, fch_, fch_gelu_, static_cast<void*>(mean_),
-                      static_cast<void*>(rstd_), logits_, static_cast<void*>(logits_f32_), static_cast<void*>(tokens_)}) {
+    for (void* buf :
+         {cache_, x_, x2_, ln_, atty_, proj_, fch_, fch_gelu_, static_cast<void*>(mean_), static_cast<void*>(rstd_),
+          logits_, static_cast<void*>(logits_f32_), static_cast<void*>(tokens_)}) {
         k_.release(buf);
     }
 }
@@ -71,7 +73,8 @@ void Generator::forward(const int* tokens, int n) {
 std::vector<float> Generator::feed(const std::vector<int>& tokens) {
     if (tokens.empty()) fail("Generator::feed: no tokens");
     for (int id : tokens) {
-        if (id < 0 || id >= cfg_.vocab_size) fail("token %d is outside the model's vocabulary [0, %d)", id, cfg_.vocab_size);
+        if (id < 0 || id >= cfg_.vocab_size)
+            fail("token %d is outside the model's vocabulary [0, %d)", id, cfg_.vocab_size);
     }
     const int maxT = cfg_.max_seq_len;
     context_.insert(context_.end(), tokens.begin(), tokens.end());
@@ -102,4 +105,4 @@ std::vector<int> Generator::generate(const std::vector<int>& prompt, int count, 
     return out;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

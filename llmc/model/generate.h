@@ -25,7 +25,7 @@
 namespace train_gpt {
 
 class Generator {
-public:
+  public:
     // Buffers for one sequence of up to model.config().max_seq_len positions on `backend`, the
     // kernel set the model lives on. The model must outlive the generator (its weights are read
     // at every step, so a training model's current weights are the ones sampled).
@@ -37,37 +37,37 @@ public:
     // Appends tokens to the sequence (all at once: a prompt is one pass) and returns the logits
     // (V, FP32) for the token after the last one.
     std::vector<float> feed(const std::vector<int>& tokens);
-    void reset();                                 // an empty sequence
-    int cached() const { return cached_; }        // positions in the cache
+    void reset();                                                  // an empty sequence
+    int cached() const { return cached_; }                         // positions in the cache
     const std::vector<int>& context() const { return context_; }   // the tokens those positions hold
 
     // `count` tokens sampled after `prompt` (non-empty), one draw of rng per token; starts from an
     // empty sequence.
     std::vector<int> generate(const std::vector<int>& prompt, int count, const SamplingParams& params, Rng& rng);
 
-private:
-    void forward(const int* tokens, int n);     // positions cached_ .. cached_+n−1; logits_ for the last
+  private:
+    void forward(const int* tokens, int n);   // positions cached_ .. cached_+n−1; logits_ for the last
     void* at(void* base, size_t elements) const;
 
     const GPT& model_;
     Backend& k_;
     GPTConfig cfg_;
     size_t act_size_;
-    void* cache_ = nullptr;      // (L, maxT, 3C): every layer's [q | k | v] rows, by position
-    void* x_ = nullptr;          // (maxT, C): the residual stream of the new positions
-    void* x2_ = nullptr;         // (maxT, C): after the attention branch
-    void* ln_ = nullptr;         // (maxT, C): a layernorm's output
-    void* atty_ = nullptr;       // (maxT, C): attention output
-    void* proj_ = nullptr;       // (maxT, C): a projection's output
-    void* fch_ = nullptr;        // (maxT, 4C)
-    void* fch_gelu_ = nullptr;   // (maxT, 4C)
-    float* mean_ = nullptr;      // (maxT)
-    float* rstd_ = nullptr;      // (maxT)
-    void* logits_ = nullptr;     // (Vp): the last position's
+    void* cache_ = nullptr;         // (L, maxT, 3C): every layer's [q | k | v] rows, by position
+    void* x_ = nullptr;             // (maxT, C): the residual stream of the new positions
+    void* x2_ = nullptr;            // (maxT, C): after the attention branch
+    void* ln_ = nullptr;            // (maxT, C): a layernorm's output
+    void* atty_ = nullptr;          // (maxT, C): attention output
+    void* proj_ = nullptr;          // (maxT, C): a projection's output
+    void* fch_ = nullptr;           // (maxT, 4C)
+    void* fch_gelu_ = nullptr;      // (maxT, 4C)
+    float* mean_ = nullptr;         // (maxT)
+    float* rstd_ = nullptr;         // (maxT)
+    void* logits_ = nullptr;        // (Vp): the last position's
     float* logits_f32_ = nullptr;   // (V)
-    int32_t* tokens_ = nullptr;  // (maxT) device
+    int32_t* tokens_ = nullptr;     // (maxT) device
     int cached_ = 0;
     std::vector<int> context_;   // the tokens of the cached positions
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

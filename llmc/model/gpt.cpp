@@ -15,35 +15,35 @@ namespace train_gpt {
 // `void*` buffers hold the activation dtype, `float*` ones FP32. kActivationTensors below gives
 // every member's shape; sizes and pointers follow from it.
 struct GPT::Activations {
-    void* encoded;      // (B, T, C)
-    void* ln1;          // (L, B, T, C)   none when qkv runs in FP8 (its layernorm writes E4M3 only)
-    float* ln1_mean;    // (L, B, T)
-    float* ln1_rstd;    // (L, B, T)
-    void* qkv;          // (L, B, T, 3C)
-    void* atty;         // (L, B, T, C)   attention output, before the projection
-    float* att_lse;     // (L, B, NH, T)  softmax log-sum-exp per query row
-    void* attproj;      // (B, T, C)      one layer's: the residual add consumes it at once
-    void* residual2;    // (L, B, T, C)   after the attention branch
-    void* ln2;          // (L, B, T, C)   none when fc runs in FP8
-    float* ln2_mean;    // (L, B, T)
-    float* ln2_rstd;    // (L, B, T)
-    void* fch;          // (L, B, T, 4C)
-    void* fch_gelu;     // (L, B, T, 4C)  none when fcproj runs in FP8 (GELU writes E4M3 only)
-    void* fcproj;       // (B, T, C)      one layer's, as attproj
-    void* residual3;    // (L, B, T, C)   after the MLP branch: the block's output
-    void* lnf;          // (B, T, C)
-    float* lnf_mean;    // (B, T)
-    float* lnf_rstd;    // (B, T)
-    void* logits;       // (⌈B·T / lm_head_chunks⌉, Vp)  overwritten by dlogits when training
-    float* losses;      // (B, T)
+    void* encoded;     // (B, T, C)
+    void* ln1;         // (L, B, T, C)   none when qkv runs in FP8 (its layernorm writes E4M3 only)
+    float* ln1_mean;   // (L, B, T)
+    float* ln1_rstd;   // (L, B, T)
+    void* qkv;         // (L, B, T, 3C)
+    void* atty;        // (L, B, T, C)   attention output, before the projection
+    float* att_lse;    // (L, B, NH, T)  softmax log-sum-exp per query row
+    void* attproj;     // (B, T, C)      one layer's: the residual add consumes it at once
+    void* residual2;   // (L, B, T, C)   after the attention branch
+    void* ln2;         // (L, B, T, C)   none when fc runs in FP8
+    float* ln2_mean;   // (L, B, T)
+    float* ln2_rstd;   // (L, B, T)
+    void* fch;         // (L, B, T, 4C)
+    void* fch_gelu;    // (L, B, T, 4C)  none when fcproj runs in FP8 (GELU writes E4M3 only)
+    void* fcproj;      // (B, T, C)      one layer's, as attproj
+    void* residual3;   // (L, B, T, C)   after the MLP branch: the block's output
+    void* lnf;         // (B, T, C)
+    float* lnf_mean;   // (B, T)
+    float* lnf_rstd;   // (B, T)
+    void* logits;      // (⌈B·T / lm_head_chunks⌉, Vp)  overwritten by dlogits when training
+    float* losses;     // (B, T)
     // backward scratch, reused by every layer
-    void* dresidual;    // (B, T, C)   gradient of the residual stream, flows down through the layers
-    void* dln;          // (B, T, C)   gradient of a layernorm output
-    void* dqkv;         // (B, T, 3C)
-    void* datty;        // (B, T, C)
-    void* dfch;         // (B, T, 4C)
-    void* dfch_gelu;    // (B, T, 4C)
-    void* base;         // the one allocation everything above points into
+    void* dresidual;   // (B, T, C)   gradient of the residual stream, flows down through the layers
+    void* dln;         // (B, T, C)   gradient of a layernorm output
+    void* dqkv;        // (B, T, 3C)
+    void* datty;       // (B, T, C)
+    void* dfch;        // (B, T, 4C)
+    void* dfch_gelu;   // (B, T, 4C)
+    void* base;        // the one allocation everything above points into
 };
 
 namespace {
@@ -53,8 +53,8 @@ using A = GPT::Activations;
 // One activation tensor: its member (in the activation dtype, or FP32), how many layers keep it,
 // and its width per token.
 struct ActivationTensor {
-    void* A::*act;       // set for a tensor in the activation dtype
-    float* A::*fp32;     // set for an FP32 one
+    void* A::*act;     // set for a tensor in the activation dtype
+    float* A::*fp32;   // set for an FP32 one
     enum Layers { kOne, kEvery } layers;
     enum Width { kOneValue, kC, k3C, k4C, kNH, kVp } width;
     int unless_fp8 = -1;       // kEvery, but none at all when this block GEMM runs in FP8 (its input)
@@ -124,10 +124,10 @@ size_t activations_bytes(const GPTConfig& cfg, size_t tokens, const PrecisionCon
     return total;
 }
 
-}  // namespace
+}   // namespace
 
-size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision,
-                                 int recompute, int lm_head_chunks) {
+size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const PrecisionConfig& precision, int recompute,
+                                 int lm_head_chunks) {
     const size_t tokens = (size_t)B * T;
     size_t total = activations_bytes(cfg, tokens, precision, recompute, lm_head_chunks);
     if (precision.precision == Precision::FP8) {
@@ -136,11 +136,18 @@ size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const Preci
     return total;
 }
 
-GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision,
-         Comm* comm, int zero, int recompute, int lm_head_chunks)
-    : cfg_(cfg), k_(backend), max_B_(max_B), max_T_(max_T), prec_(precision),
-      act_size_(dtype_size(backend.act_dtype())), param_offsets_(param_tensor_offsets(cfg)), comm_(comm),
-      recompute_(recompute), lm_head_chunks_(lm_head_chunks) {
+GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision, Comm* comm,
+         int zero, int recompute, int lm_head_chunks)
+    : cfg_(cfg),
+      k_(backend),
+      max_B_(max_B),
+      max_T_(max_T),
+      prec_(precision),
+      act_size_(dtype_size(backend.act_dtype())),
+      param_offsets_(param_tensor_offsets(cfg)),
+      comm_(comm),
+      recompute_(recompute),
+      lm_head_chunks_(lm_head_chunks) {
     if (recompute < 0 || recompute > 2) fail("--recompute %d: expected 0, 1 or 2", recompute);
     if (lm_head_chunks < 1) fail("--lm-head-chunks %d: expected at least 1", lm_head_chunks);
     if (max_T > cfg.max_seq_len) {
@@ -183,7 +190,10 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
     acts_->base = k_.alloc(activation_bytes_);
     char* p = static_cast<char*>(acts_->base);
     for (const ActivationTensor& t : kActivationTensors) {
-        if (t.act != nullptr) (*acts_).*t.act = p; else (*acts_).*t.fp32 = reinterpret_cast<float*>(p);
+        if (t.act != nullptr)
+            (*acts_).*t.act = p;
+        else
+            (*acts_).*t.fp32 = reinterpret_cast<float*>(p);
         p += activation_tensor_bytes(t, cfg, tokens, precision, recompute, lm_head_chunks);
     }
     inputs_ = static_cast<int32_t*>(k_.alloc(tokens * sizeof(int32_t)));
@@ -223,21 +233,32 @@ void GPT::init_weights(uint64_t seed) {
     const double std_residual = 0.02 / std::sqrt(2.0 * cfg_.n_layer);   // GPT-2: scale residual projections
     auto sizes = param_tensor_sizes(cfg_);
     constexpr size_t kChunk = size_t(1) << 20;
-    struct Job { int tensor; size_t begin, end; double std; };
+    struct Job {
+        int tensor;
+        size_t begin, end;
+        double std;
+    };
     std::vector<Job> jobs;
     for (int i = 0; i < kNumParamTensors; i++) {
         size_t n = sizes[i];
         double std = 0.0;
         switch (i) {
-            case kWte: n = (size_t)cfg_.vocab_size * C; std = std_default; break;   // padding rows stay 0
-            case kWpe: case kQkvw: case kFcw: std = std_default; break;
-            case kAttprojw: case kFcprojw: std = std_residual; break;
-            case kLn1w: case kLn2w: case kLnfw:
-                std::fill_n(host.data() + param_offsets_[i], n, 1.0f);
-                continue;
+            case kWte:
+                n = (size_t)cfg_.vocab_size * C;
+                std = std_default;
+                break;   // padding rows stay 0
+            case kWpe:
+            case kQkvw:
+            case kFcw: std = std_default; break;
+            case kAttprojw:
+            case kFcprojw: std = std_residual; break;
+            case kLn1w:
+            case kLn2w:
+            case kLnfw: std::fill_n(host.data() + param_offsets_[i], n, 1.0f); continue;
             default: continue;   // biases: 0
         }
-        for (size_t b = 0; b < n; b += kChunk) jobs.push_back({i, b, std::min(n, b + kChunk), std});
+        for (size_t b = 0; b < n; b += kChunk)
+            jobs.push_back({i, b, std::min(n, b + kChunk), std});
     }
     auto splitmix64 = [](uint64_t x) {
         x += 0x9e3779b97f4a7c15ull;
@@ -250,7 +271,8 @@ void GPT::init_weights(uint64_t seed) {
         const Job& job = jobs[j];
         Rng rng(splitmix64(splitmix64(splitmix64(seed) ^ (uint64_t)job.tensor) ^ (job.begin / kChunk)));
         float* t = host.data() + param_offsets_[job.tensor];
-        for (size_t k = job.begin; k < job.end; k++) t[k] = (float)(job.std * rng.normal());
+        for (size_t k = job.begin; k < job.end; k++)
+            t[k] = (float)(job.std * rng.normal());
     }
     set_weights(host);
 }
@@ -322,14 +344,14 @@ GPT::LayerActivations GPT::layer(int l, int N) const {
     auto kept = [&](int recomputed_from) { return (size_t)(recompute_ >= recomputed_from ? 0 : l); };
     LayerActivations x;
     x.residual = l == 0 ? a.encoded : act_at(a.residual3, (l - 1) * NC);
-    x.ln1 = {x.residual, act_at(a.ln1, kept(2) * NC), a.ln1_mean + rows, a.ln1_rstd + rows,
-             param(kLn1w, l * C), param(kLn1b, l * C), grad(kLn1w) + l * C, grad(kLn1b) + l * C};
+    x.ln1 = {x.residual,          act_at(a.ln1, kept(2) * NC), a.ln1_mean + rows,   a.ln1_rstd + rows,
+             param(kLn1w, l * C), param(kLn1b, l * C),         grad(kLn1w) + l * C, grad(kLn1b) + l * C};
     x.qkv = act_at(a.qkv, l * NC * 3);
     x.atty = act_at(a.atty, l * NC);
     x.lse = a.att_lse + rows * cfg_.n_head;
     x.residual2 = act_at(a.residual2, l * NC);
-    x.ln2 = {x.residual2, act_at(a.ln2, kept(2) * NC), a.ln2_mean + rows, a.ln2_rstd + rows,
-             param(kLn2w, l * C), param(kLn2b, l * C), grad(kLn2w) + l * C, grad(kLn2b) + l * C};
+    x.ln2 = {x.residual2,         act_at(a.ln2, kept(2) * NC), a.ln2_mean + rows,   a.ln2_rstd + rows,
+             param(kLn2w, l * C), param(kLn2b, l * C),         grad(kLn2w) + l * C, grad(kLn2b) + l * C};
     x.fch = act_at(a.fch, l * NC * 4);
     x.fch_gelu = act_at(a.fch_gelu, kept(1) * NC * 4);
     x.residual3 = act_at(a.residual3, l * NC);
@@ -339,8 +361,14 @@ GPT::LayerActivations GPT::layer(int l, int N) const {
 // lnf(the last block's output), the LM head's input
 LayernormInput GPT::lnf_input(int N) const {
     const Activations& a = *acts_;
-    return {act_at(a.residual3, (size_t)(cfg_.n_layer - 1) * N * cfg_.n_embd), a.lnf, a.lnf_mean, a.lnf_rstd,
-            param(kLnfw), param(kLnfb), grad(kLnfw), grad(kLnfb)};
+    return {act_at(a.residual3, (size_t)(cfg_.n_layer - 1) * N * cfg_.n_embd),
+            a.lnf,
+            a.lnf_mean,
+            a.lnf_rstd,
+            param(kLnfw),
+            param(kLnfb),
+            grad(kLnfw),
+            grad(kLnfb)};
 }
 
 float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, float dloss) {
@@ -388,7 +416,8 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     token_losses_.resize(N);
     k_.copy_to_host(token_losses_.data(), a.losses, (size_t)N * sizeof(float));
     double sum = 0;
-    for (float x : token_losses_) sum += x;
+    for (float x : token_losses_)
+        sum += x;
     return (float)(sum / N);
 }
 
@@ -403,7 +432,7 @@ void GPT::lm_head(int N, float dloss) {
     const int R = (int)((N + lm_head_chunks_ - 1) / lm_head_chunks_);
     for (int r0 = 0; r0 < N; r0 += R) {
         const int rows = std::min(R, N - r0);
-        const void* lnf = act_at(a.lnf, (size_t)r0 * C);   // (rows, C)
+        const void* lnf = act_at(a.lnf, (size_t)r0 * C);                       // (rows, C)
         k_.matmul_forward(a.logits, lnf, param(kWte), nullptr, rows, C, Vp);   // (rows, Vp)
         k_.fused_classifier(dloss != 0.0f ? a.logits : nullptr, a.losses + r0, a.logits, targets_ + r0, rows, V, Vp,
                             dloss);
@@ -462,8 +491,8 @@ void GPT::reduce_gradients() {
 
 double GPT::gradient_norm() {
     // the summed gradient's norm over ranks; the mean's is 1/W of it
-    double sum = sharded_ ? comm_->all_reduce_sum(k_.sum_squares(grad_shard_, state_len_))
-                          : k_.sum_squares(grads_, num_params_);
+    double sum =
+        sharded_ ? comm_->all_reduce_sum(k_.sum_squares(grad_shard_, state_len_)) : k_.sum_squares(grads_, num_params_);
     return std::sqrt(sum) / world_;
 }
 
@@ -539,8 +568,7 @@ GPT::StateShare GPT::checkpoint_share() const {
 void GPT::restore_optimizer_state(const std::vector<float>& master, const std::vector<float>& m,
                                   const std::vector<float>& v) {
     if (master.size() != state_len_ || m.size() != state_len_ || v.size() != state_len_) {
-        fail("optimizer state of %zu/%zu/%zu values for a slice of %zu", master.size(), m.size(), v.size(),
-             state_len_);
+        fail("optimizer state of %zu/%zu/%zu values for a slice of %zu", master.size(), m.size(), v.size(), state_len_);
     }
     k_.copy_to_device(adam_m_, m.data(), state_len_ * sizeof(float));
     k_.copy_to_device(adam_v_, v.data(), state_len_ * sizeof(float));
@@ -571,4 +599,4 @@ std::vector<float> GPT::logits_at(int b, int t) const {
     return row;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

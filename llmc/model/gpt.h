@@ -59,7 +59,7 @@ struct AdamWConfig {
 };
 
 class GPT {
-public:
+  public:
     // The backend's activation dtype must be activation_dtype(precision.precision).
     // comm: null for a single process; zero: 0 (replicated optimizer state) or 1 (ZeRO-1).
     // recompute (--recompute): which activations backward computes again instead of keeping every
@@ -76,7 +76,7 @@ public:
     GPT& operator=(const GPT&) = delete;
 
     const GPTConfig& config() const { return cfg_; }
-    size_t num_parameters() const { return num_params_; }            // including vocab padding
+    size_t num_parameters() const { return num_params_; }   // including vocab padding
     size_t offset_of(int tensor) const { return param_offsets_[tensor]; }
 
     // GPT-2 / nanoGPT initialisation: N(0, 0.02) weights, residual projections N(0, 0.02/√(2L)),
@@ -145,7 +145,7 @@ public:
 
     struct Activations;
 
-private:
+  private:
     GPTConfig cfg_;
     Backend& k_;
     int max_B_, max_T_;
@@ -160,19 +160,19 @@ private:
     float* adam_v_ = nullptr;
     // data parallel
     Comm* comm_ = nullptr;
-    int recompute_ = 0;            // --recompute: 1 GELU output, 2 also layernorm outputs
-    int lm_head_chunks_ = 1;       // --lm-head-chunks: the logits buffer holds 1/chunks of the tokens
+    int recompute_ = 0;        // --recompute: 1 GELU output, 2 also layernorm outputs
+    int lm_head_chunks_ = 1;   // --lm-head-chunks: the logits buffer holds 1/chunks of the tokens
     int world_ = 1, rank_ = 0;
-    bool sharded_ = false;         // ZeRO-1 with more than one rank
-    size_t padded_params_ = 0;     // num_params_ rounded up to a multiple of world_
-    size_t state_begin_ = 0;       // this rank's slice of the flat vector: master, m, v, and the
-    size_t state_len_ = 0;         //   reduced gradient under ZeRO-1
-    float* grad_shard_ = nullptr;  // ZeRO-1: this rank's slice of the summed gradients
+    bool sharded_ = false;          // ZeRO-1 with more than one rank
+    size_t padded_params_ = 0;      // num_params_ rounded up to a multiple of world_
+    size_t state_begin_ = 0;        // this rank's slice of the flat vector: master, m, v, and the
+    size_t state_len_ = 0;          //   reduced gradient under ZeRO-1
+    float* grad_shard_ = nullptr;   // ZeRO-1: this rank's slice of the summed gradients
     std::unique_ptr<Activations> acts_;
     size_t activation_bytes_ = 0;
     std::unique_ptr<Fp8State> fp8_;   // fp8 mode only
-    int32_t* inputs_ = nullptr;    // (max_B, max_T) device
-    int32_t* targets_ = nullptr;   // (max_B, max_T) device
+    int32_t* inputs_ = nullptr;       // (max_B, max_T) device
+    int32_t* targets_ = nullptr;      // (max_B, max_T) device
     int last_B_ = 0, last_T_ = 0;
     bool have_dlogits_ = false;
     std::vector<float> token_losses_;   // (B, T) of the last forward with targets
@@ -190,4 +190,4 @@ private:
     float* grad(int tensor) const { return grads_ + param_offsets_[tensor]; }
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -7,8 +7,8 @@ namespace train_gpt {
 
 int pad_vocab(int vocab_size) { return (vocab_size + 127) / 128 * 128; }
 
-GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_seq_len,
-                               int n_embd_override, int n_head_override) {
+GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_seq_len, int n_embd_override,
+                               int n_head_override) {
     if (spec.size() < 2 || spec[0] != 'd' || spec.find_first_not_of("0123456789", 1) != std::string::npos) {
         fail("model spec '%s' is not of the form dN (e.g. d12 for GPT-2 124M)", spec.c_str());
     }
@@ -17,11 +17,26 @@ GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_
     cfg.n_layer = std::stoi(spec.substr(1));
     if (cfg.n_layer < 1 || cfg.n_layer > 1024) fail("model spec '%s': depth must be in 1..1024", spec.c_str());
     switch (cfg.n_layer) {   // GPT-2 small / medium / large / XL
-        case 12: cfg.n_embd = 768;  cfg.n_head = 12; break;
-        case 24: cfg.n_embd = 1024; cfg.n_head = 16; break;
-        case 36: cfg.n_embd = 1280; cfg.n_head = 20; break;
-        case 48: cfg.n_embd = 1600; cfg.n_head = 25; break;
-        default: cfg.n_embd = 64 * cfg.n_layer; cfg.n_head = cfg.n_layer; break;
+        case 12:
+            cfg.n_embd = 768;
+            cfg.n_head = 12;
+            break;
+        case 24:
+            cfg.n_embd = 1024;
+            cfg.n_head = 16;
+            break;
+        case 36:
+            cfg.n_embd = 1280;
+            cfg.n_head = 20;
+            break;
+        case 48:
+            cfg.n_embd = 1600;
+            cfg.n_head = 25;
+            break;
+        default:
+            cfg.n_embd = 64 * cfg.n_layer;
+            cfg.n_head = cfg.n_layer;
+            break;
     }
     if (n_embd_override > 0) cfg.n_embd = n_embd_override;
     if (n_head_override > 0) cfg.n_head = n_head_override;
@@ -37,9 +52,9 @@ GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_
 }
 
 const char* param_tensor_name(int i) {
-    static const char* names[kNumParamTensors] = {
-        "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-        "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    static const char* names[kNumParamTensors] = {"wte",      "wpe",      "ln1w", "ln1b", "qkvw", "qkvb",
+                                                  "attprojw", "attprojb", "ln2w", "ln2b", "fcw",  "fcb",
+                                                  "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
     return names[i];
 }
 
@@ -54,8 +69,12 @@ std::vector<int> param_tensor_shape(const GPTConfig& cfg, int i) {
     switch (i) {
         case kWte: return {cfg.padded_vocab_size, C};
         case kWpe: return {cfg.max_seq_len, C};
-        case kLn1w: case kLn1b: case kLn2w: case kLn2b: return {L, C};
-        case kLnfw: case kLnfb: return {C};
+        case kLn1w:
+        case kLn1b:
+        case kLn2w:
+        case kLn2b: return {L, C};
+        case kLnfw:
+        case kLnfb: return {C};
     }
     fail("no parameter tensor %d", i);
 }
@@ -64,7 +83,8 @@ std::array<size_t, kNumParamTensors> param_tensor_sizes(const GPTConfig& cfg) {
     std::array<size_t, kNumParamTensors> sizes{};
     for (int i = 0; i < kNumParamTensors; i++) {
         size_t n = 1;
-        for (int d : param_tensor_shape(cfg, i)) n *= (size_t)d;
+        for (int d : param_tensor_shape(cfg, i))
+            n *= (size_t)d;
         sizes[i] = n;
     }
     return sizes;
@@ -73,7 +93,8 @@ std::array<size_t, kNumParamTensors> param_tensor_sizes(const GPTConfig& cfg) {
 std::array<size_t, kNumParamTensors + 1> param_tensor_offsets(const GPTConfig& cfg) {
     const auto sizes = param_tensor_sizes(cfg);
     std::array<size_t, kNumParamTensors + 1> offsets{};
-    for (int i = 0; i < kNumParamTensors; i++) offsets[i + 1] = offsets[i] + sizes[i];
+    for (int i = 0; i < kNumParamTensors; i++)
+        offsets[i + 1] = offsets[i] + sizes[i];
     return offsets;
 }
 
@@ -84,4 +105,4 @@ int block_gemm_of_weight(int param_tensor) {
     return -1;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -13,25 +13,40 @@
 namespace train_gpt {
 
 struct GPTConfig {
-    int n_layer = 0;            // L
-    int n_head = 0;             // NH
-    int n_embd = 0;             // C
-    int vocab_size = 0;         // V: real tokens
-    int padded_vocab_size = 0;  // Vp: V rounded up to a multiple of 128
-    int max_seq_len = 0;        // rows of the position table
+    int n_layer = 0;             // L
+    int n_head = 0;              // NH
+    int n_embd = 0;              // C
+    int vocab_size = 0;          // V: real tokens
+    int padded_vocab_size = 0;   // Vp: V rounded up to a multiple of 128
+    int max_seq_len = 0;         // rows of the position table
 };
 
 // Shape from a depth dial "dN": GPT-2's sizes for d12 (124M), d24, d36, d48 (1.5B); otherwise
 // n_embd = 64·N, n_head = N (head size 64). n_embd / n_head override when > 0.
-GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_seq_len,
-                               int n_embd_override = 0, int n_head_override = 0);
+GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_seq_len, int n_embd_override = 0,
+                               int n_head_override = 0);
 int pad_vocab(int vocab_size);   // round up to a multiple of 128
 
 // The parameter tensors in the order of the flat parameter vector (llm.c's order); per-layer
 // tensors are stacked along a leading L dimension.
 enum ParamTensor {
-    kWte, kWpe, kLn1w, kLn1b, kQkvw, kQkvb, kAttprojw, kAttprojb,
-    kLn2w, kLn2b, kFcw, kFcb, kFcprojw, kFcprojb, kLnfw, kLnfb, kNumParamTensors
+    kWte,
+    kWpe,
+    kLn1w,
+    kLn1b,
+    kQkvw,
+    kQkvb,
+    kAttprojw,
+    kAttprojb,
+    kLn2w,
+    kLn2b,
+    kFcw,
+    kFcb,
+    kFcprojw,
+    kFcprojb,
+    kLnfw,
+    kLnfb,
+    kNumParamTensors
 };
 const char* param_tensor_name(int i);   // "wte", "qkvw", ...
 // Weight decay applies to the 2-D weights only: embeddings and the four matrices of each block.
@@ -66,4 +81,4 @@ inline constexpr unsigned kAllBlockGemms = (1u << kNumBlockGemms) - 1;
 // The block GEMM whose weight parameter tensor i is, or -1.
 int block_gemm_of_weight(int param_tensor);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

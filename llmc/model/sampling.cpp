@@ -28,7 +28,8 @@ int sample_token(const std::vector<float>& logits, const SamplingParams& params,
 
     // p_i ∝ exp((l_i − max) / temperature) ≤ 1, in double
     std::vector<double> weight(V);
-    for (int i = 0; i < V; i++) weight[i] = std::exp(((double)logits[i] - logits[best]) / params.temperature);
+    for (int i = 0; i < V; i++)
+        weight[i] = std::exp(((double)logits[i] - logits[best]) / params.temperature);
     // candidates in order of decreasing probability, lower id first on ties
     std::vector<int> order(V);
     std::iota(order.begin(), order.end(), 0);
@@ -38,18 +39,21 @@ int sample_token(const std::vector<float>& logits, const SamplingParams& params,
     // cumulative mass of the candidates, cut at the nucleus
     std::vector<double> cdf(n);   // cdf[j] = mass of candidates 0..j
     double total = 0;
-    for (int j = 0; j < n; j++) cdf[j] = total += weight[order[j]];
+    for (int j = 0; j < n; j++)
+        cdf[j] = total += weight[order[j]];
     if (params.top_p < 1.0f) {
         const double target = params.top_p * total;
         int kept = 0;
-        while (kept < n - 1 && cdf[kept] < target) kept++;
+        while (kept < n - 1 && cdf[kept] < target)
+            kept++;
         n = kept + 1;
     }
-    while (n > 1 && weight[order[n - 1]] == 0.0) n--;   // ids exp() flushed to zero are not candidates
+    while (n > 1 && weight[order[n - 1]] == 0.0)
+        n--;   // ids exp() flushed to zero are not candidates
     // inverse CDF within the candidates' own total: x < cdf[n-1] always, as u < 1
     const double x = u * cdf[n - 1];
     const int j = (int)(std::upper_bound(cdf.begin(), cdf.begin() + n, x) - cdf.begin());
     return order[std::min(j, n - 1)];
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -25,4 +25,4 @@ struct SamplingParams {
 // model has no distribution to sample from) or bad parameters.
 int sample_token(const std::vector<float>& logits, const SamplingParams& params, double u);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -100,7 +100,7 @@ TG_HD inline uint32_t narrow_magnitude(uint32_t a, uint32_t mbits, uint32_t bias
     return shift >= 32u ? 0u : shift_rne(m, shift);
 }
 
-}  // namespace detail
+}   // namespace detail
 
 // ---- bf16: 1 sign, 8 exponent (bias 127), 7 mantissa -------------------------------------
 struct bf16 {
@@ -126,9 +126,9 @@ struct fp16 {
         const uint32_t u = float_bits(f);
         const uint32_t sign = (u >> 16) & 0x8000u;
         const uint32_t a = u & 0x7fffffffu;
-        if (a > 0x7f800000u) return fp16{0x7fff};                 // NaN
+        if (a > 0x7f800000u) return fp16{0x7fff};                      // NaN
         if (a >= 0x477ff000u) return fp16{uint16_t(sign | 0x7c00u)};   // ≥ 65520 = max + ½ulp, or inf
-        if (a <= 0x33000000u) return fp16{uint16_t(sign)};        // ≤ 2^-25 = ½ smallest subnormal
+        if (a <= 0x33000000u) return fp16{uint16_t(sign)};             // ≤ 2^-25 = ½ smallest subnormal
         return fp16{uint16_t(sign | detail::narrow_magnitude(a, 10, 15))};
     }
     TG_HD float to_float() const {
@@ -137,7 +137,7 @@ struct fp16 {
         const uint32_t m = bits & 0x3ffu;
         if (e == 0x1fu) return bits_float(m ? detail::kF32CanonicalNaN : (sign | 0x7f800000u));
         if (e == 0u) return bits_float(sign | float_bits(float(m) * 0x1p-24f));   // m · 2^-24, exact
-        return bits_float(sign | ((e + 112u) << 23) | (m << 13));               // re-bias 15 → 127
+        return bits_float(sign | ((e + 112u) << 23) | (m << 13));                 // re-bias 15 → 127
     }
 };
 
@@ -153,7 +153,7 @@ struct fp8e4m3 {
         const uint32_t a = u & 0x7fffffffu;
         if (a > 0x7f800000u) return fp8e4m3{0x7f};
         if (a >= 0x43e00000u) return fp8e4m3{uint8_t(sign | 0x7eu)};   // ≥ 448 (all of (448, 464] rounds to 448 anyway)
-        if (a <= 0x3a800000u) return fp8e4m3{uint8_t(sign)};          // ≤ 2^-10 = ½ smallest subnormal
+        if (a <= 0x3a800000u) return fp8e4m3{uint8_t(sign)};           // ≤ 2^-10 = ½ smallest subnormal
         return fp8e4m3{uint8_t(sign | detail::narrow_magnitude(a, 3, 7))};
     }
     TG_HD float to_float() const {
@@ -162,7 +162,7 @@ struct fp8e4m3 {
         const uint32_t m = bits & 0x7u;
         if ((bits & 0x7fu) == 0x7fu) return bits_float(detail::kF32CanonicalNaN);
         if (e == 0u) return bits_float(sign | float_bits(float(m) * 0x1p-9f));   // m · 2^-9, exact
-        return bits_float(sign | ((e + 120u) << 23) | (m << 20));              // re-bias 7 → 127
+        return bits_float(sign | ((e + 120u) << 23) | (m << 20));                // re-bias 7 → 127
     }
 };
 
@@ -178,7 +178,7 @@ struct fp8e5m2 {
         const uint32_t a = u & 0x7fffffffu;
         if (a > 0x7f800000u) return fp8e5m2{0x7f};
         if (a >= 0x47600000u) return fp8e5m2{uint8_t(sign | 0x7bu)};   // ≥ 57344
-        if (a <= 0x37000000u) return fp8e5m2{uint8_t(sign)};          // ≤ 2^-17 = ½ smallest subnormal
+        if (a <= 0x37000000u) return fp8e5m2{uint8_t(sign)};           // ≤ 2^-17 = ½ smallest subnormal
         return fp8e5m2{uint8_t(sign | detail::narrow_magnitude(a, 2, 15))};
     }
     // E5M2 is the top byte of an fp16.
@@ -193,9 +193,13 @@ TG_HD inline float to_float(fp8e4m3 x) { return x.to_float(); }
 TG_HD inline float to_float(fp8e5m2 x) { return x.to_float(); }
 
 template <class T>
-TG_HD inline T from_float(float f) { return T::from_float(f); }
+TG_HD inline T from_float(float f) {
+    return T::from_float(f);
+}
 template <>
-TG_HD inline float from_float<float>(float f) { return f; }
+TG_HD inline float from_float<float>(float f) {
+    return f;
+}
 
 // Buffers of these types must have the CUDA types' layout: same size, no padding, no
 // constructors that would make copies anything but a byte copy.
@@ -203,7 +207,9 @@ static_assert(sizeof(bf16) == 2 && sizeof(fp16) == 2, "16-bit storage types must
 static_assert(sizeof(fp8e4m3) == 1 && sizeof(fp8e5m2) == 1, "FP8 storage types must be 1 byte");
 static_assert(std::is_trivially_copyable<bf16>::value && std::is_standard_layout<bf16>::value, "bf16 must be POD-like");
 static_assert(std::is_trivially_copyable<fp16>::value && std::is_standard_layout<fp16>::value, "fp16 must be POD-like");
-static_assert(std::is_trivially_copyable<fp8e4m3>::value && std::is_standard_layout<fp8e4m3>::value, "fp8e4m3 must be POD-like");
-static_assert(std::is_trivially_copyable<fp8e5m2>::value && std::is_standard_layout<fp8e5m2>::value, "fp8e5m2 must be POD-like");
+static_assert(std::is_trivially_copyable<fp8e4m3>::value && std::is_standard_layout<fp8e4m3>::value,
+              "fp8e4m3 must be POD-like");
+static_assert(std::is_trivially_copyable<fp8e5m2>::value && std::is_standard_layout<fp8e5m2>::value,
+              "fp8e5m2 must be POD-like");
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -22,10 +22,10 @@
 namespace train_gpt {
 
 struct Fp8GemmTiming {
-    std::string name;              // qkv, attproj, fc, fcproj
-    int n = 0, c_in = 0, c_out = 0;  // the GEMM: (n, c_in) · (c_out, c_in)ᵀ
+    std::string name;                  // qkv, attproj, fc, fcproj
+    int n = 0, c_in = 0, c_out = 0;    // the GEMM: (n, c_in) · (c_out, c_in)ᵀ
     double ms_16bit = 0, ms_fp8 = 0;   // forward + backward, median of the repetitions
-    bool fp8 = false;              // FP8 chosen: ms_fp8 < ms_16bit
+    bool fp8 = false;                  // FP8 chosen: ms_fp8 < ms_16bit
 };
 
 // Times every block GEMM of cfg at B·T tokens on `backend` (an fp8-mode kernel set, bf16
@@ -44,4 +44,4 @@ struct Fp8AutoChoice {
 Fp8AutoChoice choose_fp8_gemms_auto(Backend& backend, const GPTConfig& cfg, int B, int T,
                                     const std::optional<std::string>& resume_checkpoint, Comm& comm);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -11,7 +11,7 @@ namespace {
 // residual stream with its parameters and saved statistics, or a tensor the model keeps.
 Fp8State::Source source_of(const LayernormInput& x) { return {x.inp, x.weight, x.bias, x.mean, x.rstd}; }
 Fp8State::Source source_of(const void* x) { return {x}; }
-}  // namespace
+}   // namespace
 
 Fp8BlockOps::Fp8BlockOps(Backend& backend, const ModelTensors& tensors, int recompute, Fp8State& fp8)
     : BlockOps(backend, tensors, recompute), fp8_(fp8) {}
@@ -124,4 +124,4 @@ void Fp8BlockOps::weights_changed() { fp8_.cast_weights(); }
 
 void Fp8BlockOps::discard_step() { fp8_.discard_step(); }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -12,7 +12,7 @@
 namespace train_gpt {
 
 class Fp8BlockOps : public BlockOps {
-public:
+  public:
     Fp8BlockOps(Backend& backend, const ModelTensors& tensors, int recompute, Fp8State& fp8);
 
     void begin_forward(int B, int T, bool training) override;
@@ -32,8 +32,7 @@ public:
     void matmul_backward(int l, int g, void* dinp, const void* dout, const void* inp, int N) override;
     void attention_backward(int l, void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse,
                             int B, int T) override;
-    void layernorm_matmul_backward(int l, int g, void* dinp, const void* dout, const LayernormInput& x,
-                                   int N) override;
+    void layernorm_matmul_backward(int l, int g, void* dinp, const void* dout, const LayernormInput& x, int N) override;
 
     void begin_update() override;
     bool adamw_update(int tensor, bool whole, float* master, float* m, float* v, const float* grads, float lr,
@@ -41,8 +40,8 @@ public:
     void weights_changed() override;
     void discard_step() override;
 
-private:
+  private:
     Fp8State& fp8_;
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

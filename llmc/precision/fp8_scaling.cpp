@@ -147,10 +147,11 @@ Fp8CastStats quantize_impl(T* q, const float* x, size_t n, float scale) {
 template <class T>
 void dequantize_impl(float* x, const T* q, size_t n, float inv_scale) {
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-    for (size_t i = 0; i < n; ++i) x[i] = q[i].to_float() * inv_scale;
+    for (size_t i = 0; i < n; ++i)
+        x[i] = q[i].to_float() * inv_scale;
 }
 
-}  // namespace
+}   // namespace
 
 float amax_of(const float* x, size_t n) {
     float amax = 0.0f;
@@ -158,7 +159,8 @@ float amax_of(const float* x, size_t n) {
     {
         float local = 0.0f;
 #pragma omp for schedule(static) nowait
-        for (size_t i = 0; i < n; ++i) local = combine_amax(local, std::fabs(x[i]));
+        for (size_t i = 0; i < n; ++i)
+            local = combine_amax(local, std::fabs(x[i]));
 #pragma omp critical
         amax = combine_amax(amax, local);
     }
@@ -194,4 +196,4 @@ void accumulate(Fp8Counters& c, const Fp8CastStats& s) {
     c.nan += s.nan;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -58,9 +58,9 @@ enum class Fp8Recipe { Delayed, Current };
 
 Fp8AmaxAlgo parse_fp8_amax_algo(const std::string& name);   // max|most_recent, else fails
 const char* fp8_amax_algo_name(Fp8AmaxAlgo algo);
-Fp8Recipe parse_fp8_recipe(const std::string& name);        // delayed|current, else fails
+Fp8Recipe parse_fp8_recipe(const std::string& name);   // delayed|current, else fails
 const char* fp8_recipe_name(Fp8Recipe recipe);
-const char* fp8_format_name(Fp8Format format);              // e4m3|e5m2
+const char* fp8_format_name(Fp8Format format);   // e4m3|e5m2
 // "all", "none" or a comma list of qkv, attproj, fc, fcproj (model/layout.h: kBlockGemms) → the
 // bit mask of Fp8ScalingConfig::gemms; anything else (or nothing) fails naming the flag.
 // fp8_gemms_name is the inverse ("all" for every GEMM, "none" for 0).
@@ -90,8 +90,9 @@ TG_HD inline float combine_amax(float a, float b) {
 TG_HD inline float fp8_scale_rule(float amax, float fp8_max, int margin, float previous) {
     if (!(amax > 0.0f) || !is_finite_f32(amax)) return previous;   // 0, NaN, inf (and < 0, never an amax)
     float s = fp8_max / amax;
-    for (int i = 0; i < margin; i++) s *= 0.5f;   // · 2^-margin, exact until s underflows
-    if (!is_finite_f32(s)) return bits_float(0x7f7fffffu);          // FLT_MAX
+    for (int i = 0; i < margin; i++)
+        s *= 0.5f;                                                     // · 2^-margin, exact until s underflows
+    if (!is_finite_f32(s)) return bits_float(0x7f7fffffu);             // FLT_MAX
     if (s < bits_float(0x00800000u)) return bits_float(0x00800000u);   // FLT_MIN
     return s;
 }
@@ -101,7 +102,8 @@ TG_HD inline float fp8_select_rule(const float* history, int len, bool most_rece
     if (len <= 0) return 0.0f;
     if (most_recent) return history[0];
     float a = history[0];
-    for (int i = 1; i < len; i++) a = combine_amax(a, history[i]);
+    for (int i = 1; i < len; i++)
+        a = combine_amax(a, history[i]);
     return a;
 }
 
@@ -123,7 +125,8 @@ static_assert(sizeof(Fp8ScaleSlot) == 256, "Fp8ScaleSlot: 256 bytes, so every in
 TG_HD inline void fp8_end_step_rule(Fp8ScaleSlot& slot, float* history, float amax, float fp8_max, int H,
                                     bool most_recent, int margin, bool delayed) {
     const int len = slot.hist_len < H ? slot.hist_len + 1 : H;
-    for (int i = len - 1; i > 0; i--) history[i] = history[i - 1];
+    for (int i = len - 1; i > 0; i--)
+        history[i] = history[i - 1];
     history[0] = amax;
     slot.hist_len = len;
     if (delayed) {
@@ -133,12 +136,12 @@ TG_HD inline void fp8_end_step_rule(Fp8ScaleSlot& slot, float* history, float am
 }
 
 struct Fp8ScalingConfig {
-    int amax_history = 16;               // H, --fp8-amax-history (≥ 1)
-    Fp8AmaxAlgo algo = Fp8AmaxAlgo::Max; // --fp8-amax-algo
-    int margin = 0;                      // --fp8-margin (≥ 0): s is backed off by 2^-margin
+    int amax_history = 16;                   // H, --fp8-amax-history (≥ 1)
+    Fp8AmaxAlgo algo = Fp8AmaxAlgo::Max;     // --fp8-amax-algo
+    int margin = 0;                          // --fp8-margin (≥ 0): s is backed off by 2^-margin
     Fp8Recipe recipe = Fp8Recipe::Delayed;   // --fp8-recipe
-    unsigned gemms = kAllBlockGemms;     // --fp8-gemms: bit g set = block GEMM g (model/layout.h:
-                                         // kBlockGemms) runs in FP8; the others in 16 bits
+    unsigned gemms = kAllBlockGemms;         // --fp8-gemms: bit g set = block GEMM g (model/layout.h:
+                                             // kBlockGemms) runs in FP8; the others in 16 bits
 
     void validate() const;   // fails naming the flag
 };
@@ -151,7 +154,7 @@ float fp8_select_amax(const std::vector<float>& history, Fp8AmaxAlgo algo);
 
 // The scale state of one FP8-cast tensor (one operand of one GEMM: X, W or dY).
 class Fp8TensorScale {
-public:
+  public:
     Fp8TensorScale(Fp8Format format, const Fp8ScalingConfig& config);
 
     Fp8Format format() const { return format_; }
@@ -168,11 +171,11 @@ public:
     void end_step(float amax);
 
     const std::vector<float>& history() const { return history_; }   // newest first, ≤ H entries
-    int64_t steps() const { return steps_; }                          // end_step calls so far
+    int64_t steps() const { return steps_; }                         // end_step calls so far
     // Checkpoint restore: the scale and history as saved (history newest first, truncated to H).
     void restore(float scale, const std::vector<float>& history, int64_t steps);
 
-private:
+  private:
     Fp8Format format_;
     Fp8ScalingConfig config_;
     float scale_ = 1.0f;
@@ -183,11 +186,11 @@ private:
 // What a cast did, for telemetry (DESIGN §4): the fraction of values that saturated or
 // flushed to zero tells whether the scale fits the tensor.
 struct Fp8CastStats {
-    float amax = 0.0f;        // max|x| of the unscaled input, NaN if any x is NaN
-    size_t count = 0;         // values cast
-    size_t saturated = 0;     // |x · s| > fp8_max (inf included): clipped to ±fp8_max
-    size_t flushed = 0;       // x ≠ 0 (and not NaN) but q = ±0
-    size_t nan = 0;           // NaN inputs (cast to the NaN encoding 0x7f)
+    float amax = 0.0f;      // max|x| of the unscaled input, NaN if any x is NaN
+    size_t count = 0;       // values cast
+    size_t saturated = 0;   // |x · s| > fp8_max (inf included): clipped to ±fp8_max
+    size_t flushed = 0;     // x ≠ 0 (and not NaN) but q = ±0
+    size_t nan = 0;         // NaN inputs (cast to the NaN encoding 0x7f)
 
     Fp8CastStats& operator+=(const Fp8CastStats& o);   // amax by combine_amax, counts summed
     double saturated_frac() const { return count ? double(saturated) / double(count) : 0.0; }
@@ -220,4 +223,4 @@ Fp8CastStats quantize(fp8e5m2* q, const float* x, size_t n, float scale);
 void dequantize(float* x, const fp8e4m3* q, size_t n, float inv_scale);
 void dequantize(float* x, const fp8e5m2* q, size_t n, float inv_scale);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

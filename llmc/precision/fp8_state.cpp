@@ -22,7 +22,9 @@ constexpr const char* kOperandName[] = {"x", "w", "dy"};
 // pass instead of 1 + 4 bytes per token and channel of every layer.
 bool input_t_kept(int g, int recompute) { return (g == kQkv || g == kFc) && recompute < 2; }
 
-struct ActivationSizes { size_t kept_t = 0, recast_t = 0, dout = 0; };
+struct ActivationSizes {
+    size_t kept_t = 0, recast_t = 0, dout = 0;
+};
 ActivationSizes activation_sizes(const GPTConfig& cfg, size_t tokens, unsigned gemms, int recompute) {
     const size_t L = cfg.n_layer, C = cfg.n_embd;
     ActivationSizes sizes;
@@ -39,7 +41,7 @@ ActivationSizes activation_sizes(const GPTConfig& cfg, size_t tokens, unsigned g
     return sizes;
 }
 
-}  // namespace
+}   // namespace
 
 Fp8Ops& fp8_ops_of(Backend& backend) {
     Fp8Ops* ops = backend.fp8();
@@ -54,8 +56,15 @@ size_t Fp8State::activation_bytes_for(const GPTConfig& cfg, size_t tokens, unsig
 
 Fp8State::Fp8State(const GPTConfig& cfg, Backend& backend, const Fp8ScalingConfig& config, void* params, int max_B,
                    int max_T, Comm* comm, int recompute)
-    : cfg_(cfg), k_(backend), f_(fp8_ops_of(backend)), config_(config), params_(params), offsets_(param_tensor_offsets(cfg)),
-      max_tokens_((size_t)max_B * max_T), comm_(comm), recompute_(recompute),
+    : cfg_(cfg),
+      k_(backend),
+      f_(fp8_ops_of(backend)),
+      config_(config),
+      params_(params),
+      offsets_(param_tensor_offsets(cfg)),
+      max_tokens_((size_t)max_B * max_T),
+      comm_(comm),
+      recompute_(recompute),
       instances_(cfg.n_layer * kNumBlockGemms) {
     config_.validate();
     const size_t L = cfg.n_layer;
@@ -87,9 +96,9 @@ Fp8State::Fp8State(const GPTConfig& cfg, Backend& backend, const Fp8ScalingConfi
 }
 
 Fp8State::~Fp8State() {
-    for (void* p : {(void*)weights_, (void*)weights_t_, (void*)inputs_t_, (void*)recast_t_, (void*)dout_,
-                    (void*)dout_t_, (void*)scales_, (void*)history_, (void*)counters_, (void*)counters_last_,
-                    (void*)jit_, (void*)amax_buffer_}) {
+    for (void* p :
+         {(void*)weights_, (void*)weights_t_, (void*)inputs_t_, (void*)recast_t_, (void*)dout_, (void*)dout_t_,
+          (void*)scales_, (void*)history_, (void*)counters_, (void*)counters_last_, (void*)jit_, (void*)amax_buffer_}) {
         k_.release(p);
     }
 }
@@ -103,10 +112,13 @@ Fp8State::CastInput Fp8State::recast_input(int g, const Source& s) const {
     switch (g) {
         case kFcproj: return CastInput{CastInput::kGelu, s.x};
         case kQkv:
-        case kFc:
-            // the forward's saved row statistics: read, not computed again
-            return CastInput{CastInput::kLayerNorm, s.x, s.ln_weight, s.ln_bias, const_cast<float*>(s.mean),
-                             const_cast<float*>(s.rstd), /*stats_ready=*/true};
+        case kFc: {
+            CastInput in{CastInput::kLayerNorm, s.x, s.ln_weight, s.ln_bias};
+            in.mean = const_cast<float*>(s.mean);
+            in.rstd = const_cast<float*>(s.rstd);
+            in.stats_ready = true;   // the forward's saved row statistics: read, not computed again
+            return in;
+        }
         default: return CastInput{CastInput::kTensor, s.x};
     }
 }
@@ -254,8 +266,8 @@ void Fp8State::gelu_backward_matmul_backward(int l, int g, void* dinp, float* dw
 }
 
 bool Fp8State::layernorm_backward_cast(int l, int g, void* dinp, float* dweight, float* dbias, const void* dout,
-                                       const void* inp, const void* weight, const float* mean, const float* rstd,
-                                       int N, float* dinp_sums) {
+                                       const void* inp, const void* weight, const float* mean, const float* rstd, int N,
+                                       float* dinp_sums) {
     if (!runs(g) || needs_amax_now(kDY, l, g)) return false;
     f_.layernorm_backward_e5m2(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, cfg_.n_embd, dinp_sums, dout_,
                                dout_t_, scale(kDY, l, g), counters(kDY, l, g));
@@ -288,7 +300,8 @@ void Fp8State::backward(int l, int g, void* dinp, float* dweight, float* dbias, 
     }
     // Xᵀ: kept by the forward, or cast again from what backward keeps (its statistics, counted by
     // the forward's cast already, go to the spare slot)
-    if (!keeps_input_t(g)) cast_input(recast_input(g, inp), nullptr, input_t(l, g, N), N, C, scale(kX, l, g), spare_counters());
+    if (!keeps_input_t(g))
+        cast_input(recast_input(g, inp), nullptr, input_t(l, g, N), N, C, scale(kX, l, g), spare_counters());
     f_.matmul_backward_fp8(dinp, dweight, dbias, dout_, dout_t_, sdy, dout, input_t(l, g, N), scale(kX, l, g),
                            weight(l, g, true), scale(kW, l, g), N, C, OC);
 }
@@ -414,8 +427,9 @@ std::string Fp8State::to_json() const {
 void Fp8State::restore_json(const std::string& text) {
     nlohmann::json j = nlohmann::json::parse(text);
     if (j.is_array() && j.empty()) {
-        fail("the checkpoint holds no FP8 scaling state (it was not trained in fp8): resume it in its own "
-             "--precision, or start fp8 from its weights with --init-from");
+        fail(
+            "the checkpoint holds no FP8 scaling state (it was not trained in fp8): resume it in its own "
+            "--precision, or start fp8 from its weights with --init-from");
     }
     if (!j.is_array() || j.size() != (size_t)instances_) {
         fail("FP8 scaling state for %zu GEMMs, the model has %d", j.is_array() ? j.size() : 0, instances_);
@@ -443,4 +457,4 @@ void Fp8State::restore_json(const std::string& text) {
     cast_weights();
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -56,14 +56,14 @@ struct Fp8TensorReport {
 Fp8Ops& fp8_ops_of(Backend& backend);
 
 class Fp8State {
-public:
+  public:
     // params: the model's working weights (bf16, the flat vector of layout.h), read for the
     // weights' casts and written by the fused AdamW; comm: the ranks whose amaxes are MAX-reduced
     // (null for one process). max_B·max_T bounds the tokens of a pass; recompute: the model's
     // --recompute level (2: qkv and fc keep no Xᵀ either). The backend must allow these FP8 GEMM
     // shapes (Fp8Ops::fp8_gemm_multiple): checked by the model before.
-    Fp8State(const GPTConfig& cfg, Backend& backend, const Fp8ScalingConfig& config, void* params, int max_B,
-             int max_T, Comm* comm, int recompute = 0);
+    Fp8State(const GPTConfig& cfg, Backend& backend, const Fp8ScalingConfig& config, void* params, int max_B, int max_T,
+             Comm* comm, int recompute = 0);
     ~Fp8State();
     Fp8State(const Fp8State&) = delete;
     Fp8State& operator=(const Fp8State&) = delete;
@@ -140,8 +140,8 @@ public:
     bool casts_in_update(int param_tensor, bool whole) const;
     // Backend::adamw_update of that tensor, layer by layer, with the E4M3 W and Wᵀ written too.
     // master/m/v/grads point at the tensor's first value (master may be null).
-    void adamw_update(int param_tensor, float* master, float* m, float* v, const float* grads, float lr,
-                      float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
+    void adamw_update(int param_tensor, float* master, float* m, float* v, const float* grads, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, float grad_scale, int t);
     // The E4M3 copies of every FP8 GEMM's weights not written by adamw_update since the last call.
     void cast_weights();
 
@@ -151,7 +151,7 @@ public:
     std::string to_json() const;
     void restore_json(const std::string& json);   // then cast_weights()
 
-private:
+  private:
     enum Operand { kX = 0, kW = 1, kDY = 2 };
     // The input X of a block GEMM, as its cast reads it: a tensor, or the producer's input with
     // the producer (layernorm, GELU) fused into the cast.
@@ -174,12 +174,13 @@ private:
     size_t max_tokens_;
     Comm* comm_;
     int recompute_;
-    int instances_;                  // L · kNumBlockGemms
+    int instances_;   // L · kNumBlockGemms
     bool training_ = false;
     size_t activation_bytes_ = 0;
     std::array<bool, kNumBlockGemms> cast_by_update_{};
     long dy_cast_slot_ = -1;
-    long x_cast_slot_ = -1;          // the X slot whose E4M3 copy a producer wrote for the next forward         // the dY slot whose E5M2 copies a producer wrote for the next backward
+    long x_cast_slot_ =
+        -1;   // the X slot whose E4M3 copy a producer wrote for the next forward         // the dY slot whose E5M2 copies a producer wrote for the next backward
     // copies
     fp8e4m3* weights_ = nullptr;     // W of every FP8 GEMM, GEMM by GEMM, L layers each
     fp8e4m3* weights_t_ = nullptr;   // Wᵀ, likewise
@@ -190,13 +191,13 @@ private:
     fp8e5m2* dout_t_ = nullptr;      // dYᵀ (out, N)
     // scaling state, 3·instances_ slots (see the top of the file)
     Fp8ScaleSlot* scales_ = nullptr;
-    float* history_ = nullptr;           // H floats per slot
-    Fp8Counters* counters_ = nullptr;    // this step's, + one spare slot nobody reads
+    float* history_ = nullptr;          // H floats per slot
+    Fp8Counters* counters_ = nullptr;   // this step's, + one spare slot nobody reads
     Fp8Counters* counters_last_ = nullptr;
-    Fp8Counters* jit_ = nullptr;         // just-in-time amaxes
-    float* amax_buffer_ = nullptr;       // the amaxes MAX-reduced across ranks
-    std::vector<int> hist_len_;          // host mirror: history lengths per slot
-    std::vector<int64_t> steps_;         // host mirror: end_step calls per slot
+    Fp8Counters* jit_ = nullptr;     // just-in-time amaxes
+    float* amax_buffer_ = nullptr;   // the amaxes MAX-reduced across ranks
+    std::vector<int> hist_len_;      // host mirror: history lengths per slot
+    std::vector<int64_t> steps_;     // host mirror: end_step calls per slot
 
     bool keeps_input_t(int g) const;
     CastInput recast_input(int g, const Source& s) const;
@@ -217,4 +218,4 @@ private:
                   const Source& inp, int N);
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -9,7 +9,8 @@
 namespace train_gpt {
 
 void LossScalerConfig::validate() const {
-    if (!(min_scale > 0.0f) || !std::isfinite(min_scale)) fail("loss scale floor must be positive and finite (got %g)", min_scale);
+    if (!(min_scale > 0.0f) || !std::isfinite(min_scale))
+        fail("loss scale floor must be positive and finite (got %g)", min_scale);
     if (!(max_scale >= min_scale) || !std::isfinite(max_scale))
         fail("loss scale ceiling must be finite and at least the floor %g (got %g)", min_scale, max_scale);
     if (!(init_scale >= min_scale && init_scale <= max_scale))
@@ -56,4 +57,4 @@ bool unscale_and_check(float* g, size_t n, float inv_scale) {
     return bad != 0;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

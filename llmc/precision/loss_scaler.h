@@ -23,28 +23,28 @@
 namespace train_gpt {
 
 struct LossScalerConfig {
-    float init_scale = 65536.0f;      // 2^16
-    int growth_interval = 2000;       // clean steps in a row before S doubles (≥ 1)
-    float min_scale = 1.0f;           // the floor S never halves below (> 0)
-    float max_scale = 16777216.0f;    // 2^24, the ceiling S never doubles above (apex's default)
-    int collapse_steps = 100;         // steps at the floor in a row that trigger the warning (≥ 1)
+    float init_scale = 65536.0f;     // 2^16
+    int growth_interval = 2000;      // clean steps in a row before S doubles (≥ 1)
+    float min_scale = 1.0f;          // the floor S never halves below (> 0)
+    float max_scale = 16777216.0f;   // 2^24, the ceiling S never doubles above (apex's default)
+    int collapse_steps = 100;        // steps at the floor in a row that trigger the warning (≥ 1)
 
     void validate() const;   // fails naming the value at fault
 };
 
 // What update() decided for this step.
 struct LossScaleUpdate {
-    bool skip = false;              // a gradient was inf/NaN: do not apply this step
-    bool collapse_warning = false;  // S has now sat at its floor for collapse_steps steps in a row
-    float scale = 0.0f;             // S for the next step
+    bool skip = false;               // a gradient was inf/NaN: do not apply this step
+    bool collapse_warning = false;   // S has now sat at its floor for collapse_steps steps in a row
+    float scale = 0.0f;              // S for the next step
 };
 
 class LossScaler {
-public:
+  public:
     explicit LossScaler(const LossScalerConfig& config = LossScalerConfig());
 
-    float scale() const { return scale_; }            // multiply the loss (its gradient) by this
-    float inv_scale() const { return 1.0f / scale_; } // multiply the FP32 gradients by this
+    float scale() const { return scale_; }              // multiply the loss (its gradient) by this
+    float inv_scale() const { return 1.0f / scale_; }   // multiply the FP32 gradients by this
     // After backward: `found_nonfinite` = any gradient inf/NaN on any rank (OR-reduced).
     LossScaleUpdate update(bool found_nonfinite);
 
@@ -55,7 +55,7 @@ public:
     // Checkpoint restore.
     void restore(float scale, int clean_streak, int floor_streak, int64_t skipped);
 
-private:
+  private:
     LossScalerConfig config_;
     float scale_;
     int clean_streak_ = 0;
@@ -67,4 +67,4 @@ private:
 // the unscaling in one pass: inf · 1/S stays inf, NaN stays NaN).
 bool unscale_and_check(float* g, size_t n, float inv_scale);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -42,4 +42,4 @@ const char* dtype_name(DType d) {
     return "?";
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -18,8 +18,8 @@ enum class DType { F32, BF16, F16 };   // storage of activations and working wei
 
 Precision parse_precision(const std::string& name);   // fp32|bf16|fp16|fp8, else fails
 const char* precision_name(Precision p);
-DType activation_dtype(Precision p);                  // fp8 keeps bf16 activations
+DType activation_dtype(Precision p);   // fp8 keeps bf16 activations
 size_t dtype_size(DType d);
 const char* dtype_name(DType d);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

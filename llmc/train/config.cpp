@@ -22,7 +22,7 @@ namespace {
 // --help's layout: CLI11's, with each option's names as given ("--shuffle,--no-shuffle", not
 // CLI11's "--no-shuffle{false}").
 class HelpFormatter : public CLI::Formatter {
-public:
+  public:
     std::string make_option_name(const CLI::Option* opt, bool positional) const override {
         std::string name = CLI::Formatter::make_option_name(opt, positional);
         for (size_t open; (open = name.find('{')) != std::string::npos;) {
@@ -61,7 +61,8 @@ void add_flags(CLI::App& app, TrainConfig& c) {
         opt->description(flag.help + (flag.range.empty() ? "" : " [" + flag.range + "]") + " (default " + shown + ")");
     }
     // llm.c's spelling of --resume; not a flag of its own (it records nothing)
-    app.add_option_function<int>("-y", [&c](const int& y) { c.resume = y != 0; }, "llm.c's form of --resume: -y 1")
+    app.add_option_function<int>(
+           "-y", [&c](const int& y) { c.resume = y != 0; }, "llm.c's form of --resume: -y 1")
         ->check(CLI::IsMember({0, 1}))
         ->option_text(" 0|1")
         ->group("Distributed and checkpoints");
@@ -98,7 +99,8 @@ void record_flags(const CLI::App& app, TrainConfig& c) {
 // Flags a resumed run takes from the command line only: how it was started and found its
 // checkpoint.
 bool restored_on_resume(const std::string& name) {
-    for (const char* how : {"resume", "auto-resume", "resume-from-intact", "overwrite-output", "init-from", "checkpoint-dir"}) {
+    for (const char* how :
+         {"resume", "auto-resume", "resume-from-intact", "overwrite-output", "init-from", "checkpoint-dir"}) {
         if (name == how) return false;
     }
     return true;
@@ -112,7 +114,7 @@ bool same_value(const std::string& a, const std::string& b) {
     return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
 }
 
-}  // namespace
+}   // namespace
 
 bool parse_injected_steps(const std::string& text, int& first, int& last) {
     int used = 0;
@@ -147,7 +149,8 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
 
 std::string flags_json(const TrainConfig& c) {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
-    for (const auto& [name, text] : c.flag_texts) j[name] = text;
+    for (const auto& [name, text] : c.flag_texts)
+        j[name] = text;
     return j.dump();
 }
 
@@ -174,7 +177,8 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
         for (const CLI::Option* o : app.get_options()) {
             if (long_name(o) == name) opt = o;
         }
-        if (opt == nullptr || !restored_on_resume(name) || c.given.count(name)) continue;   // not a flag of this version
+        if (opt == nullptr || !restored_on_resume(name) || c.given.count(name))
+            continue;   // not a flag of this version
         if (is_flag(opt)) {
             args.push_back("--" + name + "=" + text);
         } else {
@@ -186,9 +190,11 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
         args.push_back("--checkpoint-dir");
         args.push_back(checkpoint_root);
     }
-    for (int i = 1; i < argc; i++) args.push_back(argv[i]);
+    for (int i = 1; i < argc; i++)
+        args.push_back(argv[i]);
     std::vector<const char*> arg_ptrs;
-    for (const std::string& a : args) arg_ptrs.push_back(a.c_str());
+    for (const std::string& a : args)
+        arg_ptrs.push_back(a.c_str());
     try {
         app.parse((int)arg_ptrs.size(), arg_ptrs.data());
     } catch (const CLI::ParseError& e) {
@@ -209,14 +215,16 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
 std::string first_flag_difference(const std::string& flags, const std::string& reference) {
     const nlohmann::json a = nlohmann::json::parse(flags), b = nlohmann::json::parse(reference);
     for (const auto& [name, text] : b.items()) {
-        if (!a.contains(name)) return format("rank 0 has --%s %s, this rank does not", name.c_str(), text.get<std::string>().c_str());
+        if (!a.contains(name))
+            return format("rank 0 has --%s %s, this rank does not", name.c_str(), text.get<std::string>().c_str());
         if (a[name] != text) {
             return format("--%s is %s here, %s on rank 0", name.c_str(), a[name].get<std::string>().c_str(),
                           text.get<std::string>().c_str());
         }
     }
     for (const auto& [name, text] : a.items()) {
-        if (!b.contains(name)) return format("this rank has --%s %s, rank 0 does not", name.c_str(), text.get<std::string>().c_str());
+        if (!b.contains(name))
+            return format("this rank has --%s %s, rank 0 does not", name.c_str(), text.get<std::string>().c_str());
     }
     return "";
 }
@@ -245,12 +253,13 @@ std::string schedule_change_notice(const LrSchedule& now, const std::string& sav
     }
     const double was = then.at((int)step), is = now.at((int)step);
     if (std::fabs(is - was) <= 1e-6 * std::max(std::fabs(was), std::fabs(is))) return "";
-    return format("the learning-rate schedule now runs to step %d (the checkpoint's run: %d), so the learning rate "
-                  "at step %lld is %.3g, %s from the %.3g of the checkpoint's schedule (a decay is stretched over "
-                  "the new steps). To train on at the rate the run ended with instead, add --lr-schedule constant "
-                  "--lr %.3g --warmup-steps 0",
-                  now.total_steps, then.total_steps, (long long)step + 1, is, is > was ? "raised" : "lowered", was,
-                  then.at(std::max(0, then.total_steps - 1)));
+    return format(
+        "the learning-rate schedule now runs to step %d (the checkpoint's run: %d), so the learning rate "
+        "at step %lld is %.3g, %s from the %.3g of the checkpoint's schedule (a decay is stretched over "
+        "the new steps). To train on at the rate the run ended with instead, add --lr-schedule constant "
+        "--lr %.3g --warmup-steps 0",
+        now.total_steps, then.total_steps, (long long)step + 1, is, is > was ? "raised" : "lowered", was,
+        then.at(std::max(0, then.total_steps - 1)));
 }
 
 std::string evaluation_flags_of(const std::string& saved_config_json, TrainConfig& c) {
@@ -278,8 +287,10 @@ std::string evaluation_flags_of(const std::string& saved_config_json, TrainConfi
 void validate_start(const TrainConfig& c) {
     if (c.resume && c.auto_resume) fail("--resume and --auto-resume: give one (--auto-resume also starts a fresh run)");
     if (c.resume && !c.init_from.empty()) {
-        fail("--resume continues a run from its checkpoint, with its weights; --init-from %s starts one from other "
-             "weights: give one of them", c.init_from.c_str());
+        fail(
+            "--resume continues a run from its checkpoint, with its weights; --init-from %s starts one from other "
+            "weights: give one of them",
+            c.init_from.c_str());
     }
     if (c.resume_from_intact && !c.resume && !c.auto_resume) {
         fail("--resume-from-intact chooses the checkpoint a run resumes from: give it with --resume or --auto-resume");
@@ -336,7 +347,8 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
         if (vocab_size == 0) vocab_size = tokenizer_vocab;
         const bool from_model = model != nullptr && c.vocab_size == 0;
         const char* what = from_model ? "the vocabulary of the model the run starts from" : "--vocab-size";
-        if (vocab_size < tokenizer_vocab) fail("%s %d is smaller than the tokenizer's %d", what, vocab_size, tokenizer_vocab);
+        if (vocab_size < tokenizer_vocab)
+            fail("%s %d is smaller than the tokenizer's %d", what, vocab_size, tokenizer_vocab);
         // ids the tokenizer has no text for: samples could not be decoded
         if (vocab_size > tokenizer_vocab && (!from_model || c.sample_tokens > 0)) {
             fail("%s %d is larger than the tokenizer's %d (%s): the model could sample ids it cannot decode%s", what,
@@ -345,18 +357,19 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
         }
     }
     if (vocab_size == 0) {
-        fail("the run has no tokenizer (no --tokenizer, none beside the training shards): give --tokenizer, or "
-             "--vocab-size to train without one");
+        fail(
+            "the run has no tokenizer (no --tokenizer, none beside the training shards): give --tokenizer, or "
+            "--vocab-size to train without one");
     }
     if (model != nullptr) {
         // the model's shape; a shape flag given on the command line must describe the same model
         plan.model = *model;
-        const GPTConfig flags = gpt_config_from_spec(c.model, vocab_size, c.max_seq_len > 0 ? c.max_seq_len : model->max_seq_len,
-                                                     c.n_embd, c.n_head);
+        const GPTConfig flags = gpt_config_from_spec(
+            c.model, vocab_size, c.max_seq_len > 0 ? c.max_seq_len : model->max_seq_len, c.n_embd, c.n_head);
         auto check = [&](const char* flag, const char* field, int want, int got) {
             if (c.given.count(flag) && want != got) {
-                fail("--%s: the model the run starts from (%s) has %s %d, the flags make %d", flag, model_source.c_str(),
-                     field, got, want);
+                fail("--%s: the model the run starts from (%s) has %s %d, the flags make %d", flag,
+                     model_source.c_str(), field, got, want);
             }
         };
         check("model", "n_layer", flags.n_layer, model->n_layer);
@@ -400,9 +413,11 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
     plan.checkpoint_dir = checkpoint_dir_of(c);
     // checked last: the model and the flags are checked against each other first (a -x 0 -g 0 run
     // does that and nothing else, refused only here)
-    if (c.steps == 0 && c.sample_tokens == 0 && c.hellaswag.empty() && !(c.val_every > 0 && c.given.count("val-data"))) {
-        fail("-x 0 -g 0: nothing to do (no training, no sample, no evaluation). Give -j GLOB (and --init-from) to "
-             "evaluate a model's val loss, --hellaswag FILE, or -g N to sample");
+    if (c.steps == 0 && c.sample_tokens == 0 && c.hellaswag.empty() &&
+        !(c.val_every > 0 && c.given.count("val-data"))) {
+        fail(
+            "-x 0 -g 0: nothing to do (no training, no sample, no evaluation). Give -j GLOB (and --init-from) to "
+            "evaluate a model's val loss, --hellaswag FILE, or -g N to sample");
     }
     return plan;
 }
@@ -411,7 +426,8 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
     std::vector<ConfigRow> rows;
     for (const Flag& flag : flag_table()) {
         if (flag.rows) {
-            for (ConfigRow& r : flag.rows(c, p)) rows.push_back(std::move(r));
+            for (ConfigRow& r : flag.rows(c, p))
+                rows.push_back(std::move(r));
         } else {
             rows.push_back(field_row(flag, c));
         }
@@ -440,7 +456,10 @@ std::string config_json(const TrainConfig& c, const RunPlan& p) {
         switch (r.kind) {
             case ConfigRow::kText: j[r.key] = r.value; break;
             case ConfigRow::kInteger:   // int64, or uint64 (the seed)
-                if (r.value[0] == '-') j[r.key] = std::stoll(r.value); else j[r.key] = std::stoull(r.value);
+                if (r.value[0] == '-')
+                    j[r.key] = std::stoll(r.value);
+                else
+                    j[r.key] = std::stoull(r.value);
                 break;
             case ConfigRow::kNumber: j[r.key] = std::stod(r.value); break;
             case ConfigRow::kBool: j[r.key] = r.value == "true"; break;
@@ -455,4 +474,4 @@ void save_config_json(const std::string& path, const TrainConfig& c, const RunPl
     write_file_atomic(path, text.data(), text.size());
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -30,13 +30,13 @@ struct TrainConfig {
     int vocab_size = 0;         // 0: from the tokenizer
     int max_seq_len = 0;        // position table rows; 0: = seq_len
     // batch
-    int batch_size = 8;              // B, sequences per micro-batch per rank
-    int seq_len = 128;               // T
-    int64_t total_batch_tokens = 0;  // tokens per optimizer step; 0: B·T·world (no accumulation)
+    int batch_size = 8;               // B, sequences per micro-batch per rank
+    int seq_len = 128;                // T
+    int64_t total_batch_tokens = 0;   // tokens per optimizer step; 0: B·T·world (no accumulation)
     // optimisation
     int steps = 120;
     float lr = 2e-3f;
-    int warmup_steps = -1;           // -1: default_warmup_steps(steps)
+    int warmup_steps = -1;   // -1: default_warmup_steps(steps)
     std::string lr_schedule = "cosine";
     float final_lr_frac = 0.1f;
     float wsd_decay_frac = 0.2f;
@@ -46,59 +46,59 @@ struct TrainConfig {
     float adam_eps = 1e-8f;
     float grad_clip = 1.0f;   // 0: no clipping
     // precision (DESIGN §3, §4)
-    std::string precision = "fp32";    // fp32 | bf16 | fp16 | fp8
-    bool master_weights = true;        // FP32 master weights (off: the ablation that shows why they matter)
-    bool loss_scaling = true;          // fp16 dynamic loss scaling (off: the ablation)
+    std::string precision = "fp32";   // fp32 | bf16 | fp16 | fp8
+    bool master_weights = true;       // FP32 master weights (off: the ablation that shows why they matter)
+    bool loss_scaling = true;         // fp16 dynamic loss scaling (off: the ablation)
     float loss_scale_init = 65536.0f;
     int loss_scale_growth_interval = 2000;
     float loss_scale_min = 1.0f;
     int fp8_amax_history = 16;
-    std::string fp8_amax_algo = "max";       // max | most_recent
+    std::string fp8_amax_algo = "max";   // max | most_recent
     int fp8_margin = 0;
-    std::string fp8_recipe = "delayed";      // delayed | current
-    std::string fp8_gemms = "all";           // all | none | comma list of qkv, attproj, fc, fcproj | auto
-    int fp8_telemetry_every = 50;            // steps between FP8 telemetry records in the log; 0: never
-    int max_skipped_steps = 20;              // stop after this many non-finite steps in a row
-    float loss_spike_factor = 2.0f;          // warn when a step's loss exceeds this × its running level; 0: never
-    bool stop_on_loss_spike = false;         // stop the run at the first loss spike
-    float grad_norm_spike_factor = 10.0f;    // warn when a step's gradient norm exceeds this × its level; 0: never
+    std::string fp8_recipe = "delayed";         // delayed | current
+    std::string fp8_gemms = "all";              // all | none | comma list of qkv, attproj, fc, fcproj | auto
+    int fp8_telemetry_every = 50;               // steps between FP8 telemetry records in the log; 0: never
+    int max_skipped_steps = 20;                 // stop after this many non-finite steps in a row
+    float loss_spike_factor = 2.0f;             // warn when a step's loss exceeds this × its running level; 0: never
+    bool stop_on_loss_spike = false;            // stop the run at the first loss spike
+    float grad_norm_spike_factor = 10.0f;       // warn when a step's gradient norm exceeds this × its level; 0: never
     std::string inject_nonfinite_step = "-1";   // testing: poison a gradient at step N or steps FIRST-LAST
                                                 //          (0-based); -1: never
     // evaluation and sampling
-    int val_every = 40;      // steps between val-loss evaluations (and at the end); 0: never
-    int val_batches = 20;    // micro-batches per val-loss evaluation
+    int val_every = 40;           // steps between val-loss evaluations (and at the end); 0: never
+    int val_batches = 20;         // micro-batches per val-loss evaluation
     std::string hellaswag = "";   // HellaSwag jsonl to evaluate (eval/hellaswag.h); "": none
     int eval_every = 0;           // steps between HellaSwag evaluations (and at the end); 0: at the end only
     int hellaswag_examples = 0;   // the first N examples of the file; 0: all
-    int sample_tokens = 256; // tokens per sample (at the end, and every sample_every steps); 0: no sample
-    int sample_every = 0;    // steps between samples during training; 0: only at the end
+    int sample_tokens = 256;      // tokens per sample (at the end, and every sample_every steps); 0: no sample
+    int sample_every = 0;         // steps between samples during training; 0: only at the end
     std::string sample_prompt = "";
     float temperature = 1.0f;   // 0: greedy
     int top_k = 0;              // 0: every token
     float top_p = 1.0f;         // 1: no nucleus cut
     int64_t sample_seed = -1;   // -1: from --seed
     // data parallel and checkpoints
-    int zero = 0;                  // 0: replicated optimizer state; 1: master weights and Adam m, v sharded (ZeRO-1)
-    int recompute = 0;             // activations recomputed in backward: 0 none, 1 GELU, 2 GELU and layernorm
-    int lm_head_chunks = 1;        // the LM head and cross-entropy over the tokens in this many chunks
-    int checkpoint_every = 0;      // steps between checkpoints, plus one at the end; 0: no checkpoints
+    int zero = 0;               // 0: replicated optimizer state; 1: master weights and Adam m, v sharded (ZeRO-1)
+    int recompute = 0;          // activations recomputed in backward: 0 none, 1 GELU, 2 GELU and layernorm
+    int lm_head_chunks = 1;     // the LM head and cross-entropy over the tokens in this many chunks
+    int checkpoint_every = 0;   // steps between checkpoints, plus one at the end; 0: no checkpoints
     std::string checkpoint_dir = "";   // "" = <output_dir>/checkpoints
-    int keep_checkpoints = 3;      // complete checkpoints kept (older ones are deleted)
-    bool resume = false;           // continue from the newest checkpoint in checkpoint_dir (none: an error)
-    bool auto_resume = false;      // resume when checkpoint_dir holds a checkpoint, else start fresh
+    int keep_checkpoints = 3;          // complete checkpoints kept (older ones are deleted)
+    bool resume = false;               // continue from the newest checkpoint in checkpoint_dir (none: an error)
+    bool auto_resume = false;          // resume when checkpoint_dir holds a checkpoint, else start fresh
     bool resume_from_intact = false;   // the newest checkpoint damaged: resume from the newest intact one
     bool overwrite_output = false;     // a fresh run may replace the log.jsonl / config.json of a previous one
-    std::string init_from = "";    // start from these weights with a fresh optimizer: a checkpoint root or
-                                   // step directory, or a transformers GPT-2 directory (checkpoint/init_from.h)
+    std::string init_from = "";        // start from these weights with a fresh optimizer: a checkpoint root or
+                                       // step directory, or a transformers GPT-2 directory (checkpoint/init_from.h)
     // runtime
-    std::string device = "auto";   // auto | cpu | cuda
-    bool fused_kernels = false;      // CUDA: fused ops as one kernel (off: the validated separate kernels)
-    bool gemm_autotune = false;      // CUDA: time cuBLASLt's candidate algorithms per GEMM shape, keep the fastest
+    std::string device = "auto";      // auto | cpu | cuda
+    bool fused_kernels = false;       // CUDA: fused ops as one kernel (off: the validated separate kernels)
+    bool gemm_autotune = false;       // CUDA: time cuBLASLt's candidate algorithms per GEMM shape, keep the fastest
     std::string attention = "gemm";   // CUDA: gemm (cuBLASLt, T×T scratch) | flash (tensor cores, head size 64)
-    int threads = 0;               // CPU threads; 0: OpenMP's default
+    int threads = 0;                  // CPU threads; 0: OpenMP's default
     uint64_t seed = 1337;
-    int log_every = 1;             // print a step line every N steps (the JSONL log gets every step)
-    bool profile = false;          // CUDA: GPU time per kernel-set op, printed at exit
+    int log_every = 1;      // print a step line every N steps (the JSONL log gets every step)
+    bool profile = false;   // CUDA: GPU time per kernel-set op, printed at exit
 
     // what the parser took: each flag's value as text (given, or its default), by long name
     // ("steps" → "120"), and the long names given on the command line
@@ -156,20 +156,20 @@ void validate(const TrainConfig& cfg);
 // can say (the kernel set, the parameter count, --fp8-gemms auto's timed choice). It is printed as
 // the start-up table, saved as config.json and in every checkpoint.
 struct RunPlan {
-    std::string device;          // the kernel set used: cpu | cuda
-    std::string attention;       // the attention that runs: gemm | flash (CUDA), exact (CPU)
-    std::string tokenizer;       // the tokenizer's file (data/run_tokenizer.h), or "none"
+    std::string device;      // the kernel set used: cpu | cuda
+    std::string attention;   // the attention that runs: gemm | flash (CUDA), exact (CPU)
+    std::string tokenizer;   // the tokenizer's file (data/run_tokenizer.h), or "none"
     GPTConfig model;
     size_t num_parameters = 0;
-    int seq_len = 0;               // T: --seq-len; without -t, when the run starts from a model, its
-                                   //    position table if that is shorter or the run does not train (-x 0)
+    int seq_len = 0;   // T: --seq-len; without -t, when the run starts from a model, its
+                       //    position table if that is shorter or the run does not train (-x 0)
     int world_size = 1;
     int grad_accum_steps = 1;
     int64_t tokens_per_step = 0;   // B · T · ranks · grad_accum_steps
     PrecisionConfig precision;     // fp8.gemms: the GEMMs that run in FP8 (auto: resolved by timing)
     AdamWConfig adamw;
     LrSchedule schedule;
-    std::string checkpoint_dir;    // --checkpoint-dir, or <output-dir>/checkpoints
+    std::string checkpoint_dir;   // --checkpoint-dir, or <output-dir>/checkpoints
 };
 
 // The shards a run reads ("" = none): the training glob when it trains (steps > 0); the validation
@@ -212,4 +212,4 @@ void print_config_table(const TrainConfig& cfg, const RunPlan& plan);
 void save_config_json(const std::string& path, const TrainConfig& cfg, const RunPlan& plan);
 std::string config_json(const TrainConfig& cfg, const RunPlan& plan);   // the same, as text
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -17,9 +17,10 @@ StepVerdict DivergenceMonitor::observe(int64_t step, double loss, double norm, b
         state_.skip_streak++;
         if (state_.skip_streak >= config_.max_skipped_steps) {
             v.kind = StepVerdict::kStop;
-            v.message = format("%lld steps in a row had a non-finite loss or gradient norm (last: loss %g, norm %g, step "
-                               "%lld); stopping. Try a lower --lr, --precision bf16, or a larger --max-skipped-steps",
-                               (long long)state_.skip_streak, loss, norm, (long long)step);
+            v.message = format(
+                "%lld steps in a row had a non-finite loss or gradient norm (last: loss %g, norm %g, step "
+                "%lld); stopping. Try a lower --lr, --precision bf16, or a larger --max-skipped-steps",
+                (long long)state_.skip_streak, loss, norm, (long long)step);
         } else {
             v.kind = StepVerdict::kSkipped;
         }
@@ -28,10 +29,10 @@ StepVerdict DivergenceMonitor::observe(int64_t step, double loss, double norm, b
     state_.skip_streak = 0;
     const bool judged = config_.spike_factor > 0 && state_.loss_level > 0;
     if (judged && loss > spike_bound()) {
-        const std::string what = format("loss spike at step %lld: loss %.4g is %.1fx its running level %.4g "
-                                        "(the bound is --loss-spike-factor %g x the level)",
-                                        (long long)step, loss, loss / state_.loss_level, state_.loss_level,
-                                        config_.spike_factor);
+        const std::string what = format(
+            "loss spike at step %lld: loss %.4g is %.1fx its running level %.4g "
+            "(the bound is --loss-spike-factor %g x the level)",
+            (long long)step, loss, loss / state_.loss_level, state_.loss_level, config_.spike_factor);
         if (config_.stop_on_spike) {
             v.kind = StepVerdict::kStop;
             v.message = what + "; stopping (--stop-on-loss-spike)";
@@ -46,8 +47,8 @@ StepVerdict DivergenceMonitor::observe(int64_t step, double loss, double norm, b
     }
     if (state_.spike_since > 0) {
         v.kind = StepVerdict::kSpikeEnded;
-        v.message = format("loss back under the spike bound at step %lld (%.4g; spikes since step %lld)", (long long)step,
-                           loss, (long long)state_.spike_since);
+        v.message = format("loss back under the spike bound at step %lld (%.4g; spikes since step %lld)",
+                           (long long)step, loss, (long long)state_.spike_since);
         state_.spike_since = 0;
     }
     state_.loss_level = state_.loss_level > 0 ? (1 - kLevelWeight) * state_.loss_level + kLevelWeight * loss : loss;
@@ -60,9 +61,10 @@ std::string GradNormWatch::observe(int64_t step, double norm, bool finite) {
         const bool first = !in_spike_;
         in_spike_ = true;
         if (!first) return "";
-        return format("step %lld: the gradient norm %.4g is %.0fx its running level %.4g (--grad-norm-spike-factor "
-                      "%g): a spike, which the loss often follows; lower the learning rate or --grad-clip if it does",
-                      (long long)step, norm, norm / level_, level_, factor_);
+        return format(
+            "step %lld: the gradient norm %.4g is %.0fx its running level %.4g (--grad-norm-spike-factor "
+            "%g): a spike, which the loss often follows; lower the learning rate or --grad-clip if it does",
+            (long long)step, norm, norm / level_, level_, factor_);
     }
     in_spike_ = false;
     level_ = seen_ == 0 ? norm : 0.9 * level_ + 0.1 * norm;
@@ -70,4 +72,4 @@ std::string GradNormWatch::observe(int64_t step, double norm, bool finite) {
     return "";
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

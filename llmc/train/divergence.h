@@ -41,23 +41,23 @@ struct DivergenceState {
 struct StepVerdict {
     enum Kind {
         kOk,
-        kSkipped,        // non-finite: skipped, the run goes on
-        kSpike,          // a finite loss above the bound: warn (message)
-        kSpikeEnded,     // the loss is back under the bound after a spike series (message)
-        kStop,           // stop the run (message): too many skipped steps, or a spike with stop_on_spike
+        kSkipped,      // non-finite: skipped, the run goes on
+        kSpike,        // a finite loss above the bound: warn (message)
+        kSpikeEnded,   // the loss is back under the bound after a spike series (message)
+        kStop,         // stop the run (message): too many skipped steps, or a spike with stop_on_spike
     } kind = kOk;
     std::string message;
 };
 
 class DivergenceMonitor {
-public:
+  public:
     DivergenceMonitor(const DivergenceConfig& config, const DivergenceState& state) : config_(config), state_(state) {}
     // `step`: the 1-based number of the step just taken; finite: its loss and gradient norm were.
     StepVerdict observe(int64_t step, double loss, double norm, bool finite);
     const DivergenceState& state() const { return state_; }
     double spike_bound() const { return config_.spike_factor * state_.loss_level; }
 
-private:
+  private:
     DivergenceConfig config_;
     DivergenceState state_;
 };
@@ -68,16 +68,16 @@ private:
 // is a spike: the first of a series is reported (the loss often follows a few steps later) and does
 // not move the level. Not saved in checkpoints: a resumed run measures the level again.
 class GradNormWatch {
-public:
+  public:
     explicit GradNormWatch(double factor) : factor_(factor) {}
     // "" or the warning for this step's norm (`step`: 1-based)
     std::string observe(int64_t step, double norm, bool finite);
 
-private:
+  private:
     double factor_;   // --grad-norm-spike-factor; 0: never
     double level_ = 0;
     int64_t seen_ = 0;
     bool in_spike_ = false;
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -53,7 +53,8 @@ std::string spike_factor_check(const std::string& text) {
 std::string model_spec_check(const std::string& text) {
     if (text.size() >= 2 && text[0] == 'd' && text.find_first_not_of("0123456789", 1) == std::string::npos) return "";
     if (text.find_first_of("./") != std::string::npos) {
-        return "'" + text + "' is not a depth dial dN (d12 = GPT-2 124M). To start from a model's weights, give "
+        return "'" + text +
+               "' is not a depth dial dN (d12 = GPT-2 124M). To start from a model's weights, give "
                "--init-from DIR: a train_gpt checkpoint or a transformers GPT-2 directory (llm.c's .bin files are "
                "not read)";
     }

@@ -61,8 +61,9 @@ void JsonlLog::write(const LogRecord& record) {
             // a full disk, a file-size limit, an I/O error: cut the torn line off and stop
             const int err = n < 0 ? errno : EIO;
             const bool cut = done == 0 || ::ftruncate(fd_, size_) == 0;
-            fail("%s: cannot append a record: %s (%s)", path_.c_str(), std::strerror(err),
-                 cut ? "the log ends at its last complete record" : "a torn last line is left: it could not be cut off");
+            fail(
+                "%s: cannot append a record: %s (%s)", path_.c_str(), std::strerror(err),
+                cut ? "the log ends at its last complete record" : "a torn last line is left: it could not be cut off");
         }
     }
     size_ += (int64_t)line.size();
@@ -72,4 +73,4 @@ void JsonlLog::sync() {
     if (::fsync(fd_) != 0) fail("%s: fsync failed: %s", path_.c_str(), std::strerror(errno));
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -16,13 +16,21 @@ namespace train_gpt {
 
 // One log record, fields kept in insertion order: {"type": ..., key: value, ...}.
 class LogRecord {
-public:
+  public:
     explicit LogRecord(std::string type) : type_(std::move(type)) {}
-    LogRecord& num(const std::string& key, double value) { nums_.emplace_back(key, value); order_.push_back({true, nums_.size() - 1}); return *this; }
-    LogRecord& str(const std::string& key, const std::string& value) { strs_.emplace_back(key, value); order_.push_back({false, strs_.size() - 1}); return *this; }
+    LogRecord& num(const std::string& key, double value) {
+        nums_.emplace_back(key, value);
+        order_.push_back({true, nums_.size() - 1});
+        return *this;
+    }
+    LogRecord& str(const std::string& key, const std::string& value) {
+        strs_.emplace_back(key, value);
+        order_.push_back({false, strs_.size() - 1});
+        return *this;
+    }
     std::string to_json() const;
 
-private:
+  private:
     std::string type_;
     std::vector<std::pair<std::string, double>> nums_;
     std::vector<std::pair<std::string, std::string>> strs_;
@@ -30,7 +38,7 @@ private:
 };
 
 class JsonlLog {
-public:
+  public:
     // Truncates (or, with append, continues a resumed run's log); fails naming the path.
     explicit JsonlLog(const std::string& path, bool append = false);
     ~JsonlLog();
@@ -42,10 +50,10 @@ public:
     void sync();
     const std::string& path() const { return path_; }
 
-private:
+  private:
     std::string path_;
     int fd_ = -1;
     int64_t size_ = 0;   // bytes of complete lines in the file
 };
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -14,7 +14,7 @@ double now_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-}  // namespace
+}   // namespace
 
 double flops_per_token(const GPTConfig& cfg, size_t num_parameters, int T) {
     return 6.0 * (double)num_parameters + 6.0 * cfg.n_layer * cfg.n_embd * (double)T;
@@ -53,8 +53,8 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
     std::vector<std::string> lines;
     lines.push_back("---- run summary ----");
     if (s.steps > s.first_step || s.first_step > 0) {
-        std::string time = format("time:       %s for %d step(s), %lld tokens", human_duration(s.seconds).c_str(), s.steps,
-                                  (long long)s.tokens);
+        std::string time = format("time:       %s for %d step(s), %lld tokens", human_duration(s.seconds).c_str(),
+                                  s.steps, (long long)s.tokens);
         // after a resume the totals are the whole run's, the rate this process's: said apart
         if (s.first_step > 0) {
             time += format(" (the whole run); this process: steps %d-%d in %s", s.first_step + 1, s.steps,
@@ -75,19 +75,24 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
     if (s.final_loss || s.final_val_loss) lines.push_back(loss);
     if (s.hellaswag_acc_norm) lines.push_back(format("hellaswag:  acc_norm %.4f (end)", *s.hellaswag_acc_norm));
     if (s.steps == 0 && s.sample_tokens > 0) lines.push_back(format("sample:     %d tokens (above)", s.sample_tokens));
-    if (!s.log_path.empty()) lines.push_back("log:        " + s.log_path + "   (plot it: scripts/plot_run.py " + s.log_path + ")");
+    if (!s.log_path.empty())
+        lines.push_back("log:        " + s.log_path + "   (plot it: scripts/plot_run.py " + s.log_path + ")");
     if (s.checkpoint) {
         std::string what = "a Hugging Face model directory: weights and tokenizer";
         // transformers' generate stops at n_positions tokens; the engine's sampling slides its window
         if (s.max_seq_len > 0 && s.max_seq_len < 1024) {
-            what += format("; n_positions %d: transformers generates at most %d tokens, the engine's samples slide "
-                           "past them", s.max_seq_len, s.max_seq_len);
+            what += format(
+                "; n_positions %d: transformers generates at most %d tokens, the engine's samples slide "
+                "past them",
+                s.max_seq_len, s.max_seq_len);
         }
         lines.push_back("checkpoint: " + *s.checkpoint + "   (" + what + ")");
         lines.push_back("next:       ./train_gpt --init-from " + s.checkpoint_dir +
                         " -x 0 -g 200 --sample-prompt 'Text to continue'   (sample from it)");
-        const std::string where = s.checkpoint_dir == s.output_dir + "/checkpoints" ? "" : " --checkpoint-dir " + s.checkpoint_dir;
-        lines.push_back("            ./train_gpt --resume -o " + s.output_dir + where + " -x " + std::to_string(2 * s.steps) +
+        const std::string where =
+            s.checkpoint_dir == s.output_dir + "/checkpoints" ? "" : " --checkpoint-dir " + s.checkpoint_dir;
+        lines.push_back("            ./train_gpt --resume -o " + s.output_dir + where + " -x " +
+                        std::to_string(2 * s.steps) +
                         "   (train on, to twice the steps: the schedule stretches over them, and the run says how)");
     } else if (s.steps > 0) {
         lines.push_back("checkpoint: none written (--checkpoint-every N writes one every N steps and at the end)");
@@ -95,4 +100,4 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
     return lines;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

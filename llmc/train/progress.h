@@ -35,7 +35,7 @@ std::string human_duration(double seconds);
 // and per evaluation (val loss, HellaSwag), so that start-up and the step-0 evaluation do not
 // count as training time, and a resumed run's ETA is its own.
 class RunClock {
-public:
+  public:
     // earlier_seconds: the run's time before this process
     explicit RunClock(double earlier_seconds);
     double elapsed() const;   // the whole run's, in seconds
@@ -46,7 +46,7 @@ public:
     // (no step measured yet)
     double eta(int steps, int evaluations) const;
 
-private:
+  private:
     double earlier_;
     double start_;   // monotonic seconds at construction
     double step_seconds_ = 0, eval_seconds_ = 0;
@@ -55,19 +55,19 @@ private:
 
 // The closing lines of a run.
 struct RunSummary {
-    int steps = 0, first_step = 0;          // the run's steps, and where this process started
-    int64_t tokens = 0;                      // trained on, the whole run
-    double seconds = 0;                      // the whole run, to the end of its last sample
-    double process_seconds = 0;              // this process's (after a resume: less than seconds)
-    double mean_tokens_per_second = 0;       // this process's, over its training steps
-    double mfu = 0;                          // this process's mean, 0: none
-    int max_seq_len = 0;                     // the model's position table (the export's n_positions)
-    int sample_tokens = 0;                   // tokens per sample (-g); a run that trains nothing says so
+    int steps = 0, first_step = 0;       // the run's steps, and where this process started
+    int64_t tokens = 0;                  // trained on, the whole run
+    double seconds = 0;                  // the whole run, to the end of its last sample
+    double process_seconds = 0;          // this process's (after a resume: less than seconds)
+    double mean_tokens_per_second = 0;   // this process's, over its training steps
+    double mfu = 0;                      // this process's mean, 0: none
+    int max_seq_len = 0;                 // the model's position table (the export's n_positions)
+    int sample_tokens = 0;               // tokens per sample (-g); a run that trains nothing says so
     std::optional<double> final_loss, final_val_loss, best_val_loss, hellaswag_acc_norm;
     int best_val_step = 0;
-    std::optional<std::string> checkpoint;   // the newest one written
+    std::optional<std::string> checkpoint;              // the newest one written
     std::string log_path, output_dir, checkpoint_dir;   // log_path "": the run wrote no log
 };
 std::vector<std::string> summary_lines(const RunSummary& s);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -19,8 +19,8 @@ std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, co
     const std::string saved = run_flags_from_json(read_manifest(checkpoint).extra_json);
     *recorded = !saved.empty();
     if (saved.empty()) return {};
-    const std::string root = checkpoint.substr(0, checkpoint.find_last_of('/') == std::string::npos
-                                                      ? 0 : checkpoint.find_last_of('/'));
+    const std::string root =
+        checkpoint.substr(0, checkpoint.find_last_of('/') == std::string::npos ? 0 : checkpoint.find_last_of('/'));
     return parse_resumed_command_line(argc, argv, saved, root.empty() ? "." : root, cfg);
 }
 
@@ -37,21 +37,25 @@ std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bo
             return choice;
         } catch (const Error& e) {
             if (!fallback) {
-                fail("the newest checkpoint, %s, is damaged: %s. Nothing was changed. To resume from the newest intact "
-                     "checkpoint before it instead, add --resume-from-intact (the damaged one is then kept as %s.damaged)",
-                     dir.c_str(), e.what(), dir.c_str());
+                fail(
+                    "the newest checkpoint, %s, is damaged: %s. Nothing was changed. To resume from the newest intact "
+                    "checkpoint before it instead, add --resume-from-intact (the damaged one is then kept as "
+                    "%s.damaged)",
+                    dir.c_str(), e.what(), dir.c_str());
             }
             choice.damaged.emplace_back(dir, e.what());
         }
     }
     std::string list;
-    for (const auto& [dir, problem] : choice.damaged) list += "\n  " + dir + ": " + problem;
+    for (const auto& [dir, problem] : choice.damaged)
+        list += "\n  " + dir + ": " + problem;
     fail("no intact checkpoint in %s; every one is damaged:%s", root.c_str(), list.c_str());
 }
 
 std::string set_aside_damaged_checkpoint(const std::string& dir) {
     std::string to = dir + ".damaged";
-    for (int k = 2; file_exists(to); k++) to = dir + ".damaged." + std::to_string(k);
+    for (int k = 2; file_exists(to); k++)
+        to = dir + ".damaged." + std::to_string(k);
     if (std::rename(dir.c_str(), to.c_str()) != 0) {
         fail("cannot rename the damaged checkpoint %s to %s: %s", dir.c_str(), to.c_str(), std::strerror(errno));
     }
@@ -97,4 +101,4 @@ void truncate_log_for_resume(const std::string& path, int64_t step) {
     write_file_atomic(path, text.data(), text.size());
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

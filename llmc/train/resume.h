@@ -50,4 +50,4 @@ std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, co
 // write) ends the log. Rewrites the file atomically; a missing file is left missing.
 void truncate_log_for_resume(const std::string& path, int64_t step);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

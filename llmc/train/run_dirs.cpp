@@ -21,7 +21,8 @@ void check_directory(const std::string& path, const char* flag) {
     struct stat st;
     if (::stat(path.c_str(), &st) == 0) {
         if (!S_ISDIR(st.st_mode)) fail("%s %s: it exists and is not a directory", flag, path.c_str());
-        if (::access(path.c_str(), W_OK | X_OK) != 0) fail("%s %s: not writable: %s", flag, path.c_str(), std::strerror(errno));
+        if (::access(path.c_str(), W_OK | X_OK) != 0)
+            fail("%s %s: not writable: %s", flag, path.c_str(), std::strerror(errno));
         return;
     }
     std::string ancestor = path;
@@ -50,8 +51,10 @@ constexpr size_t kCheckpointRoom = 80, kOutputRoom = 32;
 // "File name too long", a checkpoint's .tmp left behind).
 void check_path_room(const std::string& dir, size_t room, const char* flag) {
     if (dir.size() + room >= PATH_MAX) {
-        fail("%s %s: its %zu characters leave too little room for the files the run writes under it (they need %zu "
-             "more; a path may have at most %d): give a shorter path", flag, dir.c_str(), dir.size(), room, PATH_MAX - 1);
+        fail(
+            "%s %s: its %zu characters leave too little room for the files the run writes under it (they need %zu "
+            "more; a path may have at most %d): give a shorter path",
+            flag, dir.c_str(), dir.size(), room, PATH_MAX - 1);
     }
     for (size_t begin = 0; begin <= dir.size();) {
         size_t end = dir.find('/', begin);
@@ -74,20 +77,23 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
             if (file_exists(dirs.output + "/" + name)) found += std::string(found.empty() ? "" : " and ") + name;
         }
         if (!found.empty()) {
-            fail("%s holds the %s of a previous run, which this run would replace. Continue that run with --resume, "
-                 "give this one another --output-dir, or add --overwrite-output to replace them",
-                 dirs.output.c_str(), found.c_str());
+            fail(
+                "%s holds the %s of a previous run, which this run would replace. Continue that run with --resume, "
+                "give this one another --output-dir, or add --overwrite-output to replace them",
+                dirs.output.c_str(), found.c_str());
         }
     }
     if (!dirs.checkpoints.empty() && cfg.checkpoint_every > 0) {
         if (const std::optional<std::string> newest = latest_checkpoint(dirs.checkpoints)) {
-            fail("%s already holds checkpoints (newest: %s); continue that run with --resume, or give another "
-                 "--checkpoint-dir", dirs.checkpoints.c_str(), newest->c_str());
+            fail(
+                "%s already holds checkpoints (newest: %s); continue that run with --resume, or give another "
+                "--checkpoint-dir",
+                dirs.checkpoints.c_str(), newest->c_str());
         }
     }
 }
 
-}  // namespace
+}   // namespace
 
 RunDirs run_dirs(const TrainConfig& cfg, const RunPlan& plan, bool resuming) {
     RunDirs d;
@@ -123,7 +129,8 @@ HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resu
         char when[32];
         std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", std::gmtime(&now));
         std::string to = dirs.output + ".previous-" + when;
-        for (int k = 2; file_exists(to); k++) to = dirs.output + ".previous-" + when + "-" + std::to_string(k);
+        for (int k = 2; file_exists(to); k++)
+            to = dirs.output + ".previous-" + when + "-" + std::to_string(k);
         if (std::rename(dirs.output.c_str(), to.c_str()) != 0) {
             fail("cannot move the previous run in %s to %s: %s", dirs.output.c_str(), to.c_str(), std::strerror(errno));
         }
@@ -147,4 +154,4 @@ HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resu
     return held;
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -27,8 +27,8 @@
 namespace train_gpt {
 
 struct RunDirs {
-    std::string output;        // where log.jsonl and config.json go; "": the run writes none
-    std::string checkpoints;   // the checkpoint directory the run uses; "": none
+    std::string output;           // where log.jsonl and config.json go; "": the run writes none
+    std::string checkpoints;      // the checkpoint directory the run uses; "": none
     bool move_previous = false;   // the default output directory holds a previous run: move it aside
 };
 // resuming: the run continues a checkpoint (--resume, or --auto-resume that found one).
@@ -48,4 +48,4 @@ struct HeldRunDirs {
 };
 HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming, const std::string& command);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

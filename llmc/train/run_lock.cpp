@@ -22,13 +22,16 @@ namespace {
     char buf[4096];
     const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
     if (n > 0) holder.assign(buf, (size_t)n);
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' '))
+        holder.pop_back();
     ::close(fd);
-    fail("%s is in use by another run: %s (%s holds the lock). Wait for it to end, or give this run another "
-         "directory", dir.c_str(), holder.empty() ? "its holder wrote no details" : holder.c_str(), path.c_str());
+    fail(
+        "%s is in use by another run: %s (%s holds the lock). Wait for it to end, or give this run another "
+        "directory",
+        dir.c_str(), holder.empty() ? "its holder wrote no details" : holder.c_str(), path.c_str());
 }
 
-}  // namespace
+}   // namespace
 
 void DirLock::fail_if_held(const std::string& dir) {
     const std::string path = lock_file_of(dir);
@@ -75,4 +78,4 @@ DirLock::~DirLock() {
     if (fd_ >= 0) ::close(fd_);   // releases the lock; the file stays, naming its last holder
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -15,7 +15,7 @@
 namespace train_gpt {
 
 class DirLock {
-public:
+  public:
     // Locks `dir` (which must exist) or fails naming the holder. *warning: set (and the lock not
     // held) when the filesystem cannot lock.
     static std::unique_ptr<DirLock> acquire(const std::string& dir, const std::string& command, std::string* warning);
@@ -27,7 +27,7 @@ public:
     DirLock& operator=(const DirLock&) = delete;
     const std::string& path() const { return path_; }
 
-private:
+  private:
     DirLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
     std::string path_;
     int fd_ = -1;
@@ -36,4 +36,4 @@ private:
 // The lock file of a directory: <dir>/train_gpt.lock.
 std::string lock_file_of(const std::string& dir);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -51,4 +51,4 @@ const char* lr_schedule_name(LrScheduleKind kind) {
     return "?";
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

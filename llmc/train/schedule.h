@@ -27,4 +27,4 @@ struct LrSchedule {
 LrScheduleKind parse_lr_schedule(const std::string& name);   // constant|cosine|linear|wsd, else fails
 const char* lr_schedule_name(LrScheduleKind kind);
 
-}  // namespace train_gpt
+}   // namespace train_gpt

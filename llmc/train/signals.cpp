@@ -32,12 +32,14 @@ void install(int sig, void (*handler)(int), int flags, struct sigaction* previou
     std::memset(&action, 0, sizeof action);
     action.sa_handler = handler;
     sigemptyset(&action.sa_mask);
-    for (int blocked : kStopSignals) sigaddset(&action.sa_mask, blocked);
+    for (int blocked : kStopSignals)
+        sigaddset(&action.sa_mask, blocked);
     action.sa_flags = SA_RESTART | flags;   // reads and writes in progress carry on
-    if (::sigaction(sig, &action, previous) != 0) fail("cannot install a handler for signal %d: %s", sig, std::strerror(errno));
+    if (::sigaction(sig, &action, previous) != 0)
+        fail("cannot install a handler for signal %d: %s", sig, std::strerror(errno));
 }
 
-}  // namespace
+}   // namespace
 
 void ignore_output_signals() {
     install(SIGXFSZ, SIG_IGN, 0, nullptr);
@@ -48,8 +50,12 @@ void warn_if_stdout_failed() {
     static bool warned = false;
     if (warned || !std::ferror(stdout)) return;
     warned = true;
-    std::fprintf(stderr, "warning: writing to stdout failed (%s); the run goes on, and its records are in "
-                 "log.jsonl\n", errno == EPIPE ? "it was closed" : errno != 0 ? std::strerror(errno) : "an I/O error");
+    std::fprintf(stderr,
+                 "warning: writing to stdout failed (%s); the run goes on, and its records are in "
+                 "log.jsonl\n",
+                 errno == EPIPE ? "it was closed"
+                 : errno != 0   ? std::strerror(errno)
+                                : "an I/O error");
 }
 
 StopSignals::StopSignals() {
@@ -61,7 +67,8 @@ StopSignals::StopSignals() {
 }
 
 StopSignals::~StopSignals() {
-    for (int i = 0; i < 3; i++) ::sigaction(kStopSignals[i], &previous_[i], nullptr);
+    for (int i = 0; i < 3; i++)
+        ::sigaction(kStopSignals[i], &previous_[i], nullptr);
 }
 
 StopRequest stop_request() { return (StopRequest)g_request.load(); }
@@ -82,4 +89,4 @@ const char* stop_signal_name() {
     }
 }
 
-}  // namespace train_gpt
+}   // namespace train_gpt

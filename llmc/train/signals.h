@@ -25,8 +25,8 @@ namespace train_gpt {
 
 class Comm;
 
-constexpr int kStopExitCode = 75;        // EX_TEMPFAIL: stopped by SIGTERM / SIGUSR1; resume to continue
-constexpr int kInterruptExitCode = 130;  // 128 + SIGINT: stopped by Ctrl-C
+constexpr int kStopExitCode = 75;         // EX_TEMPFAIL: stopped by SIGTERM / SIGUSR1; resume to continue
+constexpr int kInterruptExitCode = 130;   // 128 + SIGINT: stopped by Ctrl-C
 
 enum class StopRequest {
     None = 0,
@@ -43,13 +43,13 @@ void warn_if_stdout_failed();
 // SIGTERM, SIGUSR1 and SIGINT recorded instead of ending the process, for as long as it lives;
 // the dispositions before it come back when it dies. One at a time.
 class StopSignals {
-public:
+  public:
     StopSignals();
     ~StopSignals();
     StopSignals(const StopSignals&) = delete;
     StopSignals& operator=(const StopSignals&) = delete;
 
-private:
+  private:
     struct sigaction previous_[3];
 };
 
@@ -61,4 +61,4 @@ StopRequest stop_request_of_all(Comm& comm);
 // rank received none.
 const char* stop_signal_name();
 
-}  // namespace train_gpt
+}   // namespace train_gpt

@@ -114,21 +114,26 @@ inline double expect_close(const std::string& what, const std::vector<float>& gp
         }
         if (std::isinf(cpu[i])) continue;   // the same inf
         const double d = std::fabs((double)gpu[i] - (double)cpu[i]);
-        if (d > max_diff) { max_diff = d; worst = i; }
+        if (d > max_diff) {
+            max_diff = d;
+            worst = i;
+        }
         max_ref = std::max(max_ref, std::fabs((double)cpu[i]));
     }
     const double err = max_ref == 0 ? max_diff : max_diff / max_ref;
     EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << cpu.size()
-                       << " elements non-finite in one backend only (unwritten by the CUDA kernel?); first at " << first_bad
-                       << ": cuda " << (bad ? gpu[first_bad] : 0.f) << " vs cpu " << (bad ? cpu[first_bad] : 0.f);
+                       << " elements non-finite in one backend only (unwritten by the CUDA kernel?); first at "
+                       << first_bad << ": cuda " << (bad ? gpu[first_bad] : 0.f) << " vs cpu "
+                       << (bad ? cpu[first_bad] : 0.f);
     EXPECT_LE(err, tol) << what << ": normwise error " << err << " > tolerance " << tol << "; worst element " << worst
-                        << ": cuda " << (gpu.empty() ? 0.f : gpu[worst]) << " vs cpu " << (cpu.empty() ? 0.f : cpu[worst]);
+                        << ": cuda " << (gpu.empty() ? 0.f : gpu[worst]) << " vs cpu "
+                        << (cpu.empty() ? 0.f : cpu[worst]);
     return err;
 }
 
 // Bytes must be identical (FP8 casts, exact ops). Reports the count and the first mismatch.
-inline void expect_bytes_equal(const std::string& what, const std::vector<uint8_t>& gpu, const std::vector<uint8_t>& cpu,
-                               size_t elem_size = 1) {
+inline void expect_bytes_equal(const std::string& what, const std::vector<uint8_t>& gpu,
+                               const std::vector<uint8_t>& cpu, size_t elem_size = 1) {
     ASSERT_EQ(gpu.size(), cpu.size()) << what;
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < cpu.size(); i += elem_size) {
@@ -151,7 +156,7 @@ inline void expect_bytes_equal(const std::string& what, const std::vector<uint8_
 
 // The two kernel sets of one activation dtype, and buffers that live on both.
 class Twin {
-public:
+  public:
     // options: the CUDA kernel set's (fused kernels or not, ...)
     explicit Twin(DType dtype, const CudaOptions& options = {})
         : dtype_(dtype), cpu_(make_cpu_backend(dtype)), gpu_(make_cuda_backend(dtype, 0, options)) {}
@@ -166,9 +171,13 @@ public:
         void* g = nullptr;
         size_t bytes = 0;
         template <typename P = void>
-        P* cp() const { return static_cast<P*>(c); }
+        P* cp() const {
+            return static_cast<P*>(c);
+        }
         template <typename P = void>
-        P* gp() const { return static_cast<P*>(g); }
+        P* gp() const {
+            return static_cast<P*>(g);
+        }
     };
     Buf alloc(size_t bytes) {
         Buf b;
@@ -192,7 +201,9 @@ public:
         gpu_->copy_to_device(b.g, host, bytes);
     }
     template <typename P>
-    void upload(const Buf& b, const std::vector<P>& host) { upload(b, host.data(), host.size() * sizeof(P)); }
+    void upload(const Buf& b, const std::vector<P>& host) {
+        upload(b, host.data(), host.size() * sizeof(P));
+    }
     // act-dtype buffer from FP32 values (rounded on the host: identical bytes on both sides)
     Buf act(const std::vector<float>& values) {
         Buf b = alloc(values.size() * act_size());
@@ -244,7 +255,7 @@ public:
         expect_bytes_equal(what + " (" + dtype_name(dtype_) + ")", bytes_g(b), bytes_c(b), elem_size);
     }
 
-private:
+  private:
     static std::vector<float> as_f32(const std::vector<uint8_t>& bytes) {
         std::vector<float> out(bytes.size() / 4);
         std::memcpy(out.data(), bytes.data(), out.size() * 4);
@@ -261,30 +272,33 @@ struct Random {
     explicit Random(uint64_t seed) : rng(seed) {}
     std::vector<float> normal(size_t n, double stddev = 1.0, double mean = 0.0) {
         std::vector<float> v(n);
-        for (float& x : v) x = (float)(mean + stddev * rng.normal());
+        for (float& x : v)
+            x = (float)(mean + stddev * rng.normal());
         return v;
     }
     std::vector<float> uniform(size_t n, double lo, double hi) {
         std::vector<float> v(n);
-        for (float& x : v) x = (float)(lo + (hi - lo) * rng.uniform());
+        for (float& x : v)
+            x = (float)(lo + (hi - lo) * rng.uniform());
         return v;
     }
     std::vector<int32_t> ints(size_t n, int below) {
         std::vector<int32_t> v(n);
-        for (int32_t& x : v) x = (int32_t)rng.below((uint64_t)below);
+        for (int32_t& x : v)
+            x = (int32_t)rng.below((uint64_t)below);
         return v;
     }
 };
 
 // Skips when there is no GPU, with the reason; otherwise hands each test the seed (test_seed()).
 class CudaTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         std::string reason;
         if (cuda_device_count(&reason) == 0) GTEST_SKIP() << "no CUDA device: " << reason;
         seed_ = test_seed();
-        trace_ = std::make_unique<::testing::ScopedTrace>(__FILE__, __LINE__,
-                                                          "seed " + std::to_string(seed_) + " (TG_TEST_SEED=<n> sets it)");
+        trace_ = std::make_unique<::testing::ScopedTrace>(
+            __FILE__, __LINE__, "seed " + std::to_string(seed_) + " (TG_TEST_SEED=<n> sets it)");
     }
     uint64_t seed_ = 0;
     std::unique_ptr<::testing::ScopedTrace> trace_;
@@ -295,4 +309,4 @@ class CudaDTypeTest : public CudaTest, public ::testing::WithParamInterface<DTyp
 
 inline std::string dtype_param_name(const ::testing::TestParamInfo<DType>& info) { return dtype_name(info.param); }
 
-}  // namespace train_gpt::test
+}   // namespace train_gpt::test

@@ -54,8 +54,10 @@ std::string shape_str(const Shape& s) {
 // f(H{}, D{}): H the host storage type (dtypes.h), D the device type with the same bytes.
 template <typename F>
 void with_types(DType d, F f) {
-    if (d == DType::BF16) f(bf16{}, __nv_bfloat16{});
-    else f(fp16{}, __half{});
+    if (d == DType::BF16)
+        f(bf16{}, __nv_bfloat16{});
+    else
+        f(fp16{}, __half{});
 }
 
 template <typename P>
@@ -84,13 +86,15 @@ template <typename H>
 std::vector<H> random_h(Random& r, size_t n, double stddev) {
     const std::vector<float> f = r.normal(n, stddev);
     std::vector<H> h(n);
-    for (size_t i = 0; i < n; i++) h[i] = H::from_float(f[i]);
+    for (size_t i = 0; i < n; i++)
+        h[i] = H::from_float(f[i]);
     return h;
 }
 template <typename H>
 std::vector<float> floats(const std::vector<H>& v) {
     std::vector<float> f(v.size());
-    for (size_t i = 0; i < v.size(); i++) f[i] = v[i].to_float();
+    for (size_t i = 0; i < v.size(); i++)
+        f[i] = v[i].to_float();
     return f;
 }
 
@@ -128,7 +132,8 @@ void check_forward(DType dtype, const Shape& s, uint64_t seed) {
         TestStream stream;
         gpu::attention_forward_flash<D>(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream.s);
         cudaCheck(cudaStreamSynchronize(stream.s));
-        const std::vector<float> out_gpu = floats(d_out.template download<H>()), lse_gpu = d_lse.template download<float>();
+        const std::vector<float> out_gpu = floats(d_out.template download<H>()),
+                                 lse_gpu = d_lse.template download<float>();
 
         std::vector<double> out_bound, lse_bound;
         const std::vector<float> out_ref = floats(out_cpu);
@@ -159,14 +164,15 @@ void check_backward(DType dtype, const Shape& s, uint64_t seed) {
         cpu::attention_backward(dqkv_cpu.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
         cpu::attention_backward_tiled(dqkv_twin.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
 
-        DeviceBuffer<D> d_qkv(qkv.size()), d_dout(dout.size()), d_out(out.size()), d_dqkv(qkv.size()), d_dqkv2(qkv.size());
+        DeviceBuffer<D> d_qkv(qkv.size()), d_dout(dout.size()), d_out(out.size()), d_dqkv(qkv.size()),
+            d_dqkv2(qkv.size());
         DeviceBuffer<float> d_lse(lse.size());
         d_qkv.upload(qkv);
         d_dout.upload(dout);
         d_out.upload(out);
         d_lse.upload(lse);
-        d_dqkv.poison();                 // run 1: every element must be written
-        d_dqkv2.upload(dqkv_random);     // run 2: must be overwritten, not accumulated into
+        d_dqkv.poison();               // run 1: every element must be written
+        d_dqkv2.upload(dqkv_random);   // run 2: must be overwritten, not accumulated into
         TestStream stream;
         D* const targets[2] = {d_dqkv.ptr, d_dqkv2.ptr};
         for (D* dst : targets)
@@ -186,19 +192,22 @@ void check_backward(DType dtype, const Shape& s, uint64_t seed) {
     });
 }
 
-}  // namespace
+}   // namespace
 
 class CudaAttentionFlashTest : public CudaTest, public ::testing::WithParamInterface<DType> {};
 
 TEST_P(CudaAttentionFlashTest, ForwardMatchesExactOpAndTwin) {
-    for (const Shape& s : kShapes) check_forward(GetParam(), s, seed_);
+    for (const Shape& s : kShapes)
+        check_forward(GetParam(), s, seed_);
 }
 
 TEST_P(CudaAttentionFlashTest, BackwardMatchesExactOpAndTwinOverwritesAndIsDeterministic) {
-    for (const Shape& s : kShapes) check_backward(GetParam(), s, seed_ + 1);
+    for (const Shape& s : kShapes)
+        check_backward(GetParam(), s, seed_ + 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Bf16Fp16, CudaAttentionFlashTest, ::testing::Values(DType::BF16, DType::F16), dtype_param_name);
+INSTANTIATE_TEST_SUITE_P(Bf16Fp16, CudaAttentionFlashTest, ::testing::Values(DType::BF16, DType::F16),
+                         dtype_param_name);
 
 // ---- host-only: no device needed ------------------------------------------------------------
 
@@ -206,7 +215,8 @@ TEST(AttentionFlashHost, SupportsHeadSize64InBf16AndFp16Only) {
     EXPECT_TRUE(gpu::attention_flash_supports(64, DType::BF16));
     EXPECT_TRUE(gpu::attention_flash_supports(64, DType::F16));
     EXPECT_FALSE(gpu::attention_flash_supports(64, DType::F32));
-    for (int hs : {32, 96, 128}) EXPECT_FALSE(gpu::attention_flash_supports(hs, DType::BF16)) << hs;
+    for (int hs : {32, 96, 128})
+        EXPECT_FALSE(gpu::attention_flash_supports(hs, DType::BF16)) << hs;
 }
 
 // The launchers check their arguments before any CUDA call.
@@ -215,10 +225,12 @@ TEST(AttentionFlashHost, LaunchersRejectOtherHeadSizesAndMisalignedBuffers) {
     EXPECT_CONTAINS(error_of([] { gpu::attention_forward_flash<E>(nullptr, nullptr, nullptr, 1, 8, 192, 2, nullptr); }),
                     "head size");
     EXPECT_CONTAINS(error_of([] {
-                        gpu::attention_backward_flash<E>(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 128, 1, nullptr);
+                        gpu::attention_backward_flash<E>(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 128, 1,
+                                                         nullptr);
                     }),
                     "head size");
     const E* misaligned = reinterpret_cast<const E*>(uintptr_t(8));
-    EXPECT_CONTAINS(error_of([&] { gpu::attention_forward_flash<E>(nullptr, nullptr, misaligned, 1, 8, 128, 2, nullptr); }),
-                    "16-byte aligned");
+    EXPECT_CONTAINS(
+        error_of([&] { gpu::attention_forward_flash<E>(nullptr, nullptr, misaligned, 1, 8, 128, 2, nullptr); }),
+        "16-byte aligned");
 }

@@ -30,7 +30,9 @@ namespace gpu = train_gpt::cuda;   // as the dev/cuda harnesses name it
 
 namespace {
 
-struct Shape { int B, T, C, NH; };
+struct Shape {
+    int B, T, C, NH;
+};
 // test_cuda_kernels.cu's attention shapes, then T = 203 with hs = 96
 const Shape kShapes[] = {{2, 77, 192, 3}, {1, 1, 128, 2}, {4, 128, 128, 2}, {3, 203, 192, 2}};
 // several chunks: a budget of exactly two sequences' scratch
@@ -68,7 +70,7 @@ void check_forward(DType d, const Shape& s, uint64_t seed, size_t budget) {
     with_device_type(d, [&](auto tag) {
         using E = decltype(tag);
         gpu::attention_forward_gemm<E>(out.gp<E>(), lse.gp<float>(), qkv.gp<E>(), s.B, s.T, s.C, s.NH, stream.s,
-                                        budget);
+                                       budget);
     });
     cudaCheck(cudaStreamSynchronize(stream.s));
     // tests/attention_bounds.h's element-wise bounds for this head size (twin_bounds.h), normwise
@@ -99,7 +101,7 @@ void check_backward(DType d, const Shape& s, uint64_t seed, size_t budget) {
         using E = decltype(tag);
         for (const Twin::Buf* b : {&dqkv, &dqkv_again}) {
             gpu::attention_backward_gemm<E>(b->gp<E>(), dout.gp<E>(), qkv.gp<E>(), out.gp<E>(), lse.gp<float>(), s.B,
-                                             s.T, s.C, s.NH, stream.s, budget);
+                                            s.T, s.C, s.NH, stream.s, budget);
         }
     });
     cudaCheck(cudaStreamSynchronize(stream.s));
@@ -111,7 +113,7 @@ void check_backward(DType d, const Shape& s, uint64_t seed, size_t budget) {
     EXPECT_EQ(tw.bytes_g(dqkv), tw.bytes_g(dqkv_again)) << "attention_backward_gemm is not deterministic";
 }
 
-}  // namespace
+}   // namespace
 
 class CudaAttentionGemmTest : public CudaTest, public ::testing::WithParamInterface<DType> {};
 

@@ -27,8 +27,10 @@ namespace gpu = train_gpt::cuda;
 
 namespace {
 
-struct Shape { int B, T, C, NH; };
-const Shape kShapes[] = {{2, 77, 192, 3}, {1, 1, 128, 2},  {4, 128, 128, 2}, {3, 203, 128, 2},
+struct Shape {
+    int B, T, C, NH;
+};
+const Shape kShapes[] = {{2, 77, 192, 3},  {1, 1, 128, 2},   {4, 128, 128, 2}, {3, 203, 128, 2},
                          {3, 203, 192, 2}, {2, 150, 256, 2}, {2, 100, 128, 4}};
 
 std::string shape_str(const Shape& s) {
@@ -99,7 +101,7 @@ void check_backward(DType d, const Shape& s, uint64_t seed) {
     EXPECT_EQ(tw.bytes_g(dqkv), tw.bytes_g(dqkv_again)) << "attention_backward_wmma is not deterministic";
 }
 
-}  // namespace
+}   // namespace
 
 class CudaAttentionWmmaTest : public CudaTest, public ::testing::WithParamInterface<DType> {};
 
@@ -125,9 +127,8 @@ class CudaAttentionWmmaArgsTest : public CudaTest {};
 
 TEST_F(CudaAttentionWmmaArgsTest, RejectsFp32AndBadHeadSizes) {
     EXPECT_THROW(gpu::attention_forward_wmma<float>(nullptr, nullptr, nullptr, 1, 1, 128, 2, nullptr), Error);
-    EXPECT_THROW(gpu::attention_backward_wmma<float>(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 128, 2,
-                                                     nullptr),
-                 Error);
+    EXPECT_THROW(
+        gpu::attention_backward_wmma<float>(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 128, 2, nullptr), Error);
     // hs = 8 (not a multiple of 16) and hs = 256 (> 128): rejected before any launch
     EXPECT_THROW(gpu::attention_forward_wmma<__nv_bfloat16>(nullptr, nullptr, nullptr, 1, 1, 16, 2, nullptr), Error);
     EXPECT_THROW(gpu::attention_forward_wmma<__half>(nullptr, nullptr, nullptr, 1, 1, 256, 1, nullptr), Error);

@@ -102,14 +102,17 @@ void expect_fp8t_close(const std::string& what, const std::vector<uint8_t>& g, c
 
 class CudaFp8FusedTest : public CudaDTypeTest {};
 
-struct Layouts { bool q, qt; const char* name; };
+struct Layouts {
+    bool q, qt;
+    const char* name;
+};
 // an E4M3 output on one side of a Twin buffer, or none when that layout is not asked for
 fp8e4m3* e4m3_or_null(const Twin::Buf& buf, bool want, bool gpu) {
     return want ? (gpu ? buf.gp<fp8e4m3>() : buf.cp<fp8e4m3>()) : nullptr;
 }
 const Layouts kLayouts[] = {{true, false, "q only"}, {false, true, "qt only"}, {true, true, "both layouts"}};
 
-}  // namespace
+}   // namespace
 
 TEST_P(CudaFp8FusedTest, GeluForwardCastIsTheUnfusedCast) {
     Twin tw(GetParam(), fused());
@@ -123,28 +126,32 @@ TEST_P(CudaFp8FusedTest, GeluForwardCastIsTheUnfusedCast) {
         Twin::Buf sc = scale_slot(tw, 448.0f / 16.0f);   // gelu of N(0, 3²) stays below 16: few saturate
         tw.gpu().gelu_forward(y.g, xb.g, n);
         tw.cpu().gelu_forward(y.c, xb.c, n);   // the values each side casts
-        tw.check_act("gelu out vs the CPU twin", y, act_tol(tw.dtype(), gelu_forward_tol(tw.act_c(xb), tw.act_c(y)), 1));
+        tw.check_act("gelu out vs the CPU twin", y,
+                     act_tol(tw.dtype(), gelu_forward_tol(tw.act_c(xb), tw.act_c(y)), 1));
         const std::vector<float> yg = tw.act_g(y), yc = tw.act_c(y);
         for (const Layouts& lay : kLayouts) {
             SCOPED_TRACE(lay.name);
             Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
             Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
-            tw.gpu().fp8()->gelu_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
-                                       kf.gp<Fp8Counters>());
-            tw.gpu().fp8()->quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g, rows, cols,
-                                             sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
-            tw.cpu().fp8()->gelu_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), xb.c, rows, cols,
-                                       sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+            tw.gpu().fp8()->gelu_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), xb.g,
+                                              rows, cols, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+            tw.gpu().fp8()->quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g,
+                                                    rows, cols, sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+            tw.cpu().fp8()->gelu_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), xb.c,
+                                              rows, cols, sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
             if (lay.q) expect_bytes_equal("gelu q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
             if (lay.qt) expect_bytes_equal("gelu qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
             expect_same_counters(tw, kf, ku);
             if (lay.q) expect_fp8_close("gelu q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf), yg, yc);
-            if (lay.qt) expect_fp8t_close("gelu qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf), yg, yc, rows, cols);
+            if (lay.qt)
+                expect_fp8t_close("gelu qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf), yg, yc, rows, cols);
         }
         // the statistics alone: the same amax and counts as a cast that writes
         Twin::Buf ks = tw.alloc(sizeof(Fp8Counters)), kw = tw.alloc(sizeof(Fp8Counters)), qw = tw.poisoned(n);
-        tw.gpu().fp8()->gelu_forward_e4m3(nullptr, nullptr, xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>());
-        tw.gpu().fp8()->gelu_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>());
+        tw.gpu().fp8()->gelu_forward_e4m3(nullptr, nullptr, xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
+                                          ks.gp<Fp8Counters>());
+        tw.gpu().fp8()->gelu_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
+                                          kw.gp<Fp8Counters>());
         expect_same_counters(tw, ks, kw);
     }
 }
@@ -159,9 +166,10 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
         Twin::Buf y = tw.poisoned_act(n), mean_u = tw.poisoned_f32(N), rstd_u = tw.poisoned_f32(N);
         Twin::Buf sc = scale_slot(tw, 448.0f / 8.0f);
         tw.gpu().layernorm_forward(y.g, mean_u.gp<float>(), rstd_u.gp<float>(), xb.g, w.g, b.g, N, C);
-        tw.cpu().layernorm_forward(y.c, mean_u.cp<float>(), rstd_u.cp<float>(), xb.c, w.c, b.c, N, C);   // what it casts
-        const LayernormForwardTols tol = layernorm_forward_tols(tw.act_c(xb), tw.act_c(w), tw.act_c(b), tw.f32_c(mean_u),
-                                                                tw.f32_c(rstd_u), tw.act_c(y), N, C);
+        tw.cpu().layernorm_forward(y.c, mean_u.cp<float>(), rstd_u.cp<float>(), xb.c, w.c, b.c, N,
+                                   C);   // what it casts
+        const LayernormForwardTols tol = layernorm_forward_tols(tw.act_c(xb), tw.act_c(w), tw.act_c(b),
+                                                                tw.f32_c(mean_u), tw.f32_c(rstd_u), tw.act_c(y), N, C);
         tw.check_act("layernorm out vs the CPU twin", y, act_tol(tw.dtype(), tol.out_fp32, 1));
         const std::vector<float> yg = tw.act_g(y), yc = tw.act_c(y);
         for (const Layouts& lay : kLayouts) {
@@ -169,13 +177,14 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
             Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
             Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
             Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
-            tw.gpu().fp8()->layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true), mean.gp<float>(), rstd.gp<float>(),
-                                            xb.g, w.g, b.g, N, C, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>(), false);
-            tw.gpu().fp8()->quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g, N, C, sc.gp<Fp8ScaleSlot>(),
-                                             ku.gp<Fp8Counters>());
-            tw.cpu().fp8()->layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false), mean.cp<float>(),
-                                            rstd.cp<float>(), xb.c, w.c, b.c, N, C, sc.cp<Fp8ScaleSlot>(),
-                                            kf.cp<Fp8Counters>(), false);
+            tw.gpu().fp8()->layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, true), e4m3_or_null(qtf, lay.qt, true),
+                                                   mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g, N, C,
+                                                   sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>(), false);
+            tw.gpu().fp8()->quantize_transpose_e4m3(e4m3_or_null(qu, lay.q, true), e4m3_or_null(qtu, lay.qt, true), y.g,
+                                                    N, C, sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+            tw.cpu().fp8()->layernorm_forward_e4m3(e4m3_or_null(qf, lay.q, false), e4m3_or_null(qtf, lay.qt, false),
+                                                   mean.cp<float>(), rstd.cp<float>(), xb.c, w.c, b.c, N, C,
+                                                   sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>(), false);
             expect_bytes_equal("layernorm mean: fused vs unfused", tw.bytes_g(mean), tw.bytes_g(mean_u), 4);
             expect_bytes_equal("layernorm rstd: fused vs unfused", tw.bytes_g(rstd), tw.bytes_g(rstd_u), 4);
             if (lay.q) expect_bytes_equal("layernorm q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
@@ -184,19 +193,20 @@ TEST_P(CudaFp8FusedTest, LayerNormForwardCastIsTheUnfusedCast) {
             tw.check_f32("layernorm mean vs the CPU twin", mean, tol.mean);
             tw.check_f32("layernorm rstd vs the CPU twin", rstd, tol.rstd);
             if (lay.q) expect_fp8_close("layernorm q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf), yg, yc);
-            if (lay.qt) expect_fp8t_close("layernorm qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf), yg, yc, N, C);
+            if (lay.qt)
+                expect_fp8t_close("layernorm qt vs the CPU twin", tw.bytes_g(qtf), tw.bytes_c(qtf), yg, yc, N, C);
         }
         Twin::Buf ks = tw.alloc(sizeof(Fp8Counters)), kw = tw.alloc(sizeof(Fp8Counters)), qw = tw.poisoned(n);
         Twin::Buf mean = tw.poisoned_f32(N), rstd = tw.poisoned_f32(N);
-        tw.gpu().fp8()->layernorm_forward_e4m3(nullptr, nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g, N, C,
-                                        sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>(), false);
-        tw.gpu().fp8()->layernorm_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
-                                        N, C, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>(), false);
+        tw.gpu().fp8()->layernorm_forward_e4m3(nullptr, nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g, N,
+                                               C, sc.gp<Fp8ScaleSlot>(), ks.gp<Fp8Counters>(), false);
+        tw.gpu().fp8()->layernorm_forward_e4m3(qw.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g,
+                                               b.g, N, C, sc.gp<Fp8ScaleSlot>(), kw.gp<Fp8Counters>(), false);
         expect_same_counters(tw, ks, kw);
         // the cast after a statistics-only call reads its statistics (stats_ready): the same bytes
         Twin::Buf qr = tw.poisoned(n), kr = tw.alloc(sizeof(Fp8Counters));
-        tw.gpu().fp8()->layernorm_forward_e4m3(qr.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g, b.g,
-                                        N, C, sc.gp<Fp8ScaleSlot>(), kr.gp<Fp8Counters>(), true);
+        tw.gpu().fp8()->layernorm_forward_e4m3(qr.gp<fp8e4m3>(), nullptr, mean.gp<float>(), rstd.gp<float>(), xb.g, w.g,
+                                               b.g, N, C, sc.gp<Fp8ScaleSlot>(), kr.gp<Fp8Counters>(), true);
         expect_bytes_equal("layernorm q from ready statistics", tw.bytes_g(qr), tw.bytes_g(qw));
         expect_same_counters(tw, kr, kw);
     }
@@ -214,12 +224,12 @@ TEST_P(CudaFp8FusedTest, GeluBackwardCastIsTheUnfusedCast) {
         Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
         Twin::Buf sc = scale_slot(tw, 57344.0f / 0.02f);
         tw.gpu().fp8()->gelu_backward_e5m2(dinp_f.g, qf.gp<fp8e5m2>(), qtf.gp<fp8e5m2>(), xb.g, dout.g, rows, cols,
-                                    sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+                                           sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
         tw.gpu().gelu_backward(dinp_u.g, xb.g, dout.g, n);
-        tw.gpu().fp8()->quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
-                                         ku.gp<Fp8Counters>());
+        tw.gpu().fp8()->quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, rows, cols,
+                                                sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
         tw.cpu().fp8()->gelu_backward_e5m2(dinp_f.c, qf.cp<fp8e5m2>(), qtf.cp<fp8e5m2>(), xb.c, dout.c, rows, cols,
-                                    sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+                                           sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
         expect_bytes_equal("gelu backward dinp: fused vs unfused", tw.bytes_g(dinp_f), tw.bytes_g(dinp_u),
                            tw.act_size());
         expect_bytes_equal("gelu backward q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
@@ -255,16 +265,16 @@ TEST_P(CudaFp8FusedTest, LayernormBackwardCastIsTheUnfusedCast) {
         Twin::Buf qf = tw.poisoned(n), qtf = tw.poisoned(n), qu = tw.poisoned(n), qtu = tw.poisoned(n);
         Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
         Twin::Buf sc = scale_slot(tw, 57344.0f / 4.0f);
-        tw.gpu().fp8()->layernorm_backward_e5m2(dinp_f.g, dw_f.gp<float>(), db_f.gp<float>(), dout.g, x.g, w.g, mean.gp<float>(),
-                                         rstd.gp<float>(), N, C, sums_f.gp<float>(), qf.gp<fp8e5m2>(),
-                                         qtf.gp<fp8e5m2>(), sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+        tw.gpu().fp8()->layernorm_backward_e5m2(
+            dinp_f.g, dw_f.gp<float>(), db_f.gp<float>(), dout.g, x.g, w.g, mean.gp<float>(), rstd.gp<float>(), N, C,
+            sums_f.gp<float>(), qf.gp<fp8e5m2>(), qtf.gp<fp8e5m2>(), sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
         tw.gpu().layernorm_backward(dinp_u.g, dw_u.gp<float>(), db_u.gp<float>(), dout.g, x.g, w.g, mean.gp<float>(),
                                     rstd.gp<float>(), N, C, sums_u.gp<float>());
-        tw.gpu().fp8()->quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, N, C, sc.gp<Fp8ScaleSlot>(),
-                                         ku.gp<Fp8Counters>());
-        tw.cpu().fp8()->layernorm_backward_e5m2(dinp_f.c, dw_f.cp<float>(), db_f.cp<float>(), dout.c, x.c, w.c,
-                                         mean.cp<float>(), rstd.cp<float>(), N, C, sums_f.cp<float>(), qf.cp<fp8e5m2>(),
-                                         qtf.cp<fp8e5m2>(), sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+        tw.gpu().fp8()->quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dinp_u.g, N, C,
+                                                sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+        tw.cpu().fp8()->layernorm_backward_e5m2(
+            dinp_f.c, dw_f.cp<float>(), db_f.cp<float>(), dout.c, x.c, w.c, mean.cp<float>(), rstd.cp<float>(), N, C,
+            sums_f.cp<float>(), qf.cp<fp8e5m2>(), qtf.cp<fp8e5m2>(), sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
         expect_bytes_equal("layernorm backward dinp: fused vs unfused", tw.bytes_g(dinp_f), tw.bytes_g(dinp_u),
                            tw.act_size());
         expect_bytes_equal("layernorm backward dweight: fused vs unfused", tw.bytes_g(dw_f), tw.bytes_g(dw_u), 4);
@@ -273,9 +283,9 @@ TEST_P(CudaFp8FusedTest, LayernormBackwardCastIsTheUnfusedCast) {
         expect_bytes_equal("layernorm backward q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
         expect_bytes_equal("layernorm backward qt: fused vs unfused", tw.bytes_g(qtf), tw.bytes_g(qtu));
         expect_same_counters(tw, kf, ku);
-        const LayernormBackwardTols tol =
-            layernorm_backward_tols(tw.act_c(dout), tw.act_c(x), tw.act_c(w), tw.f32_c(mean), tw.f32_c(rstd),
-                                    round_act(tw.dtype(), d0), dw0, db0, tw.act_c(dinp_f), tw.f32_c(dw_f), tw.f32_c(db_f), N, C);
+        const LayernormBackwardTols tol = layernorm_backward_tols(
+            tw.act_c(dout), tw.act_c(x), tw.act_c(w), tw.f32_c(mean), tw.f32_c(rstd), round_act(tw.dtype(), d0), dw0,
+            db0, tw.act_c(dinp_f), tw.f32_c(dw_f), tw.f32_c(db_f), N, C);
         tw.check_act("layernorm backward dinp vs the CPU twin", dinp_f, act_tol(tw.dtype(), tol.dinp_fp32, 1));
         tw.check_f32("layernorm backward sums vs the CPU twin", sums_f,
                      column_sums_tol(tw.act_g(dinp_f), tw.act_c(dinp_f), s0, tw.f32_c(sums_f), N, C));
@@ -293,7 +303,9 @@ TEST_P(CudaFp8FusedTest, AttentionCastIsTheUnfusedCast) {
     options.flash_attention = true;
     Twin tw(GetParam(), options);
     Random r(seed_);
-    struct Shape { int B, T, C, NH; };
+    struct Shape {
+        int B, T, C, NH;
+    };
     for (const Shape& s : {Shape{2, 77, 128, 2}, Shape{1, 256, 192, 3}}) {   // head size 64; T ragged and whole
         SCOPED_TRACE("B=" + std::to_string(s.B) + " T=" + std::to_string(s.T));
         const size_t n = (size_t)s.B * s.T * s.C;
@@ -304,11 +316,11 @@ TEST_P(CudaFp8FusedTest, AttentionCastIsTheUnfusedCast) {
         Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
         Twin::Buf sc = scale_slot(tw, 448.0f / 2.0f);
         tw.gpu().fp8()->attention_forward_e4m3(out_f.g, lse_f.gp<float>(), qf.gp<fp8e4m3>(), qkv.g, s.B, s.T, s.C, s.NH,
-                                        sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+                                               sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
         tw.gpu().attention_forward(out_u.g, lse_u.gp<float>(), qkv.g, s.B, s.T, s.C, s.NH);
         tw.gpu().fp8()->quantize_e4m3(qu.gp<fp8e4m3>(), out_u.g, n, sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
         tw.cpu().fp8()->attention_forward_e4m3(out_f.c, lse_f.cp<float>(), qf.cp<fp8e4m3>(), qkv.c, s.B, s.T, s.C, s.NH,
-                                        sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+                                               sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
         expect_bytes_equal("attention out: fused vs unfused", tw.bytes_g(out_f), tw.bytes_g(out_u), tw.act_size());
         expect_bytes_equal("attention lse: fused vs unfused", tw.bytes_g(lse_f), tw.bytes_g(lse_u), 4);
         expect_bytes_equal("attention q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
@@ -320,7 +332,8 @@ TEST_P(CudaFp8FusedTest, AttentionCastIsTheUnfusedCast) {
                                          rounding_unit(tw.dtype()));
             tw.check_act("attention out vs the CPU twin", out_f, normwise(ob, oc));
         }
-        expect_fp8_close("attention q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf), tw.act_g(out_f), tw.act_c(out_f));
+        expect_fp8_close("attention q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf), tw.act_g(out_f),
+                         tw.act_c(out_f));
     }
 }
 
@@ -333,7 +346,9 @@ TEST_P(CudaFp8FusedTest, AttentionBackwardCastIsTheUnfusedCast) {
     options.flash_attention = true;
     Twin tw(GetParam(), options);
     Random r(seed_);
-    struct Shape { int B, T, C, NH; };
+    struct Shape {
+        int B, T, C, NH;
+    };
     for (const Shape& s : {Shape{2, 77, 128, 2}, Shape{1, 80, 192, 3}, Shape{1, 256, 128, 2}}) {
         SCOPED_TRACE("B=" + std::to_string(s.B) + " T=" + std::to_string(s.T));
         const size_t n = (size_t)s.B * s.T * s.C, n3 = 3 * n;
@@ -347,12 +362,14 @@ TEST_P(CudaFp8FusedTest, AttentionBackwardCastIsTheUnfusedCast) {
         Twin::Buf kf = tw.alloc(sizeof(Fp8Counters)), ku = tw.alloc(sizeof(Fp8Counters));
         Twin::Buf sc = scale_slot(tw, 57344.0f / 0.5f);
         tw.gpu().fp8()->attention_backward_e5m2(dqkv_f.g, qf.gp<fp8e5m2>(), qtf.gp<fp8e5m2>(), dout.g, qkv.g, out.g,
-                                         lse.gp<float>(), s.B, s.T, s.C, s.NH, sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+                                                lse.gp<float>(), s.B, s.T, s.C, s.NH, sc.gp<Fp8ScaleSlot>(),
+                                                kf.gp<Fp8Counters>());
         tw.gpu().attention_backward(dqkv_u.g, dout.g, qkv.g, out.g, lse.gp<float>(), s.B, s.T, s.C, s.NH);
         tw.gpu().fp8()->quantize_transpose_e5m2(qu.gp<fp8e5m2>(), qtu.gp<fp8e5m2>(), dqkv_u.g, s.B * s.T, 3 * s.C,
-                                         sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+                                                sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
         tw.cpu().fp8()->attention_backward_e5m2(dqkv_f.c, qf.cp<fp8e5m2>(), qtf.cp<fp8e5m2>(), dout.c, qkv.c, out.c,
-                                         lse.cp<float>(), s.B, s.T, s.C, s.NH, sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+                                                lse.cp<float>(), s.B, s.T, s.C, s.NH, sc.cp<Fp8ScaleSlot>(),
+                                                kf.cp<Fp8Counters>());
         expect_bytes_equal("attention backward dqkv: fused vs unfused", tw.bytes_g(dqkv_f), tw.bytes_g(dqkv_u),
                            tw.act_size());
         expect_bytes_equal("attention backward q: fused vs unfused", tw.bytes_g(qf), tw.bytes_g(qu));
@@ -376,11 +393,13 @@ TEST_P(CudaFp8FusedTest, AdamWCastIsTheUnfusedCast) {
     const std::pair<int, int> shapes[] = {{33, 47}, {3072, 768}};   // ragged tiles; GPT-2's fc weight
     for (auto [rows, cols] : shapes) {
         for (bool with_master : {true, false}) {
-            SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + (with_master ? ", master" : ", no master"));
+            SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) +
+                         (with_master ? ", master" : ", no master"));
             const size_t n = (size_t)rows * cols;
             const std::vector<float> w0 = r.normal(n, 0.02), m0 = r.normal(n, 1e-3), g0 = r.normal(n, 1e-2);
             std::vector<float> v0 = r.normal(n, 1e-5);
-            for (float& x : v0) x = std::fabs(x);
+            for (float& x : v0)
+                x = std::fabs(x);
             // two copies of the whole state: one for the fused op, one for the unfused pair
             Twin::Buf mf = tw.f32(w0), wf = tw.act(w0), m_f = tw.f32(m0), v_f = tw.f32(v0);
             Twin::Buf mu = tw.f32(w0), wu = tw.act(w0), m_u = tw.f32(m0), v_u = tw.f32(v0), g = tw.f32(g0);
@@ -389,16 +408,18 @@ TEST_P(CudaFp8FusedTest, AdamWCastIsTheUnfusedCast) {
             Twin::Buf sc = scale_slot(tw, 448.0f / 0.1f);
             const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
             const int t = 7;
-            tw.gpu().fp8()->adamw_update_e4m3(with_master ? mf.gp<float>() : nullptr, wf.g, m_f.gp<float>(), v_f.gp<float>(),
-                                       g.gp<float>(), rows, cols, lr, b1, b2, eps, wd, gs, t, qf.gp<fp8e4m3>(),
-                                       qtf.gp<fp8e4m3>(), sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
+            tw.gpu().fp8()->adamw_update_e4m3(with_master ? mf.gp<float>() : nullptr, wf.g, m_f.gp<float>(),
+                                              v_f.gp<float>(), g.gp<float>(), rows, cols, lr, b1, b2, eps, wd, gs, t,
+                                              qf.gp<fp8e4m3>(), qtf.gp<fp8e4m3>(), sc.gp<Fp8ScaleSlot>(),
+                                              kf.gp<Fp8Counters>());
             tw.gpu().adamw_update(with_master ? mu.gp<float>() : nullptr, wu.g, m_u.gp<float>(), v_u.gp<float>(),
                                   g.gp<float>(), n, lr, b1, b2, eps, wd, gs, t);
-            tw.gpu().fp8()->quantize_transpose_e4m3(qu.gp<fp8e4m3>(), qtu.gp<fp8e4m3>(), wu.g, rows, cols, sc.gp<Fp8ScaleSlot>(),
-                                             ku.gp<Fp8Counters>());
-            tw.cpu().fp8()->adamw_update_e4m3(with_master ? mf.cp<float>() : nullptr, wf.c, m_f.cp<float>(), v_f.cp<float>(),
-                                       g.cp<float>(), rows, cols, lr, b1, b2, eps, wd, gs, t, qf.cp<fp8e4m3>(),
-                                       qtf.cp<fp8e4m3>(), sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
+            tw.gpu().fp8()->quantize_transpose_e4m3(qu.gp<fp8e4m3>(), qtu.gp<fp8e4m3>(), wu.g, rows, cols,
+                                                    sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+            tw.cpu().fp8()->adamw_update_e4m3(with_master ? mf.cp<float>() : nullptr, wf.c, m_f.cp<float>(),
+                                              v_f.cp<float>(), g.cp<float>(), rows, cols, lr, b1, b2, eps, wd, gs, t,
+                                              qf.cp<fp8e4m3>(), qtf.cp<fp8e4m3>(), sc.cp<Fp8ScaleSlot>(),
+                                              kf.cp<Fp8Counters>());
             expect_bytes_equal("adamw master: fused vs unfused", tw.bytes_g(mf), tw.bytes_g(mu), 4);
             expect_bytes_equal("adamw working: fused vs unfused", tw.bytes_g(wf), tw.bytes_g(wu), tw.act_size());
             expect_bytes_equal("adamw m: fused vs unfused", tw.bytes_g(m_f), tw.bytes_g(m_u), 4);
@@ -409,7 +430,8 @@ TEST_P(CudaFp8FusedTest, AdamWCastIsTheUnfusedCast) {
             // the CPU twin: as adamw_update (FP32 up to FMA contraction, one flip of the working dtype)
             const std::vector<float> p0 = with_master ? w0 : round_act(tw.dtype(), w0);
             const std::vector<float> p1 = with_master ? tw.f32_c(mf) : tw.act_c(wf);
-            const AdamWTols tol = adamw_tols(p0, m0, v0, g0, tw.f32_c(m_f), tw.f32_c(v_f), p1, lr, b1, b2, eps, wd, gs, t);
+            const AdamWTols tol =
+                adamw_tols(p0, m0, v0, g0, tw.f32_c(m_f), tw.f32_c(v_f), p1, lr, b1, b2, eps, wd, gs, t);
             tw.check_act("adamw working vs the CPU twin", wf, act_tol(tw.dtype(), tol.p_fp32, 1));
             const std::vector<float> yg = tw.act_g(wf), yc = tw.act_c(wf);
             expect_fp8_close("adamw q vs the CPU twin", tw.bytes_g(qf), tw.bytes_c(qf), yg, yc);
@@ -432,8 +454,10 @@ TEST_F(CudaTest, VectorisedCastIsTheScalarCast) {
             Random r(seed_);
             const size_t n = (size_t)rows * cols;
             std::vector<float> x = r.normal(n, 3.0);
-            for (size_t i = 0; i < n; i += 97) x[i] = 1e-9f;     // flushes at this scale
-            for (size_t i = 5; i < n; i += 1009) x[i] = 1e6f;    // saturates
+            for (size_t i = 0; i < n; i += 97)
+                x[i] = 1e-9f;   // flushes at this scale
+            for (size_t i = 5; i < n; i += 1009)
+                x[i] = 1e6f;   // saturates
             x[n / 2] = NAN;
             Twin::Buf xb = tw.act(x);
             Twin::Buf sc = scale_slot(tw, 448.0f / 8.0f);
@@ -447,20 +471,21 @@ TEST_F(CudaTest, VectorisedCastIsTheScalarCast) {
                             using E = decltype(tag);
                             const E* src = xb.gp<E>();
                             if (e4m3) {
-                                cuda::quantize_transpose_fp8<E, fp8e4m3>(layouts & 1 ? q.gp<fp8e4m3>() : nullptr,
-                                                                         qt.gp<fp8e4m3>(), src, rows, cols,
-                                                                         &sc.gp<Fp8ScaleSlot>()->scale,
-                                                                         k.gp<Fp8Counters>(), stream.s, cuda::Unchanged{},
-                                                                         vectorised);
+                                cuda::quantize_transpose_fp8<E, fp8e4m3>(
+                                    layouts & 1 ? q.gp<fp8e4m3>() : nullptr, qt.gp<fp8e4m3>(), src, rows, cols,
+                                    &sc.gp<Fp8ScaleSlot>()->scale, k.gp<Fp8Counters>(), stream.s, cuda::Unchanged{},
+                                    vectorised);
                             } else {
-                                cuda::quantize_transpose_fp8<E, fp8e5m2>(layouts & 1 ? q.gp<fp8e5m2>() : nullptr,
-                                                                         qt.gp<fp8e5m2>(), src, rows, cols,
-                                                                         &sc.gp<Fp8ScaleSlot>()->scale,
-                                                                         k.gp<Fp8Counters>(), stream.s, cuda::Unchanged{},
-                                                                         vectorised);
+                                cuda::quantize_transpose_fp8<E, fp8e5m2>(
+                                    layouts & 1 ? q.gp<fp8e5m2>() : nullptr, qt.gp<fp8e5m2>(), src, rows, cols,
+                                    &sc.gp<Fp8ScaleSlot>()->scale, k.gp<Fp8Counters>(), stream.s, cuda::Unchanged{},
+                                    vectorised);
                             }
                         };
-                        if (d == DType::BF16) run(__nv_bfloat16{}); else run(__half{});
+                        if (d == DType::BF16)
+                            run(__nv_bfloat16{});
+                        else
+                            run(__half{});
                     };
                     cast(qs, qts, ks, false);
                     cast(qv, qtv, kv, true);

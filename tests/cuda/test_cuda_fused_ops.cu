@@ -18,7 +18,9 @@ using namespace train_gpt::test;
 
 namespace {
 
-struct Shape { int N, C; };
+struct Shape {
+    int N, C;
+};
 const Shape kShapes[] = {{154, 192}, {77, 768}, {1, 128}, {33, 200}};
 
 struct Case {
@@ -26,7 +28,7 @@ struct Case {
     bool fused;
 };
 class CudaFusedOpsTest : public CudaTest, public ::testing::WithParamInterface<Case> {
-protected:
+  protected:
     CudaOptions options() const {
         CudaOptions o;
         o.fused_kernels = GetParam().fused;
@@ -38,7 +40,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
     return std::string(dtype_name(info.param.dtype)) + (info.param.fused ? "_fused" : "_separate");
 }
 
-}  // namespace
+}   // namespace
 
 TEST_P(CudaFusedOpsTest, ResidualLayernormForward) {
     const DType d = GetParam().dtype;
@@ -56,8 +58,8 @@ TEST_P(CudaFusedOpsTest, ResidualLayernormForward) {
         tw.gpu().residual_layernorm_forward(res.g, out.g, mean.gp<float>(), rstd.gp<float>(), a.g, b.g, w.g, bias.g,
                                             s.N, s.C);
         EXPECT_EQ(tw.bytes_g(res), tw.bytes_c(res)) << "the residual add rounds once, as the CPU";
-        const LayernormForwardTols tol = layernorm_forward_tols(tw.act_c(res), tw.act_c(w), tw.act_c(bias), tw.f32_c(mean),
-                                                                tw.f32_c(rstd), tw.act_c(out), s.N, s.C);
+        const LayernormForwardTols tol = layernorm_forward_tols(
+            tw.act_c(res), tw.act_c(w), tw.act_c(bias), tw.f32_c(mean), tw.f32_c(rstd), tw.act_c(out), s.N, s.C);
         tw.check_act("residual_layernorm_forward out", out, act_tol(d, tol.out_fp32, 1));
         tw.check_f32("residual_layernorm_forward mean", mean, tol.mean);
         tw.check_f32("residual_layernorm_forward rstd", rstd, tol.rstd);
@@ -78,7 +80,7 @@ TEST_P(CudaFusedOpsTest, LayernormBackwardSumsItsOutput) {
         tw.upload(mean, tw.f32_c(mean));
         tw.upload(rstd, tw.f32_c(rstd));
         Twin::Buf dout = tw.act(r.normal((size_t)N * C)), dinp = tw.act(r.normal((size_t)N * C));   // +=
-        Twin::Buf dw = tw.f32(r.normal(C)), db = tw.f32(r.normal(C)), sums = tw.f32(r.normal(C));     // +=
+        Twin::Buf dw = tw.f32(r.normal(C)), db = tw.f32(r.normal(C)), sums = tw.f32(r.normal(C));   // +=
         const std::vector<float> dinp0 = tw.act_c(dinp), dw0 = tw.f32_c(dw), db0 = tw.f32_c(db), sums0 = tw.f32_c(sums);
         tw.cpu().layernorm_backward(dinp.c, dw.cp<float>(), db.cp<float>(), dout.c, inp.c, w.c, mean.cp<float>(),
                                     rstd.cp<float>(), N, C, sums.cp<float>());

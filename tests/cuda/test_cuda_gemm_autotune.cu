@@ -42,13 +42,16 @@ TEST_F(CudaTest, GemmAutotuneKeepsTheMathsAndWritesOnce) {
     cudaCheck(cudaStreamSynchronize(stream.s));
     const std::vector<float> x = tw.act_c(inp), wf = tw.act_c(w), bf = tw.act_c(b), dy = tw.act_c(dout);
     std::vector<double> Ao = abs_matmul(x, wf, N, C, OC);
-    for (size_t i = 0; i < Ao.size(); i++) Ao[i] += std::fabs(bf[i % OC]);
+    for (size_t i = 0; i < Ao.size(); i++)
+        Ao[i] += std::fabs(bf[i % OC]);
     const std::vector<double> Ai = abs_matmul(dy, transposed(wf, OC, C), N, OC, C);
     std::vector<double> Aw = abs_matmul(transposed(dy, N, OC), transposed(x, N, C), OC, N, C), Ab(OC);
-    for (size_t i = 0; i < Aw.size(); i++) Aw[i] = std::fabs(dw0[i]) + 2 * Aw[i];
+    for (size_t i = 0; i < Aw.size(); i++)
+        Aw[i] = std::fabs(dw0[i]) + 2 * Aw[i];
     for (int o = 0; o < OC; o++) {
         Ab[o] = std::fabs(db0[o]);
-        for (int n = 0; n < N; n++) Ab[o] += 2 * std::fabs(dy[(size_t)n * OC + o]);
+        for (int n = 0; n < N; n++)
+            Ab[o] += 2 * std::fabs(dy[(size_t)n * OC + o]);
     }
     tw.check_act("matmul_forward out (autotuned)", out,
                  act_tol(DType::BF16, normwise(scaled(Ao, sum_coeff(C + 1, true)), tw.act_c(out)), 1));

@@ -31,7 +31,8 @@ Decoded decode(Backend& backend, Precision p, const GPTConfig& cfg, const std::v
     Generator gen(model, backend);
     Decoded d;
     d.logits.push_back(gen.feed(prompt));
-    for (int t : fed) d.logits.push_back(gen.feed({t}));
+    for (int t : fed)
+        d.logits.push_back(gen.feed({t}));
     SamplingParams greedy;
     greedy.temperature = 0.0f;
     Rng rng(1);
@@ -41,7 +42,7 @@ Decoded decode(Backend& backend, Precision p, const GPTConfig& cfg, const std::v
 
 class CudaGenerateTest : public CudaTest, public ::testing::WithParamInterface<Precision> {};
 
-}  // namespace
+}   // namespace
 
 TEST_P(CudaGenerateTest, KvCacheDecodingMatchesTheCpuTwin) {
     const Precision p = GetParam();
@@ -58,8 +59,10 @@ TEST_P(CudaGenerateTest, KvCacheDecodingMatchesTheCpuTwin) {
         weights = init.weights();
     }
     std::vector<int> prompt, fed;
-    for (int32_t t : r.ints(11, cfg.vocab_size)) prompt.push_back(t);
-    for (int32_t t : r.ints(45, cfg.vocab_size)) fed.push_back(t);   // 11 + 45 > 48: the window slides
+    for (int32_t t : r.ints(11, cfg.vocab_size))
+        prompt.push_back(t);
+    for (int32_t t : r.ints(45, cfg.vocab_size))
+        fed.push_back(t);   // 11 + 45 > 48: the window slides
     auto cpu = make_cpu_backend(activation_dtype(p));
     auto gpu = make_cuda_backend(activation_dtype(p), 0);
     const Decoded ref = decode(*cpu, p, cfg, weights, prompt, fed);
@@ -67,7 +70,7 @@ TEST_P(CudaGenerateTest, KvCacheDecodingMatchesTheCpuTwin) {
     double worst = 0;
     for (size_t i = 0; i < ref.logits.size(); i++) {
         worst = std::max(worst, expect_close(std::string(precision_name(p)) + " logits after " +
-                                             std::to_string(prompt.size() + i) + " tokens",
+                                                 std::to_string(prompt.size() + i) + " tokens",
                                              got.logits[i], ref.logits[i], tol));
     }
     std::printf("%s: KV-cache logits, CUDA vs CPU, worst normwise difference %.2e (bound %.1e)\n", precision_name(p),

@@ -40,20 +40,20 @@ using namespace train_gpt::test;
 namespace {
 
 // A scale slot (fp8_scaling.h) holding scale s, on both sides.
-Twin::Buf scale_slot(Twin& tw, float s) {
-    return tw.raw(std::vector<Fp8ScaleSlot>{Fp8ScaleSlot{1.0f / s, s, 0, {}}});
-}
+Twin::Buf scale_slot(Twin& tw, float s) { return tw.raw(std::vector<Fp8ScaleSlot>{Fp8ScaleSlot{1.0f / s, s, 0, {}}}); }
 
 // Shapes: the model's (hs = 64, C a multiple of 64) with N = B·T not a multiple of any tile,
 // a single-token batch (sampling), and a longer sequence.
-struct Shape { int B, T, C, NH; };
+struct Shape {
+    int B, T, C, NH;
+};
 const Shape kShapes[] = {{2, 77, 192, 3}, {1, 1, 128, 2}, {4, 128, 128, 2}};
 std::string shape_str(const Shape& s) {
     return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
            " NH=" + std::to_string(s.NH);
 }
 
-}  // namespace
+}   // namespace
 
 // ---- memory and conversions ------------------------------------------------------------------
 
@@ -86,9 +86,21 @@ TEST_P(CudaDTypeTest, FloatToActAndBackAreBitIdentical) {
         const double e = -30 + 60 * r.rng.uniform();
         x[i] = (float)(std::ldexp(1.0 + r.rng.uniform(), (int)e) * (r.rng.uniform() < 0.5 ? -1 : 1));
     }
-    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65520.0f, 1e-8f, 1e-40f,
-                              3.4e38f, bits_float(0x3f808000u), bits_float(0x3f818000u), bits_float(0x3f801000u)};
-    for (size_t i = 0; i < sizeof(specials) / sizeof(float); i++) x[i * 7919] = specials[i];
+    const float specials[] = {0.0f,
+                              -0.0f,
+                              INFINITY,
+                              -INFINITY,
+                              NAN,
+                              65504.0f,
+                              65520.0f,
+                              1e-8f,
+                              1e-40f,
+                              3.4e38f,
+                              bits_float(0x3f808000u),
+                              bits_float(0x3f818000u),
+                              bits_float(0x3f801000u)};
+    for (size_t i = 0; i < sizeof(specials) / sizeof(float); i++)
+        x[i * 7919] = specials[i];
     Twin::Buf src = tw.f32(x);
     Twin::Buf act = tw.poisoned_act(n);
     tw.cpu().float_to_act(act.c, src.cp<float>(), n);
@@ -136,8 +148,10 @@ TEST_P(CudaDTypeTest, EncoderBackwardAccumulates) {
         // each element: its start value plus the dout rows that scatter into it (K of them + 1)
         const std::vector<float> dyr = round_act(tw.dtype(), dy);
         std::vector<double> awte(dwte0.size()), awpe(dwpe0.size());
-        for (size_t i = 0; i < awte.size(); i++) awte[i] = std::fabs(dwte0[i]);
-        for (size_t i = 0; i < awpe.size(); i++) awpe[i] = std::fabs(dwpe0[i]);
+        for (size_t i = 0; i < awte.size(); i++)
+            awte[i] = std::fabs(dwte0[i]);
+        for (size_t i = 0; i < awpe.size(); i++)
+            awpe[i] = std::fabs(dwpe0[i]);
         std::vector<int> count(Vp, 0);
         for (int i = 0; i < s.B * s.T; i++) {
             count[tok[i]]++;
@@ -209,12 +223,14 @@ TEST_P(CudaDTypeTest, LayernormBackwardAccumulates) {
 
 namespace {
 // (N, C, OC) of the model's GEMMs at C = 192 (qkv, attn-proj, fc, fc-proj, LM head), N odd.
-struct Gemm { int N, C, OC; };
+struct Gemm {
+    int N, C, OC;
+};
 const Gemm kGemms[] = {{154, 192, 576}, {154, 192, 192}, {154, 192, 768}, {154, 768, 192}, {77, 192, 1024}};
 std::string gemm_str(const Gemm& g) {
     return "N=" + std::to_string(g.N) + " C=" + std::to_string(g.C) + " OC=" + std::to_string(g.OC);
 }
-}  // namespace
+}   // namespace
 
 TEST_P(CudaDTypeTest, MatmulForward) {
     const DType d = GetParam();
@@ -233,7 +249,8 @@ TEST_P(CudaDTypeTest, MatmulForward) {
             std::vector<double> A = abs_matmul(tw.act_c(inp), tw.act_c(w), g.N, g.C, g.OC);
             const std::vector<float> bias = tw.act_c(b);
             if (with_bias)
-                for (size_t i = 0; i < A.size(); i++) A[i] += std::fabs(bias[i % g.OC]);
+                for (size_t i = 0; i < A.size(); i++)
+                    A[i] += std::fabs(bias[i % g.OC]);
             const double fp32 = normwise(scaled(A, sum_coeff(g.C + 1, d != DType::F32)), tw.act_c(out));
             tw.check_act("matmul_forward out", out, act_tol(d, fp32, 1));
         }
@@ -250,7 +267,7 @@ TEST_P(CudaDTypeTest, MatmulBackwardWritesDinpAccumulatesParameters) {
             Twin::Buf inp = tw.act(r.normal((size_t)g.N * g.C));
             Twin::Buf w = tw.act(r.normal((size_t)g.OC * g.C, 0.05));
             Twin::Buf dout = tw.act(r.normal((size_t)g.N * g.OC));
-            Twin::Buf dinp = tw.poisoned_act((size_t)g.N * g.C);   // overwritten
+            Twin::Buf dinp = tw.poisoned_act((size_t)g.N * g.C);                                // overwritten
             Twin::Buf dw = tw.f32(r.normal((size_t)g.OC * g.C)), db = tw.f32(r.normal(g.OC));   // +=
             const std::vector<float> dw0 = tw.f32_c(dw), db0 = tw.f32_c(db);
             tw.cpu().matmul_backward(dinp.c, dw.cp<float>(), with_bias ? db.cp<float>() : nullptr, dout.c, inp.c, w.c,
@@ -263,13 +280,16 @@ TEST_P(CudaDTypeTest, MatmulBackwardWritesDinpAccumulatesParameters) {
             const bool tc = d != DType::F32;
             const std::vector<double> Ai = abs_matmul(dy, transposed(wf, g.OC, g.C), g.N, g.OC, g.C);
             std::vector<double> Aw = abs_matmul(transposed(dy, g.N, g.OC), transposed(x, g.N, g.C), g.OC, g.N, g.C);
-            for (size_t i = 0; i < Aw.size(); i++) Aw[i] += std::fabs(dw0[i]);
+            for (size_t i = 0; i < Aw.size(); i++)
+                Aw[i] += std::fabs(dw0[i]);
             std::vector<double> Ab(g.OC);
             for (int o = 0; o < g.OC; o++) {
                 Ab[o] = std::fabs(db0[o]);
-                for (int n = 0; n < g.N; n++) Ab[o] += std::fabs(dy[(size_t)n * g.OC + o]);
+                for (int n = 0; n < g.N; n++)
+                    Ab[o] += std::fabs(dy[(size_t)n * g.OC + o]);
             }
-            tw.check_act("matmul_backward dinp", dinp, act_tol(d, normwise(scaled(Ai, sum_coeff(g.OC, tc)), tw.act_c(dinp)), 1));
+            tw.check_act("matmul_backward dinp", dinp,
+                         act_tol(d, normwise(scaled(Ai, sum_coeff(g.OC, tc)), tw.act_c(dinp)), 1));
             tw.check_f32("matmul_backward dweight", dw, normwise(scaled(Aw, sum_coeff(g.N + 1, tc)), tw.f32_c(dw)));
             // untouched (and equal) without bias
             tw.check_f32("matmul_backward dbias", db, normwise(scaled(Ab, sum_coeff(g.N + 1)), tw.f32_c(db)));
@@ -304,8 +324,11 @@ TEST_P(CudaDTypeTest, AttentionForward) {
 // query rows pos … pos+n−1 of the pos+n cached ones.
 TEST_P(CudaDTypeTest, AttentionDecode) {
     const DType d = GetParam();
-    struct Decode { int pos, n, C, NH; };
-    for (const Decode& s : {Decode{0, 1, 128, 2}, Decode{76, 1, 192, 3}, Decode{0, 77, 192, 3}, Decode{300, 5, 128, 2}}) {
+    struct Decode {
+        int pos, n, C, NH;
+    };
+    for (const Decode& s :
+         {Decode{0, 1, 128, 2}, Decode{76, 1, 192, 3}, Decode{0, 77, 192, 3}, Decode{300, 5, 128, 2}}) {
         SCOPED_TRACE("pos=" + std::to_string(s.pos) + " n=" + std::to_string(s.n) + " C=" + std::to_string(s.C));
         Twin tw(d);
         Random r(seed_);
@@ -407,7 +430,9 @@ TEST_P(CudaDTypeTest, FusedClassifier) {
             const std::vector<float> z = tw.act_c(logits);   // before an in-place run overwrites them
             Twin::Buf losses = tw.poisoned_f32(N);
             const std::string m = mode;
-            Twin::Buf dlogits = m == "in place" ? logits : m == "separate" ? tw.poisoned_act((size_t)N * Vp) : Twin::Buf{};
+            Twin::Buf dlogits = m == "in place"   ? logits
+                                : m == "separate" ? tw.poisoned_act((size_t)N * Vp)
+                                                  : Twin::Buf{};
             const float dloss = 1.0f / N;
             tw.cpu().fused_classifier(dlogits.c, losses.cp<float>(), logits.c, targets.cp<int32_t>(), N, V, Vp, dloss);
             tw.gpu().fused_classifier(dlogits.g, losses.gp<float>(), logits.g, targets.gp<int32_t>(), N, V, Vp, dloss);
@@ -420,7 +445,8 @@ TEST_P(CudaDTypeTest, FusedClassifier) {
                 std::vector<float> g = tw.act_g(dlogits);
                 size_t nonzero_pad = 0;
                 for (int i = 0; i < N; i++)
-                    for (int v = V; v < Vp; v++) nonzero_pad += g[(size_t)i * Vp + v] != 0.0f;
+                    for (int v = V; v < Vp; v++)
+                        nonzero_pad += g[(size_t)i * Vp + v] != 0.0f;
                 EXPECT_EQ(nonzero_pad, 0u) << "dlogits padding columns must be written as 0";
             } else {
                 tw.check_act("fused_classifier logits (read only)", logits, 0.0);
@@ -439,10 +465,11 @@ std::vector<float> fp8_inputs(Random& r, size_t n) {
         const double e = -24 + 40 * r.rng.uniform();   // 2^-24 … 2^16
         x[i] = (float)(std::ldexp(1.0 + r.rng.uniform(), (int)std::floor(e)) * (r.rng.uniform() < 0.5 ? -1 : 1));
     }
-    for (size_t i = 0; i < n; i += 977) x[i] = 0.0f;
+    for (size_t i = 0; i < n; i += 977)
+        x[i] = 0.0f;
     return x;
 }
-}  // namespace
+}   // namespace
 
 TEST_P(CudaDTypeTest, AmaxIsExact) {
     Twin tw(GetParam());
@@ -518,21 +545,23 @@ namespace {
 template <typename Q>
 std::vector<Q> random_fp8(Random& r, size_t n, double stddev, float scale) {
     std::vector<Q> q(n);
-    for (Q& v : q) v = Q::from_float((float)(stddev * r.rng.normal() * scale));
+    for (Q& v : q)
+        v = Q::from_float((float)(stddev * r.rng.normal() * scale));
     return q;
 }
 // the values an FP8 GEMM multiplies: q / s
 template <typename Q>
 std::vector<float> dequantized(const std::vector<Q>& q, float scale) {
     std::vector<float> f(q.size());
-    for (size_t i = 0; i < q.size(); i++) f[i] = q[i].to_float() / scale;
+    for (size_t i = 0; i < q.size(); i++)
+        f[i] = q[i].to_float() / scale;
     return f;
 }
 // Training-path GEMMs: C, OC and N multiples of 16, as FP8 tensor-core GEMMs require (N is the
 // reduction dimension of dW in backward). The forward also runs at any N (sampling, N = T).
 const Gemm kFp8Gemms[] = {{256, 192, 576}, {256, 768, 192}, {64, 128, 512}};
 const Gemm kFp8SamplingGemm = {37, 128, 384};
-}  // namespace
+}   // namespace
 
 // One cast, two layouts (quantize_transpose_fp8): q and qᵀ bit-identical to the CPU twin's, whose
 // qᵀ is its q transposed; the statistics counted once per value; either layout alone works too.
@@ -554,14 +583,18 @@ TEST_P(CudaDTypeTest, Fp8CastWithTransposeIsBitIdentical) {
             Twin::Buf q4 = tw.poisoned(n), qt4 = tw.poisoned(n), q5 = tw.poisoned(n), qt5 = tw.poisoned(n);
             Twin::Buf k4 = tw.alloc(sizeof(Fp8Counters)), k5 = tw.alloc(sizeof(Fp8Counters));
             Twin::Buf sc = scale_slot(tw, scale);
-            tw.cpu().fp8()->quantize_transpose_e4m3(want_q ? q4.cp<fp8e4m3>() : nullptr, want_qt ? qt4.cp<fp8e4m3>() : nullptr,
-                                             xb.c, rows, cols, sc.cp<Fp8ScaleSlot>(), k4.cp<Fp8Counters>());
-            tw.gpu().fp8()->quantize_transpose_e4m3(want_q ? q4.gp<fp8e4m3>() : nullptr, want_qt ? qt4.gp<fp8e4m3>() : nullptr,
-                                             xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), k4.gp<Fp8Counters>());
-            tw.cpu().fp8()->quantize_transpose_e5m2(want_q ? q5.cp<fp8e5m2>() : nullptr, want_qt ? qt5.cp<fp8e5m2>() : nullptr,
-                                             xb.c, rows, cols, sc.cp<Fp8ScaleSlot>(), k5.cp<Fp8Counters>());
-            tw.gpu().fp8()->quantize_transpose_e5m2(want_q ? q5.gp<fp8e5m2>() : nullptr, want_qt ? qt5.gp<fp8e5m2>() : nullptr,
-                                             xb.g, rows, cols, sc.gp<Fp8ScaleSlot>(), k5.gp<Fp8Counters>());
+            tw.cpu().fp8()->quantize_transpose_e4m3(want_q ? q4.cp<fp8e4m3>() : nullptr,
+                                                    want_qt ? qt4.cp<fp8e4m3>() : nullptr, xb.c, rows, cols,
+                                                    sc.cp<Fp8ScaleSlot>(), k4.cp<Fp8Counters>());
+            tw.gpu().fp8()->quantize_transpose_e4m3(want_q ? q4.gp<fp8e4m3>() : nullptr,
+                                                    want_qt ? qt4.gp<fp8e4m3>() : nullptr, xb.g, rows, cols,
+                                                    sc.gp<Fp8ScaleSlot>(), k4.gp<Fp8Counters>());
+            tw.cpu().fp8()->quantize_transpose_e5m2(want_q ? q5.cp<fp8e5m2>() : nullptr,
+                                                    want_qt ? qt5.cp<fp8e5m2>() : nullptr, xb.c, rows, cols,
+                                                    sc.cp<Fp8ScaleSlot>(), k5.cp<Fp8Counters>());
+            tw.gpu().fp8()->quantize_transpose_e5m2(want_q ? q5.gp<fp8e5m2>() : nullptr,
+                                                    want_qt ? qt5.gp<fp8e5m2>() : nullptr, xb.g, rows, cols,
+                                                    sc.gp<Fp8ScaleSlot>(), k5.gp<Fp8Counters>());
             if (want_q) {
                 tw.check_bytes("quantize_transpose_e4m3 q", q4, 1);
                 tw.check_bytes("quantize_transpose_e5m2 q", q5, 1);
@@ -597,7 +630,8 @@ TEST_P(CudaDTypeTest, Fp8ScaleStateIsBitIdentical) {
     Random r(seed_);
     const int n = 37, n_e4m3 = 25, H = 4;
     std::vector<Fp8ScaleSlot> init(n);
-    for (int i = 0; i < n; i++) init[i] = Fp8ScaleSlot{1.0f, 1.0f, 0, {}};
+    for (int i = 0; i < n; i++)
+        init[i] = Fp8ScaleSlot{1.0f, 1.0f, 0, {}};
     for (bool delayed : {true, false}) {
         for (bool most_recent : {false, true}) {
             SCOPED_TRACE(std::string(delayed ? "delayed" : "current") + (most_recent ? " most_recent" : " max"));
@@ -620,9 +654,11 @@ TEST_P(CudaDTypeTest, Fp8ScaleStateIsBitIdentical) {
                     tw.gpu().fp8()->fp8_amaxes(amaxes.gp<float>(), k.gp<Fp8Counters>(), n);
                 }
                 tw.cpu().fp8()->fp8_end_step(slots.cp<Fp8ScaleSlot>(), hist.cp<float>(), k.cp<Fp8Counters>(),
-                                      reduced ? amaxes.cp<float>() : nullptr, n, n_e4m3, H, most_recent, 1, delayed);
+                                             reduced ? amaxes.cp<float>() : nullptr, n, n_e4m3, H, most_recent, 1,
+                                             delayed);
                 tw.gpu().fp8()->fp8_end_step(slots.gp<Fp8ScaleSlot>(), hist.gp<float>(), k.gp<Fp8Counters>(),
-                                      reduced ? amaxes.gp<float>() : nullptr, n, n_e4m3, H, most_recent, 1, delayed);
+                                             reduced ? amaxes.gp<float>() : nullptr, n, n_e4m3, H, most_recent, 1,
+                                             delayed);
                 tw.check_bytes("fp8_end_step slots", slots, 1);
                 tw.check_bytes("fp8_end_step history", hist, 1);
             }
@@ -657,14 +693,15 @@ TEST_P(CudaDTypeTest, MatmulForwardFp8) {
             Twin::Buf out = tw.poisoned_act((size_t)g.N * g.OC);
             Twin::Buf ssx = scale_slot(tw, sx), ssw = scale_slot(tw, sw);   // 1/s from the slots
             tw.cpu().fp8()->matmul_forward_fp8(out.c, xq.cp<fp8e4m3>(), ssx.cp<Fp8ScaleSlot>(), wq.cp<fp8e4m3>(),
-                                        ssw.cp<Fp8ScaleSlot>(), with_bias ? b.c : nullptr, g.N, g.C, g.OC);
+                                               ssw.cp<Fp8ScaleSlot>(), with_bias ? b.c : nullptr, g.N, g.C, g.OC);
             tw.gpu().fp8()->matmul_forward_fp8(out.g, xq.gp<fp8e4m3>(), ssx.gp<Fp8ScaleSlot>(), wq.gp<fp8e4m3>(),
-                                        ssw.gp<Fp8ScaleSlot>(), with_bias ? b.g : nullptr, g.N, g.C, g.OC);
+                                               ssw.gp<Fp8ScaleSlot>(), with_bias ? b.g : nullptr, g.N, g.C, g.OC);
             // C exact products in the FP8 accumulator, the bias added in FP32, the store's flip
             std::vector<double> A = abs_matmul(dequantized(x8, sx), dequantized(w8, sw), g.N, g.C, g.OC);
             const std::vector<float> bias = tw.act_c(b);
             if (with_bias)
-                for (size_t i = 0; i < A.size(); i++) A[i] += std::fabs(bias[i % g.OC]);
+                for (size_t i = 0; i < A.size(); i++)
+                    A[i] += std::fabs(bias[i % g.OC]);
             const double fp32 = normwise(scaled(A, fp8_gemm_coeff(g.C + 1)), tw.act_c(out));
             tw.check_act("matmul_forward_fp8 out", out, act_tol(d, fp32, 1));
         }
@@ -681,7 +718,8 @@ TEST_P(CudaDTypeTest, MatmulBackwardFp8WritesDinpAccumulatesParameters) {
             const float sx = 64.0f, sw = 2048.0f, sdy = 4096.0f;
             std::vector<float> dy = r.normal((size_t)g.N * g.OC, 0.01);
             std::vector<fp8e5m2> dyq(dy.size());
-            for (size_t i = 0; i < dy.size(); i++) dyq[i] = fp8e5m2::from_float(dy[i] * sdy);
+            for (size_t i = 0; i < dy.size(); i++)
+                dyq[i] = fp8e5m2::from_float(dy[i] * sdy);
             // the backward takes the layouts the casts write: dY (N,OC), dYᵀ (OC,N), Xᵀ (C,N), Wᵀ (C,OC)
             const std::vector<fp8e4m3> x8 = random_fp8<fp8e4m3>(r, (size_t)g.N * g.C, 1.0, sx);
             const std::vector<fp8e4m3> w8 = random_fp8<fp8e4m3>(r, (size_t)g.OC * g.C, 0.05, sw);
@@ -692,28 +730,31 @@ TEST_P(CudaDTypeTest, MatmulBackwardFp8WritesDinpAccumulatesParameters) {
             Twin::Buf dw = tw.f32(dw0), db = tw.f32(db0);   // +=
             Twin::Buf ssx = scale_slot(tw, sx), ssw = scale_slot(tw, sw), ssdy = scale_slot(tw, sdy);
             tw.cpu().fp8()->matmul_backward_fp8(dinp.c, dw.cp<float>(), with_bias ? db.cp<float>() : nullptr,
-                                         dout_q.cp<fp8e5m2>(), dout_qt.cp<fp8e5m2>(), ssdy.cp<Fp8ScaleSlot>(), dout.c,
-                                         xqt.cp<fp8e4m3>(), ssx.cp<Fp8ScaleSlot>(), wqt.cp<fp8e4m3>(),
-                                         ssw.cp<Fp8ScaleSlot>(), g.N, g.C, g.OC);
+                                                dout_q.cp<fp8e5m2>(), dout_qt.cp<fp8e5m2>(), ssdy.cp<Fp8ScaleSlot>(),
+                                                dout.c, xqt.cp<fp8e4m3>(), ssx.cp<Fp8ScaleSlot>(), wqt.cp<fp8e4m3>(),
+                                                ssw.cp<Fp8ScaleSlot>(), g.N, g.C, g.OC);
             tw.gpu().fp8()->matmul_backward_fp8(dinp.g, dw.gp<float>(), with_bias ? db.gp<float>() : nullptr,
-                                         dout_q.gp<fp8e5m2>(), dout_qt.gp<fp8e5m2>(), ssdy.gp<Fp8ScaleSlot>(), dout.g,
-                                         xqt.gp<fp8e4m3>(), ssx.gp<Fp8ScaleSlot>(), wqt.gp<fp8e4m3>(),
-                                         ssw.gp<Fp8ScaleSlot>(), g.N, g.C, g.OC);
+                                                dout_q.gp<fp8e5m2>(), dout_qt.gp<fp8e5m2>(), ssdy.gp<Fp8ScaleSlot>(),
+                                                dout.g, xqt.gp<fp8e4m3>(), ssx.gp<Fp8ScaleSlot>(), wqt.gp<fp8e4m3>(),
+                                                ssw.gp<Fp8ScaleSlot>(), g.N, g.C, g.OC);
             // dinp: OC exact products per element; dweight: N of them and the start value; dbias:
             // an FP32 sum of the 16-bit dout and the start value
             const std::vector<float> dyf = dequantized(dyq, sdy), xf = dequantized(x8, sx), wf = dequantized(w8, sw);
             const std::vector<double> Ai = abs_matmul(dyf, transposed(wf, g.OC, g.C), g.N, g.OC, g.C);
             std::vector<double> Aw = abs_matmul(transposed(dyf, g.N, g.OC), transposed(xf, g.N, g.C), g.OC, g.N, g.C);
-            for (size_t i = 0; i < Aw.size(); i++) Aw[i] += std::fabs(dw0[i]);
+            for (size_t i = 0; i < Aw.size(); i++)
+                Aw[i] += std::fabs(dw0[i]);
             const std::vector<float> dyr = tw.act_c(dout);
             std::vector<double> Ab(g.OC);
             for (int o = 0; o < g.OC; o++) {
                 Ab[o] = std::fabs(db0[o]);
-                for (int n = 0; n < g.N; n++) Ab[o] += std::fabs(dyr[(size_t)n * g.OC + o]);
+                for (int n = 0; n < g.N; n++)
+                    Ab[o] += std::fabs(dyr[(size_t)n * g.OC + o]);
             }
             tw.check_act("matmul_backward_fp8 dinp", dinp,
                          act_tol(d, normwise(scaled(Ai, fp8_gemm_coeff(g.OC)), tw.act_c(dinp)), 1));
-            tw.check_f32("matmul_backward_fp8 dweight", dw, normwise(scaled(Aw, fp8_gemm_coeff(g.N + 1)), tw.f32_c(dw)));
+            tw.check_f32("matmul_backward_fp8 dweight", dw,
+                         normwise(scaled(Aw, fp8_gemm_coeff(g.N + 1)), tw.f32_c(dw)));
             tw.check_f32("matmul_backward_fp8 dbias", db, normwise(scaled(Ab, sum_coeff(g.N + 1)), tw.f32_c(db)));
         }
     }
@@ -727,7 +768,8 @@ TEST_P(CudaDTypeTest, SumSquares) {
     for (size_t n : {size_t(1), size_t(1025), size_t(5000011)}) {
         SCOPED_TRACE("n=" + std::to_string(n));
         std::vector<float> g = r.normal(n, 1e-3);
-        for (size_t i = 0; i < n; i += 1001) g[i] = (float)(r.rng.normal() * 10.0);   // a wide range of magnitudes
+        for (size_t i = 0; i < n; i += 1001)
+            g[i] = (float)(r.rng.normal() * 10.0);   // a wide range of magnitudes
         Twin::Buf b = tw.f32(g);
         const double c = tw.cpu().sum_squares(b.cp<float>(), n), gs = tw.gpu().sum_squares(b.gp<float>(), n);
         // squares of floats are exact in double; n double additions in two orders, of
@@ -759,7 +801,8 @@ TEST_P(CudaDTypeTest, AdamWUpdate) {
             const std::vector<float> m0 = r.normal(n, 1e-3);
             Twin::Buf m = tw.f32(m0);
             std::vector<float> v0 = r.normal(n, 1e-3);
-            for (float& x : v0) x = x * x;   // v ≥ 0
+            for (float& x : v0)
+                x = x * x;   // v ≥ 0
             Twin::Buf v = tw.f32(v0);
             const std::vector<float> g0 = r.normal(n, 1e-2);
             Twin::Buf grads = tw.f32(g0);
@@ -770,8 +813,8 @@ TEST_P(CudaDTypeTest, AdamWUpdate) {
                                   grads.gp<float>(), n, lr, b1, b2, eps, wd, grad_scale, t);
             // the same FP32 formula per element: only contraction (FMA) differs (twin_bounds.h)
             const std::vector<float> p1 = with_master ? tw.f32_c(master) : tw.act_c(working);
-            const AdamWTols tol = adamw_tols(p_start, m0, v0, g0, tw.f32_c(m), tw.f32_c(v), p1, lr, b1, b2, eps, wd,
-                                             grad_scale, t);
+            const AdamWTols tol =
+                adamw_tols(p_start, m0, v0, g0, tw.f32_c(m), tw.f32_c(v), p1, lr, b1, b2, eps, wd, grad_scale, t);
             tw.check_f32("adamw m", m, tol.m);
             tw.check_f32("adamw v", v, tol.v);
             if (with_master) tw.check_f32("adamw master", master, tol.p_fp32);

@@ -84,7 +84,8 @@ double max_abs_logit(GPT& model, const int32_t* x, int B, int T) {
     double m = 0;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
-            for (float z : model.logits_at(b, t)) m = std::max(m, (double)std::fabs(z));
+            for (float z : model.logits_at(b, t))
+                m = std::max(m, (double)std::fabs(z));
     return m;
 }
 
@@ -92,8 +93,8 @@ double max_abs_logit(GPT& model, const int32_t* x, int B, int T) {
 struct Fp8GradCheck {
     double rms = 0, scale_err = 0, scale_bound = 0;
 };
-Fp8GradCheck expect_fp8_gradient_close(const std::string& what, const std::vector<float>& g, const std::vector<float>& ref,
-                                       double R) {
+Fp8GradCheck expect_fp8_gradient_close(const std::string& what, const std::vector<float>& g,
+                                       const std::vector<float>& ref, double R) {
     double ee = 0, rr = 0, gr = 0, mx = 0;
     for (size_t i = 0; i < ref.size(); i++) {
         const double e = (double)g[i] - ref[i];
@@ -107,8 +108,8 @@ Fp8GradCheck expect_fp8_gradient_close(const std::string& what, const std::vecto
     c.scale_err = rr > 0 ? std::fabs(gr / rr - 1) : 0;
     c.scale_bound = rr > 0 ? std::min(R, kLambda * R * mx / std::sqrt(rr)) : R;
     EXPECT_LT(c.rms, R) << what << ": rms difference ‖Δg‖/‖g‖ " << c.rms << " (NaN: non-finite) ≥ bound " << R;
-    EXPECT_LE(c.scale_err, c.scale_bound) << what << ": scale ⟨g_cuda, g_cpu⟩/‖g_cpu‖² is 1 ± " << c.scale_err
-                                          << ", bound " << c.scale_bound;
+    EXPECT_LE(c.scale_err, c.scale_bound)
+        << what << ": scale ⟨g_cuda, g_cpu⟩/‖g_cpu‖² is 1 ± " << c.scale_err << ", bound " << c.scale_bound;
     return c;
 }
 
@@ -116,7 +117,7 @@ struct StepResult {
     std::vector<float> losses;   // micro-batch 1, micro-batch 2, after the update
     double norm = 0;
     std::vector<float> grads, weights, logits;
-    double max_logit = 0;        // max |logit| over the evaluation batch, before the update
+    double max_logit = 0;   // max |logit| over the evaluation batch, before the update
 };
 
 StepResult train_step(Backend& backend, Precision p, const GPTConfig& cfg, const std::vector<float>& weights,
@@ -135,7 +136,8 @@ StepResult train_step(Backend& backend, Precision p, const GPTConfig& cfg, const
         model.backward();
     }
     r.grads = model.gradients();
-    for (float& g : r.grads) g /= S;
+    for (float& g : r.grads)
+        g /= S;
     r.norm = model.gradient_norm() / S;
     // the evaluation batch's logits (for the loss bounds), then the sampling shape: one sequence
     // of an odd length, no targets, on the weights both sides share (after the update they differ
@@ -163,7 +165,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
     return std::string(precision_name(info.param.p)) + (info.param.flash ? "_flash" : "");
 }
 
-}  // namespace
+}   // namespace
 
 TEST_P(CudaModelTest, TrainingStepMatchesCpuTwin) {
     const Case c = GetParam();
@@ -206,7 +208,8 @@ TEST_P(CudaModelTest, TrainingStepMatchesCpuTwin) {
             worst_grad = std::max(worst_grad, expect_close(what, g, e, bound.grads));
         }
         double ss = 0;
-        for (float x : e) ss += (double)x * x;
+        for (float x : e)
+            ss += (double)x * x;
         grad_rms[i] = std::sqrt(ss / e.size());
         offset += sizes[i];
     }
@@ -214,11 +217,12 @@ TEST_P(CudaModelTest, TrainingStepMatchesCpuTwin) {
     double norm_bound = bound.grads;
     if (bound.fp8) {
         double mx = 0;
-        for (float x : ref.grads) mx = std::max(mx, (double)std::fabs(x));
+        for (float x : ref.grads)
+            mx = std::max(mx, (double)std::fabs(x));
         norm_bound = std::min(bound.grads, kLambda * bound.grads * mx / ref.norm + bound.grads * bound.grads / 2);
     }
-    EXPECT_LT(std::fabs(got.norm - ref.norm) / ref.norm, norm_bound) << name << " gradient norm: cuda " << got.norm
-                                                                      << " vs cpu " << ref.norm;
+    EXPECT_LT(std::fabs(got.norm - ref.norm) / ref.norm, norm_bound)
+        << name << " gradient norm: cuda " << got.norm << " vs cpu " << ref.norm;
     // the update: the CUDA step must be AdamW applied to its own gradients. At t = 1 from m = v = 0,
     // AdamW moves each weight by lr·ĝ/(|ĝ| + ε) after the decay (2-D weights only):
     //   w ← w·(1 − lr·wd) − lr·ĝ/(|ĝ| + ε)
@@ -252,10 +256,12 @@ TEST_P(CudaModelTest, TrainingStepMatchesCpuTwin) {
         }
         offset += sizes[t];
     }
-    EXPECT_EQ(bad_update, 0u) << name << ": " << bad_update << " weights not updated by AdamW of the CUDA gradients; first "
-                              << first_bad << ": " << got.weights[first_bad] << " from " << weights[first_bad]
-                              << " with gradient " << got.grads[first_bad];
-    EXPECT_EQ(unexplained, 0u) << name << ": " << unexplained << " weights moved the other way than on the CPU without a "
+    EXPECT_EQ(bad_update, 0u) << name << ": " << bad_update
+                              << " weights not updated by AdamW of the CUDA gradients; first " << first_bad << ": "
+                              << got.weights[first_bad] << " from " << weights[first_bad] << " with gradient "
+                              << got.grads[first_bad];
+    EXPECT_EQ(unexplained, 0u) << name << ": " << unexplained
+                               << " weights moved the other way than on the CPU without a "
                                << "noise-level gradient; first " << first_unexplained << ": gradient cuda "
                                << got.grads[first_unexplained] << " vs cpu " << ref.grads[first_unexplained];
     EXPECT_LE(disagree, noise_level);   // implied by the above, printed below
@@ -270,11 +276,12 @@ TEST_P(CudaModelTest, TrainingStepMatchesCpuTwin) {
         worst_loss = std::max(worst_loss, err / ref.losses[i]);
         worst_ratio = std::max(worst_ratio, err / tol);
     }
-    std::printf("%s cuda vs cpu: loss %.2e relative (%.2f of its bound), worst gradient tensor %.2e %s (bound %.2e)%s; "
-                "after the update %zu of %zu weights moved the other way, %zu gradients at noise level\n",
-                name, worst_loss, worst_ratio, worst_grad, bound.fp8 ? "rms" : "normwise", bound.grads,
-                bound.fp8 ? (", worst scale error " + std::to_string(worst_scale)).c_str() : "", disagree,
-                ref.weights.size(), noise_level);
+    std::printf(
+        "%s cuda vs cpu: loss %.2e relative (%.2f of its bound), worst gradient tensor %.2e %s (bound %.2e)%s; "
+        "after the update %zu of %zu weights moved the other way, %zu gradients at noise level\n",
+        name, worst_loss, worst_ratio, worst_grad, bound.fp8 ? "rms" : "normwise", bound.grads,
+        bound.fp8 ? (", worst scale error " + std::to_string(worst_scale)).c_str() : "", disagree, ref.weights.size(),
+        noise_level);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPrecisions, CudaModelTest,
@@ -300,7 +307,8 @@ TEST_F(CudaTest, Fp8RefusesShapesItsGemmsCannotTake) {
         }
         return std::string("no error");
     };
-    const std::string narrow = message([&] { GPT model(gpt_config_from_spec("d2", 1000, 64, 72, 2), *backend, 2, 16, pc); });
+    const std::string narrow =
+        message([&] { GPT model(gpt_config_from_spec("d2", 1000, 64, 72, 2), *backend, 2, 16, pc); });
     EXPECT_NE(narrow.find("n_embd 72 must be a multiple of 16"), std::string::npos) << narrow;
     PrecisionConfig none = pc;   // no GEMM in FP8: nothing to refuse
     none.fp8.gemms = 0;
@@ -365,7 +373,8 @@ TEST_F(CudaTest, FusedKernelsChangeOnlyTheOrderOfTwoSums) {
         EXPECT_EQ(float_bits(fused.losses[0]), float_bits(unfused.losses[0])) << "the first loss";
         const auto offsets = param_tensor_offsets(cfg);
         for (int t = 0; t < kNumParamTensors; t++) {
-            const std::vector<float> f(fused.first_grads.begin() + offsets[t], fused.first_grads.begin() + offsets[t + 1]);
+            const std::vector<float> f(fused.first_grads.begin() + offsets[t],
+                                       fused.first_grads.begin() + offsets[t + 1]);
             const std::vector<float> u(unfused.first_grads.begin() + offsets[t],
                                        unfused.first_grads.begin() + offsets[t + 1]);
             if (t == kAttprojb || t == kFcprojb) {
@@ -373,7 +382,8 @@ TEST_F(CudaTest, FusedKernelsChangeOnlyTheOrderOfTwoSums) {
                              sum_coeff(B * T) * std::sqrt((double)B * T));
             } else {
                 size_t differ = 0;
-                for (size_t i = 0; i < f.size(); i++) differ += float_bits(f[i]) != float_bits(u[i]);
+                for (size_t i = 0; i < f.size(); i++)
+                    differ += float_bits(f[i]) != float_bits(u[i]);
                 EXPECT_EQ(differ, 0u) << "gradient of " << param_tensor_name(t);
             }
         }
@@ -422,7 +432,8 @@ TEST_F(CudaTest, RecomputeChangesNoBitOfTraining) {
                     EXPECT_EQ(float_bits(again.first[i]), float_bits(none.first[i])) << "loss " << i;
                 }
                 size_t differ = 0;
-                for (size_t i = 0; i < none.second.size(); i++) differ += float_bits(again.second[i]) != float_bits(none.second[i]);
+                for (size_t i = 0; i < none.second.size(); i++)
+                    differ += float_bits(again.second[i]) != float_bits(none.second[i]);
                 EXPECT_EQ(differ, 0u) << "weights after " << steps << " steps";
             }
         }
@@ -460,9 +471,11 @@ TEST_F(CudaTest, LmHeadChunksMatchTheWholeHead) {
         if (bound.fp8) {
             const auto offsets = param_tensor_offsets(cfg);
             for (int t = 0; t < kNumParamTensors; t++) {
-                const std::vector<float> c(chunked.second.begin() + offsets[t], chunked.second.begin() + offsets[t + 1]);
+                const std::vector<float> c(chunked.second.begin() + offsets[t],
+                                           chunked.second.begin() + offsets[t + 1]);
                 const std::vector<float> w(whole.second.begin() + offsets[t], whole.second.begin() + offsets[t + 1]);
-                expect_fp8_gradient_close(std::string("chunked gradient of ") + param_tensor_name(t), c, w, bound.grads);
+                expect_fp8_gradient_close(std::string("chunked gradient of ") + param_tensor_name(t), c, w,
+                                          bound.grads);
             }
         } else {
             EXPECT_LE(max_rel_error(chunked.second.data(), whole.second.data(), whole.second.size()), bound.grads);

@@ -19,11 +19,12 @@ std::string printed(const cuda::OpProfiler& p) {
     std::rewind(f);
     std::string text;
     char buf[512];
-    while (std::fgets(buf, sizeof(buf), f) != nullptr) text += buf;
+    while (std::fgets(buf, sizeof(buf), f) != nullptr)
+        text += buf;
     std::fclose(f);
     return text;
 }
-}  // namespace
+}   // namespace
 
 TEST_F(CudaTest, ProfilerSumsGpuTimePerOp) {
     TestStream stream;

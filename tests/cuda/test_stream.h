@@ -23,4 +23,4 @@ struct TestStream {
     TestStream& operator=(const TestStream&) = delete;
 };
 
-}  // namespace train_gpt::test
+}   // namespace train_gpt::test

@@ -32,7 +32,7 @@
 #pragma once
 
 #include "precision/dtypes.h"
-#include "precision/precision.h"   // DType
+#include "precision/precision.h"      // DType
 #include "tests/attention_bounds.h"   // RoundingUnit, kBf16Rounding, kFp16Rounding
 #include "tests/tolerances.h"
 
@@ -62,8 +62,10 @@ inline double fp8_gemm_coeff(double K) { return std::ceil(K / 32) * 0x1p-13 + su
 template <typename R>
 double normwise(const std::vector<double>& bound, const std::vector<R>& ref) {
     double b = 0, r = 0;
-    for (double x : bound) b = std::max(b, x);
-    for (const R& x : ref) r = std::max(r, std::fabs((double)x));
+    for (double x : bound)
+        b = std::max(b, x);
+    for (const R& x : ref)
+        r = std::max(r, std::fabs((double)x));
     return r == 0 ? b : b / r;
 }
 
@@ -84,7 +86,8 @@ inline std::vector<double> abs_matmul(const std::vector<float>& a, const std::ve
         for (int n = 0; n < Nn; n++) {
             const float* br = b.data() + (size_t)n * K;
             double s = 0;
-            for (int k = 0; k < K; k++) s += std::fabs((double)ar[k] * br[k]);
+            for (int k = 0; k < K; k++)
+                s += std::fabs((double)ar[k] * br[k]);
             out[(size_t)m * Nn + n] = s;
         }
     }
@@ -95,14 +98,16 @@ template <typename E>
 std::vector<E> transposed(const std::vector<E>& a, int rows, int cols) {
     std::vector<E> t(a.size());
     for (int r = 0; r < rows; r++) {
-        for (int c = 0; c < cols; c++) t[(size_t)c * rows + r] = a[(size_t)r * cols + c];
+        for (int c = 0; c < cols; c++)
+            t[(size_t)c * rows + r] = a[(size_t)r * cols + c];
     }
     return t;
 }
 // the per-element bound coef·A_j (+ add_j·coef_add when given)
 inline std::vector<double> scaled(const std::vector<double>& A, double coef) {
     std::vector<double> b(A.size());
-    for (size_t i = 0; i < A.size(); i++) b[i] = coef * A[i];
+    for (size_t i = 0; i < A.size(); i++)
+        b[i] = coef * A[i];
     return b;
 }
 
@@ -127,7 +132,8 @@ inline LayernormForwardTols layernorm_forward_tols(const std::vector<float>& x, 
     std::vector<double> bm(N), br(N), bo((size_t)N * C);
     for (int n = 0; n < N; n++) {
         double ax = 0;
-        for (int c = 0; c < C; c++) ax += std::fabs(x[(size_t)n * C + c]);
+        for (int c = 0; c < C; c++)
+            ax += std::fabs(x[(size_t)n * C + c]);
         const double m = mean[n], s = rstd[n];
         bm[n] = cC * ax / C + 2 * u * std::fabs(m);
         const double var_rel = cC + 4 * u + bm[n] * bm[n] * s * s;
@@ -214,7 +220,7 @@ namespace gelu_detail {
 constexpr double kScale = 0.7978845608028654;   // √(2/π)
 inline double arg(double x) { return kScale * (x + 0.044715 * x * x * x); }
 inline double dt(double x, double t) { return 8 * ulp32(t) + 6 * kU32 * std::fabs(arg(x)) * (1 - t * t); }
-}  // namespace gelu_detail
+}   // namespace gelu_detail
 inline double gelu_forward_tol(const std::vector<float>& x, const std::vector<float>& out) {
     using namespace gelu_detail;
     std::vector<double> b(x.size());
@@ -224,7 +230,8 @@ inline double gelu_forward_tol(const std::vector<float>& x, const std::vector<fl
     }
     return normwise(b, out);
 }
-inline double gelu_backward_tol(const std::vector<float>& x, const std::vector<float>& dout, const std::vector<float>& dinp) {
+inline double gelu_backward_tol(const std::vector<float>& x, const std::vector<float>& dout,
+                                const std::vector<float>& dinp) {
     using namespace gelu_detail;
     std::vector<double> b(x.size());
     for (size_t i = 0; i < x.size(); i++) {
@@ -253,7 +260,8 @@ inline ClassifierTols classifier_tols(const std::vector<float>& logits, const st
     if (dlogits) bd.assign((size_t)N * Vp, 0.0);
     for (int n = 0; n < N; n++) {
         double m = -INFINITY;
-        for (int v = 0; v < V; v++) m = std::max(m, (double)logits[(size_t)n * Vp + v]);
+        for (int v = 0; v < V; v++)
+            m = std::max(m, (double)logits[(size_t)n * Vp + v]);
         const double lsum = losses[n] - (m - logits[(size_t)n * Vp + targets[n]]);   // log(sum) ∈ [0, log V]
         bl[n] = 8 * u + cV + 8 * u * std::fabs(lsum) + 2 * u * std::fabs(losses[n]);
         if (dlogits) {
@@ -331,8 +339,8 @@ inline void attention_backward_bounds_any(std::vector<double>& dqkv_bound, const
                                           const std::vector<float>& dout, const std::vector<float>& out,
                                           const std::vector<float>& lse, const std::vector<float>& dqkv_ref, int B,
                                           int T, int C, int NH, RoundingUnit r) {
-    attention_backward_bounds(dqkv_bound, qkv.data(), dout.data(), out.data(), lse.data(), dqkv_ref.data(), B, T, NH,
-                              r, C / NH);
+    attention_backward_bounds(dqkv_bound, qkv.data(), dout.data(), out.data(), lse.data(), dqkv_ref.data(), B, T, NH, r,
+                              C / NH);
 }
 
-}  // namespace train_gpt::test
+}   // namespace train_gpt::test

@@ -16,13 +16,14 @@ namespace {
 const Bpe& gpt2() {
     static const Bpe bpe = [] {
         const char* dir = std::getenv("TRAIN_GPT_FUZZ_GPT2_DIR");
-        if (dir == nullptr) invariant_broken("set TRAIN_GPT_FUZZ_GPT2_DIR to the directory of GPT-2's encoder.json and vocab.bpe");
+        if (dir == nullptr)
+            invariant_broken("set TRAIN_GPT_FUZZ_GPT2_DIR to the directory of GPT-2's encoder.json and vocab.bpe");
         return Bpe::load(dir);
     }();
     return bpe;
 }
 
-}  // namespace
+}   // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Bpe& bpe = gpt2();

@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (m.step < 0 || m.world_size < 1 || m.data_position < 0) invariant_broken("a count or position out of range");
     const GPTConfig& g = m.model;
-    if (g.n_layer < 1 || g.n_head < 1 || g.n_embd < 1 || g.vocab_size < 1 || g.padded_vocab_size < 1 || g.max_seq_len < 1) {
+    if (g.n_layer < 1 || g.n_head < 1 || g.n_embd < 1 || g.vocab_size < 1 || g.padded_vocab_size < 1 ||
+        g.max_seq_len < 1) {
         invariant_broken("a model dimension below 1");
     }
     if (!m.extra_json.empty()) {
@@ -31,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!m.loss_scaler_json.empty()) {
         LossScaler s;
         loss_scaler_from_json(s, m.loss_scaler_json);
-        if (!(s.scale() > 0.0f) || !std::isfinite(s.scale())) invariant_broken("a loss scale that is not finite and positive");
+        if (!(s.scale() > 0.0f) || !std::isfinite(s.scale()))
+            invariant_broken("a loss scale that is not finite and positive");
     }
     return 0;
 }

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         uint64_t data_bytes = 0;
         for (const StTensorInfo& t : f.tensors()) {
             data_bytes += t.nbytes();
-            if (t.numel() * st_dtype_size(t.dtype) != t.nbytes()) invariant_broken("a tensor's bytes do not match its shape");
+            if (t.numel() * st_dtype_size(t.dtype) != t.nbytes())
+                invariant_broken("a tensor's bytes do not match its shape");
             if (f.read(t.name).size() != t.nbytes()) invariant_broken("read() gave another size");
             if (t.dtype == StDType::F32 || t.dtype == StDType::BF16 || t.dtype == StDType::F16) {
                 if (f.read_floats(t.name).size() != t.numel()) invariant_broken("read_floats() gave another count");

@@ -49,11 +49,12 @@ const std::string& checkpoint() {
 
 size_t num_parameters() {
     size_t n = 0;
-    for (size_t s : param_tensor_sizes(config())) n += s;
+    for (size_t s : param_tensor_sizes(config()))
+        n += s;
     return n;
 }
 
-}  // namespace
+}   // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string path = checkpoint() + "/state-00000.safetensors";

@@ -21,7 +21,7 @@ namespace train_gpt::fuzz {
 // A memory-backed regular file (memfd) whose contents are replaced by each input; loaders open
 // it by path, /proc/self/fd/N, as they would any file.
 class MemoryFile {
-public:
+  public:
     explicit MemoryFile(const char* name) : fd_(memfd_create(name, 0)) {
         if (fd_ < 0) {
             std::perror("memfd_create");
@@ -38,7 +38,7 @@ public:
         return path_;
     }
 
-private:
+  private:
     size_t pwrite_all(const uint8_t* data, size_t size) {
         size_t done = 0;
         while (done < size) {
@@ -58,4 +58,4 @@ private:
     std::abort();
 }
 
-}  // namespace train_gpt::fuzz
+}   // namespace train_gpt::fuzz

@@ -52,7 +52,8 @@ float messy_value(int r, size_t i) {
 template <class F>
 float rank_order_sum(F value, int world, size_t i) {
     float s = value(0, i);
-    for (int r = 1; r < world; r++) s += value(r, i);
+    for (int r = 1; r < world; r++)
+        s += value(r, i);
     return s;
 }
 
@@ -79,7 +80,7 @@ const char* const kOtherRanksFailed = "failed on another rank";
 
 // A test fails everywhere when it fails on any rank.
 class MpiTest : public ::testing::Test {
-protected:
+  protected:
     void TearDown() override {
         const double failed_ranks = g_comm->all_reduce_sum(HasFailure() ? 1.0 : 0.0);
         if (failed_ranks > 0 && !HasFailure()) ADD_FAILURE() << kOtherRanksFailed << " (" << failed_ranks << ")";
@@ -90,7 +91,7 @@ protected:
 
 // Prints a failed assertion with its rank (installed on ranks > 0 instead of the default printer).
 class RankFailurePrinter : public ::testing::EmptyTestEventListener {
-public:
+  public:
     explicit RankFailurePrinter(int rank) : rank_(rank) {}
     void OnTestPartResult(const ::testing::TestPartResult& r) override {
         if (r.failed() && !std::strstr(r.summary(), kOtherRanksFailed))
@@ -98,7 +99,7 @@ public:
                         r.summary());
     }
 
-private:
+  private:
     int rank_;
 };
 
@@ -120,22 +121,29 @@ TEST_F(MpiTest, AllReduceSumOfIntegersIsExact) {
     // Lengths below, at and off multiples of the world size (internal padding), and empty.
     for (size_t n : {size_t(0), size_t(1), size_t(3), size_t(7), size_t(4 * W()), size_t(1001)}) {
         std::vector<float> x(n);
-        for (size_t i = 0; i < n; i++) x[i] = int_value(rank(), i);
+        for (size_t i = 0; i < n; i++)
+            x[i] = int_value(rank(), i);
         g_comm->all_reduce_sum(x.data(), n);
         // Σ_r (1000 r + i') = 1000 W(W-1)/2 + W i'
         auto want = [&](size_t i) { return float(1000 * W() * (W() - 1) / 2 + W() * int(i % 997)); };
-        EXPECT_EQ(first_mismatch(n, [&](size_t i) { return x[i]; }, want), -1) << "n=" << n;
+        EXPECT_EQ(first_mismatch(
+                      n, [&](size_t i) { return x[i]; }, want),
+                  -1)
+            << "n=" << n;
     }
 }
 
 TEST_F(MpiTest, AllReduceSumAddsInRankOrderIdenticallyOnEveryRankAndEveryCall) {
     const size_t n = 4099;   // prime: padded to W blocks
     std::vector<float> x(n), y(n);
-    for (size_t i = 0; i < n; i++) x[i] = y[i] = messy_value(rank(), i);
+    for (size_t i = 0; i < n; i++)
+        x[i] = y[i] = messy_value(rank(), i);
     g_comm->all_reduce_sum(x.data(), n);
     g_comm->all_reduce_sum(y.data(), n);
-    EXPECT_EQ(first_mismatch(n, [&](size_t i) { return bits(x[i]); },
-                             [&](size_t i) { return bits(rank_order_sum(messy_value, W(), i)); }), -1);
+    EXPECT_EQ(first_mismatch(
+                  n, [&](size_t i) { return bits(x[i]); },
+                  [&](size_t i) { return bits(rank_order_sum(messy_value, W(), i)); }),
+              -1);
     EXPECT_EQ(0, std::memcmp(x.data(), y.data(), n * sizeof(float))) << "same call, different bits";
     expect_same_on_every_rank(x);
 }
@@ -156,12 +164,15 @@ TEST_F(MpiTest, ReduceScatterGivesEachRankItsBlockOfTheSum) {
     for (size_t n : {size_t(0), size_t(1), size_t(5), size_t(333)}) {
         // src (W, n) on rank r: element (j, i) = messy_value(r, j n + i)
         std::vector<float> src(W() * n), dst(n, -1.0f), again(n);
-        for (size_t k = 0; k < src.size(); k++) src[k] = messy_value(rank(), k);
+        for (size_t k = 0; k < src.size(); k++)
+            src[k] = messy_value(rank(), k);
         g_comm->reduce_scatter_sum(dst.data(), src.data(), n);
         g_comm->reduce_scatter_sum(again.data(), src.data(), n);
-        EXPECT_EQ(first_mismatch(n, [&](size_t i) { return bits(dst[i]); },
-                                 [&](size_t i) { return bits(rank_order_sum(messy_value, W(), rank() * n + i)); }),
-                  -1) << "n=" << n;
+        EXPECT_EQ(first_mismatch(
+                      n, [&](size_t i) { return bits(dst[i]); },
+                      [&](size_t i) { return bits(rank_order_sum(messy_value, W(), rank() * n + i)); }),
+                  -1)
+            << "n=" << n;
         EXPECT_EQ(0, std::memcmp(dst.data(), again.data(), n * sizeof(float)));
     }
 }
@@ -170,7 +181,8 @@ TEST_F(MpiTest, ReduceScatterThenAllGatherEqualsAllReduce) {
     // ZeRO-1's path and the plain all-reduce give the same bits.
     const size_t n = 50;
     std::vector<float> src(W() * n), full(W() * n), block(n), gathered(W() * n);
-    for (size_t k = 0; k < src.size(); k++) full[k] = src[k] = messy_value(rank(), k);
+    for (size_t k = 0; k < src.size(); k++)
+        full[k] = src[k] = messy_value(rank(), k);
     g_comm->all_reduce_sum(full.data(), full.size());
     g_comm->reduce_scatter_sum(block.data(), src.data(), n);
     g_comm->all_gather(gathered.data(), block.data(), n * sizeof(float));
@@ -199,7 +211,8 @@ TEST_F(MpiTest, AllReduceMaxTakesTheMaximumAndANaNOnOneRankWins) {
     EXPECT_TRUE(std::isnan(x[1]));
     EXPECT_EQ(x[2], std::numeric_limits<float>::infinity());
     EXPECT_EQ(bits(x[3]), bits(W() > 1 ? 0.0f : -0.0f));
-    for (size_t i = 4; i < n; i++) EXPECT_EQ(x[i], -1.0f) << "i=" << i;
+    for (size_t i = 4; i < n; i++)
+        EXPECT_EQ(x[i], -1.0f) << "i=" << i;
     EXPECT_EQ(0, std::memcmp(x.data(), y.data(), n * sizeof(float)));
     expect_same_on_every_rank(x);
 }
@@ -207,11 +220,15 @@ TEST_F(MpiTest, AllReduceMaxTakesTheMaximumAndANaNOnOneRankWins) {
 TEST_F(MpiTest, AllGatherOfBytesIsInRankOrder) {
     for (size_t b : {size_t(0), size_t(1), size_t(13)}) {
         std::vector<uint8_t> src(b), dst(W() * b + 1, 0xEE);   // one guard byte past the end
-        for (size_t i = 0; i < b; i++) src[i] = uint8_t(31 * rank() + i);
+        for (size_t i = 0; i < b; i++)
+            src[i] = uint8_t(31 * rank() + i);
         g_comm->all_gather(dst.data(), src.data(), b);
         // dst (W, b): row r is rank r's src
-        EXPECT_EQ(first_mismatch(W() * b, [&](size_t k) { return dst[k]; },
-                                 [&](size_t k) { return uint8_t(31 * (k / b) + k % b); }), -1) << "b=" << b;
+        EXPECT_EQ(
+            first_mismatch(
+                W() * b, [&](size_t k) { return dst[k]; }, [&](size_t k) { return uint8_t(31 * (k / b) + k % b); }),
+            -1)
+            << "b=" << b;
         EXPECT_EQ(dst.back(), 0xEE) << "wrote past W * bytes_per_rank";
     }
 }
@@ -220,19 +237,25 @@ TEST_F(MpiTest, AllGatherInPlace) {
     // Each rank's src is its own block of dst: the sharded-parameter gather.
     const size_t b = 10;
     std::vector<uint8_t> buf(W() * b, 0);
-    for (size_t i = 0; i < b; i++) buf[rank() * b + i] = uint8_t(7 * rank() + i + 1);
+    for (size_t i = 0; i < b; i++)
+        buf[rank() * b + i] = uint8_t(7 * rank() + i + 1);
     g_comm->all_gather(buf.data(), buf.data() + rank() * b, b);
     for (int r = 0; r < W(); r++)
-        for (size_t i = 0; i < b; i++) ASSERT_EQ(buf[r * b + i], uint8_t(7 * r + i + 1));
+        for (size_t i = 0; i < b; i++)
+            ASSERT_EQ(buf[r * b + i], uint8_t(7 * r + i + 1));
 }
 
 TEST_F(MpiTest, BroadcastFromANonZeroRoot) {
     for (int root : {W() - 1, W() / 2, 0}) {
         std::vector<uint8_t> data(17);
-        for (size_t i = 0; i < data.size(); i++) data[i] = uint8_t(100 * rank() + i);
+        for (size_t i = 0; i < data.size(); i++)
+            data[i] = uint8_t(100 * rank() + i);
         g_comm->broadcast(data.data(), data.size(), root);
-        EXPECT_EQ(first_mismatch(data.size(), [&](size_t i) { return data[i]; },
-                                 [&](size_t i) { return uint8_t(100 * root + i); }), -1) << "root " << root;
+        EXPECT_EQ(
+            first_mismatch(
+                data.size(), [&](size_t i) { return data[i]; }, [&](size_t i) { return uint8_t(100 * root + i); }),
+            -1)
+            << "root " << root;
     }
 }
 
@@ -247,7 +270,8 @@ TEST_F(MpiTest, ScalarSumIsInRankOrder) {
     // 1e16 + 1 == 1e16 in double: the rank order is visible.
     auto value = [](int r) { return r % 2 == 0 ? 1.0 : (r == 1 ? 1e16 : -1e16); };
     double want = value(0);
-    for (int r = 1; r < W(); r++) want += value(r);
+    for (int r = 1; r < W(); r++)
+        want += value(r);
     EXPECT_EQ(g_comm->all_reduce_sum(value(rank())), want);
 }
 
@@ -259,26 +283,30 @@ TEST_F(MpiTest, SegmentedCallsGiveTheSameBits) {
     ASSERT_EQ(small->rank(), rank());
     const size_t n = 4 * W() + 3;
     std::vector<float> a(n), b(n);
-    for (size_t i = 0; i < n; i++) a[i] = b[i] = messy_value(rank(), i);
+    for (size_t i = 0; i < n; i++)
+        a[i] = b[i] = messy_value(rank(), i);
     g_comm->all_reduce_sum(a.data(), n);
     small->all_reduce_sum(b.data(), n);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float))) << "all_reduce_sum";
 
-    for (size_t i = 0; i < n; i++) a[i] = b[i] = messy_value(rank(), i);
+    for (size_t i = 0; i < n; i++)
+        a[i] = b[i] = messy_value(rank(), i);
     a[5] = b[5] = rank() == W() - 1 ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
     g_comm->all_reduce_max(a.data(), n);
     small->all_reduce_max(b.data(), n);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float))) << "all_reduce_max";
 
     std::vector<float> src(W() * n), ra(n), rb(n);
-    for (size_t k = 0; k < src.size(); k++) src[k] = messy_value(rank(), 3 * k);
+    for (size_t k = 0; k < src.size(); k++)
+        src[k] = messy_value(rank(), 3 * k);
     g_comm->reduce_scatter_sum(ra.data(), src.data(), n);
     small->reduce_scatter_sum(rb.data(), src.data(), n);
     EXPECT_EQ(0, std::memcmp(ra.data(), rb.data(), n * sizeof(float))) << "reduce_scatter_sum";
 
     const size_t bytes = 29;
     std::vector<uint8_t> mine(bytes), ga(W() * bytes), gb(W() * bytes, 0);
-    for (size_t i = 0; i < bytes; i++) mine[i] = uint8_t(rank() * 17 + i * 3);
+    for (size_t i = 0; i < bytes; i++)
+        mine[i] = uint8_t(rank() * 17 + i * 3);
     g_comm->all_gather(ga.data(), mine.data(), bytes);
     small->all_gather(gb.data(), mine.data(), bytes);
     EXPECT_EQ(ga, gb) << "all_gather";
@@ -288,9 +316,11 @@ TEST_F(MpiTest, SegmentedCallsGiveTheSameBits) {
     EXPECT_EQ(ga, gc) << "all_gather in place";
 
     std::vector<uint8_t> data(bytes);
-    for (size_t i = 0; i < bytes; i++) data[i] = uint8_t(rank() * 5 + i);
+    for (size_t i = 0; i < bytes; i++)
+        data[i] = uint8_t(rank() * 5 + i);
     small->broadcast(data.data(), bytes, W() - 1);
-    for (size_t i = 0; i < bytes; i++) ASSERT_EQ(data[i], uint8_t((W() - 1) * 5 + i));
+    for (size_t i = 0; i < bytes; i++)
+        ASSERT_EQ(data[i], uint8_t((W() - 1) * 5 + i));
 }
 
 TEST_F(MpiTest, MakeCommPicksMpiUnderTheLauncher) {
@@ -300,11 +330,9 @@ TEST_F(MpiTest, MakeCommPicksMpiUnderTheLauncher) {
     EXPECT_EQ(c->rank(), rank());
 }
 
-TEST_F(MpiTest, RejectsASegmentThatCannotHoldAFloat) {
-    EXPECT_THROW(make_mpi_comm(3), Error);
-}
+TEST_F(MpiTest, RejectsASegmentThatCannotHoldAFloat) { EXPECT_THROW(make_mpi_comm(3), Error); }
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) {
     // MPI first: GoogleTest then runs inside an initialised world, and MPI_Finalize comes after.
