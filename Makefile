@@ -71,7 +71,10 @@ TOOL_NAMES := prepare_text bench_tokenizer bench_shard_scan
 TOOLS      := $(TOOL_NAMES:%=$(BUILD)/%)
 DATA_OBJS  := $(BUILD)/dev/data/bpe_train.o
 
-TEST_SRCS := $(sort $(wildcard tests/*.cpp))
+# tests/twins/: host twins that only tests use (the flash attention's tiling), linked into the
+# CPU and the CUDA test binaries
+TWIN_SRCS := $(sort $(wildcard tests/twins/*.cpp))
+TEST_SRCS := $(sort $(wildcard tests/*.cpp)) $(TWIN_SRCS)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_BIN  := $(BUILD)/test_cpu
 
@@ -128,7 +131,7 @@ $(BUILD)/llmc/distributed/comm_mpi.o $(MPI_TEST_OBJS): CPPFLAGS += $(MPI_CPPFLAG
 $(MPI_TEST_BIN): $(MPI_TEST_OBJS) $(LIB)
 	$(call quiet,LINK,$@)$(CXX) -fopenmp $^ -o $@ $(LDLIBS) -lgtest
 
-$(CUDA_TEST_BIN): $(CUDA_TEST_OBJS) $(LIB)
+$(CUDA_TEST_BIN): $(CUDA_TEST_OBJS) $(TWIN_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
 	$(call quiet,LINK,$@)$(CXX) -fopenmp $^ -o $@ $(LDLIBS) -lgtest -lgtest_main
 
 ifeq ($(HAVE_NVCC),1)

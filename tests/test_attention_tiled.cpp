@@ -1,4 +1,4 @@
-// test_attention_tiled.cpp — the host twin of the flash attention kernels (cpu/attention_tiled.h:
+// test_attention_tiled.cpp — the host twin of the flash attention kernels (tests/twins/attention_tiled.h:
 // the kernel's tiles, schedule, fragments, online softmax, roundings, masking and skipping, run on
 // the CPU) against the exact op, cpu::attention_forward / attention_backward, in bf16 and fp16;
 // and the tiling rules of cuda/attention_flash_tiling.h (schedule coverage, skipping).
@@ -9,7 +9,7 @@
 // roundings of P and dS propagated through dq, dk, dv. Each check prints the worst ratio of
 // measured error to bound (a worst case needs a rounding to fall on the other side of a tie-point
 // for every term; the measured ones sit well inside).
-#include "cpu/attention_tiled.h"
+#include "tests/twins/attention_tiled.h"
 
 #include "cpu/kernels.h"
 #include "cuda/attention_flash_tiling.h"

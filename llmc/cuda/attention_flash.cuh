@@ -14,7 +14,7 @@
 //   backward: dv_j = Σ_t P_tj dO_t;  dS_tj = P_tj (dO_t·v_j − D_t), D_t = dO_t·O_t;
 //             dq_t = scale Σ_j dS_tj k_j;  dk_j = scale Σ_t dS_tj q_t
 // The CPU twins: cpu::attention_forward / attention_backward (cpu/kernels.cpp) are the exact op;
-// cpu::attention_forward_tiled / attention_backward_tiled (cpu/attention_tiled.cpp) are this
+// cpu::attention_forward_tiled / attention_backward_tiled (tests/twins/attention_tiled.cpp) are this
 // file's algorithm step for step (tiles, fragments, roundings), tested against the exact op on
 // the CPU. Layouts as the other attention ops: qkv holds [q | k | v] per token, head h uses
 // features 64h … 64h+63 of each; lse (B, NH, T).

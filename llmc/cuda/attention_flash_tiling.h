@@ -1,5 +1,5 @@
 // cuda/attention_flash_tiling.h — the tiling of the flash attention, shared by the CUDA kernels
-// (cuda/attention_flash.cuh) and their host twin (cpu/attention_tiled.cpp): tile sizes, the
+// (cuda/attention_flash.cuh) and their host twin (tests/twins/attention_tiled.cpp): tile sizes, the
 // block schedule (longest tiles first), which key tiles a query block visits, the causal mask,
 // and which (warp, tile) pairs are skipped as fully masked. Host and device code (TG_HD); g++
 // compiles it too. tests/test_attention_tiled.cpp checks the schedule and the skipping rules.

@@ -5,7 +5,7 @@
 //
 // Every index the kernel (cuda/attention_flash.cuh) computes for a fragment element or an
 // ldmatrix address comes from a function here, and so does every index of its host twin
-// (cpu/attention_tiled.cpp). tests/test_mma_fragments.cpp checks these functions on the CPU
+// (tests/twins/attention_tiled.cpp). tests/test_mma_fragments.cpp checks these functions on the CPU
 // against the layouts the PTX ISA documents (section "Matrix Fragments for mma.m16n8k16 with
 // floating point type" and "ldmatrix"), so testing them tests the kernel's index arithmetic.
 // Host and device code (TG_HD); nothing CUDA-only, so g++ compiles it too.

@@ -22,7 +22,7 @@
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/cuda/test_stream.h"
 
-#include "cpu/attention_tiled.h"
+#include "tests/twins/attention_tiled.h"
 #include "cpu/kernels.h"
 #include "cuda/attention_flash.cuh"
 

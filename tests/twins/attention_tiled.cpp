@@ -1,11 +1,11 @@
-// cpu/attention_tiled.cpp — see attention_tiled.h. Each function below mirrors one piece of
+// tests/twins/attention_tiled.cpp — see attention_tiled.h. Each function below mirrors one piece of
 // cuda/attention_flash.cuh; the comments name the kernel step they twin. Registers are arrays
 // indexed [lane][register] (a warp's 32 lanes side by side); a "shared tile" is a vector of 16-bit
 // words in the kernel's swizzled layout.
 //
 // Parallelism: OpenMP over blocks of the schedule (each block writes disjoint outputs), so results
 // do not depend on the thread count.
-#include "cpu/attention_tiled.h"
+#include "tests/twins/attention_tiled.h"
 
 #include "cuda/attention_flash_tiling.h"
 #include "cuda/mma_fragments.h"

@@ -1,4 +1,4 @@
-// cpu/attention_tiled.h — the host twin of the flash attention kernels (cuda/attention_flash.cuh):
+// tests/twins/attention_tiled.h — the host twin of the flash attention kernels (cuda/attention_flash.cuh):
 // the same algorithm, run on the CPU warp by warp and lane by lane.
 //
 // Where cpu::attention_forward / attention_backward (cpu/kernels.h) are the exact maths, these
