@@ -84,6 +84,9 @@ run_check check_spills scripts/check_spills.sh
 run_check check_ptx scripts/check_ptx.sh
 # Every C++ and CUDA source follows .clang-format (one check per file).
 run_check check_format scripts/check_format.sh
+# The trainer computes what its reference commit computes, bit for bit (built here the same way;
+# tests/data/fingerprint_reference.txt names how the reference moves); about two minutes.
+run_check check_fingerprint scripts/check_fingerprint.sh
 # The code references in docs/walkthrough.md and README.md name files and functions that exist.
 run_check check_docs python3 scripts/check_docs.py
 # gpu_check.sh's steps without a GPU: every GPU step counts as skipped; passed counts what ran
