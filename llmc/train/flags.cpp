@@ -97,14 +97,14 @@ std::vector<Flag> make_table() {
     // Adam's β: 1 − β^t divides the bias correction, 0 at β = 1 (and the moments never move)
     const FlagCheck adam_beta = numeric(0.0, 1.0, false, true);
     // Rows only a run in FP8 (or fp16 with loss scaling) uses: "-" in the others.
-    auto only_fp8 = [](const char* key, std::function<ConfigRow(const C&, const P&)> row) {
-        return std::function<Rows(const C&, const P&)>(
-            [=](const C& c, const P& p) { return Rows{fp8(p) ? row(c, p) : none_row(key)}; });
+    // The row where `used` holds for the run, else "-" (kNone).
+    auto only_if = [](bool (*used)(const C&, const P&)) {
+        return [used](const char* key, std::function<ConfigRow(const C&, const P&)> row) {
+            return FlagRows([=](const C& c, const P& p) { return Rows{used(c, p) ? row(c, p) : none_row(key)}; });
+        };
     };
-    auto only_loss_scaled = [](const char* key, std::function<ConfigRow(const C&, const P&)> row) {
-        return std::function<Rows(const C&, const P&)>(
-            [=](const C& c, const P& p) { return Rows{fp16_scaled(c, p) ? row(c, p) : none_row(key)}; });
-    };
+    const auto only_fp8 = only_if([](const C&, const P& p) { return fp8(p); });
+    const auto only_loss_scaled = only_if(fp16_scaled);
 
     const char* data = "Data";
     const char* model = "Model";
