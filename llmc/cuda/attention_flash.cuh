@@ -3,10 +3,9 @@
 //
 //   attention_forward_flash (out (B,T,C), lse (B,NH,T) FP32, qkv (B,T,3C))
 //   attention_backward_flash(dqkv (B,T,3C) OVERWRITTEN, dout (B,T,C), qkv, out, lse)
-//   attention_forward_flash_fp8: the forward, and out's FP8 cast (attproj's X) written by the
-//                            epilogue from the same registers (OutputCast; the cast of quantize_fp8)
-//   attention_backward_flash_fp8: the backward, and dqkv's FP8 cast in both layouts (the dY of qkv)
-//                            from the epilogues (GradCast, through a shared tile for the transpose)
+// Each kernel's epilogue takes a cast policy, a no-op here (NoOutputCast, NoGradCast); the FP8
+// launchers that cast out or dqkv from the epilogue's registers, and their policies, are in
+// cuda/attention_flash_fp8.cuh.
 //
 // Naive loop (per b, h, query t; scale = 1/√64, keys j ≤ t):
 //   s_j = scale·q_t·k_j;  P_j = exp(s_j − max s) / Σ exp(s_j − max s);  out_t = Σ_j P_j v_j
@@ -93,7 +92,6 @@
 
 #include "cuda/attention_flash_tiling.h"
 #include "cuda/common.cuh"
-#include "cuda/fp8.cuh"
 #include "cuda/mma_fragments.h"
 #include "cuda/mma_ptx.cuh"
 #include "precision/precision.h"
@@ -317,29 +315,12 @@ __device__ __forceinline__ void forward_tile(float (&o)[kFwdMT][kHsNTiles][4], f
     }
 }
 
-// What the forward's epilogue does besides storing out: nothing, or cast out to FP8 (attproj's X)
-// as it is stored. pair() sees two consecutive values of out (element i of (B·T, C) and i + 1), each
+// What the forward's epilogue does besides storing out: nothing (NoOutputCast), or cast out to
+// FP8 as it is stored (OutputCast, cuda/attention_flash_fp8.cuh). pair() sees two consecutive values of out (element i of (B·T, C) and i + 1), each
 // already the rounded value stored; commit() ends the block (every thread calls it).
 struct NoOutputCast {
     __device__ __forceinline__ void pair(size_t, float, float) {}
     __device__ __forceinline__ void commit() {}
-};
-template <typename Q>
-struct OutputCast {
-    Q* q;                     // (B·T, C)
-    const float* scale_ptr;   // the cast's scale (Fp8ScaleSlot::scale)
-    Fp8Counters* counters;
-    size_t n;   // B·T·C: the count the block 0 commits
-    ThreadCastStats stats;
-    __device__ __forceinline__ void pair(size_t i, float lo, float hi) {
-        const float s = *scale_ptr;
-        const unsigned short b = (unsigned short)(stats.cast<Q>(lo, s) | (stats.cast<Q>(hi, s) << 8));
-        *reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(q) + i) = b;   // i even: aligned
-    }
-    __device__ __forceinline__ void commit() {
-        if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters->count, (unsigned long long)n);
-        stats.commit(counters);
-    }
 };
 
 // grid: B·NH·ceil(T/128) blocks (longest_first_query_block), kFwdThreads threads, kFwdSmemBytes shared.
@@ -489,8 +470,9 @@ __device__ __forceinline__ void score_products(float (&c1)[kBwdNT][4], float (&c
         }
 }
 
-// What a backward epilogue does besides storing its part of dqkv: nothing, or cast it to FP8 (the
-// dY of qkv: q (B·T, 3C) and qt (3C, B·T)) as it is stored. tile() starts one output tile of the
+// What a backward epilogue does besides storing its part of dqkv: nothing (NoGradCast), or cast it
+// to FP8 as it is stored (GradCast, cuda/attention_flash_fp8.cuh: the dY of qkv, q (B·T, 3C) and
+// qt (3C, B·T)). tile() starts one output tile of the
 // block (64 tokens from `row0` of sequence b, 64 features from `f0` of 3C); pair() casts two
 // consecutive values of it (tile row r, column c even; the values already rounded to T) into q
 // and the shared tile; flush() writes the tile's transpose into qt (a block-wide step: every
@@ -501,60 +483,6 @@ struct NoGradCast {
     __device__ __forceinline__ void pair(int, int, float, float) {}
     __device__ __forceinline__ void flush(int) {}
     __device__ __forceinline__ void commit(size_t) {}
-};
-template <typename Q>
-struct GradCast {
-    static constexpr bool kActive = true;
-    Q* q;                     // (B·T, 3C)
-    Q* qt;                    // (3C, B·T)
-    const float* scale_ptr;   // the cast's scale (Fp8ScaleSlot::scale)
-    Fp8Counters* counters;
-    int Tlen, C3, N;   // sequence length, 3C, B·T
-    ThreadCastStats stats;
-    int b_, row0_, f0_;     // the current tile
-    unsigned char* smem_;   // (64, grad_tile::kPitch) bytes
-    __device__ __forceinline__ void tile(int b, int row0, int f0, unsigned char* smem) {
-        b_ = b, row0_ = row0, f0_ = f0, smem_ = smem;
-    }
-    __device__ __forceinline__ void pair(int r, int c, float lo, float hi) {
-        const float s = *scale_ptr;
-        const unsigned char b0 = stats.cast<Q>(lo, s), b1 = stats.cast<Q>(hi, s);
-        const size_t token = (size_t)b_ * Tlen + row0_ + r;
-        if (q != nullptr) {   // c even, C3 and f0 even: a 2-byte aligned pair
-            *reinterpret_cast<unsigned short*>(reinterpret_cast<unsigned char*>(q) + token * C3 + f0_ + c) =
-                (unsigned short)(b0 | (b1 << 8));
-        }
-        smem_[fl::grad_tile::smem_offset(r, c)] = b0;
-        smem_[fl::grad_tile::smem_offset(r, c + 1)] = b1;
-    }
-    __device__ __forceinline__ void flush(int threads) {
-        namespace gt = fl::grad_tile;
-        __syncthreads();   // the tile is complete
-        if (qt != nullptr) {
-            unsigned char* out = reinterpret_cast<unsigned char*>(qt);
-            const int valid = min(gt::kRows, Tlen - row0_);   // tokens of the tile inside the sequence
-            const size_t col0 = (size_t)b_ * Tlen + row0_;    // qt column of the tile's first token
-            for (int i = threadIdx.x; i < gt::kChunks; i += threads) {
-                const mma::Coord at = gt::chunk(i);
-                unsigned char* dst = out + (size_t)(f0_ + at.col) * N + col0 + at.row;
-                Packed<unsigned char, gt::kChunk> v;
-#pragma unroll
-                for (int k = 0; k < gt::kChunk; k++)
-                    v[k] = smem_[gt::smem_offset(at.row + k, at.col)];
-                if (at.row + gt::kChunk <= valid && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
-                    store_packed(dst, v);
-                } else {
-                    for (int k = 0; k < gt::kChunk && at.row + k < valid; k++)
-                        dst[k] = v[k];
-                }
-            }
-        }
-        __syncthreads();   // the tile may be rewritten
-    }
-    __device__ __forceinline__ void commit(size_t count) {   // count: the values this kernel casts
-        if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters->count, (unsigned long long)count);
-        stats.commit(counters);
-    }
 };
 
 // grid: B·NH·ceil(T/64) blocks (longest_first_key_block), kBwdThreads threads, kDkdvSmemBytes shared.
@@ -688,7 +616,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
             *reinterpret_cast<uint32_t*>(dst + 2 * (size_t)C + col) = ptx::pack2<T>(dv[nt][2 * hh], dv[nt][2 * hh + 1]);
         }
     }
-    if constexpr (Cast::kActive) {   // dY of qkv: the dk tile, then the dv tile, cast to FP8
+    if constexpr (Cast::kActive) {   // the cast policy's tiles: dk, then dv
 #pragma unroll
         for (int part = 1; part <= 2; part++) {   // 3C's parts: 1 = k, 2 = v
             cast.tile(b, k0, part * C + h * kHs, smem_raw);
@@ -829,7 +757,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
             *reinterpret_cast<uint32_t*>(dst + col) = ptx::pack2<T>(dq[nt][2 * hh] * scale, dq[nt][2 * hh + 1] * scale);
         }
     }
-    if constexpr (Cast::kActive) {   // dY of qkv: the dq tile cast to FP8
+    if constexpr (Cast::kActive) {   // the cast policy's tile: dq
         cast.tile(b, q0, h * kHs, smem_raw);
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
@@ -901,15 +829,6 @@ void attention_forward_flash(T* out, float* lse, const T* qkv, int B, int Tlen, 
                                            stream);
 }
 
-// The same, and q (B·T, C) = saturate(out · *scale) in Q (E4M3: attproj's X) from the epilogue's
-// registers, as quantize_fp8 casts out, with its statistics accumulated into *counters.
-template <typename T, typename Q>
-void attention_forward_flash_fp8(T* out, float* lse, Q* q, const T* qkv, int B, int Tlen, int C, int NH,
-                                 const float* scale, Fp8Counters* counters, cudaStream_t stream) {
-    attention_flash_detail::OutputCast<Q> cast{q, scale, counters, (size_t)B * Tlen * C, {}};
-    attention_flash_detail::launch_forward(out, lse, qkv, B, Tlen, C, NH, cast, stream);
-}
-
 namespace attention_flash_detail {
 template <typename T, typename Cast>
 void launch_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen, int C,
@@ -946,17 +865,6 @@ void attention_backward_flash(T* dqkv, const T* dout, const T* qkv, const T* out
                               int C, int NH, cudaStream_t stream) {
     attention_flash_detail::launch_backward(dqkv, dout, qkv, out, lse, B, Tlen, C, NH,
                                             attention_flash_detail::NoGradCast{}, stream);
-}
-
-// The same, and q (B·T, 3C), qt (3C, B·T) = the FP8 cast of dqkv (Q: E5M2, the dY of qkv) from the
-// epilogues' registers, as quantize_transpose_fp8 casts dqkv, statistics accumulated into *counters.
-// q or qt may be null.
-template <typename T, typename Q>
-void attention_backward_flash_fp8(T* dqkv, Q* q, Q* qt, const T* dout, const T* qkv, const T* out, const float* lse,
-                                  int B, int Tlen, int C, int NH, const float* scale, Fp8Counters* counters,
-                                  cudaStream_t stream) {
-    attention_flash_detail::GradCast<Q> cast{q, qt, scale, counters, Tlen, 3 * C, B * Tlen, {}, 0, 0, 0, nullptr};
-    attention_flash_detail::launch_backward(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, cast, stream);
 }
 
 }   // namespace train_gpt::cuda

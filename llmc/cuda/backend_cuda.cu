@@ -10,7 +10,7 @@
 // A host buffer passed to copy_to_device may be reused as soon as the call returns.
 #include "cuda/cuda_backend.h"
 
-#include "cuda/attention_flash.cuh"
+#include "cuda/attention_flash_fp8.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/op_profiler.cuh"
 #include "utils.h"

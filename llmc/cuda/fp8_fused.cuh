@@ -210,8 +210,12 @@ template <typename T, typename Q>
 void layernorm_backward_fp8(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
                             const float* mean, const float* rstd, int N, int C, float* dinp_sums, Q* q, Q* qt,
                             const float* scale, Fp8Counters* counters, cudaStream_t stream) {
+    TG_CUDA_REQUIRE(
+        layernorm_backward_vectorised(dinp, dout, inp, weight, C),
+        "the FP8 cast of the layernorm backward needs its vectorised kernel (layernorm_backward_fp8_fuses)");
     LayerNormBackwardCast<Q, kPack<T>> sink{q, qt, scale, counters, N, C, {}, {}};
-    layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_sums, stream, sink);
+    launch_layernorm_backward<kPack<T>>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_sums, stream,
+                                        sink);
 }
 
 }   // namespace train_gpt::cuda

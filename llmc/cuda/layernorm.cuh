@@ -288,16 +288,15 @@ void residual_layernorm_forward(T* residual, T* out, float* mean, float* rstd, c
     cudaCheck(cudaGetLastError());
 }
 
-// dinp_sums null: the two parameter gradients only. sink: see NoSink (vectorised packs only: the
-// caller checks layernorm_backward_vectorised).
-template <typename T, typename Sink = NoSink>
-void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
-                        const float* mean, const float* rstd, int N, int C, float* dinp_sums, cudaStream_t stream,
-                        Sink sink = {}) {
+// The backward's two launches for pack width P: layernorm_backward_kernel with `sink`, then the
+// fixed-order reduction of its partials. The plain backward below passes NoSink; the FP8 cast of
+// dinp (cuda/fp8_fused.cuh, layernorm_backward_fp8) passes its own.
+template <int P, typename T, typename Sink>
+void launch_layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                               const float* mean, const float* rstd, int N, int C, float* dinp_sums,
+                               cudaStream_t stream, Sink sink) {
     TG_CUDA_REQUIRE(N >= 0 && C > 0, "rows must be non-empty (the means divide by C)");
     if (N == 0) return;
-    const bool vec = layernorm_backward_vectorised(dinp, dout, inp, weight, C);
-    const int P = vec ? kPack<T> : 1;
     // Phase 2 has one thread per channel pack: a block no wider than the row's packs (whole
     // warps), at most kLnBwdMaxThreads; phase 1 then has blockDim/32 warps for kLnBwdRows rows.
     const int threads = std::min(kLnBwdMaxThreads, round_up(ceil_div(C, P), 32));
@@ -307,15 +306,8 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
         static_cast<float*>(scratch(sizeof(float) * parts * size_t(nchunks) * C, stream));   // (nchunks, parts, C)
     auto launch = [&](auto sums) {
         constexpr bool kSums = decltype(sums)::value;
-        if (vec) {
-            layernorm_backward_kernel<kPack<T>, kSums>
-                <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C, sink);
-        } else if constexpr (std::is_same_v<Sink, NoSink>) {
-            layernorm_backward_kernel<1, kSums>
-                <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C);
-        } else {
-            TG_CUDA_REQUIRE(false, "a layernorm backward sink needs the vectorised kernel");
-        }
+        layernorm_backward_kernel<P, kSums>
+            <<<nchunks, threads, 0, stream>>>(dinp, partials, dout, inp, weight, mean, rstd, N, C, sink);
         cudaCheck(cudaGetLastError());
         constexpr int kRowsY = 32;
         layernorm_param_reduce_kernel<kRowsY, kSums ? 3 : 2>
@@ -327,6 +319,18 @@ void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, co
         launch(std::true_type{});
     else
         launch(std::false_type{});
+}
+
+// dinp (N,C) += the layernorm's input gradient; dweight, dbias (C) += its parameter gradients;
+// dinp_sums (C) += the column sums of the new dinp (null: not computed).
+template <typename T>
+void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                        const float* mean, const float* rstd, int N, int C, float* dinp_sums, cudaStream_t stream) {
+    const bool vec = layernorm_backward_vectorised(dinp, dout, inp, weight, C);
+    launch_packed<T>(vec, [&](auto pack) {
+        launch_layernorm_backward<decltype(pack)::value>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
+                                                         dinp_sums, stream, NoSink{});
+    });
 }
 
 }   // namespace train_gpt::cuda
