@@ -59,6 +59,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -113,8 +114,9 @@ struct GemmPlan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;   // C is D (in place)
     cublasLtMatmulPreference_t pref = nullptr;
-    bool searched = false;          // the algorithm below was looked for
+    bool searched = false;          // a search for the algorithm below returned (detail::run_gemm_plan)
     std::optional<GemmAlgo> algo;   // nullopt after a search: cuBLASLt cannot run the problem
+    std::string unsupported_why;    // then: what the search saw (the error message's end)
     GemmPlan() = default;
     GemmPlan(const GemmPlan&) = delete;
     GemmPlan& operator=(const GemmPlan&) = delete;
@@ -321,6 +323,123 @@ inline size_t gemm_output_bytes(const GemmProblem& p) {
 
 }   // namespace detail
 
+namespace detail {
+
+// What the first call of a problem found: an algorithm or none, and whether its launch of the
+// algorithm was already the call's GEMM (the heuristic's first candidate that launches, launched
+// on D; the auto-tuner launches on a scratch output instead).
+struct GemmSearchResult {
+    std::optional<GemmAlgo> algo;
+    bool wrote_d = false;
+    std::string unsupported_why;   // with no algorithm: what the search saw
+};
+
+// One call of a planned GEMM: the first call of a problem searches, later calls launch what the
+// search found. The plan records a search only once it has returned: a search that throws (a
+// cuBLAS error, no memory for the auto-tuner's scratch) leaves the plan to be searched again by
+// the next call, never taken for "cuBLASLt cannot run this". A problem known to be unsupported
+// returns false to a ReturnFalse caller and fails for any other: no GEMM is skipped silently.
+// search() → GemmSearchResult; launch(algo) runs the GEMM on D; unsupported(why) does not return.
+template <typename Search, typename Launch, typename Unsupported>
+bool run_gemm_plan(GemmPlan& plan, IfUnsupported if_unsupported, Search&& search, Launch&& launch,
+                   Unsupported&& unsupported) {
+    if (!plan.searched) {
+        GemmSearchResult found = search();
+        plan.algo = found.algo;
+        plan.unsupported_why = std::move(found.unsupported_why);
+        plan.searched = true;
+        if (plan.algo && found.wrote_d) return true;
+    }
+    if (!plan.algo) {
+        if (if_unsupported == IfUnsupported::ReturnFalse) return false;
+        unsupported(plan.unsupported_why);
+        return false;   // not reached: unsupported() does not return
+    }
+    launch(*plan.algo);
+    return true;
+}
+
+// The heuristic's candidates for a plan that launch, in cuBLASLt's order: first with split-K
+// partial sums in FP32 only (`preferred`: an in-place or output-type reduction would round a
+// 16-bit output more than once), then, if none qualifies, with any reduction (a correct result
+// that may round twice beats no result); with beta = 0 each mask is tried with C = D, then, if
+// nothing launched, with a null C (some FP8 kernels of CUDA 13 refuse C = D, XLA reports).
+// try_launch(choice) → its cublasStatus_t; a refusal (CUBLAS_STATUS_NOT_SUPPORTED, which writes
+// nothing) moves on, any other error fails. first_only: stop at the first that launches.
+struct GemmCandidates {
+    std::vector<GemmAlgo> runnable;
+    int offered = 0;                                     // candidates tried
+    cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;   // the last launch's status
+};
+template <typename TryLaunch>
+GemmCandidates runnable_candidates(GemmContext& ctx, GemmPlan& plan, cudaDataType_t d_type, bool beta_zero,
+                                   bool first_only, TryLaunch&& try_launch) {
+    GemmCandidates out;
+    const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
+    const uint32_t preferred = data_type_size(d_type) < 4 ? uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) : any;
+    for (uint32_t schemes : {preferred, any}) {
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(plan.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                         &schemes, sizeof(schemes)));
+        std::array<cublasLtMatmulHeuristicResult_t, 8> candidates{};
+        int found = 0;
+        // no qualifying algorithm comes back as CUBLAS_STATUS_NOT_SUPPORTED (found = 0): try the next mask
+        const cublasStatus_t status =
+            cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan.op, plan.a, plan.b, plan.d, plan.d, plan.pref,
+                                           (int)candidates.size(), candidates.data(), &found);
+        if (status == CUBLAS_STATUS_NOT_SUPPORTED)
+            found = 0;
+        else
+            cublasCheck(status);
+        for (bool null_c : {false, true}) {
+            if (null_c && !beta_zero) break;
+            for (int i = 0; i < found; i++) {
+                if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+                out.offered++;
+                const GemmAlgo choice{candidates[i].algo, null_c};
+                out.last = try_launch(choice);
+                if (out.last == CUBLAS_STATUS_SUCCESS) {
+                    out.runnable.push_back(choice);
+                    if (first_only) return out;
+                    continue;
+                }
+                if (out.last != CUBLAS_STATUS_NOT_SUPPORTED) cublasCheck(out.last);
+            }
+            if (!out.runnable.empty()) return out;
+        }
+    }
+    return out;
+}
+
+// The fastest of `runnable` on `stream`: each launched once to warm up, then timed over 3
+// launches (launch(choice) runs it on a scratch output). Returns its index; *best_ms, *first_ms:
+// its time and the first candidate's.
+template <typename Launch>
+size_t fastest_candidate(const std::vector<GemmAlgo>& runnable, cudaStream_t stream, Launch&& launch, float* best_ms,
+                         float* first_ms) {
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    size_t best = 0;
+    for (size_t i = 0; i < runnable.size(); i++) {
+        cublasCheck(launch(runnable[i]));   // warm-up
+        cudaCheck(cudaEventRecord(start, stream));
+        for (int rep = 0; rep < 3; rep++)
+            cublasCheck(launch(runnable[i]));
+        cudaCheck(cudaEventRecord(stop, stream));
+        cudaCheck(cudaEventSynchronize(stop));
+        float ms = 0.0f;
+        cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+        ms /= 3.0f;
+        if (i == 0) *first_ms = ms;
+        if (i == 0 || ms < *best_ms) *best_ms = ms, best = i;
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return best;
+}
+
+}   // namespace detail
+
 // D (m×n, column-major, leading dimension ldd) = alpha · op(A) · op(B) [· scales] + beta · D [+ bias (m)],
 // `batch.count` times. FP32 compute and scale type; FP8 factors come through the scale pointers.
 // Returns false only with IfUnsupported::ReturnFalse, when no algorithm cuBLASLt offers for the
@@ -367,106 +486,50 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
         cublasCheck(
             cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b.scale, sizeof(b.scale)));
     }
-    // C is D (in place) when beta ≠ 0; with beta = 0 cuBLASLt reads no C, and a null C is also
-    // tried (some FP8 kernels of CUDA 13 refuse C = D, XLA reports).
-    auto launch = [&](const GemmAlgo& choice, void* out) {
+    // C is D (in place) when beta ≠ 0; with beta = 0 cuBLASLt reads no C, and a null C is also tried
+    auto launch_on = [&](const GemmAlgo& choice, void* out) {
         return cublasLtMatmul(ctx.handle, plan.op, &alpha, a.ptr, plan.a, b.ptr, plan.b, &beta,
                               choice.null_c ? nullptr : out, plan.d, out, plan.d, &choice.algo, ctx.workspace,
                               kCublasWorkspaceBytes, stream);
     };
-    if (plan.searched) {
-        if (!plan.algo) return false;   // known unsupported (ReturnFalse callers only)
-        cublasCheck(launch(*plan.algo, d));
-        return true;
-    }
-
-    // First time for this problem. Split-K partial sums in FP32 only: an in-place or output-type
-    // reduction would round a 16-bit output more than once. If no algorithm qualifies, take any
-    // (a correct result that may round twice beats no result).
-    plan.searched = true;
-    const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
-    const uint32_t preferred = data_type_size(d_type) < 4 ? uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) : any;
-    cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
-    int offered = 0;
-    std::vector<GemmAlgo> runnable;   // autotune: every candidate that launches
-    void* probe = nullptr;            // autotune: the scratch output the candidates are timed on
-    struct ProbeBuffer {
-        void*& p;
-        ~ProbeBuffer() {
-            if (p) cudaFree(p);
-        }
-    } probe_guard{probe};
-    if (ctx.autotune) cudaCheck(cudaMalloc(&probe, detail::gemm_output_bytes(key)));
-    for (uint32_t schemes : {preferred, any}) {
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(plan.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                         &schemes, sizeof(schemes)));
-        std::array<cublasLtMatmulHeuristicResult_t, 8> candidates{};
-        int found = 0;
-        // no qualifying algorithm comes back as CUBLAS_STATUS_NOT_SUPPORTED (found = 0): try the next mask
-        const cublasStatus_t status =
-            cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan.op, plan.a, plan.b, plan.d, plan.d, plan.pref,
-                                           (int)candidates.size(), candidates.data(), &found);
-        if (status == CUBLAS_STATUS_NOT_SUPPORTED)
-            found = 0;
-        else
-            cublasCheck(status);
-        for (bool null_c : {false, true}) {
-            if (null_c && beta != 0.0f) break;
-            for (int i = 0; i < found; i++) {
-                if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
-                offered++;
-                const GemmAlgo choice{candidates[i].algo, null_c};
-                last = launch(choice, ctx.autotune ? probe : d);
-                if (last == CUBLAS_STATUS_SUCCESS) {
-                    if (!ctx.autotune) {
-                        plan.algo = choice;
-                        return true;
-                    }
-                    runnable.push_back(choice);
-                    continue;
-                }
-                if (last != CUBLAS_STATUS_NOT_SUPPORTED) cublasCheck(last);
-            }
-            if (!runnable.empty()) break;
-        }
-        if (!runnable.empty()) break;
-    }
-    if (!runnable.empty()) {   // autotune: time every candidate that launched, keep the fastest
-        cudaEvent_t start, stop;
-        cudaCheck(cudaEventCreate(&start));
-        cudaCheck(cudaEventCreate(&stop));
+    auto why_unsupported = [&](const detail::GemmCandidates& c) {
+        return std::to_string(c.offered) + " algorithm(s) offered, the last launch said " +
+               cublasLtGetStatusName(c.last);
+    };
+    // the first candidate that launches, launched on D: that launch is this call's GEMM
+    auto first_that_launches = [&]() {
+        detail::GemmCandidates c = detail::runnable_candidates(ctx, plan, d_type, beta == 0.0f, /*first_only=*/true,
+                                                               [&](const GemmAlgo& g) { return launch_on(g, d); });
+        if (c.runnable.empty()) return detail::GemmSearchResult{std::nullopt, false, why_unsupported(c)};
+        return detail::GemmSearchResult{c.runnable.front(), true, ""};
+    };
+    // --gemm-autotune: every candidate that launches, timed on a scratch output; D not written
+    auto fastest = [&]() {
+        void* probe = nullptr;
+        cudaCheck(cudaMalloc(&probe, detail::gemm_output_bytes(key)));
+        const std::unique_ptr<void, cudaError_t (*)(void*)> probe_guard(probe, cudaFree);
+        auto launch_probe = [&](const GemmAlgo& g) { return launch_on(g, probe); };
+        detail::GemmCandidates c =
+            detail::runnable_candidates(ctx, plan, d_type, beta == 0.0f, /*first_only=*/false, launch_probe);
+        if (c.runnable.empty()) return detail::GemmSearchResult{std::nullopt, false, why_unsupported(c)};
         float best_ms = 0.0f, first_ms = 0.0f;
-        size_t best = 0;
-        for (size_t i = 0; i < runnable.size(); i++) {
-            cublasCheck(launch(runnable[i], probe));   // warm-up
-            cudaCheck(cudaEventRecord(start, stream));
-            for (int rep = 0; rep < 3; rep++)
-                cublasCheck(launch(runnable[i], probe));
-            cudaCheck(cudaEventRecord(stop, stream));
-            cudaCheck(cudaEventSynchronize(stop));
-            float ms = 0.0f;
-            cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-            ms /= 3.0f;
-            if (i == 0) first_ms = ms;
-            if (i == 0 || ms < best_ms) best_ms = ms, best = i;
-        }
-        cudaEventDestroy(start);
-        cudaEventDestroy(stop);
-        plan.algo = runnable[best];
+        const size_t best = detail::fastest_candidate(c.runnable, stream, launch_probe, &best_ms, &first_ms);
         if (ctx.log_autotune) {
             std::printf(
                 "gemm autotune: %s m=%d n=%d k=%d batch %d: %zu candidates, #%zu fastest %.4f ms (first %.4f ms)\n",
-                what, m, n, k, batch.count, runnable.size(), best, best_ms, first_ms);
+                what, m, n, k, batch.count, c.runnable.size(), best, best_ms, first_ms);
         }
-        cublasCheck(launch(*plan.algo, d));
-        return true;
-    }
-    if (if_unsupported == IfUnsupported::ReturnFalse) return false;   // plan.algo stays nullopt
-    fail(
-        "%s: cuBLASLt cannot run m=%d n=%d k=%d (A %s type %d, B %s type %d, D type %d, bias %s, batch %d): "
-        "%d algorithm(s) offered, the last launch said %s",
-        what, m, n, k, a.transposed ? "T" : "N", (int)a.type, b.transposed ? "T" : "N", (int)b.type, (int)d_type,
-        bias != nullptr ? "yes" : "no", batch.count, offered, cublasLtGetStatusName(last));
+        return detail::GemmSearchResult{c.runnable[best], false, ""};
+    };
+    return detail::run_gemm_plan(
+        plan, if_unsupported, [&]() { return ctx.autotune ? fastest() : first_that_launches(); },
+        [&](const GemmAlgo& g) { cublasCheck(launch_on(g, d)); },
+        [&](const std::string& why) {
+            fail(
+                "%s: cuBLASLt cannot run m=%d n=%d k=%d (A %s type %d, B %s type %d, D type %d, bias %s, batch %d): %s",
+                what, m, n, k, a.transposed ? "T" : "N", (int)a.type, b.transposed ? "T" : "N", (int)b.type,
+                (int)d_type, bias != nullptr ? "yes" : "no", batch.count, why.c_str());
+        });
 }
 
 // ---- the GEMMs ---------------------------------------------------------------------------------------
