@@ -8,6 +8,9 @@
 // stream's busy time, launch gaps included. When the backend is destroyed the table is printed, every
 // line starting "profile:": per op its calls, total ms and share, and the shares per category
 // (GEMM, attention, FP8 cast, layernorm, elementwise, classifier, optimizer, fill, copy).
+// Scopes nest: one opened inside another (an FP8 op that runs the 16-bit op and then a cast, an
+// op of CudaBackendWithOptions that falls back to its base) is part of the outer op and is not
+// timed on its own, so no time is counted twice and the shares add up to the stream's busy time.
 #pragma once
 
 #include "cuda/common.cuh"
@@ -21,6 +24,13 @@
 #include <vector>
 
 namespace train_gpt::cuda {
+
+// Which scope of a nest times: the outermost. enter() and leave() say whether this scope is it.
+struct ScopeNesting {
+    int depth = 0;
+    bool enter() { return depth++ == 0; }
+    bool leave() { return --depth == 0; }
+};
 
 class OpProfiler {
   public:
@@ -36,6 +46,7 @@ class OpProfiler {
     OpProfiler(const OpProfiler&) = delete;
     OpProfiler& operator=(const OpProfiler&) = delete;
     bool enabled() const { return enabled_; }
+    size_t events_created() const { return events_created_; }   // (tests: no scope leaks its events)
 
     // The time from its construction to its destruction, as op `name` (a string literal).
     class Scope {
@@ -112,6 +123,7 @@ class OpProfiler {
         if (free_.empty()) {
             cudaEvent_t e;
             cudaCheck(cudaEventCreate(&e));
+            events_created_++;
             return e;
         }
         cudaEvent_t e = free_.back();
@@ -119,10 +131,12 @@ class OpProfiler {
         return e;
     }
     void begin(const char* name, cudaStream_t s) {
+        if (!nesting_.enter()) return;   // inside another op's scope: part of that op
         current_ = Pending{name, event(), event()};
         cudaCheck(cudaEventRecord(current_.start, s));
     }
     void end(cudaStream_t s) {
+        if (!nesting_.leave()) return;
         if (cudaEventRecord(current_.stop, s) != cudaSuccess) {   // in a destructor: no throwing
             cudaGetLastError();
             return;
@@ -146,10 +160,12 @@ class OpProfiler {
     }
 
     bool enabled_;
-    Pending current_{};
+    ScopeNesting nesting_;
+    Pending current_{};   // the open outermost scope
     std::vector<Pending> pending_;
     std::vector<cudaEvent_t> free_;
     std::map<std::string, Total> totals_;
+    size_t events_created_ = 0;
 };
 
 }   // namespace train_gpt::cuda

@@ -1,6 +1,8 @@
 // test_cuda_profiler.cu — --profile's per-op GPU timing (cuda/op_profiler.cuh): scopes
 // around work on a stream are summed per op after a synchronisation, and printed with their
-// calls, times and categories; a disabled profiler records nothing.
+// calls, times and categories; a disabled profiler records nothing; a scope inside another is
+// part of the outer op (before: the inner scope overwrote the outer's open pair, the outer's
+// events leaked and the inner op was counted twice).
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/cuda/test_stream.h"
 
@@ -60,4 +62,45 @@ TEST_F(CudaTest, ProfilerSumsGpuTimePerOp) {
     { const cuda::OpProfiler::Scope timed(off.enabled() ? &off : nullptr, "zero", stream.s); }
     off.drain();
     EXPECT_EQ(printed(off), "");
+}
+
+TEST(OpProfilerNesting, OnlyTheOutermostScopeTimes) {   // host-side: the rule the profiler follows
+    cuda::ScopeNesting n;
+    EXPECT_TRUE(n.enter());    // attention_forward_e4m3
+    EXPECT_FALSE(n.enter());   // its attention_forward: part of it
+    EXPECT_FALSE(n.leave());
+    EXPECT_FALSE(n.enter());   // its quantize: part of it
+    EXPECT_FALSE(n.leave());
+    EXPECT_TRUE(n.leave());   // the outer op ends: timed once
+    EXPECT_TRUE(n.enter());   // the next op
+    EXPECT_TRUE(n.leave());
+}
+
+TEST_F(CudaTest, ProfilerCountsANestedScopeOnceAsTheOuterOp) {
+    TestStream stream;
+    void* buf = nullptr;
+    const size_t bytes = 64u << 20;
+    cudaCheck(cudaMalloc(&buf, bytes));
+    cuda::OpProfiler prof(true);
+    for (int i = 0; i < 4; i++) {
+        const cuda::OpProfiler::Scope outer(&prof, "attention_forward_e4m3", stream.s);
+        cudaCheck(cudaMemsetAsync(buf, i, bytes, stream.s));
+        {
+            const cuda::OpProfiler::Scope inner(&prof, "attention_forward", stream.s);
+            cudaCheck(cudaMemsetAsync(buf, i + 1, bytes, stream.s));
+        }
+    }
+    cudaCheck(cudaStreamSynchronize(stream.s));
+    prof.drain();
+    const std::string text = printed(prof);
+    cudaCheck(cudaFree(buf));
+    int calls = 0;
+    const size_t line = text.find("profile: attention_forward_e4m3");
+    ASSERT_NE(line, std::string::npos) << text;
+    EXPECT_EQ(std::sscanf(text.c_str() + line, "profile: attention_forward_e4m3 %d", &calls), 1);
+    EXPECT_EQ(calls, 4) << text;
+    EXPECT_EQ(text.find("profile: attention_forward "), std::string::npos) << "the inner op is part of the outer\n"
+                                                                           << text;
+    // one pair per outer call (none drained in between: 4 pending); the old order made two per call
+    EXPECT_EQ(prof.events_created(), 2u * 4) << "a nested scope must not leak the outer's events";
 }
