@@ -7,7 +7,9 @@
 // value or host memory (the copies, amax, sum_squares): they return when it is ready.
 // Attention runs through cuBLASLt batched GEMMs (cuda/attention_gemm.cuh), or, with --attention
 // flash where it supports the head size and dtype, the flash attention (cuda/attention_flash.cuh).
-// A host buffer passed to copy_to_device may be reused as soon as the call returns.
+// A host buffer passed to copy_to_device may be reused as soon as the call returns: a small copy
+// (a micro-batch's tokens and targets) is staged in pinned memory and queued without a wait, a
+// large one (weights, optimizer state) waits for its copy.
 #include "cuda/cuda_backend.h"
 
 #include "cuda/attention_flash_fp8.cuh"
@@ -20,6 +22,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <string>
 
@@ -75,6 +78,7 @@ class CudaBackend : public Backend, public Fp8Ops {
         }
         cudaCheck(cudaStreamCreate(&stream_));
         cuda::set_gemm_autotune(stream_, options.gemm_autotune, options.log_gemm_autotune);
+        staging_.open();
     }
     ~CudaBackend() override {
         // No throwing from a destructor: errors here are ignored.
@@ -83,6 +87,7 @@ class CudaBackend : public Backend, public Fp8Ops {
             profiler_.drain();
             profiler_.print(stdout);
         }
+        staging_.close();
         try {
             cuda::release_gemm_context(stream_);
             cuda::release_scratch(stream_);
@@ -120,6 +125,11 @@ class CudaBackend : public Backend, public Fp8Ops {
     void copy_to_device(void* dst, const void* src, size_t bytes) override {
         const cuda::OpProfiler::Scope timed(profiler(), "copy_to_device", stream_);
         if (bytes == 0) return;
+        if (void* staged = staging_.stage(src, bytes)) {   // queued; the caller's buffer is free at once
+            cudaCheck(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyDefault, stream_));
+            staging_.queued(stream_);
+            return;
+        }
         cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
         cudaCheck(cudaStreamSynchronize(stream_));
     }
@@ -389,6 +399,46 @@ class CudaBackend : public Backend, public Fp8Ops {
     }
 
   protected:
+    // Pinned slots for small host-to-device copies, used in turn: a slot is refilled only once
+    // the copy queued from it last has run (its event), kSlots copies later, so queued copies
+    // never wait for the GPU unless it is kSlots copies behind. Without pinned memory (cudaHostAlloc
+    // failed) every copy waits, as a large one does.
+    struct StagingSlots {
+        static constexpr int kSlots = 4;
+        static constexpr size_t kSlotBytes = size_t(1) << 20;   // B·T·4 bytes of tokens: B·T ≤ 262144
+        unsigned char* host = nullptr;                          // (kSlots, kSlotBytes), pinned
+        cudaEvent_t done[kSlots] = {};
+        int next = 0, current = -1;
+        void open() {
+            if (cudaHostAlloc(reinterpret_cast<void**>(&host), kSlots * kSlotBytes, cudaHostAllocDefault) !=
+                cudaSuccess) {
+                cudaGetLastError();
+                host = nullptr;
+                return;
+            }
+            for (cudaEvent_t& e : done)
+                cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        }
+        void close() {   // errors ignored: the backend's destructor
+            if (host == nullptr) return;
+            for (cudaEvent_t e : done)
+                if (e != nullptr) cudaEventDestroy(e);
+            cudaFreeHost(host);
+            host = nullptr;
+        }
+        // src's bytes in the next slot (after the copy last queued from it has run), or null: too
+        // large, or no pinned memory
+        void* stage(const void* src, size_t bytes) {
+            if (host == nullptr || bytes > kSlotBytes) return nullptr;
+            current = next;
+            next = (next + 1) % kSlots;
+            cudaCheck(cudaEventSynchronize(done[current]));   // an unrecorded event is complete
+            unsigned char* slot = host + (size_t)current * kSlotBytes;
+            std::memcpy(slot, src, bytes);
+            return slot;
+        }
+        void queued(cudaStream_t stream) { cudaCheck(cudaEventRecord(done[current], stream)); }
+    } staging_;
     DType dtype_;
     int device_;
     CudaOptions options_;

@@ -379,7 +379,9 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     const int Vp = cfg_.padded_vocab_size;
     const int N = B * T;
     Activations& a = *acts_;
+    // the micro-batch's tokens and targets, up front (on a GPU: queued, no wait)
     k_.copy_to_device(inputs_, inputs, (size_t)N * sizeof(int32_t));
+    if (targets != nullptr) k_.copy_to_device(targets_, targets, (size_t)N * sizeof(int32_t));
     ops_->begin_forward(B, T, /*training=*/targets != nullptr && dloss != 0.0f);   // backward() follows training
 
     k_.encoder_forward(a.encoded, inputs_, param(kWte), param(kWpe), B, T, C);
@@ -410,7 +412,6 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
         if (lm_head_chunks_ == 1) k_.matmul_forward(a.logits, a.lnf, param(kWte), nullptr, N, C, Vp);
         return 0.0f;
     }
-    k_.copy_to_device(targets_, targets, (size_t)N * sizeof(int32_t));
     lm_head(N, dloss);
     have_dlogits_ = dloss != 0.0f;
     token_losses_.resize(N);

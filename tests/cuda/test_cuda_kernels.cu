@@ -75,6 +75,38 @@ TEST_P(CudaDTypeTest, AllocIsZeroedAndCopiesRoundTrip) {
     EXPECT_EQ(y[3], x[3]);
 }
 
+// copy_to_device returns with the host buffer free: a small copy (a micro-batch's tokens) is
+// staged in pinned slots and queued, a large one waits. More copies than the staging has slots,
+// each host buffer overwritten right after its call, must all arrive as they were at the call.
+TEST_F(CudaTest, CopiesToTheDeviceTakeTheHostBytesAtTheCall) {
+    Twin tw(DType::BF16);
+    Backend& g = tw.gpu();
+    const int kCopies = 11;                                         // past the staging's 4 slots, twice
+    const size_t sizes[] = {4, 64 * 1024, (size_t(1) << 20) + 4};   // tokens, B·T = 16k, past a slot
+    for (size_t bytes : sizes) {
+        SCOPED_TRACE("bytes " + std::to_string(bytes));
+        const size_t n = bytes / 4;
+        std::vector<void*> dst(kCopies);
+        std::vector<int32_t> host(n);
+        for (int c = 0; c < kCopies; c++) {
+            dst[c] = g.alloc(bytes);
+            for (size_t i = 0; i < n; i++)
+                host[i] = int32_t(c * 1000003 + i);
+            g.copy_to_device(dst[c], host.data(), bytes);
+            std::fill(host.begin(), host.end(), -1);   // reused at once, as the data loader does
+        }
+        for (int c = 0; c < kCopies; c++) {
+            std::vector<int32_t> back(n);
+            g.copy_to_host(back.data(), dst[c], bytes);
+            size_t wrong = 0;
+            for (size_t i = 0; i < n; i++)
+                wrong += back[i] != int32_t(c * 1000003 + i);
+            EXPECT_EQ(wrong, 0u) << "copy " << c << ": the device holds what the host buffer held later";
+            g.release(dst[c]);
+        }
+    }
+}
+
 TEST_P(CudaDTypeTest, FloatToActAndBackAreBitIdentical) {
     Twin tw(GetParam());
     Random r(seed_);
