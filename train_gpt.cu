@@ -19,7 +19,8 @@
 //   llmc/backend.h               the kernel-set interface, and what every op computes
 //   llmc/cpu/                    the CPU kernel set (the executable specification of every kernel)
 //   llmc/cuda/cuda_backend.h     the CUDA kernel set (llmc/cuda/: cuBLASLt GEMMs and attention, …)
-//   llmc/precision/precision.h   fp32 | bf16 | fp16 | fp8: the dtype of every buffer
+//   llmc/precision/precision.h   fp32 | bf16 | fp16 | fp8: the dtype of every buffer (-p auto:
+//                                bf16 on a GPU, fp32 on the CPU)
 //   llmc/precision/fp8_state.h   fp8 mode: the FP8 GEMMs and their delayed scaling (fp8_scaling.h)
 //   llmc/precision/loss_scaler.h fp16 dynamic loss scaling
 //   llmc/precision/fp8_autotune.h  --fp8-gemms auto: the block GEMMs that run in FP8, chosen by timing
@@ -55,6 +56,7 @@
 #include "model/gpt.h"
 #include "precision/fp8_autotune.h"
 #include "precision/loss_scaler.h"
+#include "train/op_trace.h"
 #include "rng.h"
 #include "train/config.h"
 #include "train/logger.h"
@@ -564,6 +566,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     run.dirs = run_dirs(cfg, plan, resume_from.has_value());   // train/run_dirs.h
     check_run_dirs(run.dirs, cfg, resume_from.has_value());
     plan.device = choose_device(cfg.device);
+    if (cfg.precision == "auto") plan.precision.precision = default_precision_for(plan.device);
     plan.attention = choose_attention(cfg, plan);
     // HellaSwag's examples, tokenised once (eval/hellaswag.h), and checked against the window
     // before anything is built or trained (it evaluates at T)
@@ -581,6 +584,8 @@ void build_model(Run& run, Comm& comm) {
     RunPlan& plan = run.plan;
     const int B = cfg.batch_size, T = plan.seq_len;
     run.backend = make_kernel_set(cfg, plan, comm, &run.nccl);
+    if (!cfg.trace_ops.empty() && comm.rank() == 0)
+        run.backend = traced_kernel_set(std::move(run.backend), cfg.trace_ops);
     run.model_comm = run.nccl ? run.nccl.get() : &comm;   // device buffers go over NCCL; host scalars stay on `comm`
     if (plan.precision.precision == Precision::FP8 && cfg.fp8_gemms == "auto") {   // fp8_autotune.h
         const std::optional<std::string> resumed_dir =

@@ -2,6 +2,7 @@
 // log and config; every kind of bad input exits non-zero with a message naming the file or flag,
 // and leaves an existing output directory untouched.
 #include "data/shard.h"
+#include "train/config.h"
 #include "test_util.h"
 #include "data/tokenizer.h"
 #include "rng.h"
@@ -427,6 +428,67 @@ TEST(TrainerCli, ConfigJsonHoldsEveryFlag) {
         }
         EXPECT_TRUE(config.contains(name)) << name << " is a flag, but not in config.json";
     }
+}
+
+// -p auto (the default): fp32 on the CPU, bf16 on a GPU, and the configuration says which and why;
+// config.json records the precision the run had, so it reproduces the run on either machine.
+TEST(TrainerCli, TheDefaultPrecisionIsTheDevicesAndSaysSo) {
+    EXPECT_EQ(default_precision_for("cpu"), Precision::FP32);
+    EXPECT_EQ(default_precision_for("cuda"), Precision::BF16);
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --device cpu", &output), 0) << output;
+    EXPECT_CONTAINS(output, "| precision                  | fp32 ");
+    EXPECT_CONTAINS(output, "| precision_from             | default: fp32 on the CPU");
+    auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
+    EXPECT_EQ(config["precision"], "fp32");
+    EXPECT_EQ(config["precision_from"], "default: fp32 on the CPU");
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --device cpu -p bf16 -o '" +
+                              corpus.dir.file("out_bf16") + "'",
+                          &output),
+              0)
+        << output;
+    config = nlohmann::json::parse(read_text(corpus.dir.file("out_bf16/config.json")));
+    EXPECT_EQ(config["precision"], "bf16");
+    EXPECT_EQ(config["precision_from"], "-p bf16");
+    RunPlan plan;
+    plan.device = "cuda";
+    TrainConfig cfg;
+    EXPECT_EQ(precision_source(cfg, plan), "default: bf16 on a GPU");
+}
+
+// --trace-ops lists the ops the run calls with their shapes, and changes nothing it computes: the
+// traced run logs the untraced run's loss, digit for digit. A path it cannot write is named.
+TEST(TrainerCli, TraceOpsListsTheOpsAndChangesNothing) {
+    TinyCorpus corpus;
+    std::string plain, traced;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 2 -v 0 -g 0 --device cpu", &plain), 0) << plain;
+    const std::string trace = corpus.dir.file("ops.txt");
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 2 -v 0 -g 0 --device cpu -o '" +
+                              corpus.dir.file("out_traced") + "' --trace-ops '" + trace + "'",
+                          &traced),
+              0)
+        << traced;
+    const std::string ops = read_text(trace);
+    EXPECT_CONTAINS(ops, "encoder_forward B=2 T=16 C=32\n");
+    EXPECT_CONTAINS(ops, "matmul_forward N=32 C=32 OC=96 bias\n");   // qkv
+    EXPECT_CONTAINS(ops, "fused_classifier N=32 V=257 Vp=384 dlogits\n");
+    EXPECT_CONTAINS(ops, "adamw_update");
+    auto step_losses = [](const std::string& log) {
+        std::string losses;
+        std::istringstream in(log);
+        for (std::string line; std::getline(in, line);) {
+            const size_t at = line.find("\"loss\":");
+            if (at != std::string::npos) losses += line.substr(at, 20) + "\n";
+        }
+        return losses;
+    };
+    const std::string a = step_losses(read_text(corpus.dir.file("out/log.jsonl")));
+    EXPECT_FALSE(a.empty());
+    EXPECT_EQ(a, step_losses(read_text(corpus.dir.file("out_traced/log.jsonl"))));
+    EXPECT_CONTAINS(expect_failure(corpus.args() + " -x 1 -o '" + corpus.dir.file("out_bad") +
+                                   "' --trace-ops /nonexistent-dir/ops.txt"),
+                    "--trace-ops /nonexistent-dir/ops.txt: cannot open it for writing");
 }
 
 TEST(TrainerCli, UnknownFlagIsRejected) { EXPECT_CONTAINS(expect_failure("--no-such-flag 3"), "--no-such-flag"); }

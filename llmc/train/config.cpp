@@ -395,7 +395,8 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
     plan.tokens_per_step = (int64_t)c.batch_size * plan.seq_len * world_size * plan.grad_accum_steps;
 
     PrecisionConfig& p = plan.precision;
-    p.precision = parse_precision(c.precision);
+    // auto: the CPU's default until the trainer knows the device (default_precision_for)
+    p.precision = c.precision == "auto" ? default_precision_for("cpu") : parse_precision(c.precision);
     p.master_weights = c.master_weights;
     p.fp8.amax_history = c.fp8_amax_history;
     p.fp8.algo = parse_fp8_amax_algo(c.fp8_amax_algo);
@@ -472,6 +473,15 @@ std::string config_json(const TrainConfig& c, const RunPlan& p) {
 void save_config_json(const std::string& path, const TrainConfig& c, const RunPlan& p) {
     std::string text = config_json(c, p);
     write_file_atomic(path, text.data(), text.size());
+}
+
+Precision default_precision_for(const std::string& device) {
+    return device == "cuda" ? Precision::BF16 : Precision::FP32;
+}
+
+std::string precision_source(const TrainConfig& cfg, const RunPlan& plan) {
+    if (cfg.precision != "auto") return "-p " + cfg.precision;
+    return plan.device == "cuda" ? "default: bf16 on a GPU" : "default: fp32 on the CPU";
 }
 
 }   // namespace train_gpt

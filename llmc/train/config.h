@@ -46,7 +46,7 @@ struct TrainConfig {
     float adam_eps = 1e-8f;
     float grad_clip = 1.0f;   // 0: no clipping
     // precision (DESIGN §3, §4)
-    std::string precision = "fp32";   // fp32 | bf16 | fp16 | fp8
+    std::string precision = "auto";   // auto (bf16 on a GPU, fp32 on the CPU) | fp32 | bf16 | fp16 | fp8
     bool master_weights = true;       // FP32 master weights (off: the ablation that shows why they matter)
     bool loss_scaling = true;         // fp16 dynamic loss scaling (off: the ablation)
     float loss_scale_init = 65536.0f;
@@ -97,8 +97,9 @@ struct TrainConfig {
     std::string attention = "gemm";   // CUDA: gemm (cuBLASLt, T×T scratch) | flash (tensor cores, head size 64)
     int threads = 0;                  // CPU threads; 0: OpenMP's default
     uint64_t seed = 1337;
-    int log_every = 1;      // print a step line every N steps (the JSONL log gets every step)
-    bool profile = false;   // CUDA: GPU time per kernel-set op, printed at exit
+    int log_every = 1;       // print a step line every N steps (the JSONL log gets every step)
+    bool profile = false;    // CUDA: GPU time per kernel-set op, printed at exit
+    std::string trace_ops;   // every kernel-set op the run calls, one line each, into this file (train/op_trace.h)
 
     // what the parser took: each flag's value as text (given, or its default), by long name
     // ("steps" → "120"), and the long names given on the command line
@@ -209,6 +210,11 @@ struct ConfigRow {
 };
 std::vector<ConfigRow> describe(const TrainConfig& cfg, const RunPlan& plan);
 void print_config_table(const TrainConfig& cfg, const RunPlan& plan);
+// -p auto, once the device is known: bf16 on a GPU (its tensor cores; FP32 master weights keep the
+// update exact), fp32 on the CPU (no 16-bit speed to gain there, and the exact reference)
+Precision default_precision_for(const std::string& device);
+// Why the run has its precision, for the configuration: "-p" or the default's reason.
+std::string precision_source(const TrainConfig& cfg, const RunPlan& plan);
 void save_config_json(const std::string& path, const TrainConfig& cfg, const RunPlan& plan);
 std::string config_json(const TrainConfig& cfg, const RunPlan& plan);   // the same, as text
 

@@ -203,8 +203,14 @@ std::vector<Flag> make_table() {
             .checked(non_negative, ">= 0"),
 
         // precision
-        Flag("-p,--precision", precision, "P", "fp32 | bf16 | fp16 | fp8 (bf16 storage, FP8 GEMMs)", &C::precision)
-            .one_of({"fp32", "bf16", "fp16", "fp8"}),
+        Flag("-p,--precision", precision, "P",
+             "auto (bf16 on a GPU, fp32 on the CPU) | fp32 | bf16 | fp16 | fp8 (bf16 storage, FP8 GEMMs)",
+             &C::precision)
+            .one_of({"auto", "fp32", "bf16", "fp16", "fp8"})
+            .config([](const C& c, const P& p) {
+                return Rows{text_row("precision", precision_name(p.precision.precision)),
+                            text_row("precision_from", precision_source(c, p))};
+            }),
         Flag("-w,--master-weights", precision, "BOOL", "Keep FP32 master weights (bf16/fp16/fp8)", &C::master_weights),
         Flag("--loss-scaling", precision, "BOOL", "fp16: dynamic loss scaling", &C::loss_scaling)
             .config([](const C& c, const P& p) { return Rows{bool_row("loss_scaling", fp16_scaled(c, p))}; }),
@@ -384,6 +390,10 @@ std::vector<Flag> make_table() {
         Flag("--profile", runtime, "",
              "CUDA: GPU time per kernel-set op (CUDA events, no added synchronisation), printed at exit", &C::profile)
             .no_value(),
+        Flag("--trace-ops", runtime, "FILE",
+             "Write every kernel-set op the run calls, in order, with its shapes, one line each, to FILE (rank 0; "
+             "the 16-bit ops: FP8's are not traced)",
+             &C::trace_ops),
 
         // testing
         Flag("--inject-nonfinite-step", testing, "N|FIRST-LAST",

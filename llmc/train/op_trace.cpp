@@ -1,0 +1,174 @@
+// train/op_trace.cpp — the --trace-ops decorator (op_trace.h).
+#include "train/op_trace.h"
+
+#include "utils.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <utility>
+
+namespace train_gpt {
+
+namespace {
+
+struct Dim {
+    const char* name;
+    long long value;
+};
+
+class TracedBackend final : public Backend {
+  public:
+    TracedBackend(std::unique_ptr<Backend> inner, const std::string& path) : k_(std::move(inner)), path_(path) {
+        out_ = std::fopen(path.c_str(), "w");
+        if (out_ == nullptr) fail("--trace-ops %s: cannot open it for writing: %s", path.c_str(), std::strerror(errno));
+    }
+    ~TracedBackend() override {
+        if (out_ != nullptr) std::fclose(out_);
+    }
+
+    std::string name() const override { return k_->name(); }
+    DType act_dtype() const override { return k_->act_dtype(); }
+    Fp8Ops* fp8() override { return k_->fp8(); }
+
+    // --- memory ---
+    void* alloc(size_t bytes) override {
+        line("alloc", {{"bytes", (long long)bytes}});
+        return k_->alloc(bytes);
+    }
+    void release(void* ptr) override {
+        line("release", {});
+        k_->release(ptr);
+    }
+    void copy_to_device(void* dst, const void* src, size_t bytes) override {
+        line("copy_to_device", {{"bytes", (long long)bytes}});
+        k_->copy_to_device(dst, src, bytes);
+    }
+    void copy_to_host(void* dst, const void* src, size_t bytes) override {
+        line("copy_to_host", {{"bytes", (long long)bytes}});
+        k_->copy_to_host(dst, src, bytes);
+    }
+    void zero(void* dst, size_t bytes) override {
+        line("zero", {{"bytes", (long long)bytes}});
+        k_->zero(dst, bytes);
+    }
+    void synchronize() override {
+        line("synchronize", {});
+        k_->synchronize();
+    }
+    void float_to_act(void* dst, const float* src, size_t n) override {
+        line("float_to_act", {{"n", (long long)n}});
+        k_->float_to_act(dst, src, n);
+    }
+    void act_to_float(float* dst, const void* src, size_t n) override {
+        line("act_to_float", {{"n", (long long)n}});
+        k_->act_to_float(dst, src, n);
+    }
+
+    // --- forward / backward ops ---
+    void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
+                         int C) override {
+        line("encoder_forward", {{"B", B}, {"T", T}, {"C", C}});
+        k_->encoder_forward(out, tokens, wte, wpe, B, T, C);
+    }
+    void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
+                          int C) override {
+        line("encoder_backward", {{"B", B}, {"T", T}, {"C", C}});
+        k_->encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
+    }
+    void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
+                           int N, int C) override {
+        line("layernorm_forward", {{"N", N}, {"C", C}});
+        k_->layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+    }
+    void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                            const void* weight, const float* mean, const float* rstd, int N, int C,
+                            float* dinp_sums) override {
+        line("layernorm_backward", {{"N", N}, {"C", C}}, dinp_sums != nullptr ? "dinp_sums" : "");
+        k_->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, dinp_sums);
+    }
+    void residual_layernorm_forward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                    const void* weight, const void* bias, int N, int C) override {
+        line("residual_layernorm_forward", {{"N", N}, {"C", C}});
+        k_->residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C);
+    }
+    void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
+                        int OC) override {
+        line("matmul_forward", {{"N", N}, {"C", C}, {"OC", OC}}, bias != nullptr ? "bias" : "");
+        k_->matmul_forward(out, inp, weight, bias, N, C, OC);
+    }
+    void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                         const void* weight, int N, int C, int OC) override {
+        line("matmul_backward", {{"N", N}, {"C", C}, {"OC", OC}}, dbias != nullptr ? "dbias" : "");
+        k_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    }
+    void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int C, int NH) override {
+        line("attention_forward", {{"B", B}, {"T", T}, {"C", C}, {"NH", NH}});
+        k_->attention_forward(out, lse, qkv, B, T, C, NH);
+    }
+    void attention_decode(void* out, const void* qkv, int pos, int n, int C, int NH) override {
+        line("attention_decode", {{"pos", pos}, {"n", n}, {"C", C}, {"NH", NH}});
+        k_->attention_decode(out, qkv, pos, n, C, NH);
+    }
+    void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
+                            int T, int C, int NH) override {
+        line("attention_backward", {{"B", B}, {"T", T}, {"C", C}, {"NH", NH}});
+        k_->attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    }
+    void gelu_forward(void* out, const void* inp, size_t n) override {
+        line("gelu_forward", {{"n", (long long)n}});
+        k_->gelu_forward(out, inp, n);
+    }
+    void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
+        line("gelu_backward", {{"n", (long long)n}});
+        k_->gelu_backward(dinp, inp, dout, n);
+    }
+    void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows, int cols) override {
+        line("gelu_backward_bias", {{"rows", rows}, {"cols", cols}});
+        k_->gelu_backward_bias(dinp, dbias, inp, dout, rows, cols);
+    }
+    void residual_forward(void* out, const void* a, const void* b, size_t n) override {
+        line("residual_forward", {{"n", (long long)n}});
+        k_->residual_forward(out, a, b, n);
+    }
+    void fused_classifier(void* dlogits, float* losses, const void* logits, const int32_t* targets, int N, int V,
+                          int Vp, float dloss) override {
+        line("fused_classifier", {{"N", N}, {"V", V}, {"Vp", Vp}}, dlogits != nullptr ? "dlogits" : "");
+        k_->fused_classifier(dlogits, losses, logits, targets, N, V, Vp, dloss);
+    }
+
+    // --- optimizer ---
+    double sum_squares(const float* g, size_t n) override {
+        line("sum_squares", {{"n", (long long)n}});
+        return k_->sum_squares(g, n);
+    }
+    void adamw_update(float* master, void* working, float* m, float* v, const float* grads, size_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) override {
+        line("adamw_update", {{"n", (long long)n}, {"t", t}});
+        k_->adamw_update(master, working, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    }
+
+  private:
+    // "op name=value ... [flag]"
+    void line(const char* op, std::initializer_list<Dim> dims, const char* flag = "") {
+        std::fputs(op, out_);
+        for (const Dim& d : dims)
+            std::fprintf(out_, " %s=%lld", d.name, d.value);
+        if (*flag != '\0') std::fprintf(out_, " %s", flag);
+        if (std::fputc('\n', out_) == EOF)
+            fail("--trace-ops %s: write failed: %s", path_.c_str(), std::strerror(errno));
+    }
+
+    std::unique_ptr<Backend> k_;
+    std::string path_;
+    std::FILE* out_ = nullptr;
+};
+
+}   // namespace
+
+std::unique_ptr<Backend> traced_kernel_set(std::unique_ptr<Backend> inner, const std::string& path) {
+    return std::make_unique<TracedBackend>(std::move(inner), path);
+}
+
+}   // namespace train_gpt
