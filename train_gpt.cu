@@ -56,6 +56,7 @@
 #include "model/gpt.h"
 #include "precision/fp8_autotune.h"
 #include "precision/loss_scaler.h"
+#include "train/fault_injection.h"
 #include "train/op_trace.h"
 #include "rng.h"
 #include "train/config.h"
@@ -377,11 +378,6 @@ struct StepResult {
     bool finite = true;     // false: loss or norm not finite, the update skipped
 };
 
-// --inject-nonfinite-step (testing the recovery path): one gradient value made +inf at those steps.
-void inject_nonfinite_for_testing(const TrainConfig& cfg, int step, GPT& model) {
-    if (cfg.injects_nonfinite_at(step)) model.poison_gradient();
-}
-
 // The gradients of one optimizer step: forward and backward over grad_accum_steps micro-batches
 // (the gradients accumulate), summed over ranks, and their norm. loss_scale: fp16's (1 otherwise);
 // the gradients come out multiplied by it, the loss and norm do not.
@@ -398,7 +394,6 @@ StepResult compute_gradients(GPT& model, DataLoader& loader, const TrainConfig& 
         r.loss += model.forward(inputs.data(), targets.data(), B, T, dloss * loss_scale) / plan.grad_accum_steps;
         model.backward();
     }
-    inject_nonfinite_for_testing(cfg, step, model);
     model.reduce_gradients();                                 // sum over ranks
     r.loss = comm.all_reduce_sum(r.loss) / plan.world_size;   // the mean over ranks
     r.norm = model.gradient_norm() / loss_scale;              // of the unscaled mean gradient
@@ -584,8 +579,14 @@ void build_model(Run& run, Comm& comm) {
     RunPlan& plan = run.plan;
     const int B = cfg.batch_size, T = plan.seq_len;
     run.backend = make_kernel_set(cfg, plan, comm, &run.nccl);
-    if (!cfg.trace_ops.empty() && comm.rank() == 0)
+    // decorators of the kernel set (backend_decorator.h): a run observed or a fault injected, with
+    // no branch in the step
+    if (cfg.inject_nonfinite_step != "-1") {
+        run.backend = with_injected_nonfinite(std::move(run.backend), cfg, run.start.step);
+    }
+    if (!cfg.trace_ops.empty() && comm.rank() == 0) {
         run.backend = traced_kernel_set(std::move(run.backend), cfg.trace_ops);
+    }
     run.model_comm = run.nccl ? run.nccl.get() : &comm;   // device buffers go over NCCL; host scalars stay on `comm`
     if (plan.precision.precision == Precision::FP8 && cfg.fp8_gemms == "auto") {   // fp8_autotune.h
         const std::optional<std::string> resumed_dir =

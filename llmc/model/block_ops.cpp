@@ -98,9 +98,10 @@ void BlockOps::layernorm_matmul_backward(int l, int g, void* dinp, const void* d
     gemm_backward(k_, tensors_, l, g, dinp, dout, x.out, tensors_.dbias(l, g), N);
 }
 
-bool BlockOps::adamw_update(int, bool, float*, float*, float*, const float*, float, float, float, float, float, float,
-                            int) {
-    return false;
+void BlockOps::adamw_update(int, bool, float* master, void* working, float* m, float* v, const float* grads, size_t n,
+                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                            int t) {
+    k_.adamw_update(master, working, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 
 }   // namespace train_gpt

@@ -110,11 +110,12 @@ class BlockOps {
     // Before the update (fp8 mode: every scaled tensor's step ends, so the weights' next scales are
     // known when AdamW writes their E4M3 copies).
     virtual void begin_update() {}
-    // AdamW of parameter tensor `tensor` (all of it: `whole`, this rank updates every value), as
-    // Backend::adamw_update over its values at master/m/v/grads; returns false, having done
-    // nothing, where the model's plain AdamW is the update (always, in 16 bits).
-    virtual bool adamw_update(int tensor, bool whole, float* master, float* m, float* v, const float* grads, float lr,
-                              float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
+    // AdamW of this rank's n values of parameter tensor `tensor` (all of it: `whole`) at
+    // master/working/m/v/grads: Backend::adamw_update (fp8 mode: with the weight's E4M3 copies
+    // written in the same pass, where it can).
+    virtual void adamw_update(int tensor, bool whole, float* master, void* working, float* m, float* v,
+                              const float* grads, size_t n, float lr, float beta1, float beta2, float eps,
+                              float weight_decay, float grad_scale, int t);
     // The working weights changed (an update, new weights, a restored checkpoint): fp8 mode casts
     // the E4M3 copies AdamW did not write.
     virtual void weights_changed() {}

@@ -510,12 +510,8 @@ void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
         const size_t local = begin - state_begin_;
         const float wd = param_tensor_decays(i) ? opt.weight_decay : 0.0f;
         float* master = master_ != nullptr ? master_ + local : nullptr;
-        if (ops_->adamw_update(i, /*whole=*/!sharded_, master, adam_m_ + local, adam_v_ + local, g + local, lr,
-                               opt.beta1, opt.beta2, opt.eps, wd, grad_scale, t)) {
-            continue;   // fp8 mode: AdamW and the weight's E4M3 copies in one pass
-        }
-        k_.adamw_update(master, act_at(params_, begin), adam_m_ + local, adam_v_ + local, g + local, end - begin, lr,
-                        opt.beta1, opt.beta2, opt.eps, wd, grad_scale, t);
+        ops_->adamw_update(i, /*whole=*/!sharded_, master, act_at(params_, begin), adam_m_ + local, adam_v_ + local,
+                           g + local, end - begin, lr, opt.beta1, opt.beta2, opt.eps, wd, grad_scale, t);
     }
     if (sharded_) {   // every rank's updated slice of the working weights to every rank
         comm_->all_gather(params_, act_at(params_, state_begin_), padded_params_ / world_ * act_size_);
@@ -524,11 +520,6 @@ void GPT::update(float lr, const AdamWConfig& opt, float grad_scale, int t) {
 }
 
 void GPT::discard_step() { ops_->discard_step(); }
-
-void GPT::poison_gradient() {
-    const float inf = INFINITY;
-    k_.copy_to_device(grads_ + param_offsets_[kQkvw], &inf, sizeof(float));
-}
 
 std::vector<float> GPT::optimizer_state(const std::string& which) const {
     std::vector<float> out(state_len_);

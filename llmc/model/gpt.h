@@ -102,8 +102,6 @@ class GPT {
     void update(float lr, const AdamWConfig& opt, float grad_scale, int t);
     // A skipped step (non-finite loss or gradients): forget this step's FP8 amaxes.
     void discard_step();
-    // Testing the recovery path: makes one gradient value +inf.
-    void poison_gradient();
     // The FP8 state in fp8 mode (telemetry, checkpoints), else null.
     const Fp8State* fp8() const { return fp8_.get(); }
     // Bytes of the activation buffers allocated for (max_B, max_T): every layer's saved

@@ -113,11 +113,15 @@ void Fp8BlockOps::layernorm_matmul_backward(int l, int g, void* dinp, const void
 // writes an FP8 GEMM's weight copies in its own pass where it can (Fp8State::casts_in_update).
 void Fp8BlockOps::begin_update() { fp8_.end_step(); }
 
-bool Fp8BlockOps::adamw_update(int tensor, bool whole, float* master, float* m, float* v, const float* grads, float lr,
-                               float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
-    if (!fp8_.casts_in_update(tensor, whole)) return false;
+void Fp8BlockOps::adamw_update(int tensor, bool whole, float* master, void* working, float* m, float* v,
+                               const float* grads, size_t n, float lr, float beta1, float beta2, float eps,
+                               float weight_decay, float grad_scale, int t) {
+    if (!fp8_.casts_in_update(tensor, whole)) {   // the 16-bit update; weights_changed() casts the copies
+        BlockOps::adamw_update(tensor, whole, master, working, m, v, grads, n, lr, beta1, beta2, eps, weight_decay,
+                               grad_scale, t);
+        return;
+    }
     fp8_.adamw_update(tensor, master, m, v, grads, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
-    return true;
 }
 
 void Fp8BlockOps::weights_changed() { fp8_.cast_weights(); }

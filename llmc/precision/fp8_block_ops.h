@@ -35,8 +35,9 @@ class Fp8BlockOps : public BlockOps {
     void layernorm_matmul_backward(int l, int g, void* dinp, const void* dout, const LayernormInput& x, int N) override;
 
     void begin_update() override;
-    bool adamw_update(int tensor, bool whole, float* master, float* m, float* v, const float* grads, float lr,
-                      float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) override;
+    void adamw_update(int tensor, bool whole, float* master, void* working, float* m, float* v, const float* grads,
+                      size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                      int t) override;
     void weights_changed() override;
     void discard_step() override;
 

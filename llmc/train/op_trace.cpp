@@ -1,6 +1,7 @@
 // train/op_trace.cpp — the --trace-ops decorator (op_trace.h).
 #include "train/op_trace.h"
 
+#include "backend_decorator.h"
 #include "utils.h"
 
 #include <cerrno>
@@ -18,19 +19,16 @@ struct Dim {
     long long value;
 };
 
-class TracedBackend final : public Backend {
+class TracedBackend final : public BackendDecorator {
   public:
-    TracedBackend(std::unique_ptr<Backend> inner, const std::string& path) : k_(std::move(inner)), path_(path) {
+    TracedBackend(std::unique_ptr<Backend> inner, const std::string& path)
+        : BackendDecorator(std::move(inner)), path_(path) {
         out_ = std::fopen(path.c_str(), "w");
         if (out_ == nullptr) fail("--trace-ops %s: cannot open it for writing: %s", path.c_str(), std::strerror(errno));
     }
     ~TracedBackend() override {
         if (out_ != nullptr) std::fclose(out_);
     }
-
-    std::string name() const override { return k_->name(); }
-    DType act_dtype() const override { return k_->act_dtype(); }
-    Fp8Ops* fp8() override { return k_->fp8(); }
 
     // --- memory ---
     void* alloc(size_t bytes) override {
@@ -160,7 +158,6 @@ class TracedBackend final : public Backend {
             fail("--trace-ops %s: write failed: %s", path_.c_str(), std::strerror(errno));
     }
 
-    std::unique_ptr<Backend> k_;
     std::string path_;
     std::FILE* out_ = nullptr;
 };
