@@ -127,7 +127,7 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     const DType act_dtype = activation_dtype(plan.precision.precision);
     if (plan.device == "cpu") {
         if (cfg.profile) print0("notice: --profile times the CUDA kernel set's ops; the CPU kernel set has none\n");
-        return make_cpu_backend(act_dtype);
+        return make_cpu_backend(act_dtype, plan.precision.precision == Precision::TF32);
     }
     CudaOptions options;
     options.flash_attention = plan.attention == "flash";
@@ -135,6 +135,7 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     options.gemm_autotune = cfg.gemm_autotune;
     options.log_gemm_autotune = g_is_root;
     options.profile = cfg.profile;
+    options.tf32_gemms = plan.precision.precision == Precision::TF32;
     std::string reason;
     std::unique_ptr<Backend> backend =
         make_cuda_backend(act_dtype, comm.local_rank() % cuda_device_count(&reason), options);

@@ -233,8 +233,9 @@ class Fp8Ops {
                                      const Fp8ScaleSlot* weight_scale, int N, int C, int OC) = 0;
 };
 
-// The CPU kernel set for activations of `dtype` (always available).
-std::unique_ptr<Backend> make_cpu_backend(DType dtype = DType::F32);
+// The CPU kernel set for activations of `dtype` (always available); tf32_gemms (fp32 only): the
+// tf32 precision's matmul ops (cpu::matmul_forward_tf32).
+std::unique_ptr<Backend> make_cpu_backend(DType dtype = DType::F32, bool tf32_gemms = false);
 
 // Threads of the CPU kernel set (OpenMP and the BLAS).
 void set_cpu_threads(int n);

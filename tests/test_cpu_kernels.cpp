@@ -7,6 +7,7 @@
 // rounding error O(ε · |L| / h) ≈ 1e-10 for the O(1)..O(10) values here, so a normwise relative
 // error of 1e-7 leaves three orders of margin yet catches any wrong term (which is O(1)).
 #include "cpu/kernels.h"
+#include "precision/dtypes.h"
 #include "rng.h"
 #include "test_util.h"
 
@@ -133,6 +134,48 @@ TEST(CpuKernels, MatmulForwardMatchesNaiveLoop) {
             EXPECT_NEAR(y[i * OC + o], ref, 1e-12);
         }
     }
+}
+
+// The tf32 matmul ops are the fp32 ones on TF32-rounded operands, bit for bit (the bias and dbias
+// untouched by the rounding), and within the TF32 bound of the exact product: each term carries
+// two roundings of at most u = 2^-11 (|ab(1+δ1)(1+δ2) − ab| ≤ (2u + u²)|ab|), and the FP32 sum
+// of C terms adds γ_C ≤ C·2^-24 of Σ|ab|. The rounding must show: the result is not fp32's.
+TEST(CpuKernels, Tf32MatmulIsTheFp32GemmOfTf32Operands) {
+    const int N = 9, C = 40, OC = 6;
+    auto as_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    const std::vector<float> x = as_float(randn(N * C, 31)), w = as_float(randn(OC * C, 32)),
+                             b = as_float(randn(OC, 33)), dy = as_float(randn(N * OC, 34));
+    auto rounded = [](std::vector<float> v) {
+        for (float& f : v)
+            f = tf32_round(f);
+        return v;
+    };
+    const std::vector<float> xr = rounded(x), wr = rounded(w), dyr = rounded(dy);
+    std::vector<float> y(N * OC), y_ref(N * OC), y_fp32(N * OC);
+    k::matmul_forward_tf32(y.data(), x.data(), w.data(), b.data(), N, C, OC);
+    k::matmul_forward(y_ref.data(), xr.data(), wr.data(), b.data(), N, C, OC);
+    k::matmul_forward(y_fp32.data(), x.data(), w.data(), b.data(), N, C, OC);
+    EXPECT_EQ(y, y_ref);
+    EXPECT_NE(y, y_fp32) << "the operands were not rounded";
+    const double u = 0x1p-11, gamma = C * 0x1p-24;
+    for (int i = 0; i < N; i++) {
+        for (int o = 0; o < OC; o++) {
+            double exact = b[o], abs_sum = std::fabs(b[o]);
+            for (int c = 0; c < C; c++) {
+                exact += (double)x[i * C + c] * w[o * C + c];
+                abs_sum += std::fabs((double)x[i * C + c] * w[o * C + c]);
+            }
+            EXPECT_LE(std::fabs(y[i * OC + o] - exact), (2 * u + u * u + gamma) * abs_sum);
+        }
+    }
+    std::vector<float> dx(N * C), dx_ref(N * C), dw(OC * C, 0.5f), dw_ref(OC * C, 0.5f), db(OC, 0.25f),
+        db_ref(OC, 0.25f);
+    k::matmul_backward_tf32(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, C, OC);
+    k::matmul_backward(dx_ref.data(), dw_ref.data(), (float*)nullptr, dyr.data(), xr.data(), wr.data(), N, C, OC);
+    k::add_column_sums(db_ref.data(), dy.data(), N, OC);   // dbias: a sum of dout as it is
+    EXPECT_EQ(dx, dx_ref);
+    EXPECT_EQ(dw, dw_ref);
+    EXPECT_EQ(db, db_ref);
 }
 
 TEST(CpuKernels, MatmulBackwardMatchesFiniteDifferences) {

@@ -324,3 +324,49 @@ TYPED_TEST(DtypesOracle, EncodeRandomFloats) {
     EXPECT_EQ(misses, 0) << F::name << ": first mismatch at float bits 0x" << std::hex << first_miss;
     std::printf("[ %s ] %lld random floats: %lld mismatches with CUDA\n", F::name, (long long)n, (long long)misses);
 }
+
+// TF32 (tf32_round, the tf32 precision's GEMM operands): against an oracle in double arithmetic,
+// round to nearest with ties away from zero on the TF32 grid of x's binade (ulp 2^(e−10), e ≥
+// −126: fp32's subnormals keep their spacing, 2^-136 on TF32's grid), on random floats of every
+// binade, on every tie and its neighbours, and on the specials.
+namespace {
+float tf32_oracle(float x) {
+    if (!std::isfinite(x)) return x;
+    if (x == 0.0f) return x;
+    int e = 0;
+    std::frexp((double)x, &e);   // |x| = m · 2^e, m in [0.5, 1): the binade's exponent is e − 1
+    const double ulp = std::ldexp(1.0, std::max(e - 1, -126) - 10);
+    const double q = std::fabs((double)x) / ulp;
+    const double r = std::floor(q + 0.5);              // ties away from zero (on the magnitude)
+    return (float)std::copysign(r * ulp, (double)x);   // exact, or ±inf past FLT_MAX's grid
+}
+}   // namespace
+
+TEST(Dtypes, Tf32RoundingIsToNearestTiesAwayOnTheTf32Grid) {
+    EXPECT_EQ(fbits(tf32_round(1.0f)), fbits(1.0f));
+    EXPECT_EQ(tf32_round(1.0f + 0x1p-11f), 1.0f + 0x1p-10f);   // a tie rounds away
+    EXPECT_EQ(tf32_round(-(1.0f + 0x1p-11f)), -(1.0f + 0x1p-10f));
+    EXPECT_EQ(tf32_round(1.0f + 0x1p-11f - 0x1p-23f), 1.0f);   // below the tie
+    EXPECT_EQ(tf32_round(FLT_MAX), INFINITY);                  // the carry out of the last binade
+    EXPECT_EQ(fbits(tf32_round(-0.0f)), fbits(-0.0f));
+    EXPECT_TRUE(std::isnan(tf32_round(NAN)));
+    EXPECT_EQ(tf32_round(-INFINITY), -INFINITY);
+    int64_t misses = 0, ties = 0;
+    for (int64_t i = 0; i < 20'000'000; ++i) {
+        const uint64_t r = splitmix64(uint64_t(i) * 2 + 11);
+        uint32_t b = uint32_t(r);
+        if (i % 4 == 1) b = (b & ~0x1fffu) | 0x1000u;   // a tie
+        if (i % 4 == 2) b = (b & ~0x1fffu) | 0x0fffu;   // just below one
+        if (i % 4 == 3) b = (b & ~0x1fffu) | 0x1001u;   // just above one
+        const float x = bitsf(b);
+        if (!std::isfinite(x)) continue;
+        ties += i % 4 == 1;
+        const float mine = tf32_round(x), ref = tf32_oracle(x);
+        misses += fbits(mine) != fbits(ref);
+        if (std::isfinite(mine) && std::isnormal(x)) {   // |error| ≤ u |x|, u = 2^-11
+            EXPECT_LE(std::fabs((double)mine - x), 0x1p-11 * std::fabs((double)x)) << std::hexfloat << x;
+        }
+    }
+    EXPECT_EQ(misses, 0);
+    EXPECT_GT(ties, 1'000'000);
+}

@@ -413,7 +413,7 @@ ModeResult run_mode(Precision p, const GPTConfig& cfg, const std::vector<float>&
     PrecisionConfig pc;
     pc.precision = p;
     pc.fp8.recipe = recipe;
-    auto backend = make_cpu_backend(activation_dtype(p));
+    auto backend = make_cpu_backend(activation_dtype(p), p == Precision::TF32);
     GPT model(cfg, *backend, B, T, pc);
     model.set_weights(weights);
     model.zero_grad();
@@ -476,6 +476,8 @@ TEST(Precision, ModesMatchFp32WithinFormatTolerances) {
     const Case cases[] = {
         {Precision::BF16, Fp8Recipe::Delayed, u_bf16, chain * u_bf16},
         {Precision::FP16, Fp8Recipe::Delayed, u_fp16, chain * u_fp16},
+        // tf32 rounds only the GEMM operands, to fp16's u, and stores fp32: within fp16's bounds
+        {Precision::TF32, Fp8Recipe::Delayed, kUnitRoundoffTf32, chain * kUnitRoundoffTf32},
         {Precision::FP8, Fp8Recipe::Delayed, u_e4m3, std::sqrt(6.0) * u_e5m2},
         {Precision::FP8, Fp8Recipe::Current, u_e4m3, std::sqrt(6.0) * u_e5m2},
     };
@@ -498,6 +500,31 @@ TEST(Precision, ModesMatchFp32WithinFormatTolerances) {
                     c.p == Precision::FP8 ? (c.recipe == Fp8Recipe::Current ? " current" : " delayed") : "", loss_err,
                     c.loss_tol, worst, c.grad_tol);
     }
+}
+
+// -p tf32 through the binary: it trains (the loss falls), keeps no master copy (fp32 storage),
+// says so in config.json, and its losses are fp32's to within tf32's u (the steps' losses are
+// compared, not equal: the GEMM operands are rounded).
+TEST(Precision, Tf32TrainsNextToFp32) {
+    TinyRun run;
+    std::string output;
+    ASSERT_EQ(run_command(run.command("-p tf32 -x 6 --device cpu"), &output), 0) << output;
+    const auto tf32 = log_records(run.dir.file("out/log.jsonl"), "step");
+    const auto config = nlohmann::json::parse(read_text(run.dir.file("out/config.json")));
+    EXPECT_EQ(config["precision"], "tf32");
+    TinyRun ref;
+    ASSERT_EQ(run_command(ref.command("-p fp32 -x 6 --device cpu"), &output), 0) << output;
+    const auto fp32 = log_records(ref.dir.file("out/log.jsonl"), "step");
+    ASSERT_EQ(tf32.size(), 6u);
+    ASSERT_EQ(fp32.size(), 6u);
+    EXPECT_LT(tf32.back()["loss"].get<double>(), tf32.front()["loss"].get<double>());
+    bool differs = false;
+    for (size_t i = 0; i < 6; i++) {
+        const double a = tf32[i]["loss"].get<double>(), b = fp32[i]["loss"].get<double>();
+        EXPECT_LT(std::fabs(a - b) / b, 16 * kUnitRoundoffTf32) << "step " << i + 1;   // six steps of drift
+        differs |= a != b;
+    }
+    EXPECT_TRUE(differs) << "tf32 computed exactly fp32's losses: its GEMM operands were not rounded";
 }
 
 TEST(Precision, Fp8TelemetryIsLoggedPerScaledTensor) {

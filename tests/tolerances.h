@@ -41,6 +41,7 @@ namespace train_gpt::test {
 constexpr double kUnitRoundoffFp32 = 0x1p-24;
 constexpr double kUnitRoundoffBf16 = 0x1p-8;
 constexpr double kUnitRoundoffFp16 = 0x1p-11;
+constexpr double kUnitRoundoffTf32 = 0x1p-11;   // a GEMM operand's rounding in tf32 (10-bit fraction)
 constexpr double kUnitRoundoffE4M3 = 0x1p-4;
 constexpr double kUnitRoundoffE5M2 = 0x1p-3;
 
@@ -48,7 +49,8 @@ constexpr double kUnitRoundoffE5M2 = 0x1p-3;
 // GEMM operands).
 inline double storage_unit_roundoff(Precision p) {
     switch (p) {
-        case Precision::FP32: return kUnitRoundoffFp32;
+        case Precision::FP32:
+        case Precision::TF32: return kUnitRoundoffFp32;
         case Precision::BF16: return kUnitRoundoffBf16;
         case Precision::FP16: return kUnitRoundoffFp16;
         case Precision::FP8: return kUnitRoundoffBf16;

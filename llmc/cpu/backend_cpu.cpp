@@ -15,7 +15,8 @@ namespace train_gpt {
 namespace {
 
 template <typename T>
-class CpuBackend final : public Backend, public Fp8Ops {
+class CpuBackend : public Backend, public Fp8Ops {
+  protected:
     static T* act(void* p) { return static_cast<T*>(p); }
     static const T* act(const void* p) { return static_cast<const T*>(p); }
 
@@ -204,9 +205,27 @@ class CpuBackend final : public Backend, public Fp8Ops {
     DType dtype_;
 };
 
+// The tf32 precision: fp32 with the matmul ops' GEMM operands rounded to TF32.
+class CpuTf32Backend final : public CpuBackend<float> {
+  public:
+    CpuTf32Backend() : CpuBackend<float>(DType::F32) {}
+    void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
+                        int OC) override {
+        cpu::matmul_forward_tf32(act(out), act(inp), act(weight), act(bias), N, C, OC);
+    }
+    void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                         const void* weight, int N, int C, int OC) override {
+        cpu::matmul_backward_tf32(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC);
+    }
+};
+
 }   // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(DType dtype) {
+std::unique_ptr<Backend> make_cpu_backend(DType dtype, bool tf32_gemms) {
+    if (tf32_gemms) {
+        if (dtype != DType::F32) fail("TF32 GEMMs need fp32 storage (precision tf32), not %s", dtype_name(dtype));
+        return std::make_unique<CpuTf32Backend>();
+    }
     switch (dtype) {
         case DType::F32: return std::make_unique<CpuBackend<float>>(dtype);
         case DType::BF16: return std::make_unique<CpuBackend<bf16>>(dtype);

@@ -224,6 +224,29 @@ void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout,
     if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);
 }
 
+namespace {
+std::vector<float> tf32_rounded(const float* x, size_t n) {
+    std::vector<float> r(n);
+#pragma omp parallel for
+    for (size_t i = 0; i < n; i++)
+        r[i] = tf32_round(x[i]);
+    return r;
+}
+}   // namespace
+
+void matmul_forward_tf32(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC) {
+    const std::vector<float> x = tf32_rounded(inp, (size_t)N * C), w = tf32_rounded(weight, (size_t)OC * C);
+    matmul_forward(out, x.data(), w.data(), bias, N, C, OC);
+}
+
+void matmul_backward_tf32(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, int N, int C, int OC) {
+    const std::vector<float> dy = tf32_rounded(dout, (size_t)N * OC), x = tf32_rounded(inp, (size_t)N * C),
+                             w = tf32_rounded(weight, (size_t)OC * C);
+    matmul_backward(dinp, dweight, (float*)nullptr, dy.data(), x.data(), w.data(), N, C, OC);
+    if (dbias != nullptr) add_column_sums(dbias, dout, N, OC);   // of dout as it is
+}
+
 // One row of causal attention, the one place attention_forward and attention_decode compute it:
 // query t of head h against keys and values 0..t of one sequence's widened qkv rows `seq`
 // (≥ t+1, 3C). Writes out_row (hs) and returns the row's log-sum-exp; scores (≥ t+1) and o (hs)

@@ -73,6 +73,13 @@ template <typename T>
 void matmul_backward(T* dinp, acc_t<T>* dweight, acc_t<T>* dbias, const T* dout, const T* inp, const T* weight, int N,
                      int C, int OC);
 
+// The tf32 precision's matmul ops: each GEMM's two operands rounded to TF32 first (tf32_round in
+// precision/dtypes.h), as TF32 tensor cores read them, then the FP32 GEMM; the bias and dbias
+// stay FP32 (an epilogue add and a column sum, not products).
+void matmul_forward_tf32(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);
+void matmul_backward_tf32(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, int N, int C, int OC);
+
 // Backend::attention_forward, exact per row (no tiling): scores, max, sum and lse in FP32; with
 // 16-bit T the normalised probabilities P are rounded to T before P·V, as a bf16/fp16 kernel
 // feeds them to its second matmul.

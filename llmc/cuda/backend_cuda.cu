@@ -456,9 +456,10 @@ class CudaBackend : public Backend, public Fp8Ops {
     cuda::OpProfiler* profiler() { return profiler_.enabled() ? &profiler_ : nullptr; }
 };
 
-// --fused-kernels and --attention flash (not yet validated on a GPU): the ops they change. Fused:
-// the residual add in the layernorm, the bias gradients in the layernorm and GELU backward, one
-// kernel each; flash: the tensor-core attention where it supports the head size (bf16, fp16).
+// --fused-kernels, --attention flash and -p tf32 (not yet validated on a GPU): the ops they change.
+// Fused: the residual add in the layernorm, the bias gradients in the layernorm and GELU backward,
+// one kernel each; flash: the tensor-core attention where it supports the head size (bf16, fp16);
+// tf32: the matmul ops' GEMMs on TF32 tensor cores (fp32 storage).
 template <typename T>
 class CudaBackendWithOptions final : public CudaBackend<T> {
     using Base = CudaBackend<T>;
@@ -495,6 +496,29 @@ class CudaBackendWithOptions final : public CudaBackend<T> {
         cuda::residual_layernorm_forward(act(residual), act(out), mean, rstd, act(a), act(b), act(weight), act(bias), N,
                                          C, stream_);
     }
+    void matmul_forward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
+                        int OC) override {
+        if constexpr (std::is_same_v<T, float>) {
+            if (options_.tf32_gemms) {
+                const cuda::OpProfiler::Scope timed(profiler(), "matmul_forward", stream_);
+                cuda::matmul_forward_tf32(act(out), act(inp), act(weight), act(bias), N, C, OC, stream_);
+                return;
+            }
+        }
+        Base::matmul_forward(out, inp, weight, bias, N, C, OC);
+    }
+    void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                         const void* weight, int N, int C, int OC) override {
+        if constexpr (std::is_same_v<T, float>) {
+            if (options_.tf32_gemms) {
+                const cuda::OpProfiler::Scope timed(profiler(), "matmul_backward", stream_);
+                cuda::matmul_backward_tf32(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC,
+                                           stream_);
+                return;
+            }
+        }
+        Base::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
         if constexpr (!std::is_same_v<T, float>) {
             if (flash_attention(C / NH)) {
@@ -521,7 +545,10 @@ class CudaBackendWithOptions final : public CudaBackend<T> {
 // The kernel set for T: the validated one, or, with a flag that changes an op, the one with options.
 template <typename T>
 std::unique_ptr<Backend> make_for(DType dtype, int device, const CudaOptions& options) {
-    if (options.fused_kernels || options.flash_attention) {
+    if (options.tf32_gemms && !std::is_same_v<T, float>) {
+        fail("TF32 GEMMs need fp32 storage (precision tf32), not %s", dtype_name(dtype));
+    }
+    if (options.fused_kernels || options.flash_attention || options.tf32_gemms) {
         return std::make_unique<CudaBackendWithOptions<T>>(dtype, device, options);
     }
     return std::make_unique<CudaBackend<T>>(dtype, device, options);

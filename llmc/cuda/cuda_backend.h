@@ -2,8 +2,9 @@
 //
 // Host-compiled code may include this header: it names no CUDA type. The backend keeps every
 // buffer in device memory (cudaMalloc, zero-initialised) and runs every op on one stream of its
-// own; the ops that hand a value back to the host (amax, sum_squares) and the copies return when
-// it is ready, every other op (the FP8 casts included) is queued and returns at once. The kernels are compiled for the
+// own; the ops that hand a value back to the host (amax, sum_squares, copy_to_host) and copies of
+// more than 1 MiB to the device return when it is ready, every other op (the FP8 casts and the
+// small copies included) is queued and returns at once. The kernels are compiled for the
 // GENCODE of the Makefile (sm_90a by default); a device without a matching image is rejected
 // when the backend is made.
 #pragma once
@@ -37,6 +38,9 @@ struct CudaOptions {
     // --profile: GPU time per op from CUDA events around every op (cuda/op_profiler.cuh), printed
     // when the backend is destroyed; no synchronisation is added
     bool profile = false;
+    // -p tf32 (fp32 storage only): the matmul ops' GEMMs on TF32 tensor cores (cuda/matmul.cuh,
+    // matmul_forward_tf32), the other ops fp32's
+    bool tf32_gemms = false;
 };
 
 // The CUDA kernel set for activations of `dtype` on GPU `device` (made current for this thread).

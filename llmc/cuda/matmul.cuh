@@ -3,7 +3,9 @@
 // (cpu/fp8_kernels.h). Same arguments, plus the stream.
 //
 // Invariants:
-//   * every GEMM accumulates in FP32 (CUBLAS_COMPUTE_32F: no TF32, no FP16 accumulation) and
+//   * every GEMM accumulates in FP32 (CUBLAS_COMPUTE_32F: no TF32, no FP16 accumulation; the
+//     tf32 precision's matmul_forward_tf32 / matmul_backward_tf32 alone take
+//     CUBLAS_COMPUTE_32F_FAST_TF32: FP32 operands read as TF32, FP32 accumulation) and
 //     rounds into its output once: split-K algorithms must reduce their parts in FP32
 //     (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE), not in a 16-bit output, unless cuBLASLt offers
 //     nothing else for the problem;
@@ -98,12 +100,13 @@ struct GemmProblem {
     int64_t lda, ldb, ldd;
     int64_t align_a, align_b, align_d, align_bias;   // bytes
     int64_t fp8;                                     // 0: 16/32-bit; 1: FP8; 2: FP8 with fast accumulation
+    int64_t tf32;                                    // 1: CUBLAS_COMPUTE_32F_FAST_TF32 (FP32 operands)
     int64_t beta_nonzero, alpha_not_one;
     int64_t batch_count, stride_a, stride_b, stride_d;
     auto fields() const {
         return std::tie(m, n, k, a_type, b_type, d_type, bias_type, a_transposed, b_transposed, lda, ldb, ldd, align_a,
-                        align_b, align_d, align_bias, fp8, beta_nonzero, alpha_not_one, batch_count, stride_a, stride_b,
-                        stride_d);
+                        align_b, align_d, align_bias, fp8, tf32, beta_nonzero, alpha_not_one, batch_count, stride_a,
+                        stride_b, stride_d);
     }
     bool operator<(const GemmProblem& o) const { return fields() < o.fields(); }
 };
@@ -267,7 +270,8 @@ inline std::unique_ptr<GemmPlan> make_gemm_plan(const GemmProblem& p, bool trans
     auto plan = std::make_unique<GemmPlan>();
     const cudaDataType_t a_type = (cudaDataType_t)p.a_type, b_type = (cudaDataType_t)p.b_type;
     const cudaDataType_t d_type = (cudaDataType_t)p.d_type;
-    cublasCheck(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasComputeType_t compute = p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasCheck(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
     const cublasOperation_t op_a = transposed_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_b = transposed_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
@@ -456,7 +460,7 @@ size_t fastest_candidate(const std::vector<GemmAlgo>& runnable, cudaStream_t str
 inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, const GemmOperand& a, const GemmOperand& b,
                  void* d, cudaDataType_t d_type, int ldd, float beta, const void* bias, cudaDataType_t bias_type,
                  bool fast_accum, const GemmBatch& batch = {}, IfUnsupported if_unsupported = IfUnsupported::Fail,
-                 float alpha = 1.0f) {
+                 float alpha = 1.0f, bool tf32 = false) {
     GemmContext& ctx = gemm_context(stream);
     const bool fp8 = is_fp8(a.type) || is_fp8(b.type);
     GemmProblem key{};
@@ -467,6 +471,7 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
     key.align_a = pointer_alignment(a.ptr), key.align_b = pointer_alignment(b.ptr), key.align_d = pointer_alignment(d);
     key.align_bias = bias != nullptr ? pointer_alignment(bias) : 0;
     key.fp8 = fp8 ? 1 + fast_accum : 0;
+    key.tf32 = tf32;
     key.beta_nonzero = beta != 0.0f, key.alpha_not_one = alpha != 1.0f;
     key.batch_count = batch.count, key.stride_a = batch.stride_a, key.stride_b = batch.stride_b;
     key.stride_d = batch.stride_d;
@@ -534,13 +539,41 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
 
 // ---- the GEMMs ---------------------------------------------------------------------------------------
 
-// out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC); bias may be null.
+namespace detail {
+// The matmul ops' GEMMs; tf32: on TF32 tensor cores (T = float only)
 template <typename T>
-void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, cudaStream_t stream) {
+void matmul_forward_gemms(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, bool tf32,
+                          cudaStream_t stream) {
     if (N <= 0 || OC <= 0) return;
     const cudaDataType_t t = cuda_data_type<T>();
     gemm("matmul_forward", stream, OC, N, C, GemmOperand{weight, t, C, true}, GemmOperand{inp, t, C, false}, out, t, OC,
-         0.0f, bias, t, false);
+         0.0f, bias, t, false, {}, IfUnsupported::Fail, 1.0f, tf32);
+}
+template <typename T>
+void matmul_backward_gemms(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight, int N,
+                           int C, int OC, bool tf32, cudaStream_t stream) {
+    if (N <= 0 || OC <= 0 || C <= 0) return;
+    const cudaDataType_t t = cuda_data_type<T>();
+    if (dinp != nullptr) {
+        gemm("matmul_backward (dinp)", stream, C, N, OC, GemmOperand{weight, t, C, false},
+             GemmOperand{dout, t, OC, false}, dinp, t, C, 0.0f, nullptr, t, false, {}, IfUnsupported::Fail, 1.0f, tf32);
+    }
+    if (dweight != nullptr) {
+        gemm("matmul_backward (dweight)", stream, C, OC, N, GemmOperand{inp, t, C, false},
+             GemmOperand{dout, t, OC, true}, dweight, CUDA_R_32F, C, 1.0f, nullptr, t, false, {}, IfUnsupported::Fail,
+             1.0f, tf32);
+    }
+    if (dbias != nullptr) {
+        float* partial = static_cast<float*>(scratch((size_t)column_sum_chunks(N) * OC * sizeof(float), stream));
+        add_column_sums(dbias, partial, dout, N, OC, stream);
+    }
+}
+}   // namespace detail
+
+// out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC); bias may be null.
+template <typename T>
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, cudaStream_t stream) {
+    detail::matmul_forward_gemms(out, inp, weight, bias, N, C, OC, /*tf32=*/false, stream);
 }
 
 // dinp (N,C) = dout (N,OC) · weight (OC,C); dweight (OC,C) += doutᵀ · inp (N,C) in FP32;
@@ -548,20 +581,20 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 template <typename T>
 void matmul_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight, int N, int C,
                      int OC, cudaStream_t stream) {
-    if (N <= 0 || OC <= 0 || C <= 0) return;
-    const cudaDataType_t t = cuda_data_type<T>();
-    if (dinp != nullptr) {
-        gemm("matmul_backward (dinp)", stream, C, N, OC, GemmOperand{weight, t, C, false},
-             GemmOperand{dout, t, OC, false}, dinp, t, C, 0.0f, nullptr, t, false);
-    }
-    if (dweight != nullptr) {
-        gemm("matmul_backward (dweight)", stream, C, OC, N, GemmOperand{inp, t, C, false},
-             GemmOperand{dout, t, OC, true}, dweight, CUDA_R_32F, C, 1.0f, nullptr, t, false);
-    }
-    if (dbias != nullptr) {
-        float* partial = static_cast<float*>(scratch((size_t)column_sum_chunks(N) * OC * sizeof(float), stream));
-        add_column_sums(dbias, partial, dout, N, OC, stream);
-    }
+    detail::matmul_backward_gemms(dinp, dweight, dbias, dout, inp, weight, N, C, OC, /*tf32=*/false, stream);
+}
+
+// The tf32 precision's: the same on FP32 buffers, each GEMM on TF32 tensor cores
+// (CUBLAS_COMPUTE_32F_FAST_TF32: the operands read with a 10-bit fraction, FP32 accumulation);
+// the twins are cpu::matmul_forward_tf32 / matmul_backward_tf32, which round the operands to
+// nearest (cuBLASLt does not document its conversion: the tests allow truncation too).
+inline void matmul_forward_tf32(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
+                                int OC, cudaStream_t stream) {
+    detail::matmul_forward_gemms(out, inp, weight, bias, N, C, OC, /*tf32=*/true, stream);
+}
+inline void matmul_backward_tf32(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                                 const float* weight, int N, int C, int OC, cudaStream_t stream) {
+    detail::matmul_backward_gemms(dinp, dweight, dbias, dout, inp, weight, N, C, OC, /*tf32=*/true, stream);
 }
 
 // ---- FP8 through BF16 tensor cores: the fallback when cuBLASLt refuses an FP8 GEMM ------------

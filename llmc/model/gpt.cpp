@@ -175,7 +175,7 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
     state_len_ = sharded_ ? std::min(slice, num_params_ - std::min(num_params_, state_begin_)) : num_params_;
     const size_t state_alloc = sharded_ ? slice : num_params_;
     params_ = k_.alloc(padded_params_ * act_size_);
-    if (precision.precision != Precision::FP32 && precision.master_weights) {
+    if (activation_dtype(precision.precision) != DType::F32 && precision.master_weights) {   // 16-bit weights
         master_ = static_cast<float*>(k_.alloc(state_alloc * sizeof(float)));
     }
     grads_ = static_cast<float*>(k_.alloc(padded_params_ * sizeof(float)));

@@ -66,6 +66,16 @@ TG_HD inline float bits_float(uint32_t u) {
 TG_HD inline bool is_nan_f32(float f) { return (float_bits(f) & 0x7fffffffu) > 0x7f800000u; }
 TG_HD inline bool is_finite_f32(float f) { return (float_bits(f) & 0x7f800000u) != 0x7f800000u; }
 
+// f rounded to TF32, the tensor cores' FP32 input format (fp32's 8-bit exponent, a 10-bit
+// fraction), kept in a float: the 13 low fraction bits cleared after adding half of them — to
+// nearest, ties away from zero, as PTX cvt.rna.tf32.f32 (the magnitude bits round, the sign
+// stays). u = 2^-11. Inf and NaN pass unchanged; a carry out of the largest binade gives inf.
+TG_HD inline float tf32_round(float f) {
+    const uint32_t u = float_bits(f);
+    if ((u & 0x7f800000u) == 0x7f800000u) return f;
+    return bits_float((u + 0x1000u) & 0xffffe000u);
+}
+
 namespace detail {
 
 constexpr uint32_t kF32CanonicalNaN = 0x7fffffffu;

@@ -7,15 +7,17 @@ namespace train_gpt {
 
 Precision parse_precision(const std::string& name) {
     if (name == "fp32") return Precision::FP32;
+    if (name == "tf32") return Precision::TF32;
     if (name == "bf16") return Precision::BF16;
     if (name == "fp16") return Precision::FP16;
     if (name == "fp8") return Precision::FP8;
-    fail("unknown precision '%s' (expected fp32, bf16, fp16 or fp8)", name.c_str());
+    fail("unknown precision '%s' (expected fp32, tf32, bf16, fp16 or fp8)", name.c_str());
 }
 
 const char* precision_name(Precision p) {
     switch (p) {
         case Precision::FP32: return "fp32";
+        case Precision::TF32: return "tf32";
         case Precision::BF16: return "bf16";
         case Precision::FP16: return "fp16";
         case Precision::FP8: return "fp8";
@@ -25,7 +27,8 @@ const char* precision_name(Precision p) {
 
 DType activation_dtype(Precision p) {
     switch (p) {
-        case Precision::FP32: return DType::F32;
+        case Precision::FP32:
+        case Precision::TF32: return DType::F32;
         case Precision::FP16: return DType::F16;
         default: return DType::BF16;
     }

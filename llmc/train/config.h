@@ -46,7 +46,7 @@ struct TrainConfig {
     float adam_eps = 1e-8f;
     float grad_clip = 1.0f;   // 0: no clipping
     // precision (DESIGN §3, §4)
-    std::string precision = "auto";   // auto (bf16 on a GPU, fp32 on the CPU) | fp32 | bf16 | fp16 | fp8
+    std::string precision = "auto";   // auto (bf16 on a GPU, fp32 on the CPU) | fp32 | tf32 | bf16 | fp16 | fp8
     bool master_weights = true;       // FP32 master weights (off: the ablation that shows why they matter)
     bool loss_scaling = true;         // fp16 dynamic loss scaling (off: the ablation)
     float loss_scale_init = 65536.0f;

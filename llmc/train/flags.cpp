@@ -204,9 +204,10 @@ std::vector<Flag> make_table() {
 
         // precision
         Flag("-p,--precision", precision, "P",
-             "auto (bf16 on a GPU, fp32 on the CPU) | fp32 | bf16 | fp16 | fp8 (bf16 storage, FP8 GEMMs)",
+             "auto (bf16 on a GPU, fp32 on the CPU) | fp32 | tf32 (fp32, the matmul GEMMs on TF32 tensor cores) | "
+             "bf16 | fp16 | fp8 (bf16 storage, FP8 GEMMs)",
              &C::precision)
-            .one_of({"auto", "fp32", "bf16", "fp16", "fp8"})
+            .one_of({"auto", "fp32", "tf32", "bf16", "fp16", "fp8"})
             .config([](const C& c, const P& p) {
                 return Rows{text_row("precision", precision_name(p.precision.precision)),
                             text_row("precision_from", precision_source(c, p))};

@@ -157,9 +157,11 @@ inline void expect_bytes_equal(const std::string& what, const std::vector<uint8_
 // The two kernel sets of one activation dtype, and buffers that live on both.
 class Twin {
   public:
-    // options: the CUDA kernel set's (fused kernels or not, ...)
+    // options: the CUDA kernel set's (fused kernels or not, ...); tf32_gemms applies to both
     explicit Twin(DType dtype, const CudaOptions& options = {})
-        : dtype_(dtype), cpu_(make_cpu_backend(dtype)), gpu_(make_cuda_backend(dtype, 0, options)) {}
+        : dtype_(dtype),
+          cpu_(make_cpu_backend(dtype, options.tf32_gemms)),
+          gpu_(make_cuda_backend(dtype, 0, options)) {}
     DType dtype() const { return dtype_; }
     size_t act_size() const { return dtype_size(dtype_); }
     Backend& cpu() { return *cpu_; }

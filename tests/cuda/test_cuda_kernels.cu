@@ -289,6 +289,52 @@ TEST_P(CudaDTypeTest, MatmulForward) {
     }
 }
 
+// -p tf32: the matmul ops on TF32 tensor cores (cuBLASLt's FAST_TF32) against the CPU twin, which
+// rounds each operand to nearest on the TF32 grid (cpu::matmul_forward_tf32). cuBLASLt does not
+// say how it converts: a conversion that truncates differs from the twin's by up to one TF32 ulp
+// (2u, u = 2^-11) per operand, 4u per product; on top, the two FP32 sums' orders (sum_coeff).
+TEST_F(CudaTest, Tf32MatmulsMatchTheirTwin) {
+    CudaOptions options;
+    options.tf32_gemms = true;
+    constexpr double kTf32PerProduct = 4 * 0x1p-11;
+    for (const Gemm& g : kGemms) {
+        SCOPED_TRACE(gemm_str(g));
+        Twin tw(DType::F32, options);
+        Random r(seed_);
+        Twin::Buf inp = tw.act(r.normal((size_t)g.N * g.C)), w = tw.act(r.normal((size_t)g.OC * g.C, 0.05));
+        Twin::Buf b = tw.act(r.normal(g.OC, 0.5)), dout = tw.act(r.normal((size_t)g.N * g.OC));
+        Twin::Buf out = tw.poisoned_act((size_t)g.N * g.OC), dinp = tw.poisoned_act((size_t)g.N * g.C);
+        Twin::Buf dw = tw.f32(r.normal((size_t)g.OC * g.C)), db = tw.f32(r.normal(g.OC));
+        const std::vector<float> dw0 = tw.f32_c(dw), db0 = tw.f32_c(db);
+        tw.cpu().matmul_forward(out.c, inp.c, w.c, b.c, g.N, g.C, g.OC);
+        tw.gpu().matmul_forward(out.g, inp.g, w.g, b.g, g.N, g.C, g.OC);
+        tw.cpu().matmul_backward(dinp.c, dw.cp<float>(), db.cp<float>(), dout.c, inp.c, w.c, g.N, g.C, g.OC);
+        tw.gpu().matmul_backward(dinp.g, dw.gp<float>(), db.gp<float>(), dout.g, inp.g, w.g, g.N, g.C, g.OC);
+        const std::vector<float> x = tw.act_c(inp), wf = tw.act_c(w), dy = tw.act_c(dout), bias = tw.act_c(b);
+        std::vector<double> Ao = abs_matmul(x, wf, g.N, g.C, g.OC);
+        for (size_t i = 0; i < Ao.size(); i++)
+            Ao[i] += std::fabs(bias[i % g.OC]);
+        const std::vector<double> Ai = abs_matmul(dy, transposed(wf, g.OC, g.C), g.N, g.OC, g.C);
+        std::vector<double> Aw = abs_matmul(transposed(dy, g.N, g.OC), transposed(x, g.N, g.C), g.OC, g.N, g.C);
+        for (size_t i = 0; i < Aw.size(); i++)
+            Aw[i] += std::fabs(dw0[i]);
+        tw.check_act("tf32 matmul_forward out", out,
+                     normwise(scaled(Ao, sum_coeff(g.C + 1, true) + kTf32PerProduct), tw.act_c(out)));
+        tw.check_act("tf32 matmul_backward dinp", dinp,
+                     normwise(scaled(Ai, sum_coeff(g.OC, true) + kTf32PerProduct), tw.act_c(dinp)));
+        tw.check_f32("tf32 matmul_backward dweight", dw,
+                     normwise(scaled(Aw, sum_coeff(g.N + 1, true) + kTf32PerProduct), tw.f32_c(dw)));
+        // dbias: FP32 column sums of dout as it is, fp32's bound
+        std::vector<double> Ab(g.OC);
+        for (int o = 0; o < g.OC; o++) {
+            Ab[o] = std::fabs(db0[o]);
+            for (int n = 0; n < g.N; n++)
+                Ab[o] += std::fabs(dy[(size_t)n * g.OC + o]);
+        }
+        tw.check_f32("tf32 matmul_backward dbias", db, normwise(scaled(Ab, sum_coeff(g.N + 1)), tw.f32_c(db)));
+    }
+}
+
 TEST_P(CudaDTypeTest, MatmulBackwardWritesDinpAccumulatesParameters) {
     const DType d = GetParam();
     for (const Gemm& g : kGemms) {
