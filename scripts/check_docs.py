@@ -11,7 +11,8 @@ The walkthrough's step is also checked against what a step runs: ./train_gpt --t
 (llmc/train/op_trace.h) on a tiny byte corpus, one step of d2 on the CPU kernel set, lists every
 kernel-set op the run calls. Every op of the step (from encoder_forward to the last adamw_update)
 must be named in the walkthrough's section 2; every op of its forward table must be one the
-forward calls; and the bf16 step must call the same ops, in the same order, as the fp32 one
+forward calls; scripts/op_budget.py's model of the step must be the trace's step, line for line
+(ops, order, shapes); and the bf16 step must call the same ops, in the same order, as the fp32 one
 (section 3: "nothing in train_gpt.cu, gpt.cpp or block_ops.cpp changes"). Without ./train_gpt
 (not built) these checks fail.
 
@@ -88,10 +89,11 @@ def step_trace(precision):
         try:
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         except OSError as e:
-            return None, f"{cmd[0]}: {e}"
+            return None, f"{cmd[0]}: {e}", None
         if run.returncode != 0:
-            return None, f"{' '.join(cmd)}: exit {run.returncode}: {run.stdout[-400:]}{run.stderr[-400:]}"
-        return [line.split()[0] for line in open(trace) if line.strip()], ""
+            return None, f"{' '.join(cmd)}: exit {run.returncode}: {run.stdout[-400:]}{run.stderr[-400:]}", None
+        lines = [line.strip() for line in open(trace) if line.strip()]
+        return [line.split()[0] for line in lines], "", lines
 
 
 def section(text, start, end):
@@ -108,11 +110,13 @@ def step_of(ops):
 
 
 def check_step(text, check):
-    ops, why = step_trace("fp32")
+    ops, why, lines = step_trace("fp32")
     check(ops is not None, f"walkthrough.md: the step's trace (--trace-ops) did not run: {why}")
     if ops is None:
         return
     step = step_of(ops)
+    first = ops.index(step[0]) if step else 0
+    step_lines = lines[first:first + len(step)]
     forward = step[:step.index("fused_classifier") + 1] if "fused_classifier" in step else step
     two = section(text, "## 2. The step", "## 3.")
     named = set(re.findall(r"`(?:[A-Za-z]+::)?([a-z_][a-z0-9_]*)`", two))
@@ -125,7 +129,24 @@ def check_step(text, check):
             continue
         for op in re.findall(r"`([a-z_][a-z0-9_]*)`", cells[2]):
             check(op in forward, f"walkthrough.md: the forward table names {op}, the forward does not call it")
-    bf16, why = step_trace("bf16")   # (the set-up differs: bf16 allocates and uploads master weights)
+    # the per-op budget's model of the step (scripts/op_budget.py) is the step the trainer runs
+    budget = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "op_budget.py"), "--trace-lines",
+                             "--model", "d2", "--n-embd", "32", "--n-head", "2", "-B", "2", "-T", "16", "--vocab",
+                             "256", "--precision", "fp32"], capture_output=True, text=True)
+    check(budget.returncode == 0 and budget.stdout.split("\n")[:-1] == step_lines,
+          "scripts/op_budget.py's step is not the step --trace-ops shows (its ops, their order or shapes): " +
+          budget.stderr[-300:])
+    # and its measured column reads a --profile table (cuda/op_profiler.cuh's lines) per step
+    with tempfile.NamedTemporaryFile("w", suffix=".out", delete=False) as f:
+        f.write("profile: op                              calls          ms  share    us/call\n"
+                "profile: matmul_forward                    490       12.34  45.0%       25.2\n")
+    measured = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "op_budget.py"), "--model", "d2",
+                               "--profile", f.name, "--steps", "10"], capture_output=True, text=True)
+    os.unlink(f.name)
+    row = [line for line in measured.stdout.splitlines() if line.startswith("| matmul_forward |")]
+    check(len(row) == 1 and "| 1.234 |" in row[0],
+          f"scripts/op_budget.py --profile: matmul_forward's measured ms per step is not 12.34 / 10: {row}")
+    bf16, why, _ = step_trace("bf16")   # (the set-up differs: bf16 allocates and uploads master weights)
     check(bf16 is not None and step_of(bf16) == step,
           "walkthrough.md: the bf16 step does not call the fp32 step's ops in the same order" +
           (f": {why}" if bf16 is None else ""))

@@ -66,6 +66,7 @@ ROOT=$(pwd)
 # The default path's CUDA tests (GoogleTest filter: positive patterns, then '-' and the excluded)
 DEFAULT_TESTS='*CudaDTypeTest.*:*CudaAttentionGemmTest.*:*CudaModelTest.TrainingStepMatchesCpuTwin/fp32'
 DEFAULT_TESTS+=':*CudaModelTest.TrainingStepMatchesCpuTwin/bf16:*CudaModelTest.TrainingStepMatchesCpuTwin/fp16'
+DEFAULT_TESTS+=':*CudaTest.CopiesToTheDevice*'   # every copy_to_device of the default path (pinned staging)
 DEFAULT_TESTS+=':*CudaFusedOpsTest.*_separate-*AttentionDecode*:*Fp8*:*Amax*'
 RUN3_D12_BF16_MS=63.1   # docs/gpu-results.md, run 3 (373fc63): d12 bf16 B=16 T=1024, GEMM attention, 259,640 tok/s
 STEPS=(
@@ -636,6 +637,11 @@ step_bench() {
     read -r L C NH <<< "${SHAPE[$RAN_MODEL]}"
     add_run engine "$L" "$C" "$prec" "$opts" "$rc" "$WORK/$CUR" "$peak" "$base"
     grep -m1 'fp8 GEMMs: auto' "$WORK/$CUR.out" | sed 's/^/    /'
+    if [[ ,$opts, == *,prof,* ]]; then   # the per-op budget with its measured column (docs/op-budget.md)
+        "$PYTHON" "$ROOT/scripts/op_budget.py" --model "$RAN_MODEL" -B "$RAN_B" -T "$RAN_T" --precision "${prec%%-*}" \
+            --vocab "$V" --profile "$WORK/$CUR.out" --steps "${RAN_STEPS:-1}" > "$RESULTS/op_budget.$CUR.md" 2>> "$LOG" \
+            || echo "    op_budget.py failed (see gpu_check.log)"
+    fi
 }
 # step_torch MODEL B: the PyTorch peer (dev/reference/gpt2.py, bf16 autocast, torch.compile, SDPA)
 step_torch() {
