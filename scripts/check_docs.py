@@ -63,6 +63,15 @@ def main(files):
             sources += [os.path.join(base, n) for n in names]
         sources.append(os.path.join(ROOT, "train_gpt.cu"))
         blobs = [open(s, errors="replace").read() for s in sources]
+        # every code name in backticks (an identifier with an underscore or a camel hump) is in the code
+        blob = "\n".join(blobs + [open(os.path.join(base, n), errors="replace").read()
+                                   for d in ("scripts", "tests", "dev")
+                                   for base, _, names in os.walk(os.path.join(ROOT, d))
+                                   for n in names if n.endswith((".h", ".cpp", ".cu", ".cuh", ".py", ".sh"))])
+        for name in sorted(set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", text))):
+            if "_" in name.strip("_") or re.search(r"[a-z][A-Z]", name):
+                check(re.search(r"\b" + re.escape(name) + r"\b", blob) is not None,
+                      f"{doc}: `{name}` is named, but no source defines or uses it")
         for cls, member in sorted(set(QUALIFIED.findall(text))):
             pattern = re.compile(r"\b" + cls + r"::" + member + r"\b|\b" + member + r"\s*\(")
             found = any(re.search(r"\b(class|struct)\s+" + cls + r"\b", b) and pattern.search(b) for b in blobs) or \
