@@ -157,7 +157,6 @@ class Fp8Ops {
     // The scale state lives in backend memory (Fp8ScaleSlot, fp8_scaling.h): casts read a slot's
     // scale, FP8 GEMMs its inv_scale, and fp8_end_step rolls every history and computes every next
     // scale in one op, so no FP8 step waits for the host.
-    virtual float amax(const void* x, size_t n) = 0;   // max |x|, NaN if any x is NaN (waits for the result)
     // counters->amax_bits = max(counters->amax_bits, bits of |x|): an amax without a cast
     virtual void amax_into(const void* x, size_t n, Fp8Counters* counters) = 0;
     // just in time: slot.scale = fp8_scale_rule(amax of *counters, fp8_max, margin, slot.scale),
@@ -172,14 +171,10 @@ class Fp8Ops {
                               int n, int n_e4m3, int H, bool most_recent, int margin, bool delayed) = 0;
     // amaxes (n) = the amax of each counters slot (any NaN as the canonical NaN)
     virtual void fp8_amaxes(float* amaxes, const Fp8Counters* counters, int n) = 0;
-    // q = saturate(x · scale->scale); the cast's statistics are ACCUMULATED into *counters (backend
-    // memory, zero bytes = empty): no cast waits for the host (fp8_scaling.h, Fp8Counters).
-    virtual void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, const Fp8ScaleSlot* scale,
-                               Fp8Counters* counters) = 0;
-    virtual void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, const Fp8ScaleSlot* scale,
-                               Fp8Counters* counters) = 0;
-    // q (rows, cols) and/or qt (cols, rows) = qᵀ from one cast (either may be null); statistics
-    // accumulated into *counters as above, each value counted once.
+    // q (rows, cols) and/or qt (cols, rows) = qᵀ = saturate(x · scale->scale) from one cast
+    // (either may be null); the cast's statistics are ACCUMULATED into *counters (backend memory,
+    // zero bytes = empty), each value counted once: no cast waits for the host (fp8_scaling.h,
+    // Fp8Counters).
     virtual void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols,
                                          const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
     virtual void quantize_transpose_e5m2(fp8e5m2* q, fp8e5m2* qt, const void* x, int rows, int cols,
@@ -199,7 +194,7 @@ class Fp8Ops {
                                         Fp8Counters* counters, bool stats_ready) = 0;
     virtual void gelu_backward_e5m2(void* dinp, fp8e5m2* q, fp8e5m2* qt, const void* inp, const void* dout, int rows,
                                     int cols, const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;
-    // attention_forward, then q (B·T, C) = the E4M3 cast of out, as quantize_e4m3 casts it: attproj's
+    // attention_forward, then q (B·T, C) = the E4M3 cast of out, as quantize_transpose_e4m3 casts it (q only): attproj's
     // X, cast where it is produced
     virtual void attention_forward_e4m3(void* out, float* lse, fp8e4m3* q, const void* qkv, int B, int T, int C, int NH,
                                         const Fp8ScaleSlot* scale, Fp8Counters* counters) = 0;

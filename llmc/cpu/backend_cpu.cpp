@@ -107,7 +107,6 @@ class CpuBackend : public Backend, public Fp8Ops {
                               dloss);
     }
 
-    float amax(const void* x, size_t n) override { return cpu::amax(act(x), n); }
     void amax_into(const void* x, size_t n, Fp8Counters* counters) override {
         Fp8CastStats s;
         s.amax = cpu::amax(act(x), n);
@@ -128,12 +127,6 @@ class CpuBackend : public Backend, public Fp8Ops {
     void fp8_amaxes(float* amaxes, const Fp8Counters* counters, int n) override {
         for (int i = 0; i < n; i++)
             amaxes[i] = to_cast_stats(counters[i]).amax;
-    }
-    void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
-        accumulate(*counters, cpu::quantize_fp8(q, act(x), n, scale->scale));
-    }
-    void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
-        accumulate(*counters, cpu::quantize_fp8(q, act(x), n, scale->scale));
     }
     void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {

@@ -4,7 +4,8 @@
 // and fp16, bit for bit).
 //
 // Every op is queued on the backend's stream and returns at once, except those that hand back a
-// value or host memory (the copies, amax, sum_squares): they return when it is ready.
+// value or host memory (copy_to_host, a copy to the device of more than 1 MiB, sum_squares): they
+// return when it is ready.
 // Attention runs through cuBLASLt batched GEMMs (cuda/attention_gemm.cuh), or, with --attention
 // flash where it supports the head size and dtype, the flash attention (cuda/attention_flash.cuh).
 // A host buffer passed to copy_to_device may be reused as soon as the call returns: a small copy
@@ -239,10 +240,6 @@ class CudaBackend : public Backend, public Fp8Ops {
     }
 
     // --- FP8 ---
-    float amax(const void* x, size_t n) override {
-        const cuda::OpProfiler::Scope timed(profiler(), "amax", stream_);
-        return cuda::amax(act(x), n, stream_);
-    }
     void amax_into(const void* x, size_t n, Fp8Counters* counters) override {
         const cuda::OpProfiler::Scope timed(profiler(), "amax_into", stream_);
         cuda::amax_into(act(x), n, counters, stream_);
@@ -259,14 +256,6 @@ class CudaBackend : public Backend, public Fp8Ops {
     void fp8_amaxes(float* amaxes, const Fp8Counters* counters, int n) override {
         const cuda::OpProfiler::Scope timed(profiler(), "fp8_amaxes", stream_);
         cuda::fp8_amaxes(amaxes, counters, n, stream_);
-    }
-    void quantize_e4m3(fp8e4m3* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
-        const cuda::OpProfiler::Scope timed(profiler(), "quantize_e4m3", stream_);
-        cuda::quantize_fp8<T, fp8e4m3>(q, act(x), n, &scale->scale, counters, stream_);
-    }
-    void quantize_e5m2(fp8e5m2* q, const void* x, size_t n, const Fp8ScaleSlot* scale, Fp8Counters* counters) override {
-        const cuda::OpProfiler::Scope timed(profiler(), "quantize_e5m2", stream_);
-        cuda::quantize_fp8<T, fp8e5m2>(q, act(x), n, &scale->scale, counters, stream_);
     }
     void quantize_transpose_e4m3(fp8e4m3* q, fp8e4m3* qt, const void* x, int rows, int cols, const Fp8ScaleSlot* scale,
                                  Fp8Counters* counters) override {

@@ -2,7 +2,7 @@
 //
 // Host-compiled code may include this header: it names no CUDA type. The backend keeps every
 // buffer in device memory (cudaMalloc, zero-initialised) and runs every op on one stream of its
-// own; the ops that hand a value back to the host (amax, sum_squares, copy_to_host) and copies of
+// own; the ops that hand a value back to the host (sum_squares, copy_to_host) and copies of
 // more than 1 MiB to the device return when it is ready, every other op (the FP8 casts and the
 // small copies included) is queued and returns at once. The kernels are compiled for the
 // GENCODE of the Makefile (sm_90a by default); a device without a matching image is rejected

@@ -197,7 +197,7 @@ struct Fp8CastStats {
     double flushed_frac() const { return count ? double(flushed) / double(count) : 0.0; }
 };
 
-// A cast's statistics as they accumulate in the backend's memory (Fp8Ops::quantize_e4m3/e5m2),
+// A cast's statistics as they accumulate in the backend's memory (Fp8Ops::quantize_transpose_e4m3/e5m2 and the fused casts),
 // so that no cast waits for the host: the casts of one step into one slot (its micro-batches)
 // combine, and the trainer reads every slot back once per step. The amax is kept as the bits of
 // |x|: non-negative floats order like their bit patterns and every NaN (sign cleared) lies above

@@ -26,6 +26,8 @@
 #include "tests/cuda/twin_bounds.h"
 #include "tests/test_util.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -154,6 +156,18 @@ inline void expect_bytes_equal(const std::string& what, const std::vector<uint8_
                        << first << ": cuda 0x" << (bad ? hex(gpu) : "") << " vs cpu 0x" << (bad ? hex(cpu) : "");
 }
 
+// f(C{}, G{}) with C and G the CPU and CUDA storage types of activation dtype d (float, bf16 /
+// __nv_bfloat16, fp16 / __half): for tests that call the launchers (cpu::, cuda::) directly, the
+// ops no Backend member reaches by itself (the plain FP8 cast, the amax).
+template <typename F>
+void with_storage_types(DType d, F&& f) {
+    switch (d) {
+        case DType::F32: f(float{}, float{}); return;
+        case DType::BF16: f(bf16{}, __nv_bfloat16{}); return;
+        case DType::F16: f(fp16{}, __half{}); return;
+    }
+}
+
 // The two kernel sets of one activation dtype, and buffers that live on both.
 class Twin {
   public:
@@ -186,6 +200,7 @@ class Twin {
         b.bytes = bytes;
         b.c = cpu_->alloc(bytes);
         b.g = gpu_->alloc(bytes);
+        gpu_->synchronize();   // its zero-fill is queued on the backend's stream (see upload)
         bufs_.push_back(b);
         return b;
     }
@@ -198,9 +213,12 @@ class Twin {
     Twin(const Twin&) = delete;
     Twin& operator=(const Twin&) = delete;
 
+    // Waits for the copy: a small copy to the device is queued on the backend's stream, and the
+    // tests that call cuda:: launchers on a stream of their own (TestStream) read these buffers.
     void upload(const Buf& b, const void* host, size_t bytes) {
         cpu_->copy_to_device(b.c, host, bytes);
         gpu_->copy_to_device(b.g, host, bytes);
+        gpu_->synchronize();
     }
     template <typename P>
     void upload(const Buf& b, const std::vector<P>& host) {

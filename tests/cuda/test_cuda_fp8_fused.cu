@@ -296,7 +296,8 @@ TEST_P(CudaFp8FusedTest, LayernormBackwardCastIsTheUnfusedCast) {
 }
 
 // The attention output's E4M3 cast (attproj's X) in the flash attention's epilogue: the bytes and
-// statistics of the attention followed by quantize_e4m3, and out, lse unchanged by it. The GEMM
+// statistics of the attention followed by the plain cast (cuda::quantize_fp8), and out, lse
+// unchanged by it. The GEMM
 // attention (and FP32) run the attention then the cast: the same check holds trivially there.
 TEST_P(CudaFp8FusedTest, AttentionCastIsTheUnfusedCast) {
     CudaOptions options = fused();
@@ -318,7 +319,16 @@ TEST_P(CudaFp8FusedTest, AttentionCastIsTheUnfusedCast) {
         tw.gpu().fp8()->attention_forward_e4m3(out_f.g, lse_f.gp<float>(), qf.gp<fp8e4m3>(), qkv.g, s.B, s.T, s.C, s.NH,
                                                sc.gp<Fp8ScaleSlot>(), kf.gp<Fp8Counters>());
         tw.gpu().attention_forward(out_u.g, lse_u.gp<float>(), qkv.g, s.B, s.T, s.C, s.NH);
-        tw.gpu().fp8()->quantize_e4m3(qu.gp<fp8e4m3>(), out_u.g, n, sc.gp<Fp8ScaleSlot>(), ku.gp<Fp8Counters>());
+        tw.gpu().synchronize();   // out_u is ready for the cast on a stream of the test's own
+        {
+            TestStream stream;
+            with_storage_types(tw.dtype(), [&](auto, auto gt) {
+                using G = decltype(gt);
+                cuda::quantize_fp8<G, fp8e4m3>(qu.gp<fp8e4m3>(), out_u.gp<G>(), n, &sc.gp<Fp8ScaleSlot>()->scale,
+                                               ku.gp<Fp8Counters>(), stream.s);
+            });
+            cudaCheck(cudaStreamSynchronize(stream.s));
+        }
         tw.cpu().fp8()->attention_forward_e4m3(out_f.c, lse_f.cp<float>(), qf.cp<fp8e4m3>(), qkv.c, s.B, s.T, s.C, s.NH,
                                                sc.cp<Fp8ScaleSlot>(), kf.cp<Fp8Counters>());
         expect_bytes_equal("attention out: fused vs unfused", tw.bytes_g(out_f), tw.bytes_g(out_u), tw.act_size());

@@ -25,6 +25,8 @@
 // Each of these still fails a wrong index or an unwritten element (O(1) normwise) and a wrong
 // scale of a few percent or more.
 #include "tests/cuda/cuda_test_util.h"
+#include "cuda/fp8.cuh"
+#include "tests/cuda/test_stream.h"
 
 #include <cstring>
 
@@ -557,14 +559,23 @@ TEST_P(CudaDTypeTest, AmaxIsExact) {
         std::vector<float> x = r.normal(n);
         x[r.rng.below(n)] = -37.5f;   // the largest magnitude, negative, anywhere
         Twin::Buf b = tw.act(x);
-        const float c = tw.cpu().fp8()->amax(b.c, n), g = tw.gpu().fp8()->amax(b.g, n);
+        TestStream stream;   // (tw.act waited for its copies)
+        auto amaxes = [&](float* c, float* g) {
+            with_storage_types(tw.dtype(), [&](auto ct, auto gt) {
+                *c = cpu::amax(b.cp<decltype(ct)>(), n);
+                *g = cuda::amax(b.gp<decltype(gt)>(), n, stream.s);
+            });
+        };
+        float c = 0, g = 0;
+        amaxes(&c, &g);
         EXPECT_EQ(float_bits(g), float_bits(c)) << "amax: cuda " << g << " vs cpu " << c;
         EXPECT_EQ(c, 37.5f);
         // a NaN anywhere must surface (never hidden by a max)
         x[r.rng.below(n)] = NAN;
         tw.upload(b, encode_act(tw.dtype(), x));
-        EXPECT_TRUE(std::isnan(tw.gpu().fp8()->amax(b.g, n))) << "a NaN input must make the amax NaN";
-        EXPECT_TRUE(std::isnan(tw.cpu().fp8()->amax(b.c, n)));
+        amaxes(&c, &g);
+        EXPECT_TRUE(std::isnan(g)) << "a NaN input must make the amax NaN";
+        EXPECT_TRUE(std::isnan(c));
     }
 }
 
@@ -586,12 +597,20 @@ TEST_P(CudaDTypeTest, Fp8CastsAreBitIdenticalWithTheirStatistics) {
             // the same slot (a second micro-batch) must double the counts and keep the amax
             Twin::Buf k4 = tw.alloc(sizeof(Fp8Counters)), k5 = tw.alloc(sizeof(Fp8Counters));
             Twin::Buf sc = scale_slot(tw, scale);   // the cast reads its scale from backend memory
+            TestStream stream;                      // (the Twin's buffers are ready: it waits for its copies)
             for (int cast = 0; cast < 2; cast++) {
-                tw.cpu().fp8()->quantize_e4m3(q4.cp<fp8e4m3>(), xb.c, n, sc.cp<Fp8ScaleSlot>(), k4.cp<Fp8Counters>());
-                tw.gpu().fp8()->quantize_e4m3(q4.gp<fp8e4m3>(), xb.g, n, sc.gp<Fp8ScaleSlot>(), k4.gp<Fp8Counters>());
-                tw.cpu().fp8()->quantize_e5m2(q5.cp<fp8e5m2>(), xb.c, n, sc.cp<Fp8ScaleSlot>(), k5.cp<Fp8Counters>());
-                tw.gpu().fp8()->quantize_e5m2(q5.gp<fp8e5m2>(), xb.g, n, sc.gp<Fp8ScaleSlot>(), k5.gp<Fp8Counters>());
+                with_storage_types(tw.dtype(), [&](auto ct, auto gt) {
+                    using C = decltype(ct);
+                    using G = decltype(gt);
+                    accumulate(*k4.cp<Fp8Counters>(), cpu::quantize_fp8(q4.cp<fp8e4m3>(), xb.cp<C>(), n, scale));
+                    accumulate(*k5.cp<Fp8Counters>(), cpu::quantize_fp8(q5.cp<fp8e5m2>(), xb.cp<C>(), n, scale));
+                    cuda::quantize_fp8<G, fp8e4m3>(q4.gp<fp8e4m3>(), xb.gp<G>(), n, &sc.gp<Fp8ScaleSlot>()->scale,
+                                                   k4.gp<Fp8Counters>(), stream.s);
+                    cuda::quantize_fp8<G, fp8e5m2>(q5.gp<fp8e5m2>(), xb.gp<G>(), n, &sc.gp<Fp8ScaleSlot>()->scale,
+                                                   k5.gp<Fp8Counters>(), stream.s);
+                });
             }
+            cudaCheck(cudaStreamSynchronize(stream.s));
             auto read = [](Backend& be, const void* slot) {
                 Fp8Counters c;
                 be.copy_to_host(&c, slot, sizeof(c));
