@@ -4,7 +4,8 @@
 #
 #   scripts/precision_study.sh [modes|ablation|all]     (default all; ~25 minutes on 2 CPU cores)
 #
-# modes:    fp32 (baseline), bf16, fp16 (loss scaling), fp8 delayed, fp8 current, and fp16 with
+# modes:    fp32 (baseline), tf32 (the GEMM operands rounded to TF32), bf16, fp16 (loss scaling),
+#           fp8 delayed, fp8 current, and fp16 with
 #           neither FP32 master weights nor loss scaling, 200 steps of 1024 tokens
 #           → docs/precision-table.md, docs/precision-losses.png
 # ablation: fp32, fp16 and fp16 without masters or loss scaling at a pretraining-like batch of
@@ -28,13 +29,15 @@ report=(/usr/bin/python3 dev/precision/report.py)
 if [[ $what == modes || $what == all ]]; then
     common=(-x 200 -v 25 -g 0 --seed 1337)
     run fp32 "${common[@]}" -p fp32
+    run tf32 "${common[@]}" -p tf32
     run bf16 "${common[@]}" -p bf16
     run fp16 "${common[@]}" -p fp16
     run fp8-delayed "${common[@]}" -p fp8 --fp8-recipe delayed
     run fp8-current "${common[@]}" -p fp8 --fp8-recipe current
     run fp16-naive "${common[@]}" -p fp16 --master-weights false --loss-scaling false
     "${report[@]}" docs/precision-table.md docs/precision-losses.png \
-        fp32="$out/fp32/log.jsonl" bf16="$out/bf16/log.jsonl" fp16="$out/fp16/log.jsonl" \
+        fp32="$out/fp32/log.jsonl" tf32="$out/tf32/log.jsonl" bf16="$out/bf16/log.jsonl" \
+        fp16="$out/fp16/log.jsonl" \
         "fp8 delayed=$out/fp8-delayed/log.jsonl" "fp8 current=$out/fp8-current/log.jsonl" \
         "fp16, no master, no loss scaling=$out/fp16-naive/log.jsonl"
 fi
