@@ -44,6 +44,7 @@ constexpr double kHbmBytesPerSec = 4.8e12;    // H200 HBM3e, datasheet
 constexpr double kBf16FlopsPerSec = 989e12;   // dense bf16/fp16 tensor cores
 constexpr double kFp8FlopsPerSec = 1979e12;   // dense fp8 tensor cores
 constexpr double kFp32FlopsPerSec = 67e12;    // fp32 on CUDA cores (no TF32)
+constexpr double kTf32FlopsPerSec = 494e12;   // dense TF32 tensor cores
 
 struct Args {
     std::string dtype = "all";

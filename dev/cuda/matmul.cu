@@ -10,6 +10,10 @@
 // Checked on the first --check-rows rows (N = 1024 by default: the CPU twin's sgemm at full N
 // takes seconds), timed at N = B·T. FLOPs: 2·N·C·OC forward, 4·N·C·OC backward; the roofline
 // peak is the dtype's tensor-core rate (fp32: CUDA cores, no TF32).
+//   tf32 (fp32 only: -p tf32, matmul_forward_tf32 / matmul_backward_tf32) against
+//   cpu::matmul_*_tf32, which rounds the operands to nearest on the TF32 grid; cuBLASLt may
+//   truncate instead: one TF32 ulp per operand, 4·2^-11 of Σ|ab|, bound 2.5e-3 normwise (with the
+//   sums' orders); timed against the fp32 GEMMs above and the TF32 peak (494 TFLOP/s)
 #include "harness.cuh"
 
 #include "cpu/fp8_kernels.h"
@@ -87,6 +91,49 @@ static int run(const Args& a) {
                    ((double)N * g.OC + 3.0 * N * g.C + (double)g.OC * g.C) * s + 8.0 * g.OC * g.C, 2 * flops,
                    peak_flops<H>());
 
+            if constexpr (std::is_same_v<H, float>) {   // ---- tf32: the same GEMMs on TF32 tensor cores ----
+                if (a.check) {
+                    const int n = Ncheck;
+                    std::vector<float> out((size_t)n * g.OC), dinp(dinp0.begin(), dinp0.begin() + (size_t)n * g.C);
+                    std::vector<float> dw = dw0, db = db0;
+                    cpu::matmul_forward_tf32(out.data(), inp.data(), w.data(), lm ? nullptr : b.data(), n, g.C, g.OC);
+                    cpu::matmul_backward_tf32(dinp.data(), dw.data(), lm ? nullptr : db.data(), dout.data(), inp.data(),
+                                              w.data(), n, g.C, g.OC);
+                    d_out.poison();
+                    d_dinp.upload(dinp0);
+                    d_dw.upload(dw0);
+                    d_db.upload(db0);
+                    gpu::matmul_forward_tf32(d_out.ptr, d_inp.ptr, d_w.ptr, bias, n, g.C, g.OC, stream);
+                    gpu::matmul_backward_tf32(d_dinp.ptr, d_dw.ptr, dbias, d_dout.ptr, d_inp.ptr, d_w.ptr, n, g.C, g.OC,
+                                              stream);
+                    cudaCheck(cudaStreamSynchronize(stream));
+                    std::vector<float> got_out = d_out.template download<float>(),
+                                       got_dinp = d_dinp.template download<float>();
+                    got_out.resize(out.size());
+                    got_dinp.resize(dinp.size());
+                    check((what + "tf32 forward out").c_str(), "tf32", got_out, out, 2.5e-3);
+                    check((what + "tf32 backward dinp").c_str(), "tf32", got_dinp, dinp, 2.5e-3);
+                    check((what + "tf32 backward dweight").c_str(), "tf32", d_dw.template download<float>(), dw,
+                          2.5e-3);
+                    if (!lm)
+                        check((what + "tf32 backward dbias").c_str(), "tf32", d_db.template download<float>(), db,
+                              1e-5);
+                }
+                ms = time_ms(
+                    [&] { gpu::matmul_forward_tf32(d_out.ptr, d_inp.ptr, d_w.ptr, bias, N, g.C, g.OC, stream); },
+                    a.reps, stream);
+                report((what + "tf32 forward").c_str(), "tf32", ms,
+                       ((double)N * g.C + (double)g.OC * g.C + (double)N * g.OC) * s, flops, kTf32FlopsPerSec);
+                ms = time_ms(
+                    [&] {
+                        gpu::matmul_backward_tf32(d_dinp.ptr, d_dw.ptr, dbias, d_dout.ptr, d_inp.ptr, d_w.ptr, N, g.C,
+                                                  g.OC, stream);
+                    },
+                    a.reps, stream);
+                report((what + "tf32 backward").c_str(), "tf32", ms,
+                       ((double)N * g.OC + 3.0 * N * g.C + (double)g.OC * g.C) * s + 8.0 * g.OC * g.C, 2 * flops,
+                       kTf32FlopsPerSec);
+            }
             if (!std::is_same_v<H, bf16> || lm) continue;
             // ---- FP8: operands cast on the host (the CPU twin's cast), power-of-two scales ----
             const float sx = 64.0f, sw = 4096.0f, sdy = 8192.0f;
