@@ -487,6 +487,7 @@ struct Run {
     std::vector<HellaSwagExample> hellaswag;   // tokenised, checked against T
     std::unique_ptr<Comm> nccl;                // between GPUs, under MPI
     std::unique_ptr<Backend> backend;          // the kernel set
+    std::shared_ptr<OpTraceFile> trace;        // rank 0, --trace-ops: the ops' lines, written once dirs are held
     std::unique_ptr<GPT> model;
     int model_B = 1, model_T = 1;       // the (B, T) its activations are sized for
     std::optional<LossScaler> scaler;   // fp16
@@ -561,6 +562,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     }
     run.dirs = run_dirs(cfg, plan, resume_from.has_value());   // train/run_dirs.h
     check_run_dirs(run.dirs, cfg, resume_from.has_value());
+    if (g_is_root && !cfg.trace_ops.empty()) check_trace_path(cfg.trace_ops, run.dirs);
     plan.device = choose_device(cfg.device);
     if (cfg.precision == "auto") plan.precision.precision = default_precision_for(plan.device);
     plan.attention = choose_attention(cfg, plan);
@@ -586,7 +588,8 @@ void build_model(Run& run, Comm& comm) {
         run.backend = with_injected_nonfinite(std::move(run.backend), cfg, run.start.step);
     }
     if (!cfg.trace_ops.empty() && comm.rank() == 0) {
-        run.backend = traced_kernel_set(std::move(run.backend), cfg.trace_ops);
+        run.trace = std::make_shared<OpTraceFile>();
+        run.backend = traced_kernel_set(std::move(run.backend), run.trace);
     }
     run.model_comm = run.nccl ? run.nccl.get() : &comm;   // device buffers go over NCCL; host scalars stay on `comm`
     if (plan.precision.precision == Precision::FP8 && cfg.fp8_gemms == "auto") {   // fp8_autotune.h
@@ -645,6 +648,18 @@ void open_data_and_start(Run& run, Comm& comm) {
     } else if (run.start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
         run.model->set_weights(read_model_weights(*run.start_model));
     }
+    if (cfg.inject_nonfinite_step != "-1") {   // a testing flag that would do nothing says so
+        bool injects = false;
+        for (int64_t step = run.start.step; step < cfg.steps && !injects; step++)
+            injects = cfg.injects_nonfinite_at((int)step);
+        if (!injects) {
+            const std::string trains = cfg.steps > run.start.step ? format("steps %lld to %d (0-based)",
+                                                                           (long long)run.start.step, cfg.steps - 1)
+                                                                  : std::string("no step");
+            print0("notice: --inject-nonfinite-step %s injects nothing: this run trains %s\n",
+                   cfg.inject_nonfinite_step.c_str(), trains.c_str());
+        }
+    }
     comm.barrier();   // every rank's checks have passed: from here on, files are written
 }
 
@@ -655,6 +670,7 @@ void open_outputs(Run& run, int argc, char** argv) {
     const std::optional<ResumeChoice>& resume_from = run.resume_from;
     if (g_is_root) {
         run.held = hold_run_dirs(run.dirs, cfg, resume_from.has_value(), command_line(argc, argv));
+        if (run.trace) run.trace->open(cfg.trace_ops);   // checked with the directories, now held
         for (const std::string& w : run.held.warnings)
             std::fprintf(stderr, "warning: %s\n", w.c_str());
         if (!run.held.moved_to.empty()) {
@@ -1003,7 +1019,9 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
     build_model(run, comm);
     open_data_and_start(run, comm);
     open_outputs(run, argc, argv);
-    return train(run, comm);
+    const int exit_code = train(run, comm);
+    if (run.trace) run.trace->finish();   // a trace not written whole fails the run
+    return exit_code;
 }
 
 }   // namespace

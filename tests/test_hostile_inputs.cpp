@@ -276,3 +276,96 @@ TEST(HostileInputs, ErrorsQuotingAFilesBytesPrintThemSafely) {
     expect_refused(r, {dir.file("hf/model.safetensors") + ": header is not valid JSON", "\xEF\xBF\xBD"});
     EXPECT_EQ(r.output.find('\xff'), std::string::npos);
 }
+
+// ---- the third adversarial round -------------------------------------------------------------
+
+// --trace-ops names a file the run writes, so it is checked like the run's other outputs, before
+// anything is written (before: fopen("w") emptied whatever it named while the model was built —
+// a checkpoint's weights being evaluated or resumed, a shard, the tokenizer, another run's
+// log.jsonl — and the run often exited 0).
+TEST(HostileInputs, TraceOpsNeverEmptiesAnotherFileOfTheRun) {
+    Corpus c;
+    auto size_of = [](const std::string& p) { return fs::exists(p) ? (long long)fs::file_size(p) : -1LL; };
+    ASSERT_EQ(run(c.train_gpt("-x 4 -v 0 --checkpoint-every 2")).rc, 0);
+    const std::string ckpt = c.dir.file("out/checkpoints/step_00000004");
+    const std::string weights = ckpt + "/model-00001-of-00001.safetensors";
+    const long long weights_bytes = size_of(weights), log_bytes = size_of(c.dir.file("out/log.jsonl"));
+    const long long shard_bytes = size_of(c.dir.file("train_000000.bin"));
+    ASSERT_GT(weights_bytes, 0);
+    // evaluating the checkpoint, the trace at its weights
+    expect_refused(run(train_gpt_binary() + " --device cpu --init-from '" + ckpt + "' -x 0 -g 5 -o '" +
+                       c.dir.file("eval") + "' --trace-ops '" + weights + "'"),
+                   {"--trace-ops " + weights + ": the file exists and is not a trace"});
+    // resuming it, the trace in the checkpoint directory (at a file that exists, and one that does not)
+    expect_refused(run(c.train_gpt("-x 6 -v 0 --checkpoint-every 2 --resume --trace-ops '" + weights + "'")),
+                   {"is in the checkpoint directory"});
+    expect_refused(run(c.train_gpt("-x 6 -v 0 --checkpoint-every 2 --resume --trace-ops '" +
+                                   c.dir.file("out/checkpoints/step_00000006") + "'")),
+                   {"is in the checkpoint directory"});
+    // the run's own log, and a shard it reads
+    expect_refused(run(c.train_gpt("-x 6 -v 0 --resume --trace-ops '" + c.dir.file("out/log.jsonl") + "'")),
+                   {"that is the run's own log.jsonl"});
+    expect_refused(run(c.train_gpt("-x 2 -v 0 -o '" + c.dir.file("out2") + "' --trace-ops '" +
+                                   c.dir.file("train_000000.bin") + "'")),
+                   {"is not a trace"});
+    EXPECT_EQ(size_of(weights), weights_bytes);
+    EXPECT_EQ(size_of(c.dir.file("out/log.jsonl")), log_bytes);
+    EXPECT_EQ(size_of(c.dir.file("train_000000.bin")), shard_bytes);
+    EXPECT_FALSE(fs::exists(c.dir.file("out/checkpoints/step_00000006")));
+    // an earlier trace may be replaced; the resumed run does not take --trace-ops from its checkpoint
+    const std::string trace = c.dir.file("ops.txt");
+    ASSERT_EQ(
+        run(c.train_gpt("-x 2 -v 0 -o '" + c.dir.file("out3") + "' --checkpoint-every 2 --trace-ops '" + trace + "'"))
+            .rc,
+        0);
+    const std::string first = read_text(trace);
+    ASSERT_EQ(first.rfind("alloc bytes=", 0), 0u) << first.substr(0, 80);
+    ASSERT_EQ(run(c.train_gpt("-x 4 -v 0 -o '" + c.dir.file("out3") + "' --checkpoint-every 2 --resume")).rc, 0);
+    EXPECT_EQ(read_text(trace), first) << "the resumed run replaced the first process's trace";
+    EXPECT_EQ(run(c.train_gpt("-x 2 -v 0 -o '" + c.dir.file("out4") + "' --trace-ops '" + trace + "'")).rc, 0);
+}
+
+// Every write of the trace is checked, the flush and the close too (before: a trace cut short by a
+// full device, or one whose only write was the close's, exited 0).
+TEST(HostileInputs, ATraceThatCannotBeWrittenWholeFailsTheRun) {
+    Corpus c;
+    expect_refused(run(c.train_gpt("-x 2 -v 0 --trace-ops /dev/full")),
+                   {"--trace-ops /dev/full", "No space left on device"});
+}
+
+// A testing flag that would do nothing says so (before: silently nothing, exit 0).
+TEST(HostileInputs, AnInjectionOutsideTheRunSaysItInjectsNothing) {
+    Corpus c;
+    const CommandResult r = run(c.train_gpt("-x 6 -v 0 --inject-nonfinite-step 6"));
+    EXPECT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "notice: --inject-nonfinite-step 6 injects nothing: this run trains steps 0 to 5");
+    const CommandResult in = run(c.train_gpt("-x 6 -v 0 -o '" + c.dir.file("o2") + "' --inject-nonfinite-step 5"));
+    EXPECT_EQ(in.output.find("injects nothing"), std::string::npos) << in.output;
+}
+
+// prepare_text refuses an input it would overwrite or remove, an input given twice, and a
+// --train-bytes below 1 (before: the input text was replaced by a shard, a doubled input
+// leaked validation text into training, and --train-bytes -1 trained a BPE on nothing, exit 0).
+TEST(HostileInputs, PrepareTextNeverOverwritesAnInputAndTakesEachOnce) {
+    ScratchDir dir;
+    std::string text;
+    for (int i = 0; i < 400; i++)
+        text += "And the evening and the morning were the first day. ";
+    write_text(dir.file("book.txt"), text);
+    write_text(dir.file("data_train_000000.bin"), text);   // a text file under a shard's name
+    expect_refused(run(prepare_text("--input '" + dir.file("data_train_000000.bin") + "' --out-dir '" + dir.path +
+                                    "' --format text")),
+                   {"is a file this run writes or removes in --out-dir"});
+    EXPECT_EQ(read_text(dir.file("data_train_000000.bin")), text);
+    write_text(dir.file("tokenizer.bin"), text);
+    expect_refused(run(prepare_text("--input '" + dir.file("tokenizer.bin") + "' --out-dir '" + dir.path + "/'")),
+                   {"is a file this run writes or removes"});
+    EXPECT_EQ(read_text(dir.file("tokenizer.bin")), text);
+    expect_refused(run(prepare_text("--input '" + dir.file("book.txt") + "' --input '" + dir.file("book.txt") +
+                                    "' --out-dir '" + dir.file("o") + "'")),
+                   {"is given twice"});
+    expect_refused(run(prepare_text("--input '" + dir.file("book.txt") + "' --out-dir '" + dir.file("o") +
+                                    "' --tokenizer bpe --train-bytes -1")),
+                   {"--train-bytes must be at least 1"});
+    EXPECT_FALSE(fs::exists(dir.file("o")));
+}

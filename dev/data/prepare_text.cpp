@@ -49,6 +49,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <memory>
+#include <filesystem>
+#include <set>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
@@ -451,6 +453,13 @@ void remove_dir(const std::string& dir) {   // the parts directory: only files w
     if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) fail("cannot remove %s: %s", dir.c_str(), std::strerror(errno));
 }
 
+// p made absolute with its existing part resolved (symlinks, ..), for comparing paths
+std::filesystem::path resolved_path(const std::string& p) {
+    std::error_code ec;
+    std::filesystem::path r = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
+    return ec ? std::filesystem::absolute(p).lexically_normal() : r;
+}
+
 void run(const Options& opt) {
     if (!(opt.val_fraction >= 0.0 && opt.val_fraction < 1.0)) {
         fail("--val-fraction must be in [0, 1), got %g", opt.val_fraction);
@@ -472,11 +481,32 @@ void run(const Options& opt) {
     if (opt.tokenizer == "byte" && !opt.bpe_dir.empty()) fail("--bpe-dir needs --tokenizer bpe or gpt2");
     if (opt.vocab_size < 257)
         fail("--vocab-size must be at least 257 (256 bytes + <|endoftext|>), got %d", opt.vocab_size);
+    if (opt.train_bytes < 1) fail("--train-bytes must be at least 1, got %lld", (long long)opt.train_bytes);
     const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
 
-    // Inputs: every one readable and non-empty before anything is written.
+    // Inputs: every one readable and non-empty before anything is written, none given twice, and
+    // none a file this run writes or removes in --out-dir (shards, tokenizer files, parts).
     std::vector<Input> inputs;
+    std::set<std::filesystem::path> seen;
+    std::filesystem::path out_dir = resolved_path(opt.out_dir);
+    if (out_dir.filename().empty()) out_dir = out_dir.parent_path();   // "dir/"
     for (const std::string& path : opt.inputs) {
+        const std::filesystem::path p = resolved_path(path);
+        if (!seen.insert(p).second) fail("input %s is given twice (--input)", path.c_str());
+        const std::string file = p.filename().string();
+        auto is_shard = [&](const char* split) {
+            const std::string prefix = opt.name + split;
+            return file.rfind(prefix, 0) == 0 && file.size() > 4 && file.compare(file.size() - 4, 4, ".bin") == 0;
+        };
+        const bool in_out_dir = p.parent_path() == out_dir;
+        if ((in_out_dir && (is_shard("_train_") || is_shard("_val_") || file == "tokenizer.bin" ||
+                            file == "encoder.json" || file == "vocab.bpe")) ||
+            p.parent_path() == out_dir / (opt.name + ".parts")) {
+            fail(
+                "input %s is a file this run writes or removes in --out-dir %s; it would be overwritten: move it, "
+                "or give another --out-dir or --name",
+                path.c_str(), opt.out_dir.c_str());
+        }
         std::fclose(open_file(path, "rb"));   // "cannot open PATH ...: No such file or directory"
         struct stat st;
         if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))

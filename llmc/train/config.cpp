@@ -97,10 +97,11 @@ void record_flags(const CLI::App& app, TrainConfig& c) {
 }
 
 // Flags a resumed run takes from the command line only: how it was started and found its
-// checkpoint.
+// checkpoint, and what this process writes for inspection (a trace is one process's: taking it
+// from the checkpoint would replace the earlier process's trace).
 bool restored_on_resume(const std::string& name) {
-    for (const char* how :
-         {"resume", "auto-resume", "resume-from-intact", "overwrite-output", "init-from", "checkpoint-dir"}) {
+    for (const char* how : {"resume", "auto-resume", "resume-from-intact", "overwrite-output", "init-from",
+                            "checkpoint-dir", "trace-ops"}) {
         if (name == how) return false;
     }
     return true;

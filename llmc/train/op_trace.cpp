@@ -5,6 +5,7 @@
 #include "utils.h"
 
 #include <cerrno>
+#include <filesystem>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
@@ -21,14 +22,8 @@ struct Dim {
 
 class TracedBackend final : public BackendDecorator {
   public:
-    TracedBackend(std::unique_ptr<Backend> inner, const std::string& path)
-        : BackendDecorator(std::move(inner)), path_(path) {
-        out_ = std::fopen(path.c_str(), "w");
-        if (out_ == nullptr) fail("--trace-ops %s: cannot open it for writing: %s", path.c_str(), std::strerror(errno));
-    }
-    ~TracedBackend() override {
-        if (out_ != nullptr) std::fclose(out_);
-    }
+    TracedBackend(std::unique_ptr<Backend> inner, std::shared_ptr<OpTraceFile> file)
+        : BackendDecorator(std::move(inner)), file_(std::move(file)) {}
 
     // --- memory ---
     void* alloc(size_t bytes) override {
@@ -150,22 +145,106 @@ class TracedBackend final : public BackendDecorator {
   private:
     // "op name=value ... [flag]"
     void line(const char* op, std::initializer_list<Dim> dims, const char* flag = "") {
-        std::fputs(op, out_);
+        std::string text = op;
         for (const Dim& d : dims)
-            std::fprintf(out_, " %s=%lld", d.name, d.value);
-        if (*flag != '\0') std::fprintf(out_, " %s", flag);
-        if (std::fputc('\n', out_) == EOF)
-            fail("--trace-ops %s: write failed: %s", path_.c_str(), std::strerror(errno));
+            text += " " + std::string(d.name) + "=" + std::to_string(d.value);
+        if (*flag != '\0') text += " " + std::string(flag);
+        file_->line(text + "\n");
     }
 
-    std::string path_;
-    std::FILE* out_ = nullptr;
+    std::shared_ptr<OpTraceFile> file_;
 };
 
 }   // namespace
 
-std::unique_ptr<Backend> traced_kernel_set(std::unique_ptr<Backend> inner, const std::string& path) {
-    return std::make_unique<TracedBackend>(std::move(inner), path);
+std::unique_ptr<Backend> traced_kernel_set(std::unique_ptr<Backend> inner, std::shared_ptr<OpTraceFile> file) {
+    return std::make_unique<TracedBackend>(std::move(inner), std::move(file));
+}
+
+OpTraceFile::~OpTraceFile() {
+    if (out_ != nullptr) std::fclose(out_);
+}
+
+void OpTraceFile::line(const std::string& text) {
+    if (out_ == nullptr) {
+        pending_ += text;
+        return;
+    }
+    write(text);
+}
+
+void OpTraceFile::write(const std::string& text) {
+    if (std::fwrite(text.data(), 1, text.size(), out_) != text.size()) {
+        fail("--trace-ops %s: write failed: %s", path_.c_str(), std::strerror(errno));
+    }
+}
+
+void OpTraceFile::open(const std::string& path) {
+    path_ = path;
+    out_ = std::fopen(path.c_str(), "w");
+    if (out_ == nullptr) fail("--trace-ops %s: cannot open it for writing: %s", path.c_str(), std::strerror(errno));
+    write(pending_);
+    pending_.clear();
+}
+
+void OpTraceFile::finish() {
+    if (out_ == nullptr) return;
+    std::FILE* f = out_;
+    out_ = nullptr;
+    const bool flushed = std::fflush(f) == 0 && !std::ferror(f);
+    const int flush_errno = errno;
+    const bool closed = std::fclose(f) == 0;
+    if (!flushed || !closed) {
+        fail("--trace-ops %s: the trace could not be written whole: %s", path_.c_str(),
+             std::strerror(flushed ? errno : flush_errno));
+    }
+}
+
+namespace {
+// p made absolute with its existing part resolved (symlinks, ..), for comparing paths
+std::filesystem::path resolved(const std::string& p) {
+    std::error_code ec;
+    std::filesystem::path r = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
+    return ec ? std::filesystem::absolute(p).lexically_normal() : r;
+}
+bool is_under(const std::filesystem::path& p, const std::filesystem::path& dir) {
+    auto d = dir.begin(), q = p.begin();
+    for (; d != dir.end() && !d->empty(); ++d, ++q) {
+        if (q == p.end() || *q != *d) return false;
+    }
+    return true;
+}
+}   // namespace
+
+void check_trace_path(const std::string& path, const RunDirs& dirs) {
+    namespace fs = std::filesystem;
+    const fs::path p = resolved(path);
+    if (!dirs.checkpoints.empty() && is_under(p, resolved(dirs.checkpoints))) {
+        fail(
+            "--trace-ops %s: the path is in the checkpoint directory %s, which the run's checkpoints own "
+            "(rotation deletes its entries); give a path outside it",
+            path.c_str(), dirs.checkpoints.c_str());
+    }
+    if (!dirs.output.empty()) {
+        for (const char* own : {"log.jsonl", "config.json", "train_gpt.lock"}) {
+            if (p == resolved(dirs.output + "/" + own)) {
+                fail("--trace-ops %s: that is the run's own %s; give another name", path.c_str(), own);
+            }
+        }
+    }
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec) && fs::file_size(p, ec) > 0) {
+        std::FILE* f = std::fopen(p.c_str(), "rb");
+        char head[64] = {};
+        const size_t got = f != nullptr ? std::fread(head, 1, sizeof(head) - 1, f) : 0;
+        if (f != nullptr) std::fclose(f);
+        if (std::string(head, got).rfind("alloc bytes=", 0) != 0) {
+            fail(
+                "--trace-ops %s: the file exists and is not a trace (a trace starts with \"alloc bytes=\"); "
+                "nothing was written: give a new path, or the path of an earlier trace to replace it",
+                path.c_str());
+        }
+    }
 }
 
 }   // namespace train_gpt
