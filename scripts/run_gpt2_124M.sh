@@ -7,13 +7,16 @@
 # 0.5M tokens per step (B=64 × T=1024 × ranks × accumulation), 10B tokens ≈ 19k steps, bf16,
 # ZeRO-1, a checkpoint every 1000 steps. After a crash or a SIGUSR1 / SIGTERM stop (exit 75, a
 # checkpoint written): the same command with --resume (a fresh run into out/gpt2_124M is refused).
+# A SIGTERM or SIGINT to this script reaches the ranks as SIGUSR1 (scripts/stoppable.sh): they
+# checkpoint and exit 75, and so does the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gpus=${1:-8}; shift || true
 make -j"$(nproc)" all
 # Open MPI refuses to start as root (containers, cloud images) unless told it may
 as_root=(); [[ $(id -u) == 0 ]] && as_root=(--allow-run-as-root)
-exec mpirun "${as_root[@]}" -np "$gpus" --bind-to none ./train_gpt \
+source scripts/stoppable.sh
+run_stoppable mpirun "${as_root[@]}" -np "$gpus" --bind-to none ./train_gpt \
     -e d12 -p bf16 --zero 1 \
     -i 'data/fineweb/fw_train_*.bin' -j 'data/fineweb/fw_val_*.bin' \
     --tokenizer data/fineweb/tokenizer.bin \

@@ -7,6 +7,8 @@
 # checkout (a shared filesystem, or the same path on each) with ./train_gpt built, and the data
 # and output directories on a filesystem all nodes see (checkpoints are written by every rank).
 # Ranks are placed node by node; each rank uses the GPU of its local rank (rank within the node).
+# A SIGTERM or SIGINT to this script reaches the ranks as SIGUSR1 (scripts/stoppable.sh): they
+# checkpoint and exit 75, and so does the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${HOSTFILE:?set HOSTFILE to an Open MPI hostfile}"
@@ -14,5 +16,6 @@ gpus_per_node=${GPUS_PER_NODE:-8}
 nodes=$(grep -cv '^\s*\(#\|$\)' "$HOSTFILE")
 # Open MPI refuses to start as root (containers, cloud images) unless told it may
 as_root=(); [[ $(id -u) == 0 ]] && as_root=(--allow-run-as-root)
-exec mpirun "${as_root[@]}" -np $((nodes * gpus_per_node)) --hostfile "$HOSTFILE" --map-by ppr:"$gpus_per_node":node \
+source scripts/stoppable.sh
+run_stoppable mpirun "${as_root[@]}" -np $((nodes * gpus_per_node)) --hostfile "$HOSTFILE" --map-by ppr:"$gpus_per_node":node \
     --bind-to none -x PATH -x LD_LIBRARY_PATH ./train_gpt "$@"

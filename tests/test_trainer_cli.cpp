@@ -289,6 +289,36 @@ TEST(TrainerCli, LaunchScriptsStartMpirunAsRoot) {
     }
 }
 
+// A SIGTERM to a launch script reaches mpirun as SIGUSR1 (which Open MPI forwards to every rank:
+// checkpoint, exit 75), and the script exits with mpirun's status. Before: the script exec'd
+// mpirun, whose own SIGTERM handling kills the ranks ~2 s later and exits 1. mpirun is a stub that
+// exits 75 on SIGUSR1 (and 1 on SIGTERM, as Open MPI's does).
+TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
+    ScratchDir dir;
+    make_dirs(dir.file("bin"));
+    write_text(dir.file("bin/mpirun"),
+               "#!/bin/sh\ntrap 'echo stub: SIGUSR1; exit 75' USR1\ntrap 'echo stub: SIGTERM; exit 1' TERM\n"
+               "echo \"mpirun $*\"\nwhile :; do sleep 0.05; done\n");
+    write_text(dir.file("bin/make"), "#!/bin/sh\nexit 0\n");
+    write_text(dir.file("hosts.txt"), "node1 slots=2\n");
+    std::string out;
+    ASSERT_EQ(run_command("chmod +x '" + dir.file("bin") + "'/*", &out), 0) << out;
+    const std::string env = "PATH='" + dir.file("bin") + "':$PATH ";
+    for (const std::string script : {env + repo_root() + "/scripts/run_gpt2_124M.sh 2 -x 1",
+                                     env + "HOSTFILE='" + dir.file("hosts.txt") + "' GPUS_PER_NODE=2 " + repo_root() +
+                                         "/scripts/run_multinode.sh"}) {
+        const std::string cmd = "( " + script + " ) > '" + dir.file("out.txt") +
+                                "' 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo \"exit $?\"";
+        write_text(dir.file("drive.sh"), cmd + "\n");
+        std::string output;
+        run_command("bash '" + dir.file("drive.sh") + "'", &output);
+        const std::string log = read_text(dir.file("out.txt"));
+        EXPECT_CONTAINS(output, "exit 75") << log;
+        EXPECT_CONTAINS(log, "stub: SIGUSR1");
+        EXPECT_EQ(log.find("stub: SIGTERM"), std::string::npos) << log;
+    }
+}
+
 // -x 0 (evaluating or sampling, no training): a one-line model description instead of the
 // training table, a summary that says what it did, the tokenizer beside the training shards for a
 // fresh model's samples, a notice where samples can only be ids; -x 0 -g 0 with nothing to evaluate
