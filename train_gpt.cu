@@ -553,6 +553,9 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
                                 start_model ? &start_model->model : nullptr, start_model ? start_model->dir : "");
     RunPlan& plan = run.plan;
     plan.tokenizer = tokenizer ? tokenizer->origin() : "none";
+    if (cfg.given.count("val-data") && !cfg.val_data.empty() && cfg.val_every == 0) {
+        print0("notice: -j %s is given, but -v 0: the val loss is never evaluated\n", cfg.val_data.c_str());
+    }
     if (!cfg.sample_prompt.empty() && cfg.sample_tokens > 0 && (!tokenizer || !tokenizer->can_encode())) {
         fail("--sample-prompt needs a tokenizer that encodes text; the run's %s",
              tokenizer ? ("(" + tokenizer->origin() +
@@ -683,6 +686,9 @@ void open_outputs(Run& run, int argc, char** argv) {
             for (const auto& damaged : resume_from->damaged) {
                 print0("kept the damaged checkpoint as %s\n", set_aside_damaged_checkpoint(damaged.first).c_str());
             }
+        }
+        if (run.dirs.output.empty() && cfg.steps > 0) {
+            print0("notice: -o '': this run writes no log.jsonl or config.json\n");
         }
         if (!run.dirs.output.empty()) {
             const std::string log_path = run.dirs.output + "/log.jsonl";

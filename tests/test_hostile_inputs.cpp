@@ -369,3 +369,76 @@ TEST(HostileInputs, PrepareTextNeverOverwritesAnInputAndTakesEachOnce) {
                    {"--train-bytes must be at least 1"});
     EXPECT_FALSE(fs::exists(dir.file("o")));
 }
+
+// ---- the fourth adversarial round ------------------------------------------------------------
+
+// -o (or --checkpoint-dir) at a checkpoint's step directory or a model directory is refused,
+// naming the flag (before: --auto-resume -o <step dir> replaced the checkpoint's checksummed
+// config.json, exit 0, and the newest checkpoint was lost; without it, the refusal suggested
+// --overwrite-output, which did the same).
+TEST(HostileInputs, AModelDirectoryIsNoOutputDirectory) {
+    Corpus c;
+    ASSERT_EQ(run(c.train_gpt("-x 2 -v 0 --checkpoint-every 2")).rc, 0);
+    const std::string step = c.dir.file("out/checkpoints/step_00000002");
+    const std::string config = read_text(step + "/config.json");
+    for (const std::string flags : {"--auto-resume", "--overwrite-output", ""}) {
+        expect_refused(run(train_gpt_binary() + " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -x 2 -v 0 -g 0 -i '" +
+                           c.dir.file("train_*.bin") + "' --tokenizer '" + c.dir.file("tokenizer.bin") + "' -o '" +
+                           step + "' " + flags),
+                       {"--output-dir " + step + ": that is a checkpoint's step directory"});
+    }
+    expect_refused(run(c.train_gpt("-x 2 -v 0 --checkpoint-every 2 -o '" + c.dir.file("o2") + "' --checkpoint-dir '" +
+                                   step + "'")),
+                   {"--checkpoint-dir " + step + ": that is a checkpoint's step directory"});
+    EXPECT_EQ(read_text(step + "/config.json"), config);
+    EXPECT_FALSE(fs::exists(step + "/log.jsonl"));
+    ASSERT_EQ(run(c.train_gpt("-x 4 -v 0 --checkpoint-every 2 --resume")).rc, 0) << "the checkpoint still resumes";
+}
+
+// A text flag that is not UTF-8 is refused at start, naming the flag (before: a bare JSON
+// exception from config.json, with an empty log and a lock left behind; with -o '' only at the
+// first checkpoint, after training).
+TEST(HostileInputs, ATextFlagThatIsNotUtf8IsRefusedAtStart) {
+    Corpus c;
+    expect_refused(run(c.train_gpt("-x 2 -v 0 -g 4 --sample-prompt \"$(printf 'caf\\351')\"")),
+                   {"--sample-prompt caf", "not valid UTF-8"});
+    EXPECT_FALSE(fs::exists(c.dir.file("out"))) << "nothing is written before the refusal";
+    expect_refused(run(c.train_gpt("-x 2 -v 0 -o \"" + c.dir.file("$(printf 'caf\\351')") + "\"")),
+                   {"--output-dir", "not valid UTF-8"});
+}
+
+// -o '' has no checkpoint directory (before: checkpoints went to /checkpoints at the root), and
+// a training run without an output directory says it writes no log.
+TEST(HostileInputs, NoOutputDirectoryMeansNoCheckpointsUnlessGivenADirectory) {
+    Corpus c;
+    expect_refused(run(c.train_gpt("-x 2 -v 0 -o '' --checkpoint-every 2")),
+                   {"-o '': checkpoints go under the output directory, and there is none"});
+    expect_refused(run(c.train_gpt("-x 2 -v 0 -o '' --auto-resume")), {"(with --auto-resume)"});
+    const CommandResult r =
+        run(c.train_gpt("-x 2 -v 0 -o '' --checkpoint-every 2 --checkpoint-dir '" + c.dir.file("ck") + "'"));
+    EXPECT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "notice: -o '': this run writes no log.jsonl or config.json");
+    EXPECT_TRUE(fs::exists(c.dir.file("ck/step_00000002")));
+}
+
+// -x 0 -g 0 -j GLOB -v 0 names -v 0 as the reason; -j with -v 0 says the val loss is never
+// evaluated (before: "give -j GLOB", which was given; or silence).
+TEST(HostileInputs, ValidationTurnedOffByVZeroSaysSo) {
+    Corpus c;
+    ASSERT_EQ(run(c.train_gpt("-x 2 -v 0 --checkpoint-every 2")).rc, 0);
+    const std::string model = train_gpt_binary() + " --device cpu --init-from '" + c.dir.file("out/checkpoints") +
+                              "' -x 0 -j '" + c.dir.file("train_*.bin") + "' -v 0 ";
+    expect_refused(run(model + "-g 0"), {"nothing to do, because -v 0 turns the val loss off"});
+    const CommandResult r = run(model + "-g 4");
+    EXPECT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "but -v 0: the val loss is never evaluated");
+}
+
+// --seed beyond 2^64 - 1, or negative, is refused (before: saturated to 2^64 - 1, or wrapped).
+TEST(HostileInputs, SeedsOutOfRangeAreRefused) {
+    Corpus c;
+    for (const char* seed : {"18446744073709551616", "-1", "1e3"}) {
+        expect_refused(run(c.train_gpt(std::string("-x 1 -v 0 --seed ") + seed)), {"--seed"});
+    }
+    EXPECT_EQ(run(c.train_gpt("-x 1 -v 0 --seed 18446744073709551615")).rc, 0);
+}

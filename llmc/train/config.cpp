@@ -5,6 +5,7 @@
 
 #include "train/flags.h"
 #include "train/schedule.h"
+#include "data/tokenizer.h"   // printable
 #include "utils.h"
 
 #include <CLI/CLI.hpp>
@@ -96,6 +97,26 @@ void record_flags(const CLI::App& app, TrainConfig& c) {
     }
 }
 
+// Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool valid_utf8(const std::string& s) {
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    const size_t n = s.size();
+    for (size_t i = 0; i < n;) {
+        const unsigned c = p[i];
+        int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        if (len == 0 || i + len > n) return false;
+        unsigned cp = len == 1 ? c : c & (0x7f >> len);
+        for (int k = 1; k < len; k++) {
+            if ((p[i + k] & 0xc0) != 0x80) return false;
+            cp = (cp << 6) | (p[i + k] & 0x3f);
+        }
+        static const unsigned kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+        i += len;
+    }
+    return true;
+}
+
 // Flags a resumed run takes from the command line only: how it was started and found its
 // checkpoint, and what this process writes for inspection (a trace is one process's: taking it
 // from the checkpoint would replace the earlier process's trace).
@@ -141,6 +162,17 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
         return app.exit(e);
     }
     record_flags(app, c);
+    // config.json, the log and the checkpoints' manifests are JSON, which holds UTF-8 only: a value
+    // that is not (a latin-1 path, prompt) is refused here, naming its flag (before: a bare JSON
+    // exception, once after training, at the first checkpoint)
+    for (const auto& [name, text] : c.flag_texts) {
+        if (!valid_utf8(text)) {
+            fail(
+                "--%s %s: not valid UTF-8; the run's JSON files (config.json, log.jsonl, checkpoints) hold UTF-8 "
+                "only: give the value in UTF-8",
+                name.c_str(), printable(text).c_str());
+        }
+    }
     c.given.clear();
     for (const CLI::Option* opt : app.get_options()) {
         if (opt->count() > 0 && !long_name(opt).empty()) c.given.insert(long_name(opt));
@@ -296,6 +328,15 @@ void validate_start(const TrainConfig& c) {
     if (c.resume_from_intact && !c.resume && !c.auto_resume) {
         fail("--resume-from-intact chooses the checkpoint a run resumes from: give it with --resume or --auto-resume");
     }
+    // -o '': no output directory, so no <output-dir>/checkpoints either (before: "/checkpoints")
+    if (c.output_dir.empty() && c.checkpoint_dir.empty() && (c.checkpoint_every > 0 || c.resume || c.auto_resume)) {
+        fail(
+            "-o '': checkpoints go under the output directory, and there is none: give -o DIR or --checkpoint-dir DIR "
+            "(with %s)",
+            c.checkpoint_every > 0 ? "--checkpoint-every"
+            : c.resume             ? "--resume"
+                                   : "--auto-resume");
+    }
 }
 
 void validate(const TrainConfig& c) {
@@ -417,6 +458,10 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
     // does that and nothing else, refused only here)
     if (c.steps == 0 && c.sample_tokens == 0 && c.hellaswag.empty() &&
         !(c.val_every > 0 && c.given.count("val-data"))) {
+        if (c.given.count("val-data") && !c.val_data.empty()) {
+            fail("-x 0 -g 0 -j %s: nothing to do, because -v 0 turns the val loss off: give -v N (N > 0) to evaluate",
+                 c.val_data.c_str());
+        }
         fail(
             "-x 0 -g 0: nothing to do (no training, no sample, no evaluation). Give -j GLOB (and --init-from) to "
             "evaluate a model's val loss, --hellaswag FILE, or -g N to sample");

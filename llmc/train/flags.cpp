@@ -6,6 +6,7 @@
 #include "train/schedule.h"
 #include "utils.h"
 
+#include <cerrno>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -59,6 +60,17 @@ std::string model_spec_check(const std::string& text) {
                "not read)";
     }
     return "'" + text + "' is not of the form dN (d12 = GPT-2 124M, d24, d36, d48)";
+}
+
+// --seed: decimal digits of a value in [0, 2^64) (before: a larger one saturated to 2^64 - 1 and a
+// negative one wrapped, so a sweep over large seeds repeated one run)
+std::string seed_check(const std::string& text) {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+        return "'" + text + "' is not a seed: decimal digits, 0 to 18446744073709551615";
+    errno = 0;
+    std::strtoull(text.c_str(), nullptr, 10);
+    if (errno == ERANGE) return text + " is beyond 2^64 - 1 (18446744073709551615)";
+    return "";
 }
 
 // --fp8-gemms: auto, or a list parse_fp8_gemms takes
@@ -386,7 +398,8 @@ std::vector<Flag> make_table() {
             .no_value(),
         Flag("--threads", runtime, "N", "CPU threads, at most 1024 (0 = OpenMP default)", &C::threads)
             .checked(numeric(0, 1024), "0 to 1024"),
-        Flag("--seed", runtime, "N", "Seed for initialisation, shuffling and sampling", &C::seed),
+        Flag("--seed", runtime, "N", "Seed for initialisation, shuffling and sampling", &C::seed)
+            .checked(seed_check, "0 to 2^64 - 1"),
         Flag("--log-every", runtime, "N", "Print a step line every N steps", &C::log_every).checked(positive, "> 0"),
         Flag("--profile", runtime, "",
              "CUDA: GPU time per kernel-set op (CUDA events, no added synchronisation), printed at exit", &C::profile)

@@ -108,7 +108,26 @@ RunDirs run_dirs(const TrainConfig& cfg, const RunPlan& plan, bool resuming) {
     return d;
 }
 
+// A checkpoint's step directory (its manifest.json) or a transformers model directory (a
+// config.json beside model weights) is a model, not a place to write a run into: its config.json
+// is part of the model and checksummed, a log or a checkpoint beside it would damage it.
+static void refuse_model_directory(const std::string& dir, const char* flag) {
+    const bool manifest = file_exists(dir + "/manifest.json");
+    const bool weights = file_exists(dir + "/model.safetensors") ||
+                         file_exists(dir + "/model.safetensors.index.json") ||
+                         file_exists(dir + "/model-00001-of-00001.safetensors");
+    if (manifest || weights) {
+        fail(
+            "%s %s: that is %s, not a directory to write a run into; give another %s (to continue the run it "
+            "belongs to: --resume -o <that run's output directory>)",
+            flag, dir.c_str(),
+            manifest ? "a checkpoint's step directory (it holds manifest.json)" : "a model directory", flag);
+    }
+}
+
 void check_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
+    if (!dirs.output.empty()) refuse_model_directory(dirs.output, "--output-dir");
+    if (!dirs.checkpoints.empty()) refuse_model_directory(dirs.checkpoints, "--checkpoint-dir");
     if (!dirs.output.empty()) {
         check_path_room(dirs.output, kOutputRoom, "--output-dir");
         check_directory(dirs.output, "--output-dir");
