@@ -143,6 +143,12 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     return backend;
 }
 
+// Batches of B sequences the validation set holds (at least 1): more would wrap round and count
+// its first tokens twice.
+int64_t val_batches_in_one_pass(const DataLoader& loader) {
+    return std::max<int64_t>(1, loader.samples_per_epoch() / loader.B());
+}
+
 // Mean loss over `batches` micro-batches from the start of the validation set, split over the
 // ranks (rank r takes batches r, r + W, ...), so every world size evaluates the same tokens when
 // W divides `batches`.
@@ -152,6 +158,7 @@ struct ValLoss {
 };
 ValLoss evaluate(GPT& model, DataLoader& loader, int batches, int B, int T, Comm& comm) {
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+    batches = (int)std::min<int64_t>(batches, val_batches_in_one_pass(loader));   // never a token twice
     loader.reset();
     const int per_rank = (batches + comm.world_size() - 1) / comm.world_size();
     double sum = 0;
@@ -650,6 +657,10 @@ void open_data_and_start(Run& run, Comm& comm) {
         run.start = load_checkpoint(*run.resume_from, *run.model, plan, run.train_loader.get(), run.scaler, comm);
     } else if (run.start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
         run.model->set_weights(read_model_weights(*run.start_model));
+    }
+    if (run.val_loader && cfg.val_batches > val_batches_in_one_pass(*run.val_loader)) {
+        print0("notice: -m %d: the validation set holds %lld batches of %dx%d; each evaluation covers it once\n",
+               cfg.val_batches, (long long)val_batches_in_one_pass(*run.val_loader), B, T);
     }
     if (cfg.inject_nonfinite_step != "-1") {   // a testing flag that would do nothing says so
         bool injects = false;

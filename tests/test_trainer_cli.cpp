@@ -521,6 +521,18 @@ TEST(TrainerCli, TraceOpsListsTheOpsAndChangesNothing) {
                     "--trace-ops /nonexistent-dir/ops.txt: cannot open it for writing");
 }
 
+// -m larger than the validation set evaluates it once, and says so (before: the loader wrapped
+// round, its first tokens scored again, the mean over-weighted; no notice). The tiny corpus's val
+// shard holds 2000 tokens: 124 sequences of 16 (+1 target), 62 batches of 2x16.
+TEST(TrainerCli, AnEvaluationNeverCountsATokenTwice) {
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 1 -m 500 -g 0 --device cpu", &output), 0)
+        << output;
+    EXPECT_CONTAINS(output, "notice: -m 500: the validation set holds 62 batches of 2x16");
+    EXPECT_CONTAINS(output, "| 1984 tokens (62 batches of 2x16)");
+}
+
 TEST(TrainerCli, UnknownFlagIsRejected) { EXPECT_CONTAINS(expect_failure("--no-such-flag 3"), "--no-such-flag"); }
 
 TEST(TrainerCli, NonNumericValueIsRejected) {
