@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fcntl.h>
 #include <memory>
 #include <sys/stat.h>
@@ -170,6 +171,12 @@ void write_file_atomic(const std::string& path, const void* bytes, size_t size) 
 bool file_exists(const std::string& path) {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string resolved_path(const std::string& path) {
+    std::error_code ec;
+    const std::filesystem::path r = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+    return (ec ? std::filesystem::absolute(path).lexically_normal() : r).string();
 }
 
 void make_dirs(const std::string& path) {

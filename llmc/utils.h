@@ -51,6 +51,9 @@ void write_all(int fd, const void* bytes, size_t size, const std::string& path);
 void write_file_atomic(const std::string& path, const void* bytes, size_t size);
 
 bool file_exists(const std::string& path);
+// path made absolute with its existing part resolved (symlinks, ..): two names of one file compare
+// equal (std::filesystem::path's text, as a string)
+std::string resolved_path(const std::string& path);
 // mkdir -p; fails naming the path if it cannot be created or exists as something other than a
 // directory (a file, a FIFO).
 void make_dirs(const std::string& path);

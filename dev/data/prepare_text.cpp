@@ -453,13 +453,6 @@ void remove_dir(const std::string& dir) {   // the parts directory: only files w
     if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) fail("cannot remove %s: %s", dir.c_str(), std::strerror(errno));
 }
 
-// p made absolute with its existing part resolved (symlinks, ..), for comparing paths
-std::filesystem::path resolved_path(const std::string& p) {
-    std::error_code ec;
-    std::filesystem::path r = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
-    return ec ? std::filesystem::absolute(p).lexically_normal() : r;
-}
-
 void run(const Options& opt) {
     if (!(opt.val_fraction >= 0.0 && opt.val_fraction < 1.0)) {
         fail("--val-fraction must be in [0, 1), got %g", opt.val_fraction);

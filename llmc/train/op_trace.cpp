@@ -201,12 +201,7 @@ void OpTraceFile::finish() {
 }
 
 namespace {
-// p made absolute with its existing part resolved (symlinks, ..), for comparing paths
-std::filesystem::path resolved(const std::string& p) {
-    std::error_code ec;
-    std::filesystem::path r = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
-    return ec ? std::filesystem::absolute(p).lexically_normal() : r;
-}
+std::filesystem::path resolved(const std::string& p) { return resolved_path(p); }
 bool is_under(const std::filesystem::path& p, const std::filesystem::path& dir) {
     auto d = dir.begin(), q = p.begin();
     for (; d != dir.end() && !d->empty(); ++d, ++q) {
