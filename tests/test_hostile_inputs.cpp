@@ -381,7 +381,7 @@ TEST(HostileInputs, AModelDirectoryIsNoOutputDirectory) {
     ASSERT_EQ(run(c.train_gpt("-x 2 -v 0 --checkpoint-every 2")).rc, 0);
     const std::string step = c.dir.file("out/checkpoints/step_00000002");
     const std::string config = read_text(step + "/config.json");
-    for (const std::string& flags : {"--auto-resume", "--overwrite-output", ""}) {
+    for (const char* flags : {"--auto-resume", "--overwrite-output", ""}) {
         expect_refused(run(train_gpt_binary() + " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -x 2 -v 0 -g 0 -i '" +
                            c.dir.file("train_*.bin") + "' --tokenizer '" + c.dir.file("tokenizer.bin") + "' -o '" +
                            step + "' " + flags),
