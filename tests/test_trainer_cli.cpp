@@ -305,8 +305,8 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
     ASSERT_EQ(run_command("chmod +x '" + dir.file("bin") + "'/*", &out), 0) << out;
     const std::string env = "PATH='" + dir.file("bin") + "':$PATH ";
     for (const std::string& script : {env + repo_root() + "/scripts/run_gpt2_124M.sh 2 -x 1",
-                                     env + "HOSTFILE='" + dir.file("hosts.txt") + "' GPUS_PER_NODE=2 " + repo_root() +
-                                         "/scripts/run_multinode.sh"}) {
+                                      env + "HOSTFILE='" + dir.file("hosts.txt") + "' GPUS_PER_NODE=2 " + repo_root() +
+                                          "/scripts/run_multinode.sh"}) {
         const std::string cmd = "( " + script + " ) > '" + dir.file("out.txt") +
                                 "' 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo \"exit $?\"";
         write_text(dir.file("drive.sh"), cmd + "\n");
