@@ -89,6 +89,18 @@ class Backend {
     // non-null). dinp may be null (not computed).
     virtual void matmul_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                                  const void* weight, int N, int C, int OC) = 0;
+    // The GEMM epilogues of --gemm-epilogues (model/epilogue_block_ops.h): GELU and its gradient
+    // applied to a GEMM's FP32 result before it is rounded, as cuBLASLt's GELU_AUX_BIAS and DGELU
+    // epilogues apply them — so they round once where matmul_forward + gelu_forward round twice.
+    // z = inp (N,C) · weight (OC,C)ᵀ + bias (OC) in FP32; pre (N,OC) = round(z), the GELU input
+    // kept for backward; out (N,OC) = round(gelu(z)), gelu as gelu_forward's.
+    virtual void matmul_forward_gelu(void* out, void* pre, const void* inp, const void* weight, const void* bias, int N,
+                                     int C, int OC) = 0;
+    // g = dout (N,OC) · weight (OC,C) in FP32; dinp (N,C) = round(gelu'(pre) · g), pre (N,C) the
+    // GELU input matmul_forward_gelu kept, gelu' as gelu_backward's: the output gradient of the
+    // GEMM that produced pre. No weight gradient (matmul_backward with dinp null computes it).
+    virtual void matmul_backward_dgelu(void* dinp, const void* dout, const void* weight, const void* pre, int N, int C,
+                                       int OC) = 0;
     // Causal self-attention: out (B,T,C) from qkv (B,T,3C) = [q | k | v] per token, head h using
     // features h·hs … (h+1)·hs of each; scores scaled by 1/√hs; softmax in FP32; lse (B,NH,T) the
     // log-sum-exp of each softmax row, all backward keeps (it recomputes the probabilities). In

@@ -70,6 +70,14 @@ class BackendDecorator : public Backend {
     void gelu_backward(void* dinp, const void* inp, const void* dout, size_t n) override {
         k_->gelu_backward(dinp, inp, dout, n);
     }
+    void matmul_forward_gelu(void* out, void* pre, const void* inp, const void* weight, const void* bias, int N, int C,
+                             int OC) override {
+        k_->matmul_forward_gelu(out, pre, inp, weight, bias, N, C, OC);
+    }
+    void matmul_backward_dgelu(void* dinp, const void* dout, const void* weight, const void* pre, int N, int C,
+                               int OC) override {
+        k_->matmul_backward_dgelu(dinp, dout, weight, pre, N, C, OC);
+    }
     void gelu_backward_bias(void* dinp, float* dbias, const void* inp, const void* dout, int rows, int cols) override {
         k_->gelu_backward_bias(dinp, dbias, inp, dout, rows, cols);
     }

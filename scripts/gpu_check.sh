@@ -51,16 +51,17 @@ ROOT=$(pwd)
 #      with the trainer's defaults, validation and a 256-token sample at its end, the one part of
 #      every default run that has never run on a GPU (attention_decode), and the decoding tests;
 #   c. the never-run paths, newest first: the flash attention (its tests, whole steps, d12
-#      timed), the fused kernels, recompute, the GEMM autotuner (tests, a d12 run with both), FP8
-#      (the probe, the casts, GEMMs, scaling state and fused casts, a d12 run, the tracking of the
-#      CPU twin with the flash attention), then the rest of build/test_cuda and the one run with
-#      --profile (its per-op breakdown; every timed run goes without it).
+#      timed), the fused kernels and GEMM epilogues, recompute, the GEMM autotuner (tests, a d12
+#      run with both), FP8 (the probe, the casts, GEMMs, scaling state and fused casts, a d12
+#      run, the tracking of the CPU twin with the flash attention), then the rest of
+#      build/test_cuda and the one run with --profile (its per-op breakdown; every timed run goes
+#      without it).
 # EXTRA_STEPS run only where GPU_CHECK_ONLY names them (a rerun on the still-warm machine, the next
 # window): their caps do not fit the budget. Training runs: model, batch, precision (fp8-auto:
 # --fp8-gemms auto, FP8 where it times faster; fp8-mlp: FP8 in the MLP's GEMMs only), attention
 # ('-' the trainer's default), options ('-', or a comma list of fused for --fused-kernels true,
 # tuned for --gemm-autotune, r1 and r2 for --recompute 1|2, hN for --lm-head-chunks N, prof for
-# --profile; a run whose flag the trainer lacks is SKIPPED), and an optional baseline ms/step. A
+# --profile, epi for --gemm-epilogues true; a run whose flag the trainer lacks is SKIPPED), and an optional baseline ms/step. A
 # run's verdict fails on a skipped step, a non-finite loss, a loss that does not fall
 # (gpu_check_report.py loss_health) and, with a baseline, on a time over 1.10× it.
 # The default path's CUDA tests (GoogleTest filter: positive patterns, then '-' and the excluded)
@@ -87,7 +88,7 @@ STEPS=(
    "test.flash                    25  step_tests      *AttentionFlash*"
    "test.step_flash               20  step_tests      *TrainingStepMatchesCpuTwin/*_flash"
    "d12.bf16.flash                25  step_bench      d12  16  bf16      flash     -"
-   "test.fused                    20  step_tests      *CudaFusedOpsTest.*_fused:*FusedKernels*"
+   "test.fused                    20  step_tests      *CudaFusedOpsTest.*_fused:*FusedKernels*:*CudaEpilogueTest*"
    "test.recompute                15  step_tests      *Recompute*"
    "test.gemm_autotune            20  step_tests      *GemmAutotune*"
    "d12.bf16.flash.fused.tuned    30  step_bench      d12  16  bf16      flash     fused,tuned"
@@ -125,6 +126,8 @@ EXTRA_STEPS=(
    "d36.bf16.flash.fused          60  step_bench      d36  8   bf16      flash     fused"
    "d36.fp8.flash.fused           60  step_bench      d36  8   fp8       flash     fused"
    "d12.fp8.gemm                  45  step_bench      d12  16  fp8       gemm      -"
+   "d12.bf16.epi                  45  step_bench      d12  16  bf16      -         epi"
+   "d12.bf16.flash.fused.epi      45  step_bench      d12  16  bf16      flash     fused,epi"
    "test.wmma                     45  step_tests      *Wmma*"
    "lab                          120  step_lab"
 )
@@ -144,7 +147,7 @@ BUNDLE=$ROOT/build/gpu_check/bundle.tar.gz
 PYTHON=${PYTHON:-python3}
 PY=("$PYTHON" "$ROOT/scripts/gpu_check_report.py")
 LAB=${LAB:-1}
-LAB_HARNESSES=${LAB_HARNESSES:-"fp8_cast fp8_fused matmul layernorm attention"}
+LAB_HARNESSES=${LAB_HARNESSES:-"fp8_cast fp8_fused matmul matmul_epilogues layernorm attention"}
 JOBS=${JOBS:-$(nproc)}
 V=50257                                    # GPT-2's vocabulary; the dry run's shard uses 256
 [[ $MODE == --dry-run ]] && V=256
@@ -610,6 +613,7 @@ option_flags() {
             r[0-2]) OPTION_FLAGS+=(--recompute "${o#r}") ;;
             h[0-9]*) OPTION_FLAGS+=(--lm-head-chunks "${o#h}") ;;
             prof) OPTION_FLAGS+=(--profile) ;;
+            epi) OPTION_FLAGS+=(--gemm-epilogues true) ;;
             -) ;;
             *) record FAIL "unknown option $o (a bug in gpu_check.sh's STEPS)"; return 1 ;;
         esac

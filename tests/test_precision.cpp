@@ -409,12 +409,13 @@ struct ModeResult {
 };
 
 ModeResult run_mode(Precision p, const GPTConfig& cfg, const std::vector<float>& weights,
-                    const std::vector<int32_t>& tokens, int B, int T, Fp8Recipe recipe = Fp8Recipe::Delayed) {
+                    const std::vector<int32_t>& tokens, int B, int T, Fp8Recipe recipe = Fp8Recipe::Delayed,
+                    bool gemm_epilogues = false) {
     PrecisionConfig pc;
     pc.precision = p;
     pc.fp8.recipe = recipe;
     auto backend = make_cpu_backend(activation_dtype(p), p == Precision::TF32);
-    GPT model(cfg, *backend, B, T, pc);
+    GPT model(cfg, *backend, B, T, pc, nullptr, 0, 0, 1, gemm_epilogues);
     model.set_weights(weights);
     model.zero_grad();
     // fp16 runs with a loss scale, as in training: 1/(B·T) alone would flush small dlogits
@@ -438,6 +439,8 @@ ModeResult run_mode(Precision p, const GPTConfig& cfg, const std::vector<float>&
 //   gradients ≤ √n·u per tensor (bf16, fp16), n = 6L + 4 = 16: a parameter gradient is a product
 //     chain through ~6 rounded tensors per layer and 4 in the head, each adding a relative error
 //     of up to u; independent errors add in quadrature (the chain rule of tests/tolerances.h);
+//   --gemm-epilogues in bf16, fp16: the same bounds, since they round the GELU output and fc's
+//     output gradient once instead of twice (one rounding fewer in the chain, never one more);
 //   fp8 gradients ≤ 2.4·u(E5M2) = 0.3: the backward GEMMs read dY in E5M2, whose rounding
 //     dominates (u(E5M2) = 32 u(bf16)); one E5M2 operand per GEMM, through the chain of a block's
 //     ~6 GEMM-and-cast steps in quadrature, √6·u(E5M2) ≈ 2.4·u(E5M2).
@@ -469,6 +472,7 @@ TEST(Precision, ModesMatchFp32WithinFormatTolerances) {
         Precision p;
         Fp8Recipe recipe;
         double loss_tol, grad_tol;
+        bool gemm_epilogues = false;
     };
     const double chain = std::sqrt(6.0 * cfg.n_layer + 4);
     const double u_bf16 = kUnitRoundoffBf16, u_fp16 = kUnitRoundoffFp16;
@@ -476,6 +480,8 @@ TEST(Precision, ModesMatchFp32WithinFormatTolerances) {
     const Case cases[] = {
         {Precision::BF16, Fp8Recipe::Delayed, u_bf16, chain * u_bf16},
         {Precision::FP16, Fp8Recipe::Delayed, u_fp16, chain * u_fp16},
+        {Precision::BF16, Fp8Recipe::Delayed, u_bf16, chain * u_bf16, true},
+        {Precision::FP16, Fp8Recipe::Delayed, u_fp16, chain * u_fp16, true},
         // tf32 rounds only the GEMM operands, to fp16's u, and stores fp32: within fp16's bounds
         {Precision::TF32, Fp8Recipe::Delayed, kUnitRoundoffTf32, chain * kUnitRoundoffTf32},
         {Precision::FP8, Fp8Recipe::Delayed, u_e4m3, std::sqrt(6.0) * u_e5m2},
@@ -483,8 +489,8 @@ TEST(Precision, ModesMatchFp32WithinFormatTolerances) {
     };
     auto sizes = param_tensor_sizes(cfg);
     for (const Case& c : cases) {
-        ModeResult r = run_mode(c.p, cfg, weights, tokens, B, T, c.recipe);
-        const ModeResult r_peaked = run_mode(c.p, cfg, peaked, tokens, B, T, c.recipe);
+        ModeResult r = run_mode(c.p, cfg, weights, tokens, B, T, c.recipe, c.gemm_epilogues);
+        const ModeResult r_peaked = run_mode(c.p, cfg, peaked, tokens, B, T, c.recipe, c.gemm_epilogues);
         const double loss_err = std::fabs(r_peaked.loss - ref_peaked.loss) / ref_peaked.loss;
         EXPECT_LT(loss_err, c.loss_tol) << precision_name(c.p);
         double worst = 0;
@@ -497,8 +503,10 @@ TEST(Precision, ModesMatchFp32WithinFormatTolerances) {
         }
         std::printf("%s%s vs fp32: loss %.2e (bound %.1e), worst gradient tensor %.2e (bound %.1e)\n",
                     precision_name(c.p),
-                    c.p == Precision::FP8 ? (c.recipe == Fp8Recipe::Current ? " current" : " delayed") : "", loss_err,
-                    c.loss_tol, worst, c.grad_tol);
+                    c.p == Precision::FP8 ? (c.recipe == Fp8Recipe::Current ? " current" : " delayed")
+                    : c.gemm_epilogues    ? " --gemm-epilogues"
+                                          : "",
+                    loss_err, c.loss_tol, worst, c.grad_tol);
     }
 }
 

@@ -76,6 +76,14 @@ class CpuBackend : public Backend, public Fp8Ops {
                          const void* weight, int N, int C, int OC) override {
         cpu::matmul_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC);
     }
+    void matmul_forward_gelu(void* out, void* pre, const void* inp, const void* weight, const void* bias, int N, int C,
+                             int OC) override {
+        cpu::matmul_forward_gelu(act(out), act(pre), act(inp), act(weight), act(bias), N, C, OC);
+    }
+    void matmul_backward_dgelu(void* dinp, const void* dout, const void* weight, const void* pre, int N, int C,
+                               int OC) override {
+        cpu::matmul_backward_dgelu(act(dinp), act(dout), act(weight), act(pre), N, C, OC);
+    }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
         cpu::attention_forward(act(out), lse, act(qkv), B, Tlen, C, NH);
     }

@@ -374,30 +374,63 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
 namespace {
 template <typename Acc>
 constexpr Acc kGeluScale = Acc(0.7978845608028654);   // √(2/π)
+
+// gelu(x) = 0.5·x·(1 + tanh u), u = √(2/π)(x + 0.044715 x³)
+template <typename Acc>
+Acc gelu_value(Acc x) {
+    return Acc(0.5) * x * (Acc(1) + std::tanh(kGeluScale<Acc> * (x + Acc(0.044715) * x * x * x)));
 }
+// d/dx = 0.5(1 + tanh u) + 0.5 x (1 − tanh² u) · √(2/π)(1 + 3·0.044715 x²)
+template <typename Acc>
+Acc gelu_grad_value(Acc x) {
+    Acc th = std::tanh(kGeluScale<Acc> * (x + Acc(0.044715) * x * x * x));
+    Acc du = kGeluScale<Acc> * (Acc(1) + Acc(3 * 0.044715) * x * x);
+    return Acc(0.5) * (Acc(1) + th) + Acc(0.5) * x * (Acc(1) - th * th) * du;
+}
+}   // namespace
 
 template <typename T>
 void gelu_forward(T* out, const T* inp, size_t n) {
-    using Acc = acc_t<T>;
 #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        Acc x = load(inp[i]);
-        out[i] = store<T>(Acc(0.5) * x * (Acc(1) + std::tanh(kGeluScale<Acc> * (x + Acc(0.044715) * x * x * x))));
-    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = store<T>(gelu_value(load(inp[i])));
 }
 
 template <typename T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) {
-    using Acc = acc_t<T>;
-    // d/dx = 0.5(1 + tanh u) + 0.5 x (1 − tanh² u) · √(2/π)(1 + 3·0.044715 x²), u = √(2/π)(x + 0.044715 x³)
 #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        Acc x = load(inp[i]);
-        Acc th = std::tanh(kGeluScale<Acc> * (x + Acc(0.044715) * x * x * x));
-        Acc du = kGeluScale<Acc> * (Acc(1) + Acc(3 * 0.044715) * x * x);
-        Acc local = Acc(0.5) * (Acc(1) + th) + Acc(0.5) * x * (Acc(1) - th * th) * du;
-        dinp[i] = store<T>(local * load(dout[i]));
+    for (size_t i = 0; i < n; i++)
+        dinp[i] = store<T>(gelu_grad_value(load(inp[i])) * load(dout[i]));
+}
+
+template <typename T>
+void matmul_forward_gelu(T* out, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
+    using Acc = acc_t<T>;
+    std::vector<Acc> inp_wide, weight_wide, z((size_t)N * OC);
+    const Acc* a = widened(inp, (size_t)N * C, inp_wide);
+    const Acc* w = widened(weight, (size_t)OC * C, weight_wide);
+    gemm(false, true, N, OC, C, Acc(1), a, C, w, C, Acc(0), z.data(), OC);   // (N,C)·(OC,C)ᵀ
+#pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < OC; j++) {
+            const size_t at = (size_t)i * OC + j;
+            const Acc v = z[at] + (bias != nullptr ? load(bias[j]) : Acc(0));   // the FP32 GELU input
+            pre[at] = store<T>(v);
+            out[at] = store<T>(gelu_value(v));
+        }
     }
+}
+
+template <typename T>
+void matmul_backward_dgelu(T* dinp, const T* dout, const T* weight, const T* pre, int N, int C, int OC) {
+    using Acc = acc_t<T>;
+    std::vector<Acc> dout_wide, weight_wide, g((size_t)N * C);
+    const Acc* dy = widened(dout, (size_t)N * OC, dout_wide);
+    const Acc* w = widened(weight, (size_t)OC * C, weight_wide);
+    gemm(false, false, N, C, OC, Acc(1), dy, OC, w, C, Acc(0), g.data(), C);   // (N,OC)·(OC,C), not rounded
+#pragma omp parallel for
+    for (size_t i = 0; i < (size_t)N * C; i++)
+        dinp[i] = store<T>(gelu_grad_value(load(pre[i])) * g[i]);
 }
 
 template <typename T>
@@ -488,6 +521,8 @@ void adamw_update(acc_t<T>* master, T* working, acc_t<T>* m, acc_t<T>* v, const 
     template void attention_decode<T>(T*, const T*, int, int, int, int);                                              \
     template void attention_backward<T>(T*, const T*, const T*, const T*, const acc_t<T>*, int, int, int, int);       \
     template void gelu_forward<T>(T*, const T*, size_t);                                                              \
+    template void matmul_forward_gelu<T>(T*, T*, const T*, const T*, const T*, int, int, int);                        \
+    template void matmul_backward_dgelu<T>(T*, const T*, const T*, const T*, int, int, int);                          \
     template void gelu_backward<T>(T*, const T*, const T*, size_t);                                                   \
     template void residual_forward<T>(T*, const T*, const T*, size_t);                                                \
     template void fused_classifier<T>(T*, acc_t<T>*, const T*, const int32_t*, int, int, int, acc_t<T>);              \

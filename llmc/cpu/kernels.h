@@ -101,6 +101,13 @@ template <typename T>
 void gelu_forward(T* out, const T* inp, size_t n);
 template <typename T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n);
+// Backend::matmul_forward_gelu / matmul_backward_dgelu (the GEMM epilogues): the GEMM as
+// matmul_forward's / matmul_backward's dinp, and GELU (its gradient) evaluated as gelu_forward
+// (gelu_backward) evaluates it, on the FP32 result before its one rounding
+template <typename T>
+void matmul_forward_gelu(T* out, T* pre, const T* inp, const T* weight, const T* bias, int N, int C, int OC);
+template <typename T>
+void matmul_backward_dgelu(T* dinp, const T* dout, const T* weight, const T* pre, int N, int C, int OC);
 // Backend::gelu_backward_bias: gelu_backward, then add_column_sums of its output into dbias
 template <typename T>
 void gelu_backward_bias(T* dinp, acc_t<T>* dbias, const T* inp, const T* dout, int rows, int cols);

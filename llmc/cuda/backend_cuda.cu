@@ -194,6 +194,17 @@ class CudaBackend : public Backend, public Fp8Ops {
         const cuda::OpProfiler::Scope timed(profiler(), "matmul_backward", stream_);
         cuda::matmul_backward(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC, stream_);
     }
+    // --gemm-epilogues' GEMMs (called only under it: model/epilogue_block_ops.h)
+    void matmul_forward_gelu(void* out, void* pre, const void* inp, const void* weight, const void* bias, int N, int C,
+                             int OC) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "matmul_forward_gelu", stream_);
+        cuda::matmul_forward_gelu(act(out), act(pre), act(inp), act(weight), act(bias), N, C, OC, stream_);
+    }
+    void matmul_backward_dgelu(void* dinp, const void* dout, const void* weight, const void* pre, int N, int C,
+                               int OC) override {
+        const cuda::OpProfiler::Scope timed(profiler(), "matmul_backward_dgelu", stream_);
+        cuda::matmul_backward_dgelu(act(dinp), act(dout), act(weight), act(pre), N, C, OC, stream_);
+    }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
         const cuda::OpProfiler::Scope timed(profiler(), "attention_forward", stream_);
         cuda::attention_forward_gemm(act(out), lse, act(qkv), B, Tlen, C, NH, stream_);
@@ -445,10 +456,11 @@ class CudaBackend : public Backend, public Fp8Ops {
     cuda::OpProfiler* profiler() { return profiler_.enabled() ? &profiler_ : nullptr; }
 };
 
-// --fused-kernels, --attention flash and -p tf32 (not yet validated on a GPU): the ops they change.
-// Fused: the residual add in the layernorm, the bias gradients in the layernorm and GELU backward,
-// one kernel each; flash: the tensor-core attention where it supports the head size (bf16, fp16);
-// tf32: the matmul ops' GEMMs on TF32 tensor cores (fp32 storage).
+// --fused-kernels, --attention flash, -p tf32 and --gemm-epilogues (not yet validated on a GPU):
+// the ops they change. Fused: the residual add in the layernorm, the bias gradients in the
+// layernorm and GELU backward, one kernel each; flash: the tensor-core attention where it supports
+// the head size (bf16, fp16); tf32: the matmul ops' GEMMs on TF32 tensor cores (fp32 storage);
+// epilogues: a matmul_backward with a bias gradient sums it in the dW GEMM (BGRADB).
 template <typename T>
 class CudaBackendWithOptions final : public CudaBackend<T> {
     using Base = CudaBackend<T>;
@@ -506,6 +518,11 @@ class CudaBackendWithOptions final : public CudaBackend<T> {
                 return;
             }
         }
+        if (options_.gemm_epilogues && dbias != nullptr) {   // the bias gradient from the dW GEMM's epilogue
+            const cuda::OpProfiler::Scope timed(profiler(), "matmul_backward", stream_);
+            cuda::matmul_backward_bgrad(act(dinp), dweight, dbias, act(dout), act(inp), act(weight), N, C, OC, stream_);
+            return;
+        }
         Base::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
     }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
@@ -537,7 +554,7 @@ std::unique_ptr<Backend> make_for(DType dtype, int device, const CudaOptions& op
     if (options.tf32_gemms && !std::is_same_v<T, float>) {
         fail("TF32 GEMMs need fp32 storage (precision tf32), not %s", dtype_name(dtype));
     }
-    if (options.fused_kernels || options.flash_attention || options.tf32_gemms) {
+    if (options.fused_kernels || options.flash_attention || options.tf32_gemms || options.gemm_epilogues) {
         return std::make_unique<CudaBackendWithOptions<T>>(dtype, device, options);
     }
     return std::make_unique<CudaBackend<T>>(dtype, device, options);

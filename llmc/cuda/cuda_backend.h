@@ -41,6 +41,10 @@ struct CudaOptions {
     // -p tf32 (fp32 storage only): the matmul ops' GEMMs on TF32 tensor cores (cuda/matmul.cuh,
     // matmul_forward_tf32), the other ops fp32's
     bool tf32_gemms = false;
+    // --gemm-epilogues: matmul_backward's bias gradients summed by the dW GEMM (cuBLASLt's BGRADB
+    // epilogue, cuda/matmul_epilogues.cuh) instead of a column-sum pass; the GELU epilogues are
+    // ops of their own (matmul_forward_gelu, matmul_backward_dgelu), which the model calls under it
+    bool gemm_epilogues = false;
 };
 
 // The CUDA kernel set for activations of `dtype` on GPU `device` (made current for this thread).

@@ -36,4 +36,5 @@
 #include "cuda/global_norm.cuh"
 #include "cuda/layernorm.cuh"
 #include "cuda/matmul.cuh"
+#include "cuda/matmul_epilogues.cuh"
 #include "cuda/residual.cuh"

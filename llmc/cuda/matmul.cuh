@@ -91,6 +91,20 @@ struct GemmAlgo {
     bool null_c = false;
 };
 
+// An epilogue beyond the bias (--gemm-epilogues, cuda/matmul_epilogues.cuh), applied by cuBLASLt
+// to the FP32 result before it is rounded into D:
+//   kGeluAux  D = gelu(result + bias), aux = result + bias (the GELU input, D's type)   GELU_AUX(_BIAS)
+//   kDGelu    D = gelu'(aux) · result (aux read: the GELU input the forward kept)      DGELU
+//   kBGradB   bias_grad (n) = Σ_k op(B), written (D's type), beside D = A·B            BGRADB
+// aux is column-major like D (m×n, aux_ld ≥ m, a multiple of 8).
+enum class GemmEpilogue : int64_t { kNone = 0, kGeluAux = 1, kDGelu = 2, kBGradB = 3 };
+struct GemmEpilogueArgs {
+    GemmEpilogue kind = GemmEpilogue::kNone;
+    void* aux = nullptr;
+    int64_t aux_ld = 0;
+    void* bias_grad = nullptr;
+};
+
 // Everything that decides which cuBLASLt algorithms can run a GEMM: its shape, types, layouts,
 // pointer alignments, epilogue, scaling and batch. Equal problems share one GemmPlan.
 struct GemmProblem {
@@ -103,10 +117,11 @@ struct GemmProblem {
     int64_t tf32;                                    // 1: CUBLAS_COMPUTE_32F_FAST_TF32 (FP32 operands)
     int64_t beta_nonzero, alpha_not_one;
     int64_t batch_count, stride_a, stride_b, stride_d;
+    int64_t epilogue, aux_ld, align_aux;   // GemmEpilogue beyond the bias; its aux's ld and alignment
     auto fields() const {
         return std::tie(m, n, k, a_type, b_type, d_type, bias_type, a_transposed, b_transposed, lda, ldb, ldd, align_a,
                         align_b, align_d, align_bias, fp8, tf32, beta_nonzero, alpha_not_one, batch_count, stride_a,
-                        stride_b, stride_d);
+                        stride_b, stride_d, epilogue, aux_ld, align_aux);
     }
     bool operator<(const GemmProblem& o) const { return fields() < o.fields(); }
 };
@@ -276,12 +291,29 @@ inline std::unique_ptr<GemmPlan> make_gemm_plan(const GemmProblem& p, bool trans
     const cublasOperation_t op_b = transposed_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    if (has_bias) {
-        const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-        const int32_t type = (int32_t)p.bias_type;
+    const GemmEpilogue extra = (GemmEpilogue)p.epilogue;
+    if (has_bias || extra != GemmEpilogue::kNone) {
+        cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+        switch (extra) {
+            case GemmEpilogue::kNone: break;
+            case GemmEpilogue::kGeluAux:
+                epilogue = has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+                break;
+            case GemmEpilogue::kDGelu: epilogue = CUBLASLT_EPILOGUE_DGELU; break;
+            case GemmEpilogue::kBGradB: epilogue = CUBLASLT_EPILOGUE_BGRADB; break;
+        }
         cublasCheck(
             cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+        if (has_bias) {
+            const int32_t type = (int32_t)p.bias_type;
+            cublasCheck(
+                cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+        }
+        if (extra == GemmEpilogue::kGeluAux || extra == GemmEpilogue::kDGelu) {
+            const int64_t ld = p.aux_ld;
+            cublasCheck(
+                cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+        }
     }
     if (p.fp8) {
         const int8_t fast = fast_accum ? 1 : 0;
@@ -460,7 +492,7 @@ size_t fastest_candidate(const std::vector<GemmAlgo>& runnable, cudaStream_t str
 inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, const GemmOperand& a, const GemmOperand& b,
                  void* d, cudaDataType_t d_type, int ldd, float beta, const void* bias, cudaDataType_t bias_type,
                  bool fast_accum, const GemmBatch& batch = {}, IfUnsupported if_unsupported = IfUnsupported::Fail,
-                 float alpha = 1.0f, bool tf32 = false) {
+                 float alpha = 1.0f, bool tf32 = false, const GemmEpilogueArgs& epilogue = {}) {
     GemmContext& ctx = gemm_context(stream);
     const bool fp8 = is_fp8(a.type) || is_fp8(b.type);
     GemmProblem key{};
@@ -475,6 +507,8 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
     key.beta_nonzero = beta != 0.0f, key.alpha_not_one = alpha != 1.0f;
     key.batch_count = batch.count, key.stride_a = batch.stride_a, key.stride_b = batch.stride_b;
     key.stride_d = batch.stride_d;
+    key.epilogue = (int64_t)epilogue.kind, key.aux_ld = epilogue.aux_ld;
+    key.align_aux = epilogue.aux != nullptr ? pointer_alignment(epilogue.aux) : 0;
     std::unique_ptr<GemmPlan>& slot = ctx.plans[key];
     if (!slot) slot = detail::make_gemm_plan(key, a.transposed, b.transposed, bias != nullptr, fast_accum, batch);
     GemmPlan& plan = *slot;
@@ -482,6 +516,14 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
     // this call's pointers
     if (bias != nullptr) {
         cublasCheck(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    if (epilogue.aux != nullptr) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epilogue.aux,
+                                                   sizeof(epilogue.aux)));
+    }
+    if (epilogue.bias_grad != nullptr) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue.bias_grad,
+                                                   sizeof(epilogue.bias_grad)));
     }
     if (a.scale != nullptr) {
         cublasCheck(
@@ -531,9 +573,10 @@ inline bool gemm(const char* what, cudaStream_t stream, int m, int n, int k, con
         [&](const GemmAlgo& g) { cublasCheck(launch_on(g, d)); },
         [&](const std::string& why) {
             fail(
-                "%s: cuBLASLt cannot run m=%d n=%d k=%d (A %s type %d, B %s type %d, D type %d, bias %s, batch %d): %s",
+                "%s: cuBLASLt cannot run m=%d n=%d k=%d (A %s type %d, B %s type %d, D type %d, bias %s, epilogue %d, "
+                "batch %d): %s",
                 what, m, n, k, a.transposed ? "T" : "N", (int)a.type, b.transposed ? "T" : "N", (int)b.type,
-                (int)d_type, bias != nullptr ? "yes" : "no", batch.count, why.c_str());
+                (int)d_type, bias != nullptr ? "yes" : "no", (int)epilogue.kind, batch.count, why.c_str());
         });
 }
 

@@ -1,6 +1,8 @@
 // gpt.cpp — the model's forward, backward and update, as calls into the Backend.
 #include "model/gpt.h"
 
+#include "model/epilogue_block_ops.h"
+
 #include "precision/fp8_block_ops.h"
 #include "rng.h"
 #include "utils.h"
@@ -137,7 +139,7 @@ size_t GPT::activation_bytes_for(const GPTConfig& cfg, int B, int T, const Preci
 }
 
 GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision, Comm* comm,
-         int zero, int recompute, int lm_head_chunks)
+         int zero, int recompute, int lm_head_chunks, bool gemm_epilogues)
     : cfg_(cfg),
       k_(backend),
       max_B_(max_B),
@@ -150,6 +152,16 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
       lm_head_chunks_(lm_head_chunks) {
     if (recompute < 0 || recompute > 2) fail("--recompute %d: expected 0, 1 or 2", recompute);
     if (lm_head_chunks < 1) fail("--lm-head-chunks %d: expected at least 1", lm_head_chunks);
+    if (gemm_epilogues && (precision.precision == Precision::FP8 || precision.precision == Precision::TF32)) {
+        fail("--gemm-epilogues: for fp32, bf16 and fp16 (%s has GEMMs of its own)",
+             precision_name(precision.precision));
+    }
+    if (gemm_epilogues && recompute != 0) {
+        fail(
+            "--gemm-epilogues with --recompute %d: the GELU output computed again from the kept fch would differ "
+            "from the epilogue's by a rounding; use --recompute 0",
+            recompute);
+    }
     if (max_T > cfg.max_seq_len) {
         fail("sequence length %d exceeds the model's position table (%d)", max_T, cfg.max_seq_len);
     }
@@ -204,6 +216,8 @@ GPT::GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const Pre
         fp8_ = std::make_unique<Fp8State>(cfg, backend, precision.fp8, params_, max_B, max_T, comm, recompute);
         activation_bytes_ += fp8_->activation_bytes();
         ops_ = std::make_unique<Fp8BlockOps>(backend, tensors_, recompute, *fp8_);
+    } else if (gemm_epilogues) {
+        ops_ = std::make_unique<EpilogueBlockOps>(backend, tensors_);
     } else {
         ops_ = std::make_unique<BlockOps>(backend, tensors_, recompute);
     }

@@ -69,8 +69,10 @@ class GPT {
     // this many chunks, so the logits buffer holds one chunk's rows, (⌈B·T / chunks⌉, Vp), not
     // (B·T, Vp); a forward without targets then computes no logits. The same values, except that
     // wte's head gradient is summed chunk by chunk.
+    // gemm_epilogues (--gemm-epilogues): GELU and the bias gradients folded into the GEMMs
+    // (model/epilogue_block_ops.h); fp32/bf16/fp16 without recompute only.
     GPT(const GPTConfig& cfg, Backend& backend, int max_B, int max_T, const PrecisionConfig& precision = {},
-        Comm* comm = nullptr, int zero = 0, int recompute = 0, int lm_head_chunks = 1);
+        Comm* comm = nullptr, int zero = 0, int recompute = 0, int lm_head_chunks = 1, bool gemm_epilogues = false);
     ~GPT();
     GPT(const GPT&) = delete;
     GPT& operator=(const GPT&) = delete;

@@ -91,9 +91,10 @@ struct TrainConfig {
     std::string init_from = "";        // start from these weights with a fresh optimizer: a checkpoint root or
                                        // step directory, or a transformers GPT-2 directory (checkpoint/init_from.h)
     // runtime
-    std::string device = "auto";      // auto | cpu | cuda
-    bool fused_kernels = false;       // CUDA: fused ops as one kernel (off: the validated separate kernels)
-    bool gemm_autotune = false;       // CUDA: time cuBLASLt's candidate algorithms per GEMM shape, keep the fastest
+    std::string device = "auto";   // auto | cpu | cuda
+    bool fused_kernels = false;    // CUDA: fused ops as one kernel (off: the validated separate kernels)
+    bool gemm_autotune = false;    // CUDA: time cuBLASLt's candidate algorithms per GEMM shape, keep the fastest
+    bool gemm_epilogues = false;   // GELU and the bias gradients in the GEMMs' epilogues (model/epilogue_block_ops.h)
     std::string attention = "gemm";   // CUDA: gemm (cuBLASLt, T×T scratch) | flash (tensor cores, head size 64)
     int threads = 0;                  // CPU threads; 0: OpenMP's default
     uint64_t seed = 1337;
@@ -187,6 +188,11 @@ int default_warmup_steps(int steps);
 
 // Where the run's checkpoints go: --checkpoint-dir, or <output-dir>/checkpoints.
 std::string checkpoint_dir_of(const TrainConfig& cfg);
+
+// A resumed run whose optimizer step takes another number of tokens than the checkpoint's run
+// (another world size with -d 0, another -b or -t): a notice saying so and how to keep the
+// checkpoint's batch ("" if it is unchanged or the checkpoint does not record it).
+std::string batch_change_notice(const TrainConfig& c, const RunPlan& now, const std::string& saved_config_json);
 
 // The plan for `world_size` ranks; tokenizer_vocab is the tokenizer's vocabulary (0: none);
 // model: the shape of the model the run starts from (a checkpoint or transformers directory:

@@ -391,6 +391,11 @@ std::vector<Flag> make_table() {
              "CUDA: run fused ops as one kernel (FP8 casts in their producers, residual add + layernorm, bias "
              "gradients in layernorm and GELU backward; experimental); false: the separate kernels, the same bits",
              &C::fused_kernels),
+        Flag("--gemm-epilogues", runtime, "BOOL",
+             "Fold GELU and the bias gradients into the GEMMs: cuBLASLt's GELU_AUX_BIAS, DGELU and BGRADB epilogues "
+             "on the CUDA kernel set, their twins on the CPU (fp32/bf16/fp16 with --recompute 0; in 16 bits the GELU "
+             "rounds once instead of twice; experimental)",
+             &C::gemm_epilogues),
         Flag("--gemm-autotune", runtime, "",
              "CUDA: time cuBLASLt's candidate algorithms once per GEMM shape and keep the fastest (logged); default: "
              "the heuristic's first (experimental)",

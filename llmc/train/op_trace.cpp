@@ -96,6 +96,16 @@ class TracedBackend final : public BackendDecorator {
         line("matmul_backward", {{"N", N}, {"C", C}, {"OC", OC}}, dbias != nullptr ? "dbias" : "");
         k_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
     }
+    void matmul_forward_gelu(void* out, void* pre, const void* inp, const void* weight, const void* bias, int N, int C,
+                             int OC) override {
+        line("matmul_forward_gelu", {{"N", N}, {"C", C}, {"OC", OC}}, bias != nullptr ? "bias" : "");
+        k_->matmul_forward_gelu(out, pre, inp, weight, bias, N, C, OC);
+    }
+    void matmul_backward_dgelu(void* dinp, const void* dout, const void* weight, const void* pre, int N, int C,
+                               int OC) override {
+        line("matmul_backward_dgelu", {{"N", N}, {"C", C}, {"OC", OC}});
+        k_->matmul_backward_dgelu(dinp, dout, weight, pre, N, C, OC);
+    }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int C, int NH) override {
         line("attention_forward", {{"B", B}, {"T", T}, {"C", C}, {"NH", NH}});
         k_->attention_forward(out, lse, qkv, B, T, C, NH);
