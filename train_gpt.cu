@@ -69,8 +69,10 @@
 #include "train/signals.h"
 #include "utils.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -120,6 +122,23 @@ std::string choose_attention(const TrainConfig& cfg, const RunPlan& plan) {
     return cfg.attention;
 }
 
+// --gemm-epilogues: fp32, bf16 or fp16 and no --recompute (model/epilogue_block_ops.h), checked
+// once the precision is known (-p auto resolves with the device), before anything is built
+void check_gemm_epilogues(const TrainConfig& cfg, const RunPlan& plan) {
+    if (!cfg.gemm_epilogues) return;
+    const Precision p = plan.precision.precision;
+    if (p == Precision::FP8 || p == Precision::TF32) {
+        fail("--gemm-epilogues is for fp32, bf16 and fp16; -p %s has GEMMs of its own (%s)", precision_name(p),
+             p == Precision::FP8 ? "fp8 fuses its casts into the GELU" : "tf32's run on TF32 tensor cores");
+    }
+    if (cfg.recompute != 0) {
+        fail(
+            "--gemm-epilogues with --recompute %d: the GELU output computed again from the kept fch would differ "
+            "from the epilogue's by a rounding; give --recompute 0",
+            cfg.recompute);
+    }
+}
+
 // The kernel set of this rank: one GPU per rank (local rank mod the GPUs of the node), or the CPU.
 // Under MPI the GPUs exchange gradients and weights over NCCL (*nccl), bootstrapped through comm.
 std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& plan, Comm& comm,
@@ -136,6 +155,7 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     options.log_gemm_autotune = g_is_root;
     options.profile = cfg.profile;
     options.tf32_gemms = plan.precision.precision == Precision::TF32;
+    options.gemm_epilogues = cfg.gemm_epilogues;
     std::string reason;
     std::unique_ptr<Backend> backend =
         make_cuda_backend(act_dtype, comm.local_rank() % cuda_device_count(&reason), options);
@@ -341,8 +361,11 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
             root.c_str());
     }
     if (!choice) {
-        const bool earlier = !cfg.output_dir.empty() && (file_exists(cfg.output_dir + "/log.jsonl") ||
-                                                         file_exists(cfg.output_dir + "/config.json"));
+        // (a log of a run that saved checkpoints or finished is refused instead: check_run_dirs)
+        const LoggedRun logged = cfg.output_dir.empty() ? LoggedRun{} : read_logged_run(cfg.output_dir + "/log.jsonl");
+        const bool earlier =
+            !cfg.output_dir.empty() && !cfg.overwrite_output && logged.checkpoints.empty() && !logged.finished &&
+            (file_exists(cfg.output_dir + "/log.jsonl") || file_exists(cfg.output_dir + "/config.json"));
         print0("notice: --auto-resume: no checkpoint in %s; starting a fresh run%s\n", root.c_str(),
                earlier
                    ? format(" (it replaces the log.jsonl and config.json in %s of a start that wrote no checkpoint)",
@@ -456,18 +479,37 @@ void evaluate_as_trained(const ModelDir& model, TrainConfig& cfg) {
 
 // --resume: cfg becomes the checkpoint's run, with the flags given on this command line on top;
 // the differences are printed (train/resume.h).
-void restore_run_flags(int argc, char** argv, const std::string& checkpoint, TrainConfig& cfg) {
+std::vector<FlagOverride> restore_run_flags(int argc, char** argv, const std::string& checkpoint, TrainConfig& cfg) {
     bool recorded = false;
-    const std::vector<FlagOverride> overrides = resume_run_flags(argc, argv, checkpoint, cfg, &recorded);
+    std::vector<FlagOverride> overrides = resume_run_flags(argc, argv, checkpoint, cfg, &recorded);
     if (!recorded) {
         print0("notice: %s records no flags (an older checkpoint); the run is this command line's\n",
                checkpoint.c_str());
-        return;
+        return overrides;
     }
     print0("resuming the run of %s%s\n", checkpoint.c_str(), overrides.empty() ? "" : "; from this command line:");
     for (const FlagOverride& o : overrides) {
         print0("  --%s %s (the checkpoint's run: %s)\n", o.flag.c_str(), o.now.c_str(), o.saved.c_str());
     }
+    return overrides;
+}
+
+// A resumed run cuts the log in its --output-dir back to the checkpoint's step
+// (truncate_log_for_resume). Another run's log there would lose its records past that step, and
+// the records of two runs would mix: refused, unless that log records this checkpoint's save (the
+// run's directory was moved) or --overwrite-output is given.
+void check_resumed_log(const TrainConfig& cfg, const ResumeChoice& from, const std::vector<FlagOverride>& overrides) {
+    const auto moved =
+        std::find_if(overrides.begin(), overrides.end(), [](const FlagOverride& o) { return o.flag == "output-dir"; });
+    const std::string log = cfg.output_dir + "/log.jsonl";
+    if (moved == overrides.end() || cfg.overwrite_output || cfg.output_dir.empty() || !file_exists(log)) return;
+    if (read_logged_run(log).saved_step(from.manifest.step)) return;
+    fail(
+        "--output-dir %s holds the log.jsonl of another run: the checkpoint's run wrote to %s, and this log records "
+        "no save of %s. Resuming would cut it back to step %lld. Give -o %s to log where that run did, another "
+        "--output-dir, or --overwrite-output to replace it",
+        cfg.output_dir.c_str(), moved->saved.c_str(), from.dir.c_str(), (long long)from.manifest.step,
+        moved->saved.c_str());
 }
 
 // The command line, for the lock files that name a directory's holder.
@@ -523,7 +565,10 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
         print0("notice: --auto-resume resumes %s; --init-from %s applies to a fresh start only\n",
                resume_from->dir.c_str(), cfg.init_from.c_str());
     }
-    if (resume_from) restore_run_flags(argc, argv, resume_from->dir, cfg);
+    if (resume_from) {
+        const std::vector<FlagOverride> overrides = restore_run_flags(argc, argv, resume_from->dir, cfg);
+        check_resumed_log(cfg, *resume_from, overrides);
+    }
     validate(cfg);
     if (resume_from && cfg.steps < resume_from->manifest.step) {
         fail(
@@ -563,6 +608,10 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     if (cfg.given.count("val-data") && !cfg.val_data.empty() && cfg.val_every == 0) {
         print0("notice: -j %s is given, but -v 0: the val loss is never evaluated\n", cfg.val_data.c_str());
     }
+    if (cfg.steps > 0 && plan.schedule.warmup_steps > cfg.steps) {
+        print0("notice: --warmup-steps %d is longer than the run's %d steps: the learning rate never reaches --lr %g\n",
+               plan.schedule.warmup_steps, cfg.steps, cfg.lr);
+    }
     if (!cfg.sample_prompt.empty() && cfg.sample_tokens > 0 && (!tokenizer || !tokenizer->can_encode())) {
         fail("--sample-prompt needs a tokenizer that encodes text; the run's %s",
              tokenizer ? ("(" + tokenizer->origin() +
@@ -576,12 +625,13 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     plan.device = choose_device(cfg.device);
     if (cfg.precision == "auto") plan.precision.precision = default_precision_for(plan.device);
     plan.attention = choose_attention(cfg, plan);
+    check_gemm_epilogues(cfg, plan);
     // HellaSwag's examples, tokenised once (eval/hellaswag.h), and checked against the window
     // before anything is built or trained (it evaluates at T)
     if (!cfg.hellaswag.empty()) {
         if (!tokenizer) fail("--hellaswag needs a tokenizer (the run has none)");
         run.hellaswag = load_hellaswag(cfg.hellaswag, *tokenizer, cfg.hellaswag_examples);
-        check_hellaswag_fits(run.hellaswag, plan.seq_len);
+        check_hellaswag_fits(run.hellaswag, plan.seq_len, plan.model.max_seq_len);
     }
 }
 
@@ -615,8 +665,9 @@ void build_model(Run& run, Comm& comm) {
     run.model_T = forwards ? T : 1;
     // an allocation that fails names what asked for it: the model, its source, its sizes
     try {
-        run.model = std::make_unique<GPT>(plan.model, *run.backend, run.model_B, run.model_T, plan.precision,
-                                          run.model_comm, cfg.zero, cfg.recompute, cfg.lm_head_chunks);
+        run.model =
+            std::make_unique<GPT>(plan.model, *run.backend, run.model_B, run.model_T, plan.precision, run.model_comm,
+                                  cfg.zero, cfg.recompute, cfg.lm_head_chunks, cfg.gemm_epilogues);
     } catch (const Error& e) {
         fail("building the model (%s; %d layers, %d wide, %zu parameters; activations for B=%d, T=%d: %.2f GiB): %s",
              run.start_model ? run.start_model->description.c_str() : "a fresh one", plan.model.n_layer,
@@ -721,6 +772,8 @@ void open_outputs(Run& run, int argc, char** argv) {
         const std::string change =
             schedule_change_notice(run.plan.schedule, resume_from->manifest.train_config_json, run.start.step);
         if (!change.empty()) print0("notice: %s\n", change.c_str());
+        const std::string batch = batch_change_notice(cfg, run.plan, resume_from->manifest.train_config_json);
+        if (!batch.empty()) print0("notice: %s\n", batch.c_str());
         run.write_log(LogRecord("resume").num("step", run.start.step).str("checkpoint", resume_from->dir));
     } else if (run.start_model) {
         print0("initialised from the weights of %s\n", run.start_model->description.c_str());
@@ -761,12 +814,19 @@ bool hellaswag_due(const Run& run, int step) {
     return !run.hellaswag.empty() &&
            ((run.cfg.eval_every > 0 && step % run.cfg.eval_every == 0) || step == run.cfg.steps);
 }
-// The steps after `step` at which an evaluation is due (for the ETA).
+// The steps after `step` at which an evaluation is due (for the ETA): the multiples of -v (with a
+// val set) and of --eval-every (with HellaSwag) in (step, steps], each once, and the last step.
+// Counted, not walked: every step line asks (before: a loop over the steps left, 60 ms a line at
+// -x 1e8).
 int evaluations_after(const Run& run, int step) {
-    int n = 0;
-    for (int s = step + 1; s <= run.cfg.steps; s++)
-        n += val_due(run, s) || hellaswag_due(run, s);
-    return n;
+    const int64_t last = run.cfg.steps;
+    const bool val = run.val_loader != nullptr, hellaswag = !run.hellaswag.empty();
+    if (step >= last || (!val && !hellaswag)) return 0;
+    const int64_t v = val ? run.cfg.val_every : 0, e = hellaswag ? run.cfg.eval_every : 0;
+    auto multiples = [&](int64_t k) { return k > 0 ? last / k - step / k : 0; };   // of k in (step, last]
+    int64_t n = multiples(v) + multiples(e) - (v > 0 && e > 0 ? multiples(std::lcm(v, e)) : 0);
+    if (!((v > 0 && last % v == 0) || (e > 0 && last % e == 0))) n++;   // the last step, off the multiples
+    return (int)n;
 }
 
 void evaluate_if_due(Run& run, int step, RunClock& clock, const TrainCounters& counters, RunSummary& summary,
@@ -970,11 +1030,14 @@ int train(Run& run, Comm& comm) {
     summary.first_step = (int)run.start.step;
     if (run.resume_from) summary.checkpoint = run.resume_from->dir;
     double this_process_tokens = 0, this_process_step_seconds = 0;
-    std::optional<StopSignals> stop_signals(std::in_place);   // SIGTERM / SIGUSR1 / SIGINT: stop after a step
+    // SIGTERM / SIGUSR1 / SIGINT: stop after a step, from the first step on. The evaluations at the
+    // start come before any step: a signal ends them at once, as it ends the start-up (signals.h).
+    std::optional<StopSignals> stop_signals;
     for (int step = (int)run.start.step; step <= cfg.steps; step++) {
         evaluate_if_due(run, step, clock, counters, summary, comm);
         if (step == cfg.steps) break;
         if (cfg.sample_every > 0 && step > 0 && step % cfg.sample_every == 0) sample(run, sample_rng, step);
+        if (!stop_signals) stop_signals.emplace();
 
         const auto t0 = std::chrono::steady_clock::now();
         const StepResult r = train_step(*run.model, *run.train_loader, cfg, plan, step, run.scaler, counters, comm);

@@ -23,16 +23,20 @@ from collections import defaultdict
 
 
 def read_log(path):
+    """The log's records. A torn last line (a run killed mid-write; the trainer cuts it off when it
+    resumes) is left out with a warning; a bad line before the last is an error."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = [(n, line.strip()) for n, line in enumerate(f, 1) if line.strip()]
     records = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                sys.exit(f"plot_run: {path}:{n}: not a JSON record ({e})")
+    for i, (n, line) in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i == len(lines) - 1:
+                print(f"plot_run: warning: {path}:{n}: the last line is not a whole record (a run killed while "
+                      "writing it?): left out", file=sys.stderr)
+                break
+            sys.exit(f"plot_run: {path}:{n}: not a JSON record ({e})")
     return records
 
 
@@ -89,9 +93,19 @@ def main():
         ax.plot(x, [number(r["loss"]) for r in steps], lw=0.8, label="train loss")
     if vals:
         ax.plot([r["step"] for r in vals], [number(r["loss"]) for r in vals], "o-", ms=3, label="val loss")
-    skipped = [r["step"] for r in steps if r.get("skipped")]
+    skipped = [r for r in steps if r.get("skipped")]
     if skipped:
-        ax.plot(skipped, [number(r["loss"]) for r in steps if r.get("skipped")], "rx", label="skipped step")
+        # a skipped step's loss is often inf or NaN, which draws nothing: its marker then sits at the
+        # last finite train loss before it (or the lowest one, for the first steps)
+        finite = [(r["step"], number(r["loss"])) for r in steps if math.isfinite(number(r["loss"]))]
+
+        def marker_y(r):
+            y = number(r["loss"])
+            if math.isfinite(y):
+                return y
+            before = [v for s, v in finite if s < r["step"]]
+            return before[-1] if before else (min(v for _, v in finite) if finite else 0.0)
+        ax.plot([r["step"] for r in skipped], [marker_y(r) for r in skipped], "rx", label="skipped step")
     ax.set_ylabel("loss")
     ax.legend(loc="upper right")
 

@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "rng.h"
 #include "test_util.h"
 
 #include <nlohmann/json.hpp>
@@ -869,4 +870,94 @@ TEST(Faults, ExtendingAFinishedRunSaysHowTheLearningRateChanges) {
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_EQ(r.output.find("learning-rate schedule now runs"), std::string::npos) << r.output;
     EXPECT_CONTAINS(r.output, "| lr 1.00e-04 |");
+}
+
+// ---- 10. what a restart may replace ---------------------------------------------------------------
+
+// --auto-resume that finds no checkpoint starts fresh over the log of a start killed before its
+// first checkpoint, but never over the log of a run that saved checkpoints (here into another
+// --checkpoint-dir; or since moved or deleted) or finished (-n 0): before, both were replaced
+// with a notice, exit 0, without --overwrite-output.
+TEST(Faults, AutoResumeNeverReplacesTheLogOfARunThatSavedOrFinished) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 4 --checkpoint-every 2")).rc, 0);
+    const auto saved = directory_snapshot(out);
+    expect_refused(run(c.train_gpt(out, "-x 4 --checkpoint-every 2 --auto-resume --checkpoint-dir '" +
+                                            c.dir.file("elsewhere") + "'")),
+                   {"--auto-resume found no checkpoint in " + c.dir.file("elsewhere"),
+                    "saved checkpoints (its newest: " + out + "/checkpoints/step_00000004)", "--overwrite-output"});
+    EXPECT_EQ(directory_snapshot(out), saved) << "nothing replaced";
+    EXPECT_FALSE(file_exists(c.dir.file("elsewhere")));
+    const std::string finished = c.dir.file("finished");
+    ASSERT_EQ(run(c.train_gpt(finished, "-x 2")).rc, 0);
+    const auto done = directory_snapshot(finished);
+    expect_refused(run(c.train_gpt(finished, "-x 2 --auto-resume")), {"finished (it logged its summary)"});
+    EXPECT_EQ(directory_snapshot(finished), done);
+    const CommandResult again = run(c.train_gpt(finished, "-x 2 --auto-resume --overwrite-output"));
+    EXPECT_EQ(again.rc, 0) << again.output;
+}
+
+// --resume into an --output-dir that holds another run's log is refused (before: that log was cut
+// back to the checkpoint's step and the two runs' records mixed, exit 0); a run directory that was
+// moved, whose log records the checkpoint's save, resumes.
+TEST(Faults, ResumingIntoAnotherRunsOutputDirectoryIsRefused) {
+    Corpus c;
+    const std::string a = c.dir.file("a"), b = c.dir.file("b"), ck = c.dir.file("ck");
+    ASSERT_EQ(run(c.train_gpt(a, "-x 2 --checkpoint-every 2 --checkpoint-dir '" + ck + "'")).rc, 0);
+    ASSERT_EQ(run(c.train_gpt(b, "-x 6 --seed 7")).rc, 0);
+    const auto before = directory_snapshot(b);
+    expect_refused(run(c.train_gpt(b, "-x 4 --resume --checkpoint-dir '" + ck + "'")),
+                   {"--output-dir " + b + " holds the log.jsonl of another run", "the checkpoint's run wrote to " + a,
+                    "-o " + a, "--overwrite-output"});
+    EXPECT_EQ(directory_snapshot(b), before) << "the other run's log and config untouched";
+    ASSERT_EQ(std::rename(a.c_str(), c.dir.file("a_moved").c_str()), 0);
+    const CommandResult moved = run(c.train_gpt(c.dir.file("a_moved"), "-x 4 --resume --checkpoint-dir '" + ck + "'"));
+    ASSERT_EQ(moved.rc, 0) << moved.output;
+    EXPECT_EQ(last_step(c.dir.file("a_moved/log.jsonl")), 4);
+}
+
+// A resume on another number of ranks with -d 0 changes the tokens per optimizer step: it says so
+// and how to keep the checkpoint's (before: silently half the batch).
+TEST(Faults, AResumeOnAnotherWorldSizeSaysTheBatchChanged) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.mpirun(2, out, "-x 2 --checkpoint-every 2 --zero 1")).rc, 0);
+    const CommandResult r = run(c.train_gpt(out, "-x 3 --resume --checkpoint-every 0"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "notice: an optimizer step now takes 32 tokens");
+    EXPECT_CONTAINS(r.output, "the checkpoint's run took 64 on 2 rank(s)");
+    EXPECT_CONTAINS(r.output, "give -d 64");
+    const CommandResult kept = run(c.train_gpt(out, "-x 4 --resume -d 64"));
+    ASSERT_EQ(kept.rc, 0) << kept.output;
+    EXPECT_EQ(kept.output.find("an optimizer step now takes"), std::string::npos) << kept.output;
+}
+
+// A signal during the validation at the start step, before any step, ends the run at once (as
+// during the rest of the start-up); during training, the signal is said on stderr when it arrives.
+// Before: the whole validation ran, then a step, and only then the run stopped, silently.
+TEST(Faults, ASignalDuringTheFirstValidationEndsTheRunAtOnce) {
+    Corpus c;
+    Rng rng(3);
+    std::vector<uint32_t> val(4000000);
+    for (uint32_t& t : val)
+        t = (uint32_t)rng.below(256);
+    write_shard(c.dir.file("val_000000.bin"), val.data(), (int64_t)val.size(), 2);
+    const std::string out = c.dir.file("out");
+    Background job(c.train_gpt(out, "-x 4 -v 2 -m 1000000 -j '" + c.dir.file("val_*.bin") + "'"),
+                   c.dir.file("job.txt"));
+    ASSERT_TRUE(wait_until([&] { return file_exists(out + "/log.jsonl"); })) << job.output();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto signalled = std::chrono::steady_clock::now();
+    kill(job.pid, SIGINT);
+    EXPECT_EQ(job.wait(300), 128 + SIGINT) << job.output();
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), 2.0);
+    EXPECT_TRUE(records_of(out + "/log.jsonl", "step").empty()) << "no step after the signal";
+
+    const std::string mid = c.dir.file("mid");
+    Background training(c.train_gpt(mid, "-x 100000"), c.dir.file("mid.txt"));
+    ASSERT_TRUE(wait_until([&] { return last_step(mid + "/log.jsonl") >= 2; })) << training.output();
+    kill(training.pid, SIGTERM);
+    EXPECT_EQ(training.wait(300), 75) << training.output();
+    EXPECT_CONTAINS(training.output(), "SIGTERM: stopping after this step");
 }

@@ -442,3 +442,34 @@ TEST(HostileInputs, SeedsOutOfRangeAreRefused) {
     }
     EXPECT_EQ(run(c.train_gpt("-x 1 -v 0 --seed 18446744073709551615")).rc, 0);
 }
+
+// A -d whose accumulation count overflows an int is refused naming the flag (before:
+// grad_accum_steps -2147483648, "loss 0" steps, negative tokens, exit 0); an injection step past an
+// int is no step (before: 4294967298 wrapped to step 2).
+TEST(HostileInputs, CountsBeyondAnIntAreRefused) {
+    Corpus c;
+    for (const char* d : {"68719476736", "137438953472"}) {
+        expect_refused(run(c.train_gpt(std::string("-x 2 -v 0 -d ") + d)),
+                       {std::string("--total-batch-tokens ") + d, "micro-batches"});
+    }
+    EXPECT_FALSE(std::filesystem::exists(c.dir.file("out/log.jsonl")));
+    for (const char* steps : {"4294967298", "2-4294967298", "99999999999"}) {
+        expect_refused(run(c.train_gpt(std::string("-x 4 -v 0 --inject-nonfinite-step ") + steps)),
+                       {"--inject-nonfinite-step"});
+    }
+    const CommandResult ok = run(c.train_gpt("-x 4 -v 0 --inject-nonfinite-step 2-3"));
+    EXPECT_EQ(ok.rc, 0) << ok.output;
+}
+
+// Messages name the flags a user gave or could give: the width's and heads' divisibility, the loss
+// scale's range, and a warmup longer than the run.
+TEST(HostileInputs, MessagesNameTheFlagsBehindTheValues) {
+    Corpus c;
+    expect_refused(run(c.train_gpt("-x 2 -v 0 --n-head 3")),
+                   {"n_embd 32 (--n-embd) is not divisible by n_head 3 (--n-head)"});
+    expect_refused(run(c.train_gpt("-x 2 -v 0 -p fp16 --loss-scale-init 1 --loss-scale-min 1024")),
+                   {"(--loss-scale-init) 1 must lie in [--loss-scale-min 1024"});
+    const CommandResult r = run(c.train_gpt("-x 4 -v 0 --warmup-steps 10"));
+    EXPECT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "notice: --warmup-steps 10 is longer than the run's 4 steps");
+}

@@ -90,7 +90,34 @@ TEST(PlotRun, WritesAPngOfTheLossLearningRateNormAndPrecisionTelemetry) {
     EXPECT_EQ(panel_line(out, "saturated"), series + " | 0 resumes" + legend);
     EXPECT_EQ(panel_line(out, "scale"), "(no panel scale)") << "no loss scale in an fp8 run";
 
-    write_text(dir.file("bad.jsonl"), "{\"type\": \"step\"\n");
+    write_text(dir.file("bad.jsonl"), "{\"type\": \"step\"\n" + read_text(dir.file("fp16/log.jsonl")));
     EXPECT_NE(run_command(plot + "'" + dir.file("bad.jsonl") + "'", &out), 0);
     EXPECT_CONTAINS(out, dir.file("bad.jsonl") + ":1: not a JSON record");
+}
+
+// A log whose last line is torn (a run killed while writing it) is drawn without that line, with a
+// warning (before: refused); a skipped step whose loss is NaN or inf still gets its marker, at the
+// last finite loss before it (before: drawn at NaN, so not at all).
+TEST(PlotRun, DrawsATornLogAndMarksNonFiniteSkippedSteps) {
+    ScratchDir dir;
+    std::string log;
+    for (int step = 1; step <= 5; step++) {
+        const bool skipped = step == 2 || step == 4;
+        log += format(
+            "{\"type\": \"step\", \"step\": %d, \"loss\": %s, \"lr\": 0.001, \"grad_norm\": %s, "
+            "\"skipped\": %d}\n",
+            step,
+            step == 2   ? "\"nan\""
+            : step == 4 ? "\"inf\""
+                        : "3.5",
+            skipped ? "\"nan\"" : "1.0", skipped ? 1 : 0);
+    }
+    write_text(dir.file("log.jsonl"), log + "{\"type\": \"step\", \"st");
+    std::string out;
+    ASSERT_EQ(
+        run_command("/usr/bin/python3 " + repo_root() + "/scripts/plot_run.py '" + dir.file("log.jsonl") + "'", &out),
+        0)
+        << out;
+    EXPECT_CONTAINS(out, "log.jsonl:6: the last line is not a whole record");
+    EXPECT_EQ(panel_line(out, "loss"), "train loss 3, skipped step 2 | 0 resumes | legend: train loss, skipped step");
 }

@@ -50,15 +50,18 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
     return examples;
 }
 
-void check_hellaswag_fits(const std::vector<HellaSwagExample>& examples, int max_T) {
+void check_hellaswag_fits(const std::vector<HellaSwagExample>& examples, int max_T, int position_table) {
     for (const HellaSwagExample& ex : examples) {
         for (int e = 0; e < 4; e++) {
             if ((int)ex.endings[e].size() >= max_T + 1) {
+                const std::string advice =
+                    max_T < position_table
+                        ? format("give a larger -t (the model takes up to %d, its position table)", position_table)
+                        : format("-t %d is already the model's position table", max_T);
                 fail(
                     "%s: ending %d has %zu tokens, which do not fit the model's window of %d positions with the "
-                    "context before them: give a larger -t (the model allows up to its position table), or leave "
-                    "the example out (--hellaswag-examples)",
-                    ex.source.c_str(), e, ex.endings[e].size(), max_T);
+                    "context before them: %s, or leave the example out (--hellaswag-examples)",
+                    ex.source.c_str(), e, ex.endings[e].size(), max_T, advice.c_str());
             }
         }
     }

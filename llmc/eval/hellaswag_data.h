@@ -28,7 +28,8 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
 
 // Fails, naming the example's file and line, if an ending cannot fit a window of max_T positions
 // with at least one context token before it (an evaluation keeps the ending whole and cuts the
-// context): checked when the run starts, not when it evaluates after training.
-void check_hellaswag_fits(const std::vector<HellaSwagExample>& examples, int max_T);
+// context): checked when the run starts, not when it evaluates after training. position_table:
+// the model's (the longest -t it takes), for the message's advice.
+void check_hellaswag_fits(const std::vector<HellaSwagExample>& examples, int max_T, int position_table);
 
 }   // namespace train_gpt

@@ -41,7 +41,9 @@ GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_
     if (n_embd_override > 0) cfg.n_embd = n_embd_override;
     if (n_head_override > 0) cfg.n_head = n_head_override;
     if (cfg.n_embd % cfg.n_head != 0) {
-        fail("n_embd %d is not divisible by n_head %d", cfg.n_embd, cfg.n_head);
+        fail("n_embd %d (--n-embd%s) is not divisible by n_head %d (--n-head%s): the heads split the width evenly",
+             cfg.n_embd, n_embd_override > 0 ? "" : ", from --model", cfg.n_head,
+             n_head_override > 0 ? "" : ", from --model");
     }
     if (vocab_size < 2) fail("vocab size %d is too small", vocab_size);
     if (max_seq_len < 1) fail("max sequence length %d must be positive", max_seq_len);

@@ -10,12 +10,16 @@ namespace train_gpt {
 
 void LossScalerConfig::validate() const {
     if (!(min_scale > 0.0f) || !std::isfinite(min_scale))
-        fail("loss scale floor must be positive and finite (got %g)", min_scale);
+        fail("the loss scale floor (--loss-scale-min) must be positive and finite (got %g)", min_scale);
     if (!(max_scale >= min_scale) || !std::isfinite(max_scale))
-        fail("loss scale ceiling must be finite and at least the floor %g (got %g)", min_scale, max_scale);
+        fail("the loss scale ceiling must be finite and at least the floor (--loss-scale-min) %g (got %g)", min_scale,
+             max_scale);
     if (!(init_scale >= min_scale && init_scale <= max_scale))
-        fail("initial loss scale %g must lie in [%g, %g]", init_scale, min_scale, max_scale);
-    if (growth_interval < 1) fail("loss scale growth interval must be at least 1 (got %d)", growth_interval);
+        fail("the initial loss scale (--loss-scale-init) %g must lie in [--loss-scale-min %g, the ceiling %g]",
+             init_scale, min_scale, max_scale);
+    if (growth_interval < 1)
+        fail("the loss scale growth interval (--loss-scale-growth-interval) must be at least 1 (got %d)",
+             growth_interval);
     if (collapse_steps < 1) fail("loss scale collapse steps must be at least 1 (got %d)", collapse_steps);
 }
 

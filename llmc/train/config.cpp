@@ -11,7 +11,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cfloat>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -139,13 +141,32 @@ bool same_value(const std::string& a, const std::string& b) {
 }   // namespace
 
 bool parse_injected_steps(const std::string& text, int& first, int& last) {
-    int used = 0;
-    if (std::sscanf(text.c_str(), "%d%n", &first, &used) == 1 && text[used] == '\0' && first >= -1) {
+    // a step is an int: digits that overflow one are not a step (sscanf's %d wrapped them)
+    auto step_at = [&](size_t& at, int& value, bool allow_minus_one) {
+        size_t end = at;
+        if (allow_minus_one && text.compare(at, 2, "-1") == 0) {
+            value = -1;
+            at += 2;
+            return true;
+        }
+        while (end < text.size() && std::isdigit((unsigned char)text[end]))
+            end++;
+        if (end == at || end - at > 10) return false;
+        const long long v = std::stoll(text.substr(at, end - at));
+        if (v > INT_MAX) return false;
+        value = (int)v;
+        at = end;
+        return true;
+    };
+    size_t at = 0;
+    if (!step_at(at, first, true)) return false;
+    if (at == text.size()) {
         last = first;
         return true;
     }
-    return std::sscanf(text.c_str(), "%d-%d%n", &first, &last, &used) == 2 && text[used] == '\0' && first >= 0 &&
-           last >= first;
+    if (first < 0 || text[at] != '-') return false;
+    at++;
+    return step_at(at, last, false) && at == text.size() && last >= first;
 }
 
 bool TrainConfig::injects_nonfinite_at(int step) const {
@@ -262,6 +283,31 @@ std::string first_flag_difference(const std::string& flags, const std::string& r
     return "";
 }
 
+std::string batch_change_notice(const TrainConfig& c, const RunPlan& now, const std::string& saved_config_json) {
+    nlohmann::json saved;
+    try {
+        saved = nlohmann::json::parse(saved_config_json);
+    } catch (const nlohmann::json::exception&) {
+        return "";
+    }
+    if (!saved.contains("tokens_per_step") || !saved["tokens_per_step"].is_number_integer() ||
+        !saved.contains("world_size") || !saved["world_size"].is_number_integer()) {
+        return "";   // a checkpoint from before these were recorded
+    }
+    const int64_t then = saved["tokens_per_step"].get<int64_t>(), ranks_then = saved["world_size"].get<int64_t>();
+    if (then == now.tokens_per_step) return "";
+    const int64_t per_micro_step = (int64_t)c.batch_size * now.seq_len * now.world_size;
+    std::string keep;
+    if (then % per_micro_step == 0 && !c.given.count("total-batch-tokens"))
+        keep = format(" To keep the checkpoint's, give -d %lld.", (long long)then);
+    return format(
+        "an optimizer step now takes %lld tokens (B %d x T %d x %d rank(s) x %d accumulation step(s)); the "
+        "checkpoint's run took %lld on %lld rank(s). The batch the gradient averages over changes, and with it the "
+        "gradient's noise and the learning rate that suits it.%s",
+        (long long)now.tokens_per_step, c.batch_size, now.seq_len, now.world_size, now.grad_accum_steps,
+        (long long)then, (long long)ranks_then, keep.c_str());
+}
+
 std::string schedule_change_notice(const LrSchedule& now, const std::string& saved_config_json, int64_t step) {
     nlohmann::json saved;
     try {
@@ -363,6 +409,15 @@ int grad_accum_steps_for(const TrainConfig& c, int world_size, int seq_len) {
     if (c.total_batch_tokens % per_micro_step != 0) {
         fail("--total-batch-tokens %lld is not a multiple of batch-size * seq-len * ranks = %lld",
              (long long)c.total_batch_tokens, (long long)per_micro_step);
+    }
+    // the accumulation count is an int (and each of its micro-batches a forward and backward)
+    constexpr int64_t kMaxAccumulation = 1 << 20;
+    if (c.total_batch_tokens / per_micro_step > kMaxAccumulation) {
+        fail(
+            "--total-batch-tokens %lld: %lld micro-batches of batch-size * seq-len * ranks = %lld tokens per "
+            "optimizer step, more than %lld: give a smaller --total-batch-tokens (or a larger --batch-size)",
+            (long long)c.total_batch_tokens, (long long)(c.total_batch_tokens / per_micro_step),
+            (long long)per_micro_step, (long long)kMaxAccumulation);
     }
     return (int)(c.total_batch_tokens / per_micro_step);
 }

@@ -62,11 +62,10 @@ std::string set_aside_damaged_checkpoint(const std::string& dir) {
     return to;
 }
 
-void truncate_log_for_resume(const std::string& path, int64_t step) {
-    if (!file_exists(path)) return;
+namespace {
+// The records of a log.jsonl and their lines, up to the first unparsable line (a torn write).
+void read_log(const std::string& path, std::vector<std::string>& lines, std::vector<nlohmann::json>& records) {
     std::istringstream in(read_file_text(path));
-    std::vector<std::string> lines;
-    std::vector<nlohmann::json> records;
     for (std::string line; std::getline(in, line);) {
         try {
             nlohmann::json j = nlohmann::json::parse(line);
@@ -77,9 +76,38 @@ void truncate_log_for_resume(const std::string& path, int64_t step) {
             break;
         }
     }
-    auto step_of = [](const nlohmann::json& j) {
-        return j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : INT64_MAX;
-    };
+}
+int64_t step_of(const nlohmann::json& j) {
+    return j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : INT64_MAX;
+}
+}   // namespace
+
+LoggedRun read_logged_run(const std::string& path) {
+    LoggedRun run;
+    if (!file_exists(path)) return run;
+    std::vector<std::string> lines;
+    std::vector<nlohmann::json> records;
+    read_log(path, lines, records);
+    for (const nlohmann::json& j : records) {
+        const std::string type = j.value("type", "");
+        if (type == "checkpoint" && j.contains("path") && j["path"].is_string())
+            run.checkpoints.emplace_back(step_of(j), j["path"].get<std::string>());
+        if (type == "summary") run.finished = true;
+    }
+    return run;
+}
+
+bool LoggedRun::saved_step(int64_t step) const {
+    for (const auto& [s, path] : checkpoints)
+        if (s == step) return true;
+    return false;
+}
+
+void truncate_log_for_resume(const std::string& path, int64_t step) {
+    if (!file_exists(path)) return;
+    std::vector<std::string> lines;
+    std::vector<nlohmann::json> records;
+    read_log(path, lines, records);
     size_t keep_until = lines.size();   // the lines [0, keep_until) are kept, unless filtered below
     bool found = false;
     for (size_t i = lines.size(); i-- > 0;) {

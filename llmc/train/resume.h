@@ -43,6 +43,16 @@ std::string set_aside_damaged_checkpoint(const std::string& dir);
 std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, const std::string& checkpoint,
                                            TrainConfig& cfg, bool* recorded);
 
+// What a run's log.jsonl says about the run that wrote it (a missing file: nothing): the
+// checkpoints it saved (step, path; oldest first) and whether it finished (a summary record).
+// The log is read up to its first unparsable line (a crash's torn write).
+struct LoggedRun {
+    std::vector<std::pair<int64_t, std::string>> checkpoints;
+    bool finished = false;
+    bool saved_step(int64_t step) const;   // a checkpoint record of this step
+};
+LoggedRun read_logged_run(const std::string& path);
+
 // The log of a run resumed at `step`: keeps the records up to the checkpoint record of that step
 // (the trainer logs {"type": "checkpoint", "step": s, ...} when it saves one) and drops the rest,
 // which the resumed run writes again. A log without that record keeps the step and fp8 records

@@ -2,6 +2,7 @@
 #include "train/run_dirs.h"
 
 #include "checkpoint/checkpoint.h"
+#include "train/resume.h"
 #include "utils.h"
 
 #include <cerrno>
@@ -81,6 +82,21 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
                 "%s holds the %s of a previous run, which this run would replace. Continue that run with --resume, "
                 "give this one another --output-dir, or add --overwrite-output to replace them",
                 dirs.output.c_str(), found.c_str());
+        }
+    }
+    // ... but only that: not the log of a run that saved checkpoints (into another --checkpoint-dir,
+    // or since moved or deleted) or finished, which a fresh start would lose
+    if (!dirs.output.empty() && !cfg.overwrite_output && cfg.auto_resume) {
+        const LoggedRun before = read_logged_run(dirs.output + "/log.jsonl");
+        if (!before.checkpoints.empty() || before.finished) {
+            const std::string what = before.checkpoints.empty() ? std::string("finished (it logged its summary)")
+                                                                : format("saved checkpoints (its newest: %s)",
+                                                                         before.checkpoints.back().second.c_str());
+            fail(
+                "--auto-resume found no checkpoint in %s, but %s/log.jsonl is the log of a run that %s: a fresh start "
+                "would replace it. Give --checkpoint-dir of that run's checkpoints to continue it, another "
+                "--output-dir for a new run, or --overwrite-output to replace it",
+                checkpoint_dir_of(cfg).c_str(), dirs.output.c_str(), what.c_str());
         }
     }
     if (!dirs.checkpoints.empty() && cfg.checkpoint_every > 0) {

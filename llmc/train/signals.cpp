@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 
 namespace train_gpt {
 
@@ -18,12 +19,26 @@ constexpr int kStopSignals[3] = {SIGTERM, SIGUSR1, SIGINT};
 std::atomic<int> g_request{0};   // a StopRequest
 std::atomic<int> g_signal{0};    // the signal behind it
 
+// What a recorded signal does, said on stderr when it arrives (a step may take a while): write(2)
+// of a constant, which a handler may call.
+template <size_t N>
+void say(const char (&message)[N]) {
+    const ssize_t ignored = ::write(STDERR_FILENO, message, N - 1);
+    (void)ignored;
+}
+
 // The handlers run with the three stop signals blocked, so they never interleave.
 void on_signal(int sig) {
     const int request = sig == SIGINT ? (int)StopRequest::Interrupt : (int)StopRequest::Checkpoint;
     if (request > g_request.load()) {
         g_request.store(request);
         g_signal.store(sig);
+        if (sig == SIGINT)
+            say("\nSIGINT: stopping after this step, without a checkpoint (Ctrl-C again ends the run at once)\n");
+        else if (sig == SIGTERM)
+            say("\nSIGTERM: stopping after this step, with a checkpoint of it if --checkpoint-every is set\n");
+        else
+            say("\nSIGUSR1: stopping after this step, with a checkpoint of it if --checkpoint-every is set\n");
     }
 }
 

@@ -6,8 +6,11 @@
 //                      time limit, and SIGUSR1 ahead of time with sbatch --signal=USR1@SECONDS.
 //   SIGINT (Ctrl-C)    finish the current step and exit 130, without a checkpoint; a second SIGINT
 //                      ends the process at once.
-// Before the loop (reading data, verifying a checkpoint) and after it, the three keep their
-// default action: there is no step to finish, and the process ends at once.
+// Before the first step (reading data, verifying a checkpoint, the evaluations and sample at the
+// start step) and after the last, the three keep their default action: there is no step to
+// finish, and the process ends at once. A signal the handlers record is said on stderr at once.
+// An evaluation or sample due between two steps runs to its end before the next step, after
+// which the run stops.
 // Always (ignore_output_signals, at start): SIGXFSZ is ignored, so a write past a file-size
 // limit (ulimit -f) fails with "File too large" and stops the run with the file named, instead of
 // killing it; and SIGPIPE, so a closed stdout (the run piped into `head`) is a failed write the
