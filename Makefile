@@ -57,6 +57,18 @@ TRAIN_GPT_OBJ := $(BUILD)/train_gpt_cpu_only.o
 endif
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(LIB_CU_SRCS:%.cu=$(BUILD)/%.o)
 
+# cuDNN's fused attention (--attention cudnn, llmc/cuda/attention_cudnn.cpp, host code): built
+# where cuDNN (cudnn.h beside the CUDA headers) and cudnn-frontend's headers (scripts/setup.sh
+# unpacks them into third_party/cudnn_frontend) are found; elsewhere that file compiles to a stub
+# and the trainer refuses the flag, saying why. cudnn-frontend's engines also call NVRTC.
+CUDNN_FRONTEND ?= third_party/cudnn_frontend/include
+HAVE_CUDNN := $(shell test "$(HAVE_NVCC)" = 1 -a -f "$(CUDA_HOME)/include/cudnn.h" -a \
+                -f "$(CUDNN_FRONTEND)/cudnn_frontend.h" && echo 1)
+ifeq ($(HAVE_CUDNN),1)
+$(BUILD)/llmc/cuda/attention_cudnn.o: CPPFLAGS += -DTRAIN_GPT_CUDNN=1 -isystem $(CUDNN_FRONTEND)
+LDLIBS := -lcudnn -lnvrtc $(LDLIBS)
+endif
+
 # Quiet by default: one line per file ("  CXX  llmc/model/gpt.cpp"); V=1: the whole commands.
 # $(call quiet,WHAT,FILE) prefixes a recipe line.
 ifeq ($(V),1)

@@ -44,6 +44,7 @@
 #include "checkpoint/hf_tokenizer.h"
 #include "checkpoint/init_from.h"
 #include "checkpoint/train_state.h"
+#include "cuda/attention_cudnn.h"
 #include "cuda/cuda_backend.h"
 #include "data/dataloader.h"
 #include "data/run_tokenizer.h"
@@ -114,6 +115,15 @@ std::string choose_attention(const TrainConfig& cfg, const RunPlan& plan) {
     if (plan.device == "cpu") return "exact";
     const int head_size = plan.model.n_embd / plan.model.n_head;
     const DType dtype = activation_dtype(plan.precision.precision);
+    if (cfg.attention == "cudnn") {
+        std::string why;
+        if (!cudnn_attention_available(&why))
+            fail("--attention cudnn: %s; give --attention gemm or flash", why.c_str());
+        if (dtype == DType::F32) {
+            print0("notice: --attention cudnn takes bf16/fp16 (here fp32); using the GEMM attention\n");
+            return "gemm";
+        }
+    }
     if (cfg.attention == "flash" && !cuda_flash_attention_supports(head_size, dtype)) {
         print0("notice: --attention flash takes head size 64 in bf16/fp16 (here %d, %s); using the GEMM attention\n",
                head_size, dtype_name(dtype));
@@ -150,6 +160,7 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     }
     CudaOptions options;
     options.flash_attention = plan.attention == "flash";
+    options.cudnn_attention = plan.attention == "cudnn";
     options.fused_kernels = cfg.fused_kernels;
     options.gemm_autotune = cfg.gemm_autotune;
     options.log_gemm_autotune = g_is_root;

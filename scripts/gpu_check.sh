@@ -127,6 +127,7 @@ EXTRA_STEPS=(
    "d36.fp8.flash.fused           60  step_bench      d36  8   fp8       flash     fused"
    "d12.fp8.gemm                  45  step_bench      d12  16  fp8       gemm      -"
    "d12.bf16.epi                  45  step_bench      d12  16  bf16      -         epi"
+   "d12.bf16.cudnn                45  step_bench      d12  16  bf16      cudnn     -"
    "d12.bf16.flash.fused.epi      45  step_bench      d12  16  bf16      flash     fused,epi"
    "test.wmma                     45  step_tests      *Wmma*"
    "lab                          120  step_lab"

@@ -67,3 +67,31 @@ if ! command -v nvcc >/dev/null && [[ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nv
     fi
     echo "setup: notice: nvcc not found (PATH or \$CUDA_HOME/bin): make builds a CPU-only trainer"
 fi
+
+# cudnn-frontend's C++ headers (PyPI's nvidia-cudnn-frontend wheel, a zip: only its include/),
+# for --attention cudnn where the CUDA toolkit has cuDNN (cudnn.h): into third_party/, which the
+# Makefile looks in. Best effort: without them the trainer builds without that attention.
+CUDNN_FRONTEND_VERSION=1.32.0
+root=$(cd "$(dirname "$0")/.." && pwd)
+frontend="$root/third_party/cudnn_frontend"
+if [[ -f "${CUDA_HOME:-/usr/local/cuda}/include/cudnn.h" && ! -f "$frontend/include/cudnn_frontend.h" ]]; then
+    echo "setup: fetching cudnn-frontend $CUDNN_FRONTEND_VERSION's headers (PyPI) into third_party/"
+    tmp=$(mktemp -d)
+    if /usr/bin/python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" \
+            "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION" >/dev/null 2>&1 &&
+        /usr/bin/python3 - "$tmp" "$frontend" <<'PY'
+import glob, os, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith("include/"):
+            z.extract(name, sys.argv[2])
+PY
+    then
+        echo "setup: cudnn-frontend headers in $frontend/include"
+    else
+        rm -rf "$frontend"
+        echo "setup: notice: could not fetch cudnn-frontend's headers: the trainer builds without --attention cudnn"
+    fi
+    rm -rf "$tmp"
+fi

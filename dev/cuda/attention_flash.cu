@@ -19,12 +19,13 @@
 // with the same counts, so the TFLOP/s columns compare as times.
 //
 // Output: the harness's check and time lines, then one line per (implementation, dtype, shape)
-//   attn impl=<flash|gemm> dtype=<bf16|fp16> B=… NH=… T=… hs=64 fwd_ms=… fwd_tflops=… bwd_ms=…
+//   attn impl=<flash|gemm|cudnn> dtype=<bf16|fp16> B=… NH=… T=… hs=64 fwd_ms=… fwd_tflops=… bwd_ms=…
 //        bwd_tflops=… fwdbwd_ms=… fwdbwd_tflops=…
 // in the format attention_sdpa.py prints for PyTorch, so the two can be joined on (dtype, B, NH, T).
 #include "harness.cuh"
 
 #include "cpu/kernels.h"
+#include "cuda/attention_cudnn.h"
 #include "cuda/attention_flash.cuh"
 #include "cuda/attention_gemm.cuh"
 
@@ -123,6 +124,38 @@ void run_shape(const Args& a, const Shape& s, cudaStream_t stream) {
         a.reps, stream);
     print_line("flash", dt, s, fwd_flops, f_ms, b_ms, fb_ms);
     print_line("gemm", dt, s, fwd_flops, gf_ms, gb_ms, gfb_ms);
+    // cuDNN's fused attention (--attention cudnn), where the build has it: the in-run peer
+    std::string why;
+    if (!train_gpt::cudnn_attention_available(&why)) {
+        std::printf("  skip  cudnn attention: %s\n", why.c_str());
+        return;
+    }
+    const train_gpt::DType dtype = std::is_same_v<H, bf16> ? train_gpt::DType::BF16 : train_gpt::DType::F16;
+    auto cfwd = [&] {
+        train_gpt::attention_forward_cudnn(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, dtype, stream);
+    };
+    auto cbwd = [&] {
+        train_gpt::attention_backward_cudnn(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH, dtype,
+                                            stream);
+    };
+    if (a.check) {
+        d_out.poison();
+        cfwd();
+        cudaCheck(cudaStreamSynchronize(stream));
+        check("attention_forward_cudnn out", dt, d_out.template download<H>(), out, tol<H>(0, 4));
+        check("attention_forward_cudnn lse", dt, d_lse.template download<float>(), lse, 1e-5);
+    }
+    const float cf_ms = time_ms(cfwd, a.reps, stream);
+    report("attention_forward_cudnn", dt, cf_ms, fwd_bytes, fwd_flops, peak_flops<H>());
+    const float cb_ms = time_ms(cbwd, a.reps, stream);
+    report("attention_backward_cudnn", dt, cb_ms, bwd_bytes, 2.5 * fwd_flops, peak_flops<H>());
+    const float cfb_ms = time_ms(
+        [&] {
+            cfwd();
+            cbwd();
+        },
+        a.reps, stream);
+    print_line("cudnn", dt, s, fwd_flops, cf_ms, cb_ms, cfb_ms);
 }
 
 int run(const Args& a) {

@@ -28,6 +28,11 @@ constexpr int kFwdWarpMTiles = 2;
 constexpr int kFwdWarpRows = kMmaRows * kFwdWarpMTiles;   // 32
 constexpr int kFwdQueryRows = kFwdWarps * kFwdWarpRows;   // 128
 constexpr int kFwdKeyTile = 64;
+// 64 keys: a warp's registers (2 m-tiles: S 64, O 64 and the resident Q 32 per lane) take 251 of
+// 255. 128-key tiles were tried (2026-12-03, ptxas of nvcc 13.0 for sm_90a): a 16 × 128 S per
+// m-tile spills 364 bytes per thread; 128-key shared stages computed as two 64-key tiles, with Q
+// read from shared memory at each k-step, still spill 12. A wider tile needs another warp layout
+// (one m-tile per warp and 8 warps, or the softmax over S in two halves).
 
 // ---- backward --------------------------------------------------------------------------------
 // Both backward kernels: kBwdWarps warps of one 16-row m-tile each, so a block owns

@@ -13,6 +13,8 @@
 // large one (weights, optimizer state) waits for its copy.
 #include "cuda/cuda_backend.h"
 
+#include "cuda/attention_cudnn.h"
+
 #include "cuda/attention_flash_fp8.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/op_profiler.cuh"
@@ -90,6 +92,7 @@ class CudaBackend : public Backend, public Fp8Ops {
         }
         staging_.close();
         try {
+            if (options_.cudnn_attention) release_cudnn_attention();
             cuda::release_gemm_context(stream_);
             cuda::release_scratch(stream_);
         } catch (...) {
@@ -460,7 +463,8 @@ class CudaBackend : public Backend, public Fp8Ops {
 // the ops they change. Fused: the residual add in the layernorm, the bias gradients in the
 // layernorm and GELU backward, one kernel each; flash: the tensor-core attention where it supports
 // the head size (bf16, fp16); tf32: the matmul ops' GEMMs on TF32 tensor cores (fp32 storage);
-// epilogues: a matmul_backward with a bias gradient sums it in the dW GEMM (BGRADB).
+// epilogues: a matmul_backward with a bias gradient sums it in the dW GEMM (BGRADB); cudnn:
+// cuDNN's fused attention (bf16, fp16).
 template <typename T>
 class CudaBackendWithOptions final : public CudaBackend<T> {
     using Base = CudaBackend<T>;
@@ -527,6 +531,11 @@ class CudaBackendWithOptions final : public CudaBackend<T> {
     }
     void attention_forward(void* out, float* lse, const void* qkv, int B, int Tlen, int C, int NH) override {
         if constexpr (!std::is_same_v<T, float>) {
+            if (options_.cudnn_attention) {
+                const cuda::OpProfiler::Scope timed(profiler(), "attention_forward", stream_);
+                attention_forward_cudnn(out, lse, qkv, B, Tlen, C, NH, Base::act_dtype(), stream_);
+                return;
+            }
             if (flash_attention(C / NH)) {
                 const cuda::OpProfiler::Scope timed(profiler(), "attention_forward", stream_);
                 cuda::attention_forward_flash(act(out), lse, act(qkv), B, Tlen, C, NH, stream_);
@@ -538,6 +547,11 @@ class CudaBackendWithOptions final : public CudaBackend<T> {
     void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, int B,
                             int Tlen, int C, int NH) override {
         if constexpr (!std::is_same_v<T, float>) {
+            if (options_.cudnn_attention) {
+                const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
+                attention_backward_cudnn(dqkv, dout, qkv, out, lse, B, Tlen, C, NH, Base::act_dtype(), stream_);
+                return;
+            }
             if (flash_attention(C / NH)) {
                 const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
                 cuda::attention_backward_flash(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH, stream_);
@@ -554,7 +568,8 @@ std::unique_ptr<Backend> make_for(DType dtype, int device, const CudaOptions& op
     if (options.tf32_gemms && !std::is_same_v<T, float>) {
         fail("TF32 GEMMs need fp32 storage (precision tf32), not %s", dtype_name(dtype));
     }
-    if (options.fused_kernels || options.flash_attention || options.tf32_gemms || options.gemm_epilogues) {
+    if (options.fused_kernels || options.flash_attention || options.tf32_gemms || options.gemm_epilogues ||
+        options.cudnn_attention) {
         return std::make_unique<CudaBackendWithOptions<T>>(dtype, device, options);
     }
     return std::make_unique<CudaBackend<T>>(dtype, device, options);

@@ -22,6 +22,9 @@ struct CudaOptions {
     // the flash attention (cuda/attention_flash.cuh: mma.sync tensor cores, nothing T×T), which
     // runs where cuda_flash_attention_supports() says so; elsewhere the GEMM attention runs
     bool flash_attention = false;
+    // --attention cudnn: cuDNN's fused attention (cuda/attention_cudnn.h) on bf16/fp16; fp32 takes
+    // the GEMM attention
+    bool cudnn_attention = false;
     // --fused-kernels: the ops that fuse two steps run as one kernel — the FP8 casts fused into their
     // producers (cuda/fp8_fused.cuh), the residual add fused into the next layernorm, the bias
     // gradients summed by the layernorm and GELU backward that write their input — and the FP8

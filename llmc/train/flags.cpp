@@ -382,10 +382,11 @@ std::vector<Flag> make_table() {
             .config([](const C&, const P& p) { return Rows{text_row("device", p.device)}; }),
         Flag("--attention", runtime, "KIND",
              "CUDA attention: gemm (cuBLASLt batched GEMMs, T×T scores in scratch) | flash (tensor-core flash "
-             "attention, head size 64, bf16/fp16; experimental). The CPU kernel set has one attention, exact. "
+             "attention, head size 64, bf16/fp16; experimental) | cudnn (cuDNN's fused attention, bf16/fp16, where "
+             "the build found cuDNN; experimental). The CPU kernel set has one attention, exact. "
              "docs/gpu-results.md records what has run on a GPU",
              &C::attention)
-            .one_of({"gemm", "flash"})
+            .one_of({"gemm", "flash", "cudnn"})
             .config([](const C&, const P& p) { return Rows{text_row("attention", p.attention)}; }),
         Flag("--fused-kernels", runtime, "BOOL",
              "CUDA: run fused ops as one kernel (FP8 casts in their producers, residual add + layernorm, bias "

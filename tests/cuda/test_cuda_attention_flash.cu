@@ -18,12 +18,16 @@
 // values give the same bits (every element written, nothing accumulated, and deterministic).
 // Without a GPU every test of the fixture reports SKIPPED with the reason; the two host-only
 // tests at the end (the support predicate, the launchers' argument checks) run anywhere.
+// cuDNN's fused attention (--attention cudnn, cuda/attention_cudnn.h) is held to the same bounds
+// against the exact op, and to the same overwrite and determinism checks (CudaAttentionCudnnTest;
+// SKIPPED where the build has no cuDNN attention, saying why).
 #include "tests/attention_bounds.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/cuda/test_stream.h"
 
 #include "tests/twins/attention_tiled.h"
 #include "cpu/kernels.h"
+#include "cuda/attention_cudnn.h"
 #include "cuda/attention_flash.cuh"
 
 #include <cuda_bf16.h>
@@ -111,7 +115,10 @@ BoundCheck expect_within(const std::string& what, const std::vector<float>& got,
     return c;
 }
 
-void check_forward(DType dtype, const Shape& s, uint64_t seed) {
+// The kernel under test: the hand-written flash attention, or cuDNN's (which has no tiled twin).
+enum class Impl { kFlash, kCudnn };
+
+void check_forward(DType dtype, const Shape& s, uint64_t seed, Impl impl = Impl::kFlash) {
     SCOPED_TRACE(shape_str(s));
     with_types(dtype, [&](auto htag, auto dtag) {
         using H = decltype(htag);
@@ -130,7 +137,10 @@ void check_forward(DType dtype, const Shape& s, uint64_t seed) {
         d_out.poison();
         d_lse.poison();
         TestStream stream;
-        gpu::attention_forward_flash<D>(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream.s);
+        if (impl == Impl::kCudnn)
+            attention_forward_cudnn(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, dtype, stream.s);
+        else
+            gpu::attention_forward_flash<D>(d_out.ptr, d_lse.ptr, d_qkv.ptr, B, T, C, NH, stream.s);
         cudaCheck(cudaStreamSynchronize(stream.s));
         const std::vector<float> out_gpu = floats(d_out.template download<H>()),
                                  lse_gpu = d_lse.template download<float>();
@@ -141,12 +151,13 @@ void check_forward(DType dtype, const Shape& s, uint64_t seed) {
                                  rounding_of(dtype));
         expect_within("out: cuda vs exact op", out_gpu, out_ref, out_bound);
         expect_within("lse: cuda vs exact op", lse_gpu, lse_cpu, lse_bound);
+        if (impl == Impl::kCudnn) return;
         expect_within("out: cuda vs tiled twin", out_gpu, floats(out_twin), out_bound);
         expect_within("lse: cuda vs tiled twin", lse_gpu, lse_twin, lse_bound);
     });
 }
 
-void check_backward(DType dtype, const Shape& s, uint64_t seed) {
+void check_backward(DType dtype, const Shape& s, uint64_t seed, Impl impl = Impl::kFlash) {
     SCOPED_TRACE(shape_str(s));
     with_types(dtype, [&](auto htag, auto dtag) {
         using H = decltype(htag);
@@ -175,8 +186,14 @@ void check_backward(DType dtype, const Shape& s, uint64_t seed) {
         d_dqkv2.upload(dqkv_random);   // run 2: must be overwritten, not accumulated into
         TestStream stream;
         D* const targets[2] = {d_dqkv.ptr, d_dqkv2.ptr};
-        for (D* dst : targets)
-            gpu::attention_backward_flash<D>(dst, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH, stream.s);
+        for (D* dst : targets) {
+            if (impl == Impl::kCudnn)
+                attention_backward_cudnn(dst, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH, dtype,
+                                         stream.s);
+            else
+                gpu::attention_backward_flash<D>(dst, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                                 stream.s);
+        }
         cudaCheck(cudaStreamSynchronize(stream.s));
         const std::vector<H> got = d_dqkv.template download<H>(), got2 = d_dqkv2.template download<H>();
 
@@ -185,7 +202,7 @@ void check_backward(DType dtype, const Shape& s, uint64_t seed) {
         attention_backward_bounds(bound, floats(qkv).data(), floats(dout).data(), floats(out).data(), lse.data(),
                                   ref.data(), B, T, NH, rounding_of(dtype));
         expect_within("dqkv: cuda vs exact op", gpu_f, ref, bound);
-        expect_within("dqkv: cuda vs tiled twin", gpu_f, floats(dqkv_twin), bound);
+        if (impl == Impl::kFlash) expect_within("dqkv: cuda vs tiled twin", gpu_f, floats(dqkv_twin), bound);
         EXPECT_EQ(0, std::memcmp(got.data(), got2.data(), got.size() * sizeof(H)))
             << "attention_backward_flash: a run into a buffer of random values differs from a run into a poisoned "
                "one (not deterministic, or accumulating instead of overwriting)";
@@ -207,6 +224,29 @@ TEST_P(CudaAttentionFlashTest, BackwardMatchesExactOpAndTwinOverwritesAndIsDeter
 }
 
 INSTANTIATE_TEST_SUITE_P(Bf16Fp16, CudaAttentionFlashTest, ::testing::Values(DType::BF16, DType::F16),
+                         dtype_param_name);
+
+class CudaAttentionCudnnTest : public CudaAttentionFlashTest {
+  protected:
+    void SetUp() override {
+        CudaAttentionFlashTest::SetUp();
+        if (IsSkipped()) return;
+        std::string why;
+        if (!cudnn_attention_available(&why)) GTEST_SKIP() << why;
+    }
+};
+
+TEST_P(CudaAttentionCudnnTest, ForwardMatchesExactOp) {
+    for (const Shape& s : kShapes)
+        check_forward(GetParam(), s, seed_, Impl::kCudnn);
+}
+
+TEST_P(CudaAttentionCudnnTest, BackwardMatchesExactOpOverwritesAndIsDeterministic) {
+    for (const Shape& s : kShapes)
+        check_backward(GetParam(), s, seed_ + 1, Impl::kCudnn);
+}
+
+INSTANTIATE_TEST_SUITE_P(Bf16Fp16, CudaAttentionCudnnTest, ::testing::Values(DType::BF16, DType::F16),
                          dtype_param_name);
 
 // ---- host-only: no device needed ------------------------------------------------------------
@@ -233,4 +273,26 @@ TEST(AttentionFlashHost, LaunchersRejectOtherHeadSizesAndMisalignedBuffers) {
     EXPECT_CONTAINS(
         error_of([&] { gpu::attention_forward_flash<E>(nullptr, nullptr, misaligned, 1, 8, 128, 2, nullptr); }),
         "16-byte aligned");
+}
+
+// cuDNN's attention is in the build exactly where the Makefile can build it (cudnn.h beside the
+// CUDA headers and cudnn-frontend's headers in third_party/, which scripts/setup.sh fetches), and
+// says why not elsewhere; its launchers refuse the head sizes cuDNN's fused attention lacks before
+// any CUDA call.
+TEST(AttentionCudnnHost, TheBuildHasItWhereCudnnAndItsFrontendAre) {
+    const std::string cuda_home = std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "/usr/local/cuda";
+    const bool buildable = file_exists(cuda_home + "/include/cudnn.h") &&
+                           file_exists(repo_root() + "/third_party/cudnn_frontend/include/cudnn_frontend.h");
+    std::string why;
+    EXPECT_EQ(cudnn_attention_available(&why), buildable) << why;
+    if (!buildable) EXPECT_CONTAINS(why, "no cuDNN attention");
+    if (!buildable) return;
+    EXPECT_CONTAINS(
+        error_of([] { attention_forward_cudnn(nullptr, nullptr, nullptr, 1, 8, 100, 2, DType::BF16, nullptr); }),
+        "head size 50");
+    EXPECT_CONTAINS(error_of([] {
+                        attention_backward_cudnn(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 1024, 4, DType::F16,
+                                                 nullptr);
+                    }),
+                    "head size 256");
 }
