@@ -79,6 +79,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,27 @@ void check_gemm_epilogues(const TrainConfig& cfg, const RunPlan& plan) {
     }
 }
 
+// A shard both -i and -j match (a train glob wide enough to take the val shards too, or -j the
+// train glob): the val loss is then measured on tokens the run trains on. A warning, not a
+// refusal: measuring the training loss on a fixed set is a thing one may want.
+void warn_if_val_is_trained_on(const RunData& data) {
+    if (data.train.empty() || data.val.empty() || !g_is_root) return;
+    std::set<std::string> train;
+    try {
+        for (const std::string& f : expand_glob(data.train))
+            train.insert(resolved_path(f));
+        std::vector<std::string> both;
+        for (const std::string& f : expand_glob(data.val))
+            if (train.count(resolved_path(f))) both.push_back(f);
+        if (both.empty()) return;
+        std::fprintf(stderr,
+                     "warning: -i %s and -j %s both match %s%s: the val loss is measured on tokens the run trains on\n",
+                     data.train.c_str(), data.val.c_str(), both[0].c_str(),
+                     both.size() > 1 ? format(" and %zu more", both.size() - 1).c_str() : "");
+    } catch (const Error&) {   // a glob that matches nothing: the loaders say so, naming the flag
+    }
+}
+
 // The kernel set of this rank: one GPU per rank (local rank mod the GPUs of the node), or the CPU.
 // Under MPI the GPUs exchange gradients and weights over NCCL (*nccl), bootstrapped through comm.
 std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& plan, Comm& comm,
@@ -179,6 +201,13 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
 int64_t val_batches_in_one_pass(const DataLoader& loader) {
     return std::max<int64_t>(1, loader.samples_per_epoch() / loader.B());
 }
+// The batches an evaluation of at most `batches` (-m) covers: at most one pass over the set, in
+// equal shares of the `world` ranks (a multiple of it, at least one batch each), so that no rank
+// reads past the pass (before: ceil(batches / W) each, past the set and round again on 3 ranks).
+int64_t val_batches_evaluated(const DataLoader& loader, int batches, int world) {
+    const int64_t capped = std::min<int64_t>(batches, val_batches_in_one_pass(loader));
+    return std::max<int64_t>(world, capped / world * world);
+}
 
 // Mean loss over `batches` micro-batches from the start of the validation set, split over the
 // ranks (rank r takes batches r, r + W, ...), so every world size evaluates the same tokens when
@@ -189,9 +218,8 @@ struct ValLoss {
 };
 ValLoss evaluate(GPT& model, DataLoader& loader, int batches, int B, int T, Comm& comm) {
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
-    batches = (int)std::min<int64_t>(batches, val_batches_in_one_pass(loader));   // never a token twice
     loader.reset();
-    const int per_rank = (batches + comm.world_size() - 1) / comm.world_size();
+    const int per_rank = (int)(val_batches_evaluated(loader, batches, comm.world_size()) / comm.world_size());
     double sum = 0;
     for (int i = 0; i < per_rank; i++) {
         loader.next_batch(inputs.data(), targets.data());
@@ -506,21 +534,54 @@ std::vector<FlagOverride> restore_run_flags(int argc, char** argv, const std::st
 }
 
 // A resumed run cuts the log in its --output-dir back to the checkpoint's step
-// (truncate_log_for_resume). Another run's log there would lose its records past that step, and
-// the records of two runs would mix: refused, unless that log records this checkpoint's save (the
-// run's directory was moved) or --overwrite-output is given.
+// (truncate_log_for_resume). That is right for the log of the checkpoint's own run, whose records
+// past the checkpoint the resumed run writes again; refused (unless --overwrite-output) where it
+// would destroy records it does not redo:
+//   * another run's log: the log's run identities (its checkpoint and resume records) do not hold
+//     the checkpoint's; for logs and checkpoints from before run identities, the log records no
+//     save of this checkpoint while -o differs from the checkpoint's run's;
+//   * a continuation that was saved: in the checkpoint's run's own -o, the log records checkpoints
+//     past this one that still exist (a run branched from an earlier checkpoint into that -o would
+//     cut them; a damaged newest checkpoint that --resume-from-intact passes over does not count).
 void check_resumed_log(const TrainConfig& cfg, const ResumeChoice& from, const std::vector<FlagOverride>& overrides) {
+    const std::string log = cfg.output_dir + "/log.jsonl";
+    if (cfg.overwrite_output || cfg.output_dir.empty() || !file_exists(log)) return;
+    const LoggedRun logged = read_logged_run(log);
+    const std::string id = counters_from_json(from.manifest.extra_json, from.dir + "/manifest.json").run_id;
     const auto moved =
         std::find_if(overrides.begin(), overrides.end(), [](const FlagOverride& o) { return o.flag == "output-dir"; });
-    const std::string log = cfg.output_dir + "/log.jsonl";
-    if (moved == overrides.end() || cfg.overwrite_output || cfg.output_dir.empty() || !file_exists(log)) return;
-    if (read_logged_run(log).saved_step(from.manifest.step)) return;
-    fail(
-        "--output-dir %s holds the log.jsonl of another run: the checkpoint's run wrote to %s, and this log records "
-        "no save of %s. Resuming would cut it back to step %lld. Give -o %s to log where that run did, another "
-        "--output-dir, or --overwrite-output to replace it",
-        cfg.output_dir.c_str(), moved->saved.c_str(), from.dir.c_str(), (long long)from.manifest.step,
-        moved->saved.c_str());
+    const bool another_run = !id.empty() && !logged.run_ids.empty()
+                                 ? logged.run_ids.count(id) == 0
+                                 : moved != overrides.end() && !logged.saved(from.dir);
+    if (another_run) {
+        fail(
+            "--output-dir %s holds the log.jsonl of another run (it records no save of %s%s): resuming would cut "
+            "it back to step %lld and mix the two runs' records. Give another --output-dir%s, or --overwrite-output "
+            "to replace it",
+            cfg.output_dir.c_str(), from.dir.c_str(),
+            moved != overrides.end() ? format("; the checkpoint's run wrote to %s", moved->saved.c_str()).c_str() : "",
+            (long long)from.manifest.step,
+            moved != overrides.end() ? format(" (-o %s logs where that run did)", moved->saved.c_str()).c_str() : "");
+    }
+    // (in the run's own -o only: a copy of a run directory, -o moved, logs the original's saves)
+    if (moved != overrides.end()) return;
+    const std::pair<int64_t, std::string>* later = nullptr;
+    for (const auto& save : logged.checkpoints) {
+        const auto& [step, path] = save;
+        if (step <= from.manifest.step || !file_exists(path + "/manifest.json")) continue;
+        const bool damaged = std::any_of(from.damaged.begin(), from.damaged.end(),
+                                         [&](const auto& d) { return resolved_path(d.first) == resolved_path(path); });
+        if (!damaged && resolved_path(path) != resolved_path(from.dir) && (!later || step > later->first))
+            later = &save;
+    }
+    if (later) {
+        fail(
+            "--output-dir %s: its log.jsonl records a later save of this run, %s (step %lld), which resuming from %s "
+            "(step %lld) would cut from it. To branch a run from a checkpoint, give the branch a new --output-dir; to "
+            "continue the run, resume its newest checkpoint",
+            cfg.output_dir.c_str(), later->second.c_str(), (long long)later->first, from.dir.c_str(),
+            (long long)from.manifest.step);
+    }
 }
 
 // The command line, for the lock files that name a directory's holder.
@@ -597,6 +658,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     const std::optional<ModelDir>& start_model = run.start_model;
     if (start_model && !resume_from && cfg.steps == 0) evaluate_as_trained(*start_model, cfg);
     run.data = run_data(cfg);   // the shards it reads: none to train on with -x 0
+    warn_if_val_is_trained_on(run.data);
     // the tokenizer: --tokenizer, the model's, or the one beside the shards; checked against what
     // the shards that the run reads record (no training data with -x 0)
     // (-x 0 from a fresh model reads no training data, but its samples take the tokenizer beside it)
@@ -720,9 +782,20 @@ void open_data_and_start(Run& run, Comm& comm) {
     } else if (run.start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
         run.model->set_weights(read_model_weights(*run.start_model));
     }
-    if (run.val_loader && cfg.val_batches > val_batches_in_one_pass(*run.val_loader)) {
-        print0("notice: -m %d: the validation set holds %lld batches of %dx%d; each evaluation covers it once\n",
-               cfg.val_batches, (long long)val_batches_in_one_pass(*run.val_loader), B, T);
+    // the run's identity: the checkpoint's, or new (a fresh start, or a checkpoint from before it)
+    if (run.start.counters.run_id.empty()) run.start.counters.run_id = new_run_id();
+    if (run.val_loader) {
+        const int64_t pass = val_batches_in_one_pass(*run.val_loader);
+        const int64_t evaluated = val_batches_evaluated(*run.val_loader, cfg.val_batches, plan.world_size);
+        if (cfg.val_batches > pass) {
+            print0(
+                "notice: -m %d: the validation set holds %lld batches of %dx%d; each evaluation covers %lld%s\n",
+                cfg.val_batches, (long long)pass, B, T, (long long)evaluated,
+                evaluated == pass ? " (it once)" : format(" (equal shares of the %d ranks)", plan.world_size).c_str());
+        } else if (evaluated != cfg.val_batches) {
+            print0("notice: -m %d: each evaluation covers %lld batches of %dx%d, equal shares of the %d ranks\n",
+                   cfg.val_batches, (long long)evaluated, B, T, plan.world_size);
+        }
     }
     if (cfg.inject_nonfinite_step != "-1") {   // a testing flag that would do nothing says so
         bool injects = false;
@@ -785,7 +858,10 @@ void open_outputs(Run& run, int argc, char** argv) {
         if (!change.empty()) print0("notice: %s\n", change.c_str());
         const std::string batch = batch_change_notice(cfg, run.plan, resume_from->manifest.train_config_json);
         if (!batch.empty()) print0("notice: %s\n", batch.c_str());
-        run.write_log(LogRecord("resume").num("step", run.start.step).str("checkpoint", resume_from->dir));
+        run.write_log(LogRecord("resume")
+                          .num("step", run.start.step)
+                          .str("checkpoint", resume_from->dir)
+                          .str("run_id", run.start.counters.run_id));
     } else if (run.start_model) {
         print0("initialised from the weights of %s\n", run.start_model->description.c_str());
     }
@@ -956,7 +1032,8 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
                              .c_str()
                        : "");
             summary.checkpoint = path;
-            run.write_log(LogRecord("checkpoint").num("step", step + 1).str("path", path));
+            run.write_log(
+                LogRecord("checkpoint").num("step", step + 1).str("path", path).str("run_id", counters.run_id));
             if (run.log) run.log->sync();   // the log, up to this checkpoint, on disk with it
         } else {
             print0(

@@ -915,6 +915,79 @@ TEST(Faults, ResumingIntoAnotherRunsOutputDirectoryIsRefused) {
     const CommandResult moved = run(c.train_gpt(c.dir.file("a_moved"), "-x 4 --resume --checkpoint-dir '" + ck + "'"));
     ASSERT_EQ(moved.rc, 0) << moved.output;
     EXPECT_EQ(last_step(c.dir.file("a_moved/log.jsonl")), 4);
+
+    // another run that saved checkpoints at the same step numbers (before: its log was taken for
+    // the checkpoint's, since it records a save of step 2 too), and another run that replaced the
+    // log in the checkpoint's own -o (before: not checked at all, -o being the checkpoint's)
+    const std::string ck2 = c.dir.file("ck2"), d = c.dir.file("d");
+    ASSERT_EQ(run(c.train_gpt(d, "-x 6 --checkpoint-every 2 --seed 9 --checkpoint-dir '" + ck2 + "'")).rc, 0);
+    const auto d_before = directory_snapshot(d);
+    expect_refused(run(c.train_gpt(d, "-x 8 --resume --checkpoint-dir '" + ck + "'")),
+                   {"--output-dir " + d + " holds the log.jsonl of another run"});
+    EXPECT_EQ(directory_snapshot(d), d_before);
+    const std::string shared = c.dir.file("shared"), ca = c.dir.file("ca"), cb = c.dir.file("cb");
+    ASSERT_EQ(run(c.train_gpt(shared, "-x 2 --checkpoint-every 2 --checkpoint-dir '" + ca + "'")).rc, 0);
+    ASSERT_EQ(
+        run(c.train_gpt(shared, "-x 2 --checkpoint-every 2 --overwrite-output --seed 5 --checkpoint-dir '" + cb + "'"))
+            .rc,
+        0);
+    const auto shared_before = directory_snapshot(shared);
+    expect_refused(run(c.train_gpt(shared, "-x 4 --resume --checkpoint-dir '" + ca + "'")),
+                   {"--output-dir " + shared + " holds the log.jsonl of another run"});
+    EXPECT_EQ(directory_snapshot(shared), shared_before);
+}
+
+// Branching a run from an earlier checkpoint (its step directory copied into a checkpoint directory
+// of its own) into the run's own -o is refused: the log records the later saves it would cut
+// (before: the original run's log lost its steps past the checkpoint and its summary, exit 0). With
+// a new -o the branch runs.
+TEST(Faults, ABranchFromAnEarlierCheckpointNeedsItsOwnOutputDirectory) {
+    Corpus c;
+    const std::string r = c.dir.file("r"), branch = c.dir.file("branch_ck");
+    ASSERT_EQ(run(c.train_gpt(r, "-x 8 --checkpoint-every 2")).rc, 0);
+    make_dirs(branch);
+    ASSERT_EQ(run("cp -r '" + r + "/checkpoints/step_00000004' '" + branch + "/'").rc, 0);
+    const auto before = directory_snapshot(r);
+    expect_refused(run(train_gpt_binary() + " --resume --checkpoint-dir '" + branch + "' -l 1e-3"),
+                   {"--output-dir " + r + ": its log.jsonl records a later save of this run",
+                    r + "/checkpoints/step_00000008", "give the branch a new --output-dir"});
+    EXPECT_EQ(directory_snapshot(r), before) << "the original run untouched";
+    const CommandResult ok = run(train_gpt_binary() + " --resume --checkpoint-dir '" + branch + "' -l 1e-3 -o '" +
+                                 c.dir.file("branch_out") + "'");
+    ASSERT_EQ(ok.rc, 0) << ok.output;
+    EXPECT_EQ(last_step(c.dir.file("branch_out/log.jsonl")), 8);
+    EXPECT_EQ(last_step(r + "/log.jsonl"), 8);
+}
+
+// A resume that stretches the schedule suggests the checkpoint's learning rate to go on at (before:
+// the old schedule's last rate, 10x too low for a run stopped mid-schedule).
+TEST(Faults, TheLearningRateNoticeSuggestsTheCheckpointsRate) {
+    Corpus c;
+    const std::string out = c.dir.file("out"), ck = c.dir.file("ck");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 20 --checkpoint-every 5 --keep-checkpoints 4 -l 1e-3")).rc, 0);
+    double lr_step6 = 0;   // the rate the checkpoint of step 5 goes on with: step 6's
+    for (const auto& j : records_of(out + "/log.jsonl", "step"))
+        if (j["step"] == 6) lr_step6 = j["lr"].get<double>();
+    ASSERT_GT(lr_step6, 0);
+    make_dirs(ck);
+    ASSERT_EQ(run("cp -r '" + out + "/checkpoints/step_00000005' '" + ck + "/'").rc, 0);
+    const CommandResult r =
+        run(train_gpt_binary() + " --resume --checkpoint-dir '" + ck + "' -x 40 -o '" + c.dir.file("longer") + "'");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, format("add --lr-schedule constant --lr %.4g --warmup-steps 0", lr_step6));
+}
+
+// On 3 ranks, -m evaluates equal shares within one pass over the validation set and says how many
+// (before: ceil(m / 3) each, past the set: -m 100 on a 52-batch set evaluated 54, -m 20 became 21).
+TEST(Faults, ValidationOnThreeRanksCoversEqualSharesOfOnePass) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    const CommandResult r = run(c.mpirun(3, out, "-x 1 -v 1 -m 20 -j '" + c.dir.file("train_*.bin") + "'") + " 2>&1");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "notice: -m 20: each evaluation covers 18 batches of 2x16, equal shares of the 3 ranks");
+    EXPECT_CONTAINS(r.output, "warning: -i");
+    for (const auto& v : records_of(out + "/log.jsonl", "val"))
+        EXPECT_EQ(v["val_tokens"].get<int64_t>(), 18 * 2 * 16);
 }
 
 // A resume on another number of ranks with -d 0 changes the tokens per optimizer step: it says so

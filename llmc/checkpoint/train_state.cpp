@@ -5,8 +5,10 @@
 #include "utils.h"
 
 #include <cfloat>
+#include <chrono>
 #include <climits>
 #include <limits>
+#include <random>
 
 namespace train_gpt {
 
@@ -27,8 +29,16 @@ std::string trainer_state_to_json(const TrainCounters& c, const std::string& fla
                              {"tokens", c.tokens},           {"seconds", c.seconds},
                              {"skip_streak", c.skip_streak}, {"loss_level", c.loss_level},
                              {"spike_since", c.spike_since}};
+    if (!c.run_id.empty()) j["run_id"] = c.run_id;
     if (!flags_json.empty()) j["flags"] = nlohmann::ordered_json::parse(flags_json);
     return j.dump();
+}
+
+std::string new_run_id() {
+    std::random_device device;
+    const uint64_t bits =
+        ((uint64_t)device() << 32 ^ device()) ^ (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
+    return format("%016llx", (unsigned long long)bits);
 }
 
 TrainCounters counters_from_json(const std::string& text, const std::string& origin) {
@@ -41,6 +51,13 @@ TrainCounters counters_from_json(const std::string& text, const std::string& ori
     if (o.has("skip_streak")) c.skip_streak = o.integer("skip_streak", 0, INT_MAX);
     if (o.has("loss_level")) c.loss_level = o.real("loss_level", 0, DBL_MAX);
     if (o.has("spike_since")) c.spike_since = o.integer("spike_since", 0, INT64_MAX);
+    if (o.has("run_id")) {
+        c.run_id = o.string("run_id");
+        if (c.run_id.empty() || c.run_id.size() > 64 ||
+            c.run_id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+            fail("%s: \"extra.run_id\" must be 1 to 64 lowercase hex digits", origin.c_str());
+        }
+    }
     return c;
 }
 

@@ -22,7 +22,13 @@ struct TrainCounters {
     int64_t skip_streak = 0;   // non-finite steps in a row up to this step (train/divergence.h)
     double loss_level = 0;     // the running level of the loss (train/divergence.h); 0: none yet
     int64_t spike_since = 0;   // the first step of a series of loss spikes going on (divergence.h); 0: none
+    // The run's identity: 16 hex digits drawn when a run starts fresh, kept by every resume of it
+    // and written into its log's checkpoint and resume records, so that a resume can tell its own
+    // run's log from another's (train_gpt.cu, check_resumed_log). "": a checkpoint from before it.
+    std::string run_id;
 };
+// A new run identity (16 hex digits from the system's random device and the clock).
+std::string new_run_id();
 
 // The manifest's trainer record: the counters and the run's flags (train/config.h: flags_json).
 std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json);

@@ -331,14 +331,14 @@ std::string schedule_change_notice(const LrSchedule& now, const std::string& sav
         return "";
     }
     const double was = then.at((int)step), is = now.at((int)step);
-    if (std::fabs(is - was) <= 1e-6 * std::max(std::fabs(was), std::fabs(is))) return "";
+    // below 0.1% the change is immaterial (and would print as "raised from 0.002 to 0.002")
+    if (std::fabs(is - was) <= 1e-3 * std::max(std::fabs(was), std::fabs(is))) return "";
     return format(
         "the learning-rate schedule now runs to step %d (the checkpoint's run: %d), so the learning rate "
-        "at step %lld is %.3g, %s from the %.3g of the checkpoint's schedule (a decay is stretched over "
-        "the new steps). To train on at the rate the run ended with instead, add --lr-schedule constant "
-        "--lr %.3g --warmup-steps 0",
-        now.total_steps, then.total_steps, (long long)step + 1, is, is > was ? "raised" : "lowered", was,
-        then.at(std::max(0, then.total_steps - 1)));
+        "at step %lld is %.4g, %s from the %.4g of the checkpoint's schedule (a decay is stretched over "
+        "the new steps). To train on at the checkpoint's rate instead, add --lr-schedule constant "
+        "--lr %.4g --warmup-steps 0",
+        now.total_steps, then.total_steps, (long long)step + 1, is, is > was ? "raised" : "lowered", was, was);
 }
 
 std::string evaluation_flags_of(const std::string& saved_config_json, TrainConfig& c) {

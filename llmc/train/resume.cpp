@@ -92,14 +92,17 @@ LoggedRun read_logged_run(const std::string& path) {
         const std::string type = j.value("type", "");
         if (type == "checkpoint" && j.contains("path") && j["path"].is_string())
             run.checkpoints.emplace_back(step_of(j), j["path"].get<std::string>());
+        if ((type == "checkpoint" || type == "resume") && j.contains("run_id") && j["run_id"].is_string())
+            run.run_ids.insert(j["run_id"].get<std::string>());
         if (type == "summary") run.finished = true;
     }
     return run;
 }
 
-bool LoggedRun::saved_step(int64_t step) const {
+bool LoggedRun::saved(const std::string& checkpoint) const {
+    const std::string target = resolved_path(checkpoint);
     for (const auto& [s, path] : checkpoints)
-        if (s == step) return true;
+        if (resolved_path(path) == target) return true;
     return false;
 }
 

@@ -10,6 +10,7 @@
 #include "train/config.h"
 
 #include <optional>
+#include <set>
 
 #include <cstdint>
 #include <string>
@@ -48,8 +49,9 @@ std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, co
 // The log is read up to its first unparsable line (a crash's torn write).
 struct LoggedRun {
     std::vector<std::pair<int64_t, std::string>> checkpoints;
+    std::set<std::string> run_ids;   // the run identities its checkpoint and resume records carry
     bool finished = false;
-    bool saved_step(int64_t step) const;   // a checkpoint record of this step
+    bool saved(const std::string& checkpoint) const;   // a checkpoint record of this step directory
 };
 LoggedRun read_logged_run(const std::string& path);
 
