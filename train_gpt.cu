@@ -139,13 +139,17 @@ void check_gemm_epilogues(const TrainConfig& cfg, const RunPlan& plan) {
     if (!cfg.gemm_epilogues) return;
     const Precision p = plan.precision.precision;
     if (p == Precision::FP8 || p == Precision::TF32) {
-        fail("--gemm-epilogues is for fp32, bf16 and fp16; -p %s has GEMMs of its own (%s)", precision_name(p),
-             p == Precision::FP8 ? "fp8 fuses its casts into the GELU" : "tf32's run on TF32 tensor cores");
+        fail(
+            "--gemm-epilogues is for fp32, bf16 and fp16; -p %s has GEMMs of its own (%s). Give --gemm-epilogues "
+            "false (a resumed run takes it from its checkpoint's run)",
+            precision_name(p),
+            p == Precision::FP8 ? "fp8 fuses its casts into the GELU" : "tf32's run on TF32 tensor cores");
     }
     if (cfg.recompute != 0) {
         fail(
             "--gemm-epilogues with --recompute %d: the GELU output computed again from the kept fch would differ "
-            "from the epilogue's by a rounding; give --recompute 0",
+            "from the epilogue's by a rounding; give --recompute 0 or --gemm-epilogues false (a resumed run takes "
+            "both from its checkpoint's run)",
             cfg.recompute);
     }
 }

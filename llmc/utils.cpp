@@ -217,4 +217,15 @@ uint64_t hash_file(const std::string& path, uint64_t* bytes) {
     return XXH3_64bits_digest(state.get());
 }
 
+std::string shell_quoted(const std::string& text) {
+    const bool plain = !text.empty() && text.find_first_not_of(
+                                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789_./-+=:,@%") == std::string::npos;
+    if (plain) return text;
+    std::string quoted = "'";
+    for (char c : text)
+        quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return quoted + "'";
+}
+
 }   // namespace train_gpt

@@ -54,6 +54,11 @@ bool file_exists(const std::string& path);
 // path made absolute with its existing part resolved (symlinks, ..): two names of one file compare
 // equal (std::filesystem::path's text, as a string)
 std::string resolved_path(const std::string& path);
+
+// `text` as one word of a POSIX shell command: as it is when it has only letters, digits and
+// _ . / - + = : , @ %, else in single quotes (a quote inside written '\''), so a printed command can
+// be pasted.
+std::string shell_quoted(const std::string& text);
 // mkdir -p; fails naming the path if it cannot be created or exists as something other than a
 // directory (a file, a FIFO).
 void make_dirs(const std::string& path);

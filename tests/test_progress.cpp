@@ -102,3 +102,25 @@ TEST(Progress, AResumedRunsSummaryTellsTheWholeRunFromThisProcess) {
         text += line + "\n";
     EXPECT_EQ(text.find("n_positions"), std::string::npos);
 }
+
+// The summary's commands can be pasted: paths with spaces or quotes are shell-quoted; a run
+// resumed at its last step says it trained nothing (before: "this process: steps 9-8").
+TEST(Progress, TheSummarysCommandsAreShellQuotedAndAResumeAtTheEndSaysSo) {
+    RunSummary s;
+    s.first_step = 8;
+    s.steps = 8;
+    s.tokens = 100;
+    s.seconds = 10;
+    s.process_seconds = 1;
+    s.output_dir = "my run";
+    s.checkpoint_dir = "it's/checkpoints";
+    s.checkpoint = "it's/checkpoints/step_00000008";
+    std::string text;
+    for (const std::string& line : summary_lines(s))
+        text += line + "\n";
+    EXPECT_CONTAINS(text, "this process: no step (resumed at step 8)");
+    EXPECT_CONTAINS(text, "./train_gpt --init-from 'it'\\''s/checkpoints' -x 0");
+    EXPECT_CONTAINS(text, "./train_gpt --resume -o 'my run' --checkpoint-dir 'it'\\''s/checkpoints' -x 16");
+    EXPECT_EQ(shell_quoted("out/checkpoints"), "out/checkpoints");
+    EXPECT_EQ(shell_quoted(""), "''");
+}

@@ -56,7 +56,10 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
         std::string time = format("time:       %s for %d step(s), %lld tokens", human_duration(s.seconds).c_str(),
                                   s.steps, (long long)s.tokens);
         // after a resume the totals are the whole run's, the rate this process's: said apart
-        if (s.first_step > 0) {
+        if (s.first_step > 0 && s.first_step >= s.steps) {   // resumed at its last step: nothing trained
+            time += format(" (the whole run); this process: no step (resumed at step %d) in %s", s.first_step,
+                           human_duration(s.process_seconds).c_str());
+        } else if (s.first_step > 0) {
             time += format(" (the whole run); this process: steps %d-%d in %s", s.first_step + 1, s.steps,
                            human_duration(s.process_seconds).c_str());
             if (s.mean_tokens_per_second > 0) time += format(", %.0f tok/s on average", s.mean_tokens_per_second);
@@ -87,11 +90,12 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
                 s.max_seq_len, s.max_seq_len);
         }
         lines.push_back("checkpoint: " + *s.checkpoint + "   (" + what + ")");
-        lines.push_back("next:       ./train_gpt --init-from " + s.checkpoint_dir +
+        lines.push_back("next:       ./train_gpt --init-from " + shell_quoted(s.checkpoint_dir) +
                         " -x 0 -g 200 --sample-prompt 'Text to continue'   (sample from it)");
-        const std::string where =
-            s.checkpoint_dir == s.output_dir + "/checkpoints" ? "" : " --checkpoint-dir " + s.checkpoint_dir;
-        lines.push_back("            ./train_gpt --resume -o " + s.output_dir + where + " -x " +
+        const std::string where = s.checkpoint_dir == s.output_dir + "/checkpoints"
+                                      ? ""
+                                      : " --checkpoint-dir " + shell_quoted(s.checkpoint_dir);
+        lines.push_back("            ./train_gpt --resume -o " + shell_quoted(s.output_dir) + where + " -x " +
                         std::to_string(2 * s.steps) +
                         "   (train on, to twice the steps: the schedule stretches over them, and the run says how)");
     } else if (s.steps > 0) {
