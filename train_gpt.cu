@@ -571,7 +571,8 @@ void check_resumed_log(const TrainConfig& cfg, const ResumeChoice& from, const s
     if (moved != overrides.end()) return;
     const std::pair<int64_t, std::string>* later = nullptr;
     for (const auto& save : logged.checkpoints) {
-        const auto& [step, path] = save;
+        const int64_t step = save.first;
+        const std::string& path = save.second;
         if (step <= from.manifest.step || !file_exists(path + "/manifest.json")) continue;
         const bool damaged = std::any_of(from.damaged.begin(), from.damaged.end(),
                                          [&](const auto& d) { return resolved_path(d.first) == resolved_path(path); });
