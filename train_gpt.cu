@@ -539,36 +539,40 @@ std::vector<FlagOverride> restore_run_flags(int argc, char** argv, const std::st
 
 // A resumed run cuts the log in its --output-dir back to the checkpoint's step
 // (truncate_log_for_resume). That is right for the log of the checkpoint's own run, whose records
-// past the checkpoint the resumed run writes again; refused (unless --overwrite-output) where it
-// would destroy records it does not redo:
-//   * another run's log: the log's run identities (its checkpoint and resume records) do not hold
-//     the checkpoint's; for logs and checkpoints from before run identities, the log records no
-//     save of this checkpoint while -o differs from the checkpoint's run's;
-//   * a continuation that was saved: in the checkpoint's run's own -o, the log records checkpoints
-//     past this one that still exist (a run branched from an earlier checkpoint into that -o would
-//     cut them; a damaged newest checkpoint that --resume-from-intact passes over does not count).
-void check_resumed_log(const TrainConfig& cfg, const ResumeChoice& from, const std::vector<FlagOverride>& overrides) {
+// past the checkpoint the resumed run writes again; where it would destroy records it does not
+// redo, the resume is refused, or with --overwrite-output the log is replaced (returns true):
+//   * another run's log. Every run writes its identity into its log (the start, resume,
+//     checkpoint and summary records): a log that carries identities but not the checkpoint's is
+//     another run's. A log or a checkpoint from before identities: the log must record a save of
+//     this checkpoint, where -o is not the checkpoint's run's own;
+//   * a continuation that was saved: in the checkpoint's run's own -o (compared as resolved
+//     paths), the log records checkpoints past this one that still exist (a run branched from an
+//     earlier checkpoint into that -o would cut them; a damaged newest checkpoint that
+//     --resume-from-intact passes over does not count). A copy of a run directory, another -o,
+//     logs the original's saves: not refused.
+bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
+                          const std::vector<FlagOverride>& overrides) {
     const std::string log = cfg.output_dir + "/log.jsonl";
-    if (cfg.overwrite_output || cfg.output_dir.empty() || !file_exists(log)) return;
-    const LoggedRun logged = read_logged_run(log);
+    if (cfg.output_dir.empty() || !file_exists(log)) return false;
+    const LoggedRun logged = read_logged_run(log);   // fails naming a line that is no record
     const std::string id = counters_from_json(from.manifest.extra_json, from.dir + "/manifest.json").run_id;
-    const auto moved =
+    const auto recorded =
         std::find_if(overrides.begin(), overrides.end(), [](const FlagOverride& o) { return o.flag == "output-dir"; });
-    const bool another_run = !id.empty() && !logged.run_ids.empty()
-                                 ? logged.run_ids.count(id) == 0
-                                 : moved != overrides.end() && !logged.saved(from.dir);
+    const bool own_dir = recorded == overrides.end() || resolved_path(recorded->saved) == resolved_path(cfg.output_dir);
+    const bool another_run =
+        !id.empty() && !logged.run_ids.empty() ? logged.run_ids.count(id) == 0 : !own_dir && !logged.saved(from.dir);
     if (another_run) {
+        if (cfg.overwrite_output) return true;
         fail(
             "--output-dir %s holds the log.jsonl of another run (it records no save of %s%s): resuming would cut "
             "it back to step %lld and mix the two runs' records. Give another --output-dir%s, or --overwrite-output "
             "to replace it",
             cfg.output_dir.c_str(), from.dir.c_str(),
-            moved != overrides.end() ? format("; the checkpoint's run wrote to %s", moved->saved.c_str()).c_str() : "",
+            !own_dir ? format("; the checkpoint's run wrote to %s", recorded->saved.c_str()).c_str() : "",
             (long long)from.manifest.step,
-            moved != overrides.end() ? format(" (-o %s logs where that run did)", moved->saved.c_str()).c_str() : "");
+            !own_dir ? format(" (-o %s logs where that run did)", recorded->saved.c_str()).c_str() : "");
     }
-    // (in the run's own -o only: a copy of a run directory, -o moved, logs the original's saves)
-    if (moved != overrides.end()) return;
+    if (!own_dir) return false;
     const std::pair<int64_t, std::string>* later = nullptr;
     for (const auto& save : logged.checkpoints) {
         const int64_t step = save.first;
@@ -579,14 +583,14 @@ void check_resumed_log(const TrainConfig& cfg, const ResumeChoice& from, const s
         if (!damaged && resolved_path(path) != resolved_path(from.dir) && (!later || step > later->first))
             later = &save;
     }
-    if (later) {
-        fail(
-            "--output-dir %s: its log.jsonl records a later save of this run, %s (step %lld), which resuming from %s "
-            "(step %lld) would cut from it. To branch a run from a checkpoint, give the branch a new --output-dir; to "
-            "continue the run, resume its newest checkpoint",
-            cfg.output_dir.c_str(), later->second.c_str(), (long long)later->first, from.dir.c_str(),
-            (long long)from.manifest.step);
-    }
+    if (!later) return false;
+    if (cfg.overwrite_output) return true;
+    fail(
+        "--output-dir %s: its log.jsonl records a later save of this run, %s (step %lld), which resuming from %s "
+        "(step %lld) would cut from it. To branch a run from a checkpoint, give the branch a new --output-dir; to "
+        "continue the run, resume its newest checkpoint; --overwrite-output replaces the log",
+        cfg.output_dir.c_str(), later->second.c_str(), (long long)later->first, from.dir.c_str(),
+        (long long)from.manifest.step);
 }
 
 // The command line, for the lock files that name a directory's holder.
@@ -607,6 +611,7 @@ struct Run {
     RunData data;      // the shards it reads
     RunDirs dirs;      // where it writes
     std::optional<ResumeChoice> resume_from;   // the checkpoint it continues, if any
+    bool replace_log = false;                  // a resume with --overwrite-output over another run's log
     std::optional<ModelDir> start_model;       // the weights it starts from, if not fresh
     std::optional<Tokenizer> tokenizer;
     std::string tokenizer_how;                 // which tokenizer, and why (printed)
@@ -644,7 +649,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     }
     if (resume_from) {
         const std::vector<FlagOverride> overrides = restore_run_flags(argc, argv, resume_from->dir, cfg);
-        check_resumed_log(cfg, *resume_from, overrides);
+        run.replace_log = log_must_be_replaced(cfg, *resume_from, overrides);
     }
     validate(cfg);
     if (resume_from && cfg.steps < resume_from->manifest.step) {
@@ -843,8 +848,16 @@ void open_outputs(Run& run, int argc, char** argv) {
         }
         if (!run.dirs.output.empty()) {
             const std::string log_path = run.dirs.output + "/log.jsonl";
-            if (resume_from) truncate_log_for_resume(log_path, run.start.step);   // no step twice
-            run.log.emplace(log_path, /*append=*/resume_from.has_value());
+            if (run.replace_log) {
+                print0("notice: --overwrite-output: the log.jsonl in %s, another run's, is replaced\n",
+                       run.dirs.output.c_str());
+            } else if (resume_from) {
+                truncate_log_for_resume(log_path, run.start.step);   // no step twice
+            }
+            run.log.emplace(log_path, /*append=*/resume_from.has_value() && !run.replace_log);
+            if (!resume_from) {   // the run's identity, first: a resume can tell this log from another's
+                run.write_log(LogRecord("start").num("step", 0).str("run_id", run.start.counters.run_id));
+            }
             save_config_json(run.dirs.output + "/config.json", cfg, run.plan);
         }
         if (cfg.steps > 0) {
@@ -1086,6 +1099,7 @@ void finish(Run& run, RunSummary& summary, const TrainCounters& counters, const 
         print0("%s\n", line.c_str());
     LogRecord end("summary");
     end.num("step", cfg.steps)
+        .str("run_id", counters.run_id)
         .num("tokens", (double)counters.tokens)
         .num("elapsed_s", summary.seconds)
         .num("time", unix_time());

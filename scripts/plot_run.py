@@ -6,7 +6,7 @@ the fraction of values that saturated).
     scripts/plot_run.py out/log.jsonl                 writes out/log.png
     scripts/plot_run.py out/log.jsonl -o run.png
 
-The log is the trainer's JSONL (one record per line: "step", "val", "fp8", "sample", "resume",
+The log is the trainer's JSONL (one record per line: "start", "step", "val", "fp8", "sample", "resume",
 "checkpoint", "summary"); a resume is drawn as a dashed vertical line. config.json beside the log,
 when there, titles the figure. After the PNG's path it prints what each panel holds, read back
 from the figure's own lines ("plot_run: panel loss: train loss 8, val loss 3 | 1 resume"): every

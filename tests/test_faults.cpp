@@ -1034,3 +1034,53 @@ TEST(Faults, ASignalDuringTheFirstValidationEndsTheRunAtOnce) {
     EXPECT_EQ(training.wait(300), 75) << training.output();
     EXPECT_CONTAINS(training.output(), "SIGTERM: stopping after this step");
 }
+
+// Round 7: the protections above hold however -o is spelled, for runs that saved nothing, and
+// for logs with a bad line; --overwrite-output on a resume replaces the other run's log.
+TEST(Faults, WhoseLogAResumeMayCutHoldsForEverySpellingRunAndLine) {
+    Corpus c;
+    // a branch into the run's own -o written "r/" (before: a textual compare took it for a moved run)
+    const std::string r = c.dir.file("r"), branch = c.dir.file("branch_ck");
+    ASSERT_EQ(run(c.train_gpt(r, "-x 4 --checkpoint-every 2")).rc, 0);
+    make_dirs(branch);
+    ASSERT_EQ(run("cp -r '" + r + "/checkpoints/step_00000002' '" + branch + "/'").rc, 0);
+    expect_refused(run(train_gpt_binary() + " --resume --checkpoint-dir '" + branch + "' -o '" + r + "/' -x 6"),
+                   {"its log.jsonl records a later save of this run"});
+    // a finished run that saved nothing, over the checkpoint's own -o (before: no identity in its
+    // log, so a resume of the other run cut it)
+    const std::string d = c.dir.file("d");
+    ASSERT_EQ(run(c.train_gpt(d, "-x 4 --checkpoint-every 2")).rc, 0);
+    ASSERT_EQ(run("mv '" + d + "/checkpoints' '" + c.dir.file("d_ck") + "'").rc, 0);
+    ASSERT_EQ(run(c.train_gpt(d, "-x 6 --seed 3 --overwrite-output")).rc, 0);
+    const auto before = directory_snapshot(d);
+    expect_refused(
+        run(train_gpt_binary() + " --resume --checkpoint-dir '" + c.dir.file("d_ck") + "' -o '" + d + "' -x 6"),
+        {"--output-dir " + d + " holds the log.jsonl of another run"});
+    EXPECT_EQ(directory_snapshot(d), before);
+    // ... and with --overwrite-output the other run's log is replaced, not mixed into
+    const CommandResult replaced = run(train_gpt_binary() + " --resume --checkpoint-dir '" + c.dir.file("d_ck") +
+                                       "' -o '" + d + "' -x 6 --overwrite-output");
+    ASSERT_EQ(replaced.rc, 0) << replaced.output;
+    EXPECT_CONTAINS(replaced.output, "the log.jsonl in " + d + ", another run's, is replaced");
+    const auto steps = records_of(d + "/log.jsonl", "step");
+    ASSERT_EQ(steps.size(), 2u) << "steps 5 and 6 of the resumed run only";
+    EXPECT_EQ(steps[0]["step"], 5);
+    EXPECT_TRUE(records_of(d + "/log.jsonl", "start").empty()) << "nothing of the replaced run";
+    // a bad line in the middle of the log is named, and the log kept (before: everything after it
+    // was deleted by the resume); a blank line is skipped
+    const std::string e = c.dir.file("e");
+    ASSERT_EQ(run(c.train_gpt(e, "-x 4 --checkpoint-every 2")).rc, 0);
+    std::string log = read_text(e + "/log.jsonl");
+    const size_t second = log.find('\n') + 1;
+    write_text(e + "/log.jsonl", log.substr(0, second) + "\n" + log.substr(second));   // a blank line
+    const CommandResult blank = run(train_gpt_binary() + " --resume -o '" + e + "' -x 6");
+    ASSERT_EQ(blank.rc, 0) << blank.output;
+    EXPECT_EQ(records_of(e + "/log.jsonl", "step").size(), 6u);
+    log = read_text(e + "/log.jsonl");
+    const size_t third = log.find('\n', log.find('\n') + 1) + 1;
+    write_text(e + "/log.jsonl", log.substr(0, third) + "{\"type\": \"step\", x}\n" + log.substr(third));
+    const auto edited = directory_snapshot(e);
+    expect_refused(run(train_gpt_binary() + " --resume -o '" + e + "' -x 8"),
+                   {e + "/log.jsonl:3: not a JSON record, with records after it"});
+    EXPECT_EQ(directory_snapshot(e), edited);
+}

@@ -166,8 +166,9 @@ TEST(TrainerCli, ResumeWithoutFlagsRestoresTheRunAndLogsEachStepOnce) {
     EXPECT_EQ(resumed.count.at({"resume", 3}), 1);
     EXPECT_EQ(resumed.count.at({"sample", 6}), 1);
     EXPECT_EQ(resumed.count.at({"summary", 6}), 1);
-    EXPECT_EQ(resumed.count.size(), 6u + 3 + 1 + 1 + 2 + 1)
-        << "steps, vals, resume, sample, checkpoints 3 and 6, summary";
+    EXPECT_EQ(resumed.count.at({"start", 0}), 1);
+    EXPECT_EQ(resumed.count.size(), 1u + 6 + 3 + 1 + 1 + 2 + 1)
+        << "the start (the run's identity), steps, vals, resume, sample, checkpoints 3 and 6, summary";
 
     // a longer run than the checkpoint's: the flag given now wins and is reported
     ASSERT_EQ(run_command(train_gpt_binary() + " --resume -o '" + corpus.dir.file("out2") + "' -x 8", &output), 0)

@@ -63,18 +63,32 @@ std::string set_aside_damaged_checkpoint(const std::string& dir) {
 }
 
 namespace {
-// The records of a log.jsonl and their lines, up to the first unparsable line (a torn write).
+// The records of a log.jsonl and their lines. Blank lines are skipped; an unparsable last line is a
+// torn write (a crash mid-record) and is dropped; an unparsable line with records after it fails,
+// naming the file and the line (before: the log ended there, and a resume deleted what followed).
 void read_log(const std::string& path, std::vector<std::string>& lines, std::vector<nlohmann::json>& records) {
     std::istringstream in(read_file_text(path));
+    std::vector<std::pair<int, std::string>> text;   // (line number, line), blank ones left out
+    int number = 0;
     for (std::string line; std::getline(in, line);) {
+        number++;
+        if (line.find_first_not_of(" \t\r") != std::string::npos) text.emplace_back(number, line);
+    }
+    for (size_t i = 0; i < text.size(); i++) {
+        nlohmann::json j;
         try {
-            nlohmann::json j = nlohmann::json::parse(line);
-            if (!j.is_object()) break;
-            records.push_back(std::move(j));
-            lines.push_back(line);
+            j = nlohmann::json::parse(text[i].second);
         } catch (const nlohmann::json::exception&) {
-            break;
         }
+        if (!j.is_object()) {
+            if (i + 1 == text.size()) break;   // a torn last line
+            fail(
+                "%s:%d: not a JSON record, with records after it (a log edited by hand?): fix or remove that line; "
+                "a resume would otherwise lose what follows it",
+                path.c_str(), text[i].first);
+        }
+        records.push_back(std::move(j));
+        lines.push_back(text[i].second);
     }
 }
 int64_t step_of(const nlohmann::json& j) {
@@ -92,7 +106,8 @@ LoggedRun read_logged_run(const std::string& path) {
         const std::string type = j.value("type", "");
         if (type == "checkpoint" && j.contains("path") && j["path"].is_string())
             run.checkpoints.emplace_back(step_of(j), j["path"].get<std::string>());
-        if ((type == "checkpoint" || type == "resume") && j.contains("run_id") && j["run_id"].is_string())
+        const bool names_run = type == "start" || type == "resume" || type == "checkpoint" || type == "summary";
+        if (names_run && j.contains("run_id") && j["run_id"].is_string())
             run.run_ids.insert(j["run_id"].get<std::string>());
         if (type == "summary") run.finished = true;
     }

@@ -46,10 +46,11 @@ std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, co
 
 // What a run's log.jsonl says about the run that wrote it (a missing file: nothing): the
 // checkpoints it saved (step, path; oldest first) and whether it finished (a summary record).
-// The log is read up to its first unparsable line (a crash's torn write).
+// A torn last line (a crash mid-write) is left out; an unparsable line before the last fails,
+// naming the file and line.
 struct LoggedRun {
     std::vector<std::pair<int64_t, std::string>> checkpoints;
-    std::set<std::string> run_ids;   // the run identities its checkpoint and resume records carry
+    std::set<std::string> run_ids;   // the run identities its start, resume, checkpoint and summary records carry
     bool finished = false;
     bool saved(const std::string& checkpoint) const;   // a checkpoint record of this step directory
 };
@@ -58,8 +59,9 @@ LoggedRun read_logged_run(const std::string& path);
 // The log of a run resumed at `step`: keeps the records up to the checkpoint record of that step
 // (the trainer logs {"type": "checkpoint", "step": s, ...} when it saves one) and drops the rest,
 // which the resumed run writes again. A log without that record keeps the step and fp8 records
-// of steps <= step and the other records of steps < step. An unparsable line (a crash's torn
-// write) ends the log. Rewrites the file atomically; a missing file is left missing.
+// of steps <= step and the other records of steps < step. A torn last line is dropped; an
+// unparsable line before the last fails (read as read_logged_run reads). Rewrites the file
+// atomically; a missing file is left missing.
 void truncate_log_for_resume(const std::string& path, int64_t step);
 
 }   // namespace train_gpt
