@@ -42,7 +42,9 @@ MPI_LDLIBS   := $(shell mpicxx --showme:link 2>/dev/null)
 LDLIBS   += $(MPI_LDLIBS)
 
 NO_CUDA_SRC := llmc/cuda/cuda_unavailable.cpp
-LIB_SRCS := $(filter-out $(NO_CUDA_SRC),$(sort $(wildcard llmc/*.cpp llmc/*/*.cpp)))
+CUDNN_SRC := llmc/cuda/attention_cudnn.cpp
+NO_CUDNN_SRC := llmc/cuda/attention_cudnn_unavailable.cpp
+LIB_SRCS := $(filter-out $(NO_CUDA_SRC) $(CUDNN_SRC) $(NO_CUDNN_SRC),$(sort $(wildcard llmc/*.cpp llmc/*/*.cpp)))
 ifeq ($(HAVE_NVCC),1)
 LIB_CU_SRCS := $(sort $(wildcard llmc/*.cu llmc/*/*.cu))
 LIB      := $(BUILD)/libtrain_gpt.a
@@ -55,19 +57,23 @@ LIB_SRCS += $(NO_CUDA_SRC)
 LIB      := $(BUILD)/libtrain_gpt_cpu_only.a
 TRAIN_GPT_OBJ := $(BUILD)/train_gpt_cpu_only.o
 endif
-LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(LIB_CU_SRCS:%.cu=$(BUILD)/%.o)
 
 # cuDNN's fused attention (--attention cudnn, llmc/cuda/attention_cudnn.cpp, host code): built
 # where cuDNN (cudnn.h beside the CUDA headers) and cudnn-frontend's headers (scripts/setup.sh
-# unpacks them into third_party/cudnn_frontend) are found; elsewhere that file compiles to a stub
-# and the trainer refuses the flag, saying why. cudnn-frontend's engines also call NVRTC.
+# unpacks them into third_party/cudnn_frontend) are found; elsewhere attention_cudnn_unavailable.cpp
+# takes its place (another object: the CPU-only build shares build/'s objects) and the trainer
+# refuses the flag, saying why. cudnn-frontend's engines also call NVRTC.
 CUDNN_FRONTEND ?= third_party/cudnn_frontend/include
 HAVE_CUDNN := $(shell test "$(HAVE_NVCC)" = 1 -a -f "$(CUDA_HOME)/include/cudnn.h" -a \
                 -f "$(CUDNN_FRONTEND)/cudnn_frontend.h" && echo 1)
 ifeq ($(HAVE_CUDNN),1)
-$(BUILD)/llmc/cuda/attention_cudnn.o: CPPFLAGS += -DTRAIN_GPT_CUDNN=1 -isystem $(CUDNN_FRONTEND)
+LIB_SRCS += $(CUDNN_SRC)
+%/llmc/cuda/attention_cudnn.o: CPPFLAGS += -isystem $(CUDNN_FRONTEND)
 LDLIBS := -lcudnn -lnvrtc $(LDLIBS)
+else
+LIB_SRCS += $(NO_CUDNN_SRC)
 endif
+LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(LIB_CU_SRCS:%.cu=$(BUILD)/%.o)
 
 # Quiet by default: one line per file ("  CXX  llmc/model/gpt.cpp"); V=1: the whole commands.
 # $(call quiet,WHAT,FILE) prefixes a recipe line.

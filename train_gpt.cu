@@ -540,57 +540,77 @@ std::vector<FlagOverride> restore_run_flags(int argc, char** argv, const std::st
 // A resumed run cuts the log in its --output-dir back to the checkpoint's step
 // (truncate_log_for_resume). That is right for the log of the checkpoint's own run, whose records
 // past the checkpoint the resumed run writes again; where it would destroy records it does not
-// redo, the resume is refused, or with --overwrite-output the log is replaced (returns true):
-//   * another run's log. Every run writes its identity into its log (the start, resume,
-//     checkpoint and summary records): a log that carries identities but not the checkpoint's is
-//     another run's. A log or a checkpoint from before identities: the log must record a save of
-//     this checkpoint, where -o is not the checkpoint's run's own;
-//   * a continuation that was saved: in the checkpoint's run's own -o (compared as resolved
-//     paths), the log records checkpoints past this one that still exist (a run branched from an
-//     earlier checkpoint into that -o would cut them; a damaged newest checkpoint that
-//     --resume-from-intact passes over does not count). A copy of a run directory, another -o,
-//     logs the original's saves: not refused.
+// redo, the resume is refused, or with --overwrite-output the log is replaced (returns true).
+// Every run writes its identity and its absolute --output-dir into its log (start and resume
+// records; checkpoint records name absolute paths), so the verdict does not depend on how paths
+// are spelled or from where the trainer runs:
+//   * another run's log: the log carries identities, not the checkpoint's (a log or checkpoint
+//     from before identities: the log records no save of this checkpoint, or of its step where
+//     the log is a copy under another -o);
+//   * this run's own log (in the directory it was written in) that does not record saving this
+//     checkpoint and goes on past it (steps after it, or a summary at or after it): the checkpoint
+//     is a branch's, and resuming would splice the branch onto this log;
+//   * a continuation that was saved: in this run's own log, checkpoints past this one that still
+//     exist (a branch from an earlier checkpoint into the run's -o would cut them; a damaged newest
+//     checkpoint that --resume-from-intact passes over does not count). A copy of a run directory,
+//     under another -o, logs the original's saves: not refused.
 bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
                           const std::vector<FlagOverride>& overrides) {
     const std::string log = cfg.output_dir + "/log.jsonl";
     if (cfg.output_dir.empty() || !file_exists(log)) return false;
     const LoggedRun logged = read_logged_run(log);   // fails naming a line that is no record
     const std::string id = counters_from_json(from.manifest.extra_json, from.dir + "/manifest.json").run_id;
+    const int64_t step = from.manifest.step;
     const auto recorded =
         std::find_if(overrides.begin(), overrides.end(), [](const FlagOverride& o) { return o.flag == "output-dir"; });
-    const bool own_dir = recorded == overrides.end() || resolved_path(recorded->saved) == resolved_path(cfg.output_dir);
-    const bool another_run =
-        !id.empty() && !logged.run_ids.empty() ? logged.run_ids.count(id) == 0 : !own_dir && !logged.saved(from.dir);
-    if (another_run) {
+    const bool own_dir = !logged.output_dirs.empty() ? logged.output_dirs.count(resolved_path(cfg.output_dir)) > 0
+                                                     : recorded == overrides.end() || resolved_path(recorded->saved) ==
+                                                                                          resolved_path(cfg.output_dir);
+    const bool saved_here = own_dir ? logged.saved(from.dir) : logged.saved(from.dir) || logged.saved_step(step);
+    const bool ids_known = !id.empty() && !logged.run_ids.empty();
+    const bool elsewhere =   // the checkpoint's run logged under another -o (for the message)
+        recorded != overrides.end() && resolved_path(recorded->saved) != resolved_path(cfg.output_dir);
+    if (ids_known ? logged.run_ids.count(id) == 0 : !saved_here && !own_dir) {   // another run's log
         if (cfg.overwrite_output) return true;
         fail(
             "--output-dir %s holds the log.jsonl of another run (it records no save of %s%s): resuming would cut "
             "it back to step %lld and mix the two runs' records. Give another --output-dir%s, or --overwrite-output "
             "to replace it",
             cfg.output_dir.c_str(), from.dir.c_str(),
-            !own_dir ? format("; the checkpoint's run wrote to %s", recorded->saved.c_str()).c_str() : "",
-            (long long)from.manifest.step,
-            !own_dir ? format(" (-o %s logs where that run did)", recorded->saved.c_str()).c_str() : "");
+            elsewhere ? format("; the checkpoint's run wrote to %s", recorded->saved.c_str()).c_str() : "",
+            (long long)step,
+            elsewhere ? format(" (-o %s logs where that run did)", recorded->saved.c_str()).c_str() : "");
     }
-    if (!own_dir) return false;
+    if (!own_dir) return false;   // a copy of the run's directory: its records past the checkpoint go
+    // a later save of this run that still exists: a branch from an earlier checkpoint would cut it
     const std::pair<int64_t, std::string>* later = nullptr;
     for (const auto& save : logged.checkpoints) {
-        const int64_t step = save.first;
+        const int64_t at = save.first;
         const std::string& path = save.second;
-        if (step <= from.manifest.step || !file_exists(path + "/manifest.json")) continue;
+        if (at <= step || !file_exists(path + "/manifest.json")) continue;
         const bool damaged = std::any_of(from.damaged.begin(), from.damaged.end(),
                                          [&](const auto& d) { return resolved_path(d.first) == resolved_path(path); });
-        if (!damaged && resolved_path(path) != resolved_path(from.dir) && (!later || step > later->first))
-            later = &save;
+        if (!damaged && resolved_path(path) != resolved_path(from.dir) && (!later || at > later->first)) later = &save;
     }
-    if (!later) return false;
-    if (cfg.overwrite_output) return true;
-    fail(
-        "--output-dir %s: its log.jsonl records a later save of this run, %s (step %lld), which resuming from %s "
-        "(step %lld) would cut from it. To branch a run from a checkpoint, give the branch a new --output-dir; to "
-        "continue the run, resume its newest checkpoint; --overwrite-output replaces the log",
-        cfg.output_dir.c_str(), later->second.c_str(), (long long)later->first, from.dir.c_str(),
-        (long long)from.manifest.step);
+    if (later) {
+        if (cfg.overwrite_output) return true;
+        fail(
+            "--output-dir %s: its log.jsonl records a later save of this run, %s (step %lld), which resuming from %s "
+            "(step %lld) would cut from it. To branch a run from a checkpoint, give the branch a new --output-dir; to "
+            "continue the run, resume its newest checkpoint; --overwrite-output replaces the log",
+            cfg.output_dir.c_str(), later->second.c_str(), (long long)later->first, from.dir.c_str(), (long long)step);
+    }
+    // this run's log, going on past a checkpoint it never saved: a branch's checkpoint, which would
+    // be spliced onto the run's history
+    if (ids_known && !saved_here && (logged.last_step > step || logged.summary_step >= step)) {
+        if (cfg.overwrite_output) return true;
+        fail(
+            "--output-dir %s holds this run's log.jsonl, which records no save of %s and goes on past its step %lld "
+            "(the checkpoint of a branch?): resuming it here would splice it onto this run's history. Give the "
+            "branch its own --output-dir, or --overwrite-output to replace the log",
+            cfg.output_dir.c_str(), from.dir.c_str(), (long long)step);
+    }
+    return false;
 }
 
 // The command line, for the lock files that name a directory's holder.
@@ -849,14 +869,19 @@ void open_outputs(Run& run, int argc, char** argv) {
         if (!run.dirs.output.empty()) {
             const std::string log_path = run.dirs.output + "/log.jsonl";
             if (run.replace_log) {
-                print0("notice: --overwrite-output: the log.jsonl in %s, another run's, is replaced\n",
-                       run.dirs.output.c_str());
+                print0(
+                    "notice: --overwrite-output: the log.jsonl in %s is replaced (resuming would have cut it "
+                    "back and mixed two histories)\n",
+                    run.dirs.output.c_str());
             } else if (resume_from) {
                 truncate_log_for_resume(log_path, run.start.step);   // no step twice
             }
             run.log.emplace(log_path, /*append=*/resume_from.has_value() && !run.replace_log);
             if (!resume_from) {   // the run's identity, first: a resume can tell this log from another's
-                run.write_log(LogRecord("start").num("step", 0).str("run_id", run.start.counters.run_id));
+                run.write_log(LogRecord("start")
+                                  .num("step", 0)
+                                  .str("run_id", run.start.counters.run_id)
+                                  .str("output_dir", resolved_path(run.dirs.output)));
             }
             save_config_json(run.dirs.output + "/config.json", cfg, run.plan);
         }
@@ -879,7 +904,8 @@ void open_outputs(Run& run, int argc, char** argv) {
         run.write_log(LogRecord("resume")
                           .num("step", run.start.step)
                           .str("checkpoint", resume_from->dir)
-                          .str("run_id", run.start.counters.run_id));
+                          .str("run_id", run.start.counters.run_id)
+                          .str("output_dir", resolved_path(cfg.output_dir)));
     } else if (run.start_model) {
         print0("initialised from the weights of %s\n", run.start_model->description.c_str());
     }
@@ -1050,8 +1076,10 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
                              .c_str()
                        : "");
             summary.checkpoint = path;
-            run.write_log(
-                LogRecord("checkpoint").num("step", step + 1).str("path", path).str("run_id", counters.run_id));
+            run.write_log(LogRecord("checkpoint")
+                              .num("step", step + 1)
+                              .str("path", resolved_path(path))
+                              .str("run_id", counters.run_id));
             if (run.log) run.log->sync();   // the log, up to this checkpoint, on disk with it
         } else {
             print0(

@@ -15,9 +15,10 @@
 # choose CUDA kernels; the CPU runs its one exact attention): they are run to show that, and each
 # flagged run's section ends with whether its hashes equal the default run's in that precision.
 # It prints the hash of every log.jsonl record with its wall-clock fields (ms, tok_per_s, and any
-# time field) and paths removed, and the manifest's state (step, data position, loss-scale and FP8
-# state, counters; not the embedded config.json, whose rendering is not behaviour, nor the run's
-# flags) and the XXH3 checksum of every weight and state file.
+# time field), paths and the run's identity removed (and its start and resume records, which hold
+# nothing else), and the manifest's state (step, data position, loss-scale and FP8 state, counters;
+# not the embedded config.json, whose rendering is not behaviour, nor the run's flags or identity)
+# and the XXH3 checksum of every weight and state file.
 #
 # What it promises: the hashes are of this machine's CPU kernel set with this machine's OpenBLAS
 # kernels. OpenBLAS (Debian's is DYNAMIC_ARCH) picks its GEMM kernels, and so the order in which a
@@ -38,10 +39,12 @@ python=/usr/bin/python3
 log_digest() {
     "$python" - "$1" <<'EOF'
 import hashlib, json, sys
-drop = {"ms", "tok_per_s", "elapsed_s", "eta_s", "mfu", "time", "wall_time", "unix_time", "path"}
+# and the run's identity and directory (drawn per run, and where the run was started: not computed)
+drop = {"ms", "tok_per_s", "elapsed_s", "eta_s", "mfu", "time", "wall_time", "unix_time", "path", "run_id",
+        "output_dir"}
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    if r.get("type") == "resume" or r.get("kind") == "resume":
+    if r.get("type") in ("resume", "start") or r.get("kind") == "resume":
         continue
     r = {k: v for k, v in r.items() if k not in drop}
     text = json.dumps(r, sort_keys=True)
@@ -59,6 +62,7 @@ for step in sorted(d for d in os.listdir(root) if d.startswith("step_")):   # no
     if isinstance(state.get("extra"), dict):
         state["extra"].pop("seconds", None)   # wall time
         state["extra"].pop("flags", None)     # the run's flags (paths of this script's scratch directory)
+        state["extra"].pop("run_id", None)    # the run's identity, drawn when it starts
     print(step, "manifest", hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16])
     for name, rec in sorted(m["files"].items()):
         if name.startswith("tokenizer") or name in ("vocab.json", "merges.txt", "special_tokens_map.json", "config.json"):

@@ -1061,7 +1061,7 @@ TEST(Faults, WhoseLogAResumeMayCutHoldsForEverySpellingRunAndLine) {
     const CommandResult replaced = run(train_gpt_binary() + " --resume --checkpoint-dir '" + c.dir.file("d_ck") +
                                        "' -o '" + d + "' -x 6 --overwrite-output");
     ASSERT_EQ(replaced.rc, 0) << replaced.output;
-    EXPECT_CONTAINS(replaced.output, "the log.jsonl in " + d + ", another run's, is replaced");
+    EXPECT_CONTAINS(replaced.output, "notice: --overwrite-output: the log.jsonl in " + d + " is replaced");
     const auto steps = records_of(d + "/log.jsonl", "step");
     ASSERT_EQ(steps.size(), 2u) << "steps 5 and 6 of the resumed run only";
     EXPECT_EQ(steps[0]["step"], 5);
@@ -1083,4 +1083,38 @@ TEST(Faults, WhoseLogAResumeMayCutHoldsForEverySpellingRunAndLine) {
     expect_refused(run(train_gpt_binary() + " --resume -o '" + e + "' -x 8"),
                    {e + "/log.jsonl:3: not a JSON record, with records after it"});
     EXPECT_EQ(directory_snapshot(e), edited);
+}
+
+// Round 8: a branch started from another working directory, for a run that logged relative paths,
+// is refused as from the run's own (before: the recorded -o and checkpoint paths resolved against
+// the new directory, and the run's log was cut); a branch's checkpoint resumed into the original's
+// -o is refused (before: the shared identity let it splice the branch onto the original's log); a
+// record whose type is no string is no crash.
+TEST(Faults, BranchesAreRefusedFromAnyDirectoryAndNeverSplicedOntoTheOriginal) {
+    Corpus c;
+    const std::string flags = c.flags("r", "-x 8 --checkpoint-every 2");   // -o r: relative
+    ASSERT_EQ(run("env -C '" + c.dir.path + "' " + train_gpt_binary() + flags).rc, 0);
+    const std::string r = c.dir.file("r"), branch = c.dir.file("branch_ck");
+    make_dirs(branch);
+    ASSERT_EQ(run("cp -r '" + r + "/checkpoints/step_00000004' '" + branch + "/'").rc, 0);
+    const auto before = directory_snapshot(r);
+    expect_refused(run("env -C / " + train_gpt_binary() + " --resume --checkpoint-dir '" + branch + "' -o '" + r +
+                       "' -x 8 -l 1e-3"),
+                   {"its log.jsonl records a later save of this run"});
+    EXPECT_EQ(directory_snapshot(r), before);
+    // the branch, into its own -o; then its checkpoint resumed into the original's -o
+    const std::string b = c.dir.file("b");
+    const CommandResult branched =
+        run(train_gpt_binary() + " --resume --checkpoint-dir '" + branch + "' -o '" + b + "' -x 8 -l 1e-3");
+    ASSERT_EQ(branched.rc, 0) << branched.output;
+    expect_refused(
+        run(train_gpt_binary() + " --resume --checkpoint-dir '" + branch + "' -o '" + r + "' -x 10"),
+        {"--output-dir " + r + " holds this run's log.jsonl, which records no save of " + branch + "/step_00000008"});
+    EXPECT_EQ(directory_snapshot(r), before);
+    // a hand-edited record with a numeric type is passed over
+    const std::string log = read_text(r + "/log.jsonl");
+    write_text(r + "/log.jsonl", log + "{\"type\": 5, \"step\": 3}\n{\"type\": \"note\", \"step\": 8}\n");
+    const CommandResult on = run(train_gpt_binary() + " --resume -o '" + r + "' -x 10");
+    ASSERT_EQ(on.rc, 0) << on.output;
+    EXPECT_EQ(last_step(r + "/log.jsonl"), 10);
 }

@@ -1,4 +1,5 @@
-// cuda/attention_cudnn.cpp — see attention_cudnn.h. One SDPA graph per (device, shape, dtype,
+// cuda/attention_cudnn.cpp — see attention_cudnn.h (built where the Makefile finds cuDNN and
+// cudnn-frontend's headers; elsewhere attention_cudnn_unavailable.cpp). One SDPA graph per (device, shape, dtype,
 // direction), built on first use and cached with its workspace; each call binds the pointers and
 // executes on the caller's stream.
 //
@@ -10,8 +11,6 @@
 #include "cuda/attention_cudnn.h"
 
 #include "utils.h"
-
-#if TRAIN_GPT_CUDNN
 
 #define CUDNN_FRONTEND_SKIP_JSON_LIB 1
 #include <cuda_runtime.h>
@@ -220,28 +219,3 @@ void release_cudnn_attention() {
 }
 
 }   // namespace train_gpt
-
-#else   // built without cuDNN
-
-namespace train_gpt {
-
-bool cudnn_attention_available(std::string* why) {
-    if (why != nullptr) {
-        *why =
-            "this build has no cuDNN attention (make found no cudnn.h in $(CUDA_HOME)/include or no cudnn-frontend "
-            "headers in third_party/cudnn_frontend: scripts/setup.sh fetches them)";
-    }
-    return false;
-}
-void attention_forward_cudnn(void*, float*, const void*, int, int, int, int, DType, void*) {
-    fail("--attention cudnn: this build has no cuDNN attention");
-}
-void attention_backward_cudnn(void*, const void*, const void*, const void*, const float*, int, int, int, int, DType,
-                              void*) {
-    fail("--attention cudnn: this build has no cuDNN attention");
-}
-void release_cudnn_attention() {}
-
-}   // namespace train_gpt
-
-#endif

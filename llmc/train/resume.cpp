@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <sstream>
 
 namespace train_gpt {
@@ -91,6 +92,10 @@ void read_log(const std::string& path, std::vector<std::string>& lines, std::vec
         lines.push_back(text[i].second);
     }
 }
+// a record's type ("" where it has none, or one that is no string: a hand-edited log)
+std::string type_of(const nlohmann::json& j) {
+    return j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "";
+}
 int64_t step_of(const nlohmann::json& j) {
     return j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : INT64_MAX;
 }
@@ -103,7 +108,11 @@ LoggedRun read_logged_run(const std::string& path) {
     std::vector<nlohmann::json> records;
     read_log(path, lines, records);
     for (const nlohmann::json& j : records) {
-        const std::string type = j.value("type", "");
+        const std::string type = type_of(j);
+        if (type == "step") run.last_step = std::max(run.last_step, step_of(j));
+        if (type == "summary") run.summary_step = std::max(run.summary_step, step_of(j));
+        if ((type == "start" || type == "resume") && j.contains("output_dir") && j["output_dir"].is_string())
+            run.output_dirs.insert(j["output_dir"].get<std::string>());
         if (type == "checkpoint" && j.contains("path") && j["path"].is_string())
             run.checkpoints.emplace_back(step_of(j), j["path"].get<std::string>());
         const bool names_run = type == "start" || type == "resume" || type == "checkpoint" || type == "summary";
@@ -121,6 +130,12 @@ bool LoggedRun::saved(const std::string& checkpoint) const {
     return false;
 }
 
+bool LoggedRun::saved_step(int64_t step) const {
+    for (const auto& [s, path] : checkpoints)
+        if (s == step) return true;
+    return false;
+}
+
 void truncate_log_for_resume(const std::string& path, int64_t step) {
     if (!file_exists(path)) return;
     std::vector<std::string> lines;
@@ -129,7 +144,7 @@ void truncate_log_for_resume(const std::string& path, int64_t step) {
     size_t keep_until = lines.size();   // the lines [0, keep_until) are kept, unless filtered below
     bool found = false;
     for (size_t i = lines.size(); i-- > 0;) {
-        if (records[i].value("type", "") == "checkpoint" && step_of(records[i]) == step) {
+        if (type_of(records[i]) == "checkpoint" && step_of(records[i]) == step) {
             keep_until = i + 1;
             found = true;
             break;
@@ -138,7 +153,7 @@ void truncate_log_for_resume(const std::string& path, int64_t step) {
     std::string text;
     for (size_t i = 0; i < keep_until; i++) {
         if (!found) {
-            const std::string type = records[i].value("type", "");
+            const std::string type = type_of(records[i]);
             const bool after_the_step = type == "step" || type == "fp8" || type == "checkpoint";
             if (after_the_step ? step_of(records[i]) > step : step_of(records[i]) >= step) continue;
         }

@@ -50,9 +50,13 @@ std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, co
 // naming the file and line.
 struct LoggedRun {
     std::vector<std::pair<int64_t, std::string>> checkpoints;
-    std::set<std::string> run_ids;   // the run identities its start, resume, checkpoint and summary records carry
+    std::set<std::string> run_ids;       // the run identities its start, resume, checkpoint and summary records carry
+    std::set<std::string> output_dirs;   // the absolute --output-dir its start and resume records name
+    int64_t last_step = -1;              // the last step record's step (-1: none)
+    int64_t summary_step = -1;           // the step of its last summary (-1: none)
     bool finished = false;
     bool saved(const std::string& checkpoint) const;   // a checkpoint record of this step directory
+    bool saved_step(int64_t step) const;               // a checkpoint record of this step
 };
 LoggedRun read_logged_run(const std::string& path);
 
