@@ -566,7 +566,11 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
     const bool own_dir = !logged.output_dirs.empty() ? logged.output_dirs.count(resolved_path(cfg.output_dir)) > 0
                                                      : recorded == overrides.end() || resolved_path(recorded->saved) ==
                                                                                           resolved_path(cfg.output_dir);
-    const bool saved_here = own_dir ? logged.saved(from.dir) : logged.saved(from.dir) || logged.saved_step(step);
+    // the log knows this checkpoint: it records saving it or resuming from it (at this path, or
+    // moved: by its manifest's hash); a copy of the log under another -o may name the original's
+    const std::string hash = manifest_hash(from.dir);
+    const bool saved_here =
+        own_dir ? logged.knows(from.dir, hash) : logged.knows(from.dir, hash) || logged.saved_step(step);
     const bool ids_known = !id.empty() && !logged.run_ids.empty();
     const bool elsewhere =   // the checkpoint's run logged under another -o (for the message)
         recorded != overrides.end() && resolved_path(recorded->saved) != resolved_path(cfg.output_dir);
@@ -600,15 +604,22 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
             "continue the run, resume its newest checkpoint; --overwrite-output replaces the log",
             cfg.output_dir.c_str(), later->second.c_str(), (long long)later->first, from.dir.c_str(), (long long)step);
     }
-    // this run's log, going on past a checkpoint it never saved: a branch's checkpoint, which would
-    // be spliced onto the run's history
-    if (ids_known && !saved_here && (logged.last_step > step || logged.summary_step >= step)) {
+    // this run's log, which never saved or resumed this checkpoint: only a crash between its save
+    // and the log's record of it leaves that (the log then ends at its step, unfinished); a log
+    // that goes on past it holds a branch's history, a log that ends before it misses the steps a
+    // continuation logged elsewhere
+    if (ids_known && !saved_here && !(logged.last_step == step && logged.summary_step < step)) {
         if (cfg.overwrite_output) return true;
+        const bool past = logged.last_step > step || logged.summary_step >= step;
         fail(
-            "--output-dir %s holds this run's log.jsonl, which records no save of %s and goes on past its step %lld "
-            "(the checkpoint of a branch?): resuming it here would splice it onto this run's history. Give the "
-            "branch its own --output-dir, or --overwrite-output to replace the log",
-            cfg.output_dir.c_str(), from.dir.c_str(), (long long)step);
+            "--output-dir %s holds this run's log.jsonl, which records neither saving nor resuming %s and %s: "
+            "resuming it here would %s. Give it its own --output-dir, or --overwrite-output to replace the log",
+            cfg.output_dir.c_str(), from.dir.c_str(),
+            past ? format("goes on past its step %lld (the checkpoint of a branch?)", (long long)step).c_str()
+                 : format("ends at step %lld, before its step %lld (a continuation logged elsewhere?)",
+                          (long long)logged.last_step, (long long)step)
+                       .c_str(),
+            past ? "splice it onto this run's history" : "leave a gap in this run's history");
     }
     return false;
 }
@@ -903,7 +914,8 @@ void open_outputs(Run& run, int argc, char** argv) {
         if (!batch.empty()) print0("notice: %s\n", batch.c_str());
         run.write_log(LogRecord("resume")
                           .num("step", run.start.step)
-                          .str("checkpoint", resume_from->dir)
+                          .str("checkpoint", resolved_path(resume_from->dir))
+                          .str("manifest", manifest_hash(resume_from->dir))
                           .str("run_id", run.start.counters.run_id)
                           .str("output_dir", resolved_path(cfg.output_dir)));
     } else if (run.start_model) {
@@ -1079,6 +1091,7 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
             run.write_log(LogRecord("checkpoint")
                               .num("step", step + 1)
                               .str("path", resolved_path(path))
+                              .str("manifest", manifest_hash(path))
                               .str("run_id", counters.run_id));
             if (run.log) run.log->sync();   // the log, up to this checkpoint, on disk with it
         } else {

@@ -41,7 +41,7 @@ log_digest() {
 import hashlib, json, sys
 # and the run's identity and directory (drawn per run, and where the run was started: not computed)
 drop = {"ms", "tok_per_s", "elapsed_s", "eta_s", "mfu", "time", "wall_time", "unix_time", "path", "run_id",
-        "output_dir"}
+        "output_dir", "manifest"}
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("type") in ("resume", "start") or r.get("kind") == "resume":

@@ -1107,9 +1107,9 @@ TEST(Faults, BranchesAreRefusedFromAnyDirectoryAndNeverSplicedOntoTheOriginal) {
     const CommandResult branched =
         run(train_gpt_binary() + " --resume --checkpoint-dir '" + branch + "' -o '" + b + "' -x 8 -l 1e-3");
     ASSERT_EQ(branched.rc, 0) << branched.output;
-    expect_refused(
-        run(train_gpt_binary() + " --resume --checkpoint-dir '" + branch + "' -o '" + r + "' -x 10"),
-        {"--output-dir " + r + " holds this run's log.jsonl, which records no save of " + branch + "/step_00000008"});
+    expect_refused(run(train_gpt_binary() + " --resume --checkpoint-dir '" + branch + "' -o '" + r + "' -x 10"),
+                   {"--output-dir " + r + " holds this run's log.jsonl, which records neither saving nor resuming " +
+                    branch + "/step_00000008"});
     EXPECT_EQ(directory_snapshot(r), before);
     // a hand-edited record with a numeric type is passed over
     const std::string log = read_text(r + "/log.jsonl");
@@ -1117,4 +1117,54 @@ TEST(Faults, BranchesAreRefusedFromAnyDirectoryAndNeverSplicedOntoTheOriginal) {
     const CommandResult on = run(train_gpt_binary() + " --resume -o '" + r + "' -x 10");
     ASSERT_EQ(on.rc, 0) << on.output;
     EXPECT_EQ(last_step(r + "/log.jsonl"), 10);
+}
+
+// Round 9: the refusals above never stop a legitimate restart. A requeue loop whose kill fell
+// between a checkpoint's save and its log record, and was killed again later, resumes (before:
+// refused for good as "the checkpoint of a branch?"): the log's resume record of the checkpoint
+// counts as knowing it. Checkpoints moved to another directory are known by their manifest's
+// hash. And a continuation logged under another -o is not appended with a gap to a run's log.
+TEST(Faults, RestartsAfterCrashesAndMovesResumeAndGapsAreRefused) {
+    Corpus c;
+    const std::string o = c.dir.file("o");
+    ASSERT_EQ(run(c.train_gpt(o, "-x 4 --checkpoint-every 4")).rc, 0);
+    // the crash between the save of step 4 and its record: the log ends at step 4, unrecorded
+    auto drop_records = [&](const std::string& log, const std::function<bool(const nlohmann::json&)>& drop) {
+        std::string kept;
+        std::istringstream in(read_text(log));
+        for (std::string line; std::getline(in, line);)
+            if (!drop(nlohmann::json::parse(line))) kept += line + "\n";
+        write_text(log, kept);
+    };
+    drop_records(o + "/log.jsonl",
+                 [](const nlohmann::json& j) { return j["type"] == "checkpoint" || j["type"] == "summary"; });
+    {
+        Background job(c.train_gpt(o, "-x 100000 --checkpoint-every 50000 --auto-resume"), c.dir.file("job.txt"));
+        ASSERT_TRUE(wait_until([&] { return last_step(o + "/log.jsonl") >= 6; })) << job.output();
+        kill(-job.pid, SIGKILL);
+        job.wait(300);
+    }
+    const CommandResult again = run(c.train_gpt(o, "-x 8 --checkpoint-every 50000 --auto-resume"));
+    ASSERT_EQ(again.rc, 0) << again.output;
+    EXPECT_CONTAINS(again.output, "resuming from " + o + "/checkpoints/step_00000004");
+    EXPECT_EQ(last_step(o + "/log.jsonl"), 8);
+    // checkpoints moved while the log went on past the newest (a full disk mid-interval)
+    const std::string m = c.dir.file("m");
+    ASSERT_EQ(run(c.train_gpt(m, "-x 6 --checkpoint-every 2")).rc, 0);
+    ASSERT_EQ(run("rm -r '" + m + "/checkpoints/step_00000006'").rc, 0);
+    drop_records(m + "/log.jsonl", [](const nlohmann::json& j) {
+        return (j["type"] == "checkpoint" && j["step"] == 6) || j["type"] == "summary";
+    });
+    ASSERT_EQ(run("mv '" + m + "/checkpoints' '" + c.dir.file("m_ck") + "'").rc, 0);
+    const CommandResult moved = run(c.train_gpt(m, "-x 8 --resume --checkpoint-dir '" + c.dir.file("m_ck") + "'"));
+    ASSERT_EQ(moved.rc, 0) << moved.output;
+    // a continuation logged under another -o, resumed into the run's first -o: refused (a gap)
+    const std::string a = c.dir.file("a"), b = c.dir.file("b"), ck = c.dir.file("ck");
+    ASSERT_EQ(run(c.train_gpt(a, "-x 4 --checkpoint-every 2 --checkpoint-dir '" + ck + "'")).rc, 0);
+    ASSERT_EQ(run(c.train_gpt(b, "-x 8 --resume --checkpoint-dir '" + ck + "'")).rc, 0);
+    const auto before = directory_snapshot(a);
+    expect_refused(run(c.train_gpt(a, "-x 10 --resume --checkpoint-dir '" + ck + "'")),
+                   {"--output-dir " + a + " holds this run's log.jsonl, which records neither saving nor resuming",
+                    "ends at step 4, before its step 8"});
+    EXPECT_EQ(directory_snapshot(a), before);
 }

@@ -25,4 +25,3 @@ void attention_backward_cudnn(void*, const void*, const void*, const void*, cons
 void release_cudnn_attention() {}
 
 }   // namespace train_gpt
-

@@ -115,6 +115,12 @@ LoggedRun read_logged_run(const std::string& path) {
             run.output_dirs.insert(j["output_dir"].get<std::string>());
         if (type == "checkpoint" && j.contains("path") && j["path"].is_string())
             run.checkpoints.emplace_back(step_of(j), j["path"].get<std::string>());
+        const char* names = type == "checkpoint" ? "path" : type == "resume" ? "checkpoint" : nullptr;
+        if (names != nullptr && j.contains(names) && j[names].is_string()) {
+            const std::string hash =
+                j.contains("manifest") && j["manifest"].is_string() ? j["manifest"].get<std::string>() : "";
+            run.known.emplace_back(resolved_path(j[names].get<std::string>()), hash);
+        }
         const bool names_run = type == "start" || type == "resume" || type == "checkpoint" || type == "summary";
         if (names_run && j.contains("run_id") && j["run_id"].is_string())
             run.run_ids.insert(j["run_id"].get<std::string>());
@@ -128,6 +134,22 @@ bool LoggedRun::saved(const std::string& checkpoint) const {
     for (const auto& [s, path] : checkpoints)
         if (resolved_path(path) == target) return true;
     return false;
+}
+
+bool LoggedRun::knows(const std::string& checkpoint, const std::string& manifest_hash) const {
+    const std::string target = resolved_path(checkpoint);
+    for (const auto& [path, hash] : known)
+        if (path == target || (!manifest_hash.empty() && hash == manifest_hash)) return true;
+    return false;
+}
+
+std::string manifest_hash(const std::string& checkpoint) {
+    try {
+        uint64_t bytes = 0;
+        return format("%016llx", (unsigned long long)hash_file(checkpoint + "/manifest.json", &bytes));
+    } catch (const Error&) {
+        return "";
+    }
 }
 
 bool LoggedRun::saved_step(int64_t step) const {

@@ -50,6 +50,9 @@ std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, co
 // naming the file and line.
 struct LoggedRun {
     std::vector<std::pair<int64_t, std::string>> checkpoints;
+    // every checkpoint the log records saving or resuming from: (resolved path, manifest hash) —
+    // the hash ("" in logs from before it) finds a checkpoint again after it was moved
+    std::vector<std::pair<std::string, std::string>> known;
     std::set<std::string> run_ids;       // the run identities its start, resume, checkpoint and summary records carry
     std::set<std::string> output_dirs;   // the absolute --output-dir its start and resume records name
     int64_t last_step = -1;              // the last step record's step (-1: none)
@@ -57,7 +60,11 @@ struct LoggedRun {
     bool finished = false;
     bool saved(const std::string& checkpoint) const;   // a checkpoint record of this step directory
     bool saved_step(int64_t step) const;               // a checkpoint record of this step
+    // a checkpoint or resume record of this step directory, at its path or (moved) by its manifest's hash
+    bool knows(const std::string& checkpoint, const std::string& manifest_hash) const;
 };
+// The hash a log records for a checkpoint: of its manifest.json (16 hex digits), "" if unreadable.
+std::string manifest_hash(const std::string& checkpoint);
 LoggedRun read_logged_run(const std::string& path);
 
 // The log of a run resumed at `step`: keeps the records up to the checkpoint record of that step
