@@ -554,6 +554,11 @@ std::vector<FlagOverride> restore_run_flags(int argc, char** argv, const std::st
 //     exist (a branch from an earlier checkpoint into the run's -o would cut them; a damaged newest
 //     checkpoint that --resume-from-intact passes over does not count). A copy of a run directory,
 //     under another -o, logs the original's saves: not refused.
+std::string parent_directory(const std::string& path) {
+    const size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
 bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
                           const std::vector<FlagOverride>& overrides) {
     const std::string log = cfg.output_dir + "/log.jsonl";
@@ -591,7 +596,13 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
     for (const auto& save : logged.checkpoints) {
         const int64_t at = save.first;
         const std::string& path = save.second;
-        if (at <= step || !file_exists(path + "/manifest.json")) continue;
+        // a later save counts where it still is, and where it is gone from another directory than
+        // the one resumed from (the checkpoints were moved: a branch copied from them would cut
+        // it); gone from this checkpoint's own directory, it was deleted to roll the run back
+        const bool here = file_exists(path + "/manifest.json");
+        const bool moved_away =
+            !here && parent_directory(resolved_path(path)) != parent_directory(resolved_path(from.dir));
+        if (at <= step || (!here && !moved_away)) continue;
         const bool damaged = std::any_of(from.damaged.begin(), from.damaged.end(),
                                          [&](const auto& d) { return resolved_path(d.first) == resolved_path(path); });
         if (!damaged && resolved_path(path) != resolved_path(from.dir) && (!later || at > later->first)) later = &save;
@@ -1078,6 +1089,9 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
     bool saved = false;
     if (due || (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0)) {
         const std::string path = checkpoint_dir(plan.checkpoint_dir, step + 1);
+        // the steps logged so far on disk before the checkpoint is: after a power loss a durable
+        // checkpoint never has its steps missing from the log (a resume would see a gap)
+        if (run.log) run.log->sync();
         saved = save_checkpoint(plan.checkpoint_dir, step + 1, *run.model, comm, cfg, plan, *run.train_loader, counters,
                                 run.scaler, run.tokenizer, cfg.keep_checkpoints);
         if (saved) {

@@ -1168,3 +1168,26 @@ TEST(Faults, RestartsAfterCrashesAndMovesResumeAndGapsAreRefused) {
                     "ends at step 4, before its step 8"});
     EXPECT_EQ(directory_snapshot(a), before);
 }
+
+// Round 10: after the checkpoints were moved, a branch into the run's own -o is still refused (before:
+// the log's later saves no longer existed at their recorded paths, and the branch was spliced on);
+// deleting the newest checkpoint to roll a run back, in its own directory, still resumes.
+TEST(Faults, ABranchAfterTheCheckpointsMovedIsRefusedAndARollbackResumes) {
+    Corpus c;
+    const std::string o = c.dir.file("o"), moved = c.dir.file("o_ck"), branch = c.dir.file("br");
+    ASSERT_EQ(run(c.train_gpt(o, "-x 8 --checkpoint-every 2 --keep-checkpoints 4")).rc, 0);
+    ASSERT_EQ(run("mv '" + o + "/checkpoints' '" + moved + "'").rc, 0);
+    make_dirs(branch);
+    ASSERT_EQ(run("cp -r '" + moved + "/step_00000004' '" + branch + "/'").rc, 0);
+    const auto before = directory_snapshot(o);
+    expect_refused(run(train_gpt_binary() + " --resume -o '" + o + "' --checkpoint-dir '" + branch + "' -x 8 -l 1e-3"),
+                   {"its log.jsonl records a later save of this run"});
+    EXPECT_EQ(directory_snapshot(o), before);
+    // a rollback: the newest checkpoint deleted where it was saved, the one before resumed
+    const std::string r = c.dir.file("r");
+    ASSERT_EQ(run(c.train_gpt(r, "-x 6 --checkpoint-every 2")).rc, 0);
+    ASSERT_EQ(run("rm -r '" + r + "/checkpoints/step_00000006'").rc, 0);
+    const CommandResult back = run(train_gpt_binary() + " --resume -o '" + r + "' -x 6");
+    ASSERT_EQ(back.rc, 0) << back.output;
+    EXPECT_CONTAINS(back.output, "resuming from " + r + "/checkpoints/step_00000004");
+}
