@@ -154,6 +154,22 @@ void check_gemm_epilogues(const TrainConfig& cfg, const RunPlan& plan) {
     }
 }
 
+// --flash-backward wide: the flash attention's backward, in 16 bits (the FP8 backward with its cast
+// fused in, -p fp8 --fused-kernels true, runs the default kernels' epilogue)
+void check_flash_backward(const TrainConfig& cfg, const RunPlan& plan) {
+    if (cfg.flash_backward != "wide") return;
+    if (cfg.attention != "flash")
+        fail(
+            "--flash-backward wide chooses the flash attention's backward kernels; give --attention flash too "
+            "(here --attention %s), or --flash-backward default",
+            cfg.attention.c_str());
+    if (plan.precision.precision == Precision::FP8 && cfg.fused_kernels)
+        fail(
+            "--flash-backward wide with -p fp8 --fused-kernels true: the FP8 backward casts dqkv in the default "
+            "kernels' epilogue, which the wide kernels have no registers for; give --fused-kernels false or "
+            "--flash-backward default");
+}
+
 // A shard both -i and -j match (a train glob wide enough to take the val shards too, or -j the
 // train glob): the val loss is then measured on tokens the run trains on. A warning, not a
 // refusal: measuring the training loss on a fixed set is a thing one may want.
@@ -187,6 +203,7 @@ std::unique_ptr<Backend> make_kernel_set(const TrainConfig& cfg, const RunPlan& 
     CudaOptions options;
     options.flash_attention = plan.attention == "flash";
     options.cudnn_attention = plan.attention == "cudnn";
+    options.flash_backward_wide = plan.attention == "flash" && cfg.flash_backward == "wide";
     options.fused_kernels = cfg.fused_kernels;
     options.gemm_autotune = cfg.gemm_autotune;
     options.log_gemm_autotune = g_is_root;
@@ -751,6 +768,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     if (cfg.precision == "auto") plan.precision.precision = default_precision_for(plan.device);
     plan.attention = choose_attention(cfg, plan);
     check_gemm_epilogues(cfg, plan);
+    check_flash_backward(cfg, plan);
     // HellaSwag's examples, tokenised once (eval/hellaswag.h), and checked against the window
     // before anything is built or trained (it evaluates at T)
     if (!cfg.hellaswag.empty()) {

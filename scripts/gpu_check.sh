@@ -61,7 +61,7 @@ ROOT=$(pwd)
 # --fp8-gemms auto, FP8 where it times faster; fp8-mlp: FP8 in the MLP's GEMMs only), attention
 # ('-' the trainer's default), options ('-', or a comma list of fused for --fused-kernels true,
 # tuned for --gemm-autotune, r1 and r2 for --recompute 1|2, hN for --lm-head-chunks N, prof for
-# --profile, epi for --gemm-epilogues true; a run whose flag the trainer lacks is SKIPPED), and an optional baseline ms/step. A
+# --profile, epi for --gemm-epilogues true, wide for --flash-backward wide; a run whose flag the trainer lacks is SKIPPED), and an optional baseline ms/step. A
 # run's verdict fails on a skipped step, a non-finite loss, a loss that does not fall
 # (gpu_check_report.py loss_health) and, with a baseline, on a time over 1.10× it.
 # The default path's CUDA tests (GoogleTest filter: positive patterns, then '-' and the excluded)
@@ -128,6 +128,7 @@ EXTRA_STEPS=(
    "d12.fp8.gemm                  45  step_bench      d12  16  fp8       gemm      -"
    "d12.bf16.epi                  45  step_bench      d12  16  bf16      -         epi"
    "d12.bf16.cudnn                45  step_bench      d12  16  bf16      cudnn     -"
+   "d12.bf16.flash.wide           45  step_bench      d12  16  bf16      flash     wide"
    "d12.bf16.flash.fused.epi      45  step_bench      d12  16  bf16      flash     fused,epi"
    "test.wmma                     45  step_tests      *Wmma*"
    "lab                          120  step_lab"
@@ -580,8 +581,9 @@ step_attention_ours() {
     [[ -z $missing ]] || { record FAIL "no$missing (make -C dev/cuda; --prepare bundles it)"; return; }
     [[ -n $NO_GPU ]] && { verdict SKIPPED ""; return; }
     run_logged "$CUR" "$h" --dtype bf16 --reps 30 || rc=$?
-    if (( rc == 0 )) && (( $(grep -c '^attn impl=flash' "$WORK/$CUR.out") == 2 )); then
-        record PASS "checked against the CPU twin; $(attn_note flash "$WORK/$CUR.out")"
+    if (( rc == 0 )) && (( $(grep -c '^attn impl=flash ' "$WORK/$CUR.out") == 2 )) &&
+        (( $(grep -c '^attn impl=flash-wide ' "$WORK/$CUR.out") == 2 )); then
+        record PASS "checked against the CPU twin; $(attn_note flash "$WORK/$CUR.out"); wide backward: $(attn_note flash-wide "$WORK/$CUR.out")"
     else
         record FAIL "exit $rc: $(grep -m3 -E 'FAILED|error' "$WORK/$CUR.out" | tr '\n' ' ')$(tail -1 "$WORK/$CUR.out")"
     fi
@@ -615,6 +617,7 @@ option_flags() {
             h[0-9]*) OPTION_FLAGS+=(--lm-head-chunks "${o#h}") ;;
             prof) OPTION_FLAGS+=(--profile) ;;
             epi) OPTION_FLAGS+=(--gemm-epilogues true) ;;
+            wide) OPTION_FLAGS+=(--flash-backward wide) ;;
             -) ;;
             *) record FAIL "unknown option $o (a bug in gpu_check.sh's STEPS)"; return 1 ;;
         esac

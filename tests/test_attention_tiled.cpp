@@ -25,6 +25,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace train_gpt;
@@ -122,8 +123,8 @@ void check_forward(const Shape& s, uint64_t seed) {
 }
 
 template <typename T>
-void check_backward(const Shape& s, uint64_t seed) {
-    SCOPED_TRACE(shape_str(s));
+void check_backward(const Shape& s, uint64_t seed, fl::BwdKernels kernels = fl::BwdKernels::kDefault) {
+    SCOPED_TRACE(shape_str(s) + (kernels == fl::BwdKernels::kWide ? " wide" : " default"));
     const Case<T> c(s, seed);
     const int B = c.B, Tn = c.Tn, NH = c.NH, C = c.C;
     // both backwards from the exact forward's out and lse
@@ -134,15 +135,16 @@ void check_backward(const Shape& s, uint64_t seed) {
     cpu::attention_backward(dqkv_cpu.data(), c.dout.data(), c.qkv.data(), out.data(), lse.data(), B, Tn, C, NH);
     cpu::TiledStats stats;
     cpu::attention_backward_tiled(dqkv_twin.data(), c.dout.data(), c.qkv.data(), out.data(), lse.data(), B, Tn, C, NH,
-                                  &stats);
+                                  &stats, kernels);
 
     const std::vector<float> qkv = floats(c.qkv), dout = floats(c.dout), outf = floats(out), ref = floats(dqkv_cpu);
     std::vector<double> bound;
     test::attention_backward_bounds(bound, qkv.data(), dout.data(), outf.data(), lse.data(), ref.data(), B, Tn, NH,
                                     rounding<T>());
     expect_within("dqkv", floats(dqkv_twin), ref, bound);
-    const int nb = fl::ceil_div_int(Tn, fl::kBwdBlockRows);
-    EXPECT_EQ(stats.blocks, 2 * (int64_t)B * NH * nb);   // dK/dV blocks, then dQ blocks
+    const int rows = kernels == fl::BwdKernels::kWide ? fl::BwdWideDkdvLayout::kBlockRows : fl::kBwdBlockRows;
+    static_assert(fl::BwdWideDkdvLayout::kBlockRows == fl::BwdWideDqLayout::kBlockRows);
+    EXPECT_EQ(stats.blocks, 2 * (int64_t)B * NH * fl::ceil_div_int(Tn, rows));   // dK/dV blocks, then dQ blocks
     EXPECT_EQ(stats.computed_without_live, 0);
     EXPECT_EQ(stats.skipped_with_live, 0);
 }
@@ -167,6 +169,43 @@ TEST(AttentionTiled, BackwardMatchesExactOpWithinRoundingBoundFp16) {
     for (const Shape& s : kShapes)
         check_backward<fp16>(s, kSeed + 3);
 }
+// The wide kernels (--flash-backward wide) within the same bound, with exact skipping...
+TEST(AttentionTiled, WideBackwardMatchesExactOpWithinRoundingBound) {
+    for (const Shape& s : kShapes) {
+        check_backward<bf16>(s, kSeed + 2, fl::BwdKernels::kWide);
+        check_backward<fp16>(s, kSeed + 3, fl::BwdKernels::kWide);
+    }
+    check_backward<bf16>({1, 1024, 1}, kSeed + 5, fl::BwdKernels::kWide);
+}
+
+// ...and equal to the default kernels' values: both layouts add the same products in the same order
+// (attention_flash_bwd_wide.cuh), so every element is the same number (== also takes −0 for +0: a
+// pair one layout skips and the other computes adds zeros).
+template <typename T>
+void expect_wide_equals_default(const Shape& s, uint64_t seed) {
+    SCOPED_TRACE(shape_str(s));
+    const Case<T> c(s, seed);
+    std::vector<T> out((size_t)c.B * c.Tn * c.C);
+    std::vector<float> lse((size_t)c.B * c.NH * c.Tn);
+    cpu::attention_forward_tiled(out.data(), lse.data(), c.qkv.data(), c.B, c.Tn, c.C, c.NH);
+    std::vector<T> narrow = poisoned<T>(c.qkv.size()), wide = poisoned<T>(c.qkv.size());
+    cpu::attention_backward_tiled(narrow.data(), c.dout.data(), c.qkv.data(), out.data(), lse.data(), c.B, c.Tn, c.C,
+                                  c.NH, nullptr, fl::BwdKernels::kDefault);
+    cpu::attention_backward_tiled(wide.data(), c.dout.data(), c.qkv.data(), out.data(), lse.data(), c.B, c.Tn, c.C,
+                                  c.NH, nullptr, fl::BwdKernels::kWide);
+    int64_t differ = 0;
+    for (size_t i = 0; i < wide.size(); i++)
+        differ += !(wide[i].to_float() == narrow[i].to_float());
+    EXPECT_EQ(differ, 0) << "of " << wide.size() << " elements of dqkv";
+}
+TEST(AttentionTiled, WideBackwardEqualsDefaultBackward) {
+    for (const Shape& s : kShapes) {
+        expect_wide_equals_default<bf16>(s, kSeed + 7);
+        expect_wide_equals_default<fp16>(s, kSeed + 8);
+    }
+    expect_wide_equals_default<bf16>({1, 1024, 1}, kSeed + 9);
+}
+
 // One long sequence (GPT-2's T): many key tiles per query block, so the online rescaling runs
 // for 16 tiles and the diagonal skipping is exercised on every block.
 TEST(AttentionTiled, ForwardAndBackwardAtT1024Bf16) {
@@ -200,7 +239,10 @@ TEST(AttentionTiled, EveryOutputElementIsWritten) {
 TEST(AttentionTiling, QueryBlockScheduleCoversEveryBlockOnceLongestFirst) {
     for (int BH : {1, 3, 16 * 12, 8 * 25})
         for (int Tn : {1, 64, 77, 128, 203, 1024}) {
-            for (int rows : {fl::kFwdQueryRows, fl::kBwdBlockRows}) {
+            // (query rows per block, key tile): forward, dQ, wide dQ
+            for (auto [rows, key_tile] :
+                 {std::pair{fl::kFwdQueryRows, fl::kFwdKeyTile}, std::pair{fl::kBwdBlockRows, fl::kBwdTile},
+                  std::pair{fl::BwdWideDqLayout::kBlockRows, fl::BwdWideDqLayout::kStage}}) {
                 const int nq = fl::ceil_div_int(Tn, rows);
                 std::set<std::pair<int, int>> seen;
                 int prev_work = 1 << 30;
@@ -208,7 +250,7 @@ TEST(AttentionTiling, QueryBlockScheduleCoversEveryBlockOnceLongestFirst) {
                     const fl::TileIndex ti = fl::longest_first_query_block(block, BH, nq);
                     ASSERT_TRUE(ti.bh >= 0 && ti.bh < BH && ti.tile >= 0 && ti.tile < nq);
                     EXPECT_TRUE(seen.insert({ti.bh, ti.tile}).second) << "block " << block << " repeats";
-                    const int work = fl::key_tiles_for_query_block(ti.tile * rows, rows, Tn, fl::kFwdKeyTile);
+                    const int work = fl::key_tiles_for_query_block(ti.tile * rows, rows, Tn, key_tile);
                     EXPECT_LE(work, prev_work) << "block " << block;
                     prev_work = work;
                 }
@@ -220,49 +262,59 @@ TEST(AttentionTiling, QueryBlockScheduleCoversEveryBlockOnceLongestFirst) {
 // dK/dV: every (bh, key block) once; the number of query tiles walked never increases.
 TEST(AttentionTiling, KeyBlockScheduleCoversEveryBlockOnceLongestFirst) {
     for (int BH : {1, 3, 16 * 12, 8 * 25})
-        for (int Tn : {1, 64, 77, 203, 1024}) {
-            const int nk = fl::ceil_div_int(Tn, fl::kBwdBlockRows), nq = fl::ceil_div_int(Tn, fl::kBwdTile);
-            std::set<std::pair<int, int>> seen;
-            int prev_work = 1 << 30;
-            for (int block = 0; block < BH * nk; block++) {
-                const fl::TileIndex ti = fl::longest_first_key_block(block, BH);
-                ASSERT_TRUE(ti.bh >= 0 && ti.bh < BH && ti.tile >= 0 && ti.tile < nk);
-                EXPECT_TRUE(seen.insert({ti.bh, ti.tile}).second);
-                const int work = nq - fl::first_query_tile_for_key(ti.tile * fl::kBwdBlockRows, fl::kBwdTile);
-                EXPECT_LE(work, prev_work);
-                prev_work = work;
+        for (int Tn : {1, 64, 77, 203, 1024})
+            // (keys per block, query stage): dK/dV, wide dK/dV
+            for (auto [rows, stage] : {std::pair{fl::kBwdBlockRows, fl::kBwdTile},
+                                       std::pair{fl::BwdWideDkdvLayout::kBlockRows, fl::BwdWideDkdvLayout::kStage}}) {
+                const int nk = fl::ceil_div_int(Tn, rows), nq = fl::ceil_div_int(Tn, stage);
+                std::set<std::pair<int, int>> seen;
+                int prev_work = 1 << 30;
+                for (int block = 0; block < BH * nk; block++) {
+                    const fl::TileIndex ti = fl::longest_first_key_block(block, BH);
+                    ASSERT_TRUE(ti.bh >= 0 && ti.bh < BH && ti.tile >= 0 && ti.tile < nk);
+                    EXPECT_TRUE(seen.insert({ti.bh, ti.tile}).second);
+                    const int work = nq - fl::first_query_tile_for_key(ti.tile * rows, stage);
+                    EXPECT_LE(work, prev_work);
+                    prev_work = work;
+                }
+                EXPECT_EQ(seen.size(), (size_t)BH * nk);
             }
-            EXPECT_EQ(seen.size(), (size_t)BH * nk);
-        }
 }
 
 // The tiles a query block visits are exactly those holding a key some of its rows (< T) can see.
 TEST(AttentionTiling, QueryBlocksVisitExactlyTheKeyTilesTheyCanSee) {
     for (int Tn : {1, 63, 64, 65, 77, 128, 203, 1024})
-        for (int rows : {fl::kFwdQueryRows, fl::kBwdBlockRows})
+        for (auto [rows, key_tile] :
+             {std::pair{fl::kFwdQueryRows, fl::kFwdKeyTile}, std::pair{fl::kBwdBlockRows, fl::kBwdTile},
+              std::pair{fl::BwdWideDqLayout::kBlockRows, fl::BwdWideDqLayout::kStage}})
             for (int q0 = 0; q0 < Tn; q0 += rows) {
                 const int last_row = std::min(q0 + rows, Tn) - 1;
-                const int n = fl::key_tiles_for_query_block(q0, rows, Tn, fl::kFwdKeyTile);
-                EXPECT_LE((n - 1) * fl::kFwdKeyTile, last_row);   // the last tile holds a visible key
-                EXPECT_GT(n * fl::kFwdKeyTile, last_row);         // and no visible key is beyond it
+                const int n = fl::key_tiles_for_query_block(q0, rows, Tn, key_tile);
+                EXPECT_LE((n - 1) * key_tile, last_row);   // the last tile holds a visible key
+                EXPECT_GT(n * key_tile, last_row);         // and no visible key is beyond it
             }
 }
 
 // The fully-masked predicates against brute force over small ranges.
 TEST(AttentionTiling, SkipPredicatesAreExact) {
-    for (int Tn : {1, 20, 40})
-        for (int r0 = 0; r0 < 48; r0 += 4)
-            for (int k0 = 0; k0 < 48; k0 += 4) {
-                bool live_q = false, live_k = false, need = false;
-                for (int t = r0; t < r0 + 16; t++)
-                    for (int j = k0; j < k0 + 16; j++) {
-                        live_q |= fl::causal_keep_bwd(t, j, Tn);   // rows are queries
-                        live_k |= fl::causal_keep_bwd(j, t, Tn);   // rows are keys: query j, key t
-                        need |= t == r0 && !fl::causal_keep(t, j);
+    // warps of 16 and 32 rows (default, wide) against tiles / slices of 16 and 32 columns
+    for (int Tn : {1, 20, 40, 70})
+        for (int rows : {16, 32})
+            for (int cols : {16, 32})
+                for (int r0 = 0; r0 < 80; r0 += 4)
+                    for (int k0 = 0; k0 < 80; k0 += 4) {
+                        bool live_q = false, live_k = false, need = false;
+                        for (int t = r0; t < r0 + rows; t++)
+                            for (int j = k0; j < k0 + cols; j++) {
+                                live_q |= fl::causal_keep_bwd(t, j, Tn);   // rows are queries
+                                live_k |= fl::causal_keep_bwd(j, t, Tn);   // rows are keys: query j, key t
+                                need |= t == r0 && !fl::causal_keep(t, j);
+                            }
+                        SCOPED_TRACE(::testing::Message()
+                                     << r0 << " " << k0 << " " << rows << "x" << cols << " T=" << Tn);
+                        EXPECT_EQ(fl::query_rows_fully_masked(r0, rows, k0, Tn), !live_q);
+                        EXPECT_EQ(fl::key_rows_fully_masked(r0, k0, cols, Tn), !live_k);
+                        // the mask is needed exactly when the first row cannot see the whole tile
+                        EXPECT_EQ(fl::query_rows_need_mask(r0, k0, cols), need);
                     }
-                EXPECT_EQ(fl::query_rows_fully_masked(r0, 16, k0, Tn), !live_q) << r0 << " " << k0 << " " << Tn;
-                EXPECT_EQ(fl::key_rows_fully_masked(r0, k0, 16, Tn), !live_k) << r0 << " " << k0 << " " << Tn;
-                // the mask is needed exactly when the first row cannot see the whole tile
-                EXPECT_EQ(fl::query_rows_need_mask(r0, k0, 16), need);
-            }
 }

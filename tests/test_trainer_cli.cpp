@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -564,6 +565,27 @@ TEST(TrainerCli, ValuesWhereTheMathsIsUndefinedOrUnderflowsAreRejected) {
                           &output),
               0)
         << output;
+}
+
+// --flash-backward wide picks the flash attention's backward kernels: without --attention flash, or
+// where the FP8 backward casts in the default kernels' epilogue, it has nothing to choose and is
+// refused before anything is written. On the CPU kernel set (one exact attention) it is recorded
+// and changes nothing.
+TEST(TrainerCli, FlashBackwardWideNeedsTheFlashAttention) {
+    TinyCorpus corpus;
+    const std::string args = corpus.args() + " --device cpu --threads 1 -x 1 -v 0 -g 0 ";
+    EXPECT_CONTAINS(expect_failure(args + "--flash-backward wide"),
+                    "--flash-backward wide chooses the flash attention's backward kernels; give --attention flash too "
+                    "(here --attention gemm)");
+    EXPECT_CONTAINS(expect_failure(args + "--attention flash --flash-backward wide -p fp8 --fused-kernels true"),
+                    "--flash-backward wide with -p fp8 --fused-kernels true");
+    EXPECT_CONTAINS(expect_failure(args + "--flash-backward narrow"), "--flash-backward");
+    EXPECT_FALSE(std::filesystem::exists(corpus.dir.file("out/log.jsonl"))) << "refused before anything is written";
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + args + "--attention flash --flash-backward wide -p bf16", &output), 0)
+        << output;
+    const auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
+    EXPECT_EQ(config["flash_backward"], "wide");
 }
 
 TEST(TrainerCli, MissingTokenizerFileIsNamed) {

@@ -19,14 +19,17 @@
 // with the same counts, so the TFLOP/s columns compare as times.
 //
 // Output: the harness's check and time lines, then one line per (implementation, dtype, shape)
-//   attn impl=<flash|gemm|cudnn> dtype=<bf16|fp16> B=… NH=… T=… hs=64 fwd_ms=… fwd_tflops=… bwd_ms=…
+//   attn impl=<flash|flash-wide|gemm|cudnn> dtype=<bf16|fp16> B=… NH=… T=… hs=64 fwd_ms=… fwd_tflops=… bwd_ms=…
 //        bwd_tflops=… fwdbwd_ms=… fwdbwd_tflops=…
 // in the format attention_sdpa.py prints for PyTorch, so the two can be joined on (dtype, B, NH, T).
+// flash-wide: the flash forward with the wide backward (--flash-backward wide,
+// cuda/attention_flash_bwd_wide.cuh), checked to give the default backward's bytes.
 #include "harness.cuh"
 
 #include "cpu/kernels.h"
 #include "cuda/attention_cudnn.h"
 #include "cuda/attention_flash.cuh"
+#include "cuda/attention_flash_bwd_wide.cuh"
 #include "cuda/attention_gemm.cuh"
 
 #include <cstdio>
@@ -88,6 +91,12 @@ void run_shape(const Args& a, const Shape& s, cudaStream_t stream) {
         gpu::attention_backward_flash(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH, stream);
         cudaCheck(cudaStreamSynchronize(stream));
         check_bytes("attention_backward_flash rerun", dt, d_dqkv.template download<H>(), first);
+        // the wide backward (--flash-backward wide): the same values as the default kernels
+        d_dqkv.poison();
+        gpu::attention_backward_flash_wide(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                           stream);
+        cudaCheck(cudaStreamSynchronize(stream));
+        check_bytes("attention_backward_flash_wide vs default", dt, d_dqkv.template download<H>(), first);
     }
     const double fwd_flops = 4.0 * B * NH * (double)T * T * 64 / 2;
     const double fwd_bytes = 4 * BTC * s_bytes + 4.0 * B * NH * T;   // qkv read, out written, lse
@@ -122,7 +131,20 @@ void run_shape(const Args& a, const Shape& s, cudaStream_t stream) {
             gbwd();
         },
         a.reps, stream);
+    auto wbwd = [&] {
+        gpu::attention_backward_flash_wide(d_dqkv.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                           stream);
+    };
+    const float wb_ms = time_ms(wbwd, a.reps, stream);
+    report("attention_backward_flash_wide", dt, wb_ms, bwd_bytes, 2.5 * fwd_flops, peak_flops<H>());
+    const float wfb_ms = time_ms(
+        [&] {
+            fwd();
+            wbwd();
+        },
+        a.reps, stream);
     print_line("flash", dt, s, fwd_flops, f_ms, b_ms, fb_ms);
+    print_line("flash-wide", dt, s, fwd_flops, f_ms, wb_ms, wfb_ms);
     print_line("gemm", dt, s, fwd_flops, gf_ms, gb_ms, gfb_ms);
     // cuDNN's fused attention (--attention cudnn), where the build has it: the in-run peer
     std::string why;

@@ -55,6 +55,8 @@
 //     dQ_w += dS·K.
 //   S and dP are computed in both kernels (7 tile products instead of the 5 of an atomic dQ): the
 //   price of a deterministic dQ without T×T scratch.
+//   --flash-backward wide runs the same maths with two m-tiles per warp instead
+//   (cuda/attention_flash_bwd_wide.cuh), for the same values in fewer shared-memory reads.
 // Every grid is ordered longest first across all (b, h): blocks 0 … B·NH−1 are the last query
 // block of every head (forward, dQ) or the first key block (dK/dV), and so on.
 // Fully masked (warp, tile) pairs are skipped (warp-uniform branch; the warp still takes part in

@@ -43,6 +43,37 @@ constexpr int kBwdWarpRows = kMmaRows;                    // 16
 constexpr int kBwdBlockRows = kBwdWarps * kBwdWarpRows;   // 64
 constexpr int kBwdTile = 64;
 
+// The wide backward (--flash-backward wide; cuda/attention_flash_bwd_wide.cuh, experimental): each
+// warp owns two m-tiles (32 rows), so every B fragment read from shared memory feeds two mma's.
+// A layout names the warp's m-tiles, the rows of the walked side per shared stage, and the slice
+// of a stage one warp computes at a time (its S and dP registers: 16·kWarpMTiles × kSlice FP32).
+// Both wide layouts walk the other side in the same 16-row k-steps, in the same order, as the
+// default kernels, so they add the same products in the same order: the same values.
+// ptxas (nvcc 13.0, sm_90a; 2026-12-03), 0 spills: dQ 251 (bf16) / 249 (fp16) registers, dK/dV 255 / 255.
+template <int WarpMTiles, int Stage, int Slice>
+struct BwdLayout {
+    static constexpr int kWarpMTiles = WarpMTiles;
+    static constexpr int kWarpRows = kMmaRows * WarpMTiles;
+    static constexpr int kBlockRows = kBwdWarps * kWarpRows;
+    static constexpr int kStage = Stage;
+    static constexpr int kSlice = Slice;
+    static_assert(Stage % Slice == 0 && Slice % 16 == 0, "a stage is walked in whole slices of mma k-steps");
+};
+// The default kernels' layout (attention_flash.cuh: 16 rows per warp, 64 × 64 tiles), which the
+// host twin also runs.
+using BwdDefaultLayout = BwdLayout<1, kBwdTile, kBwdTile>;
+static_assert(BwdDefaultLayout::kWarpRows == kBwdWarpRows && BwdDefaultLayout::kBlockRows == kBwdBlockRows);
+// dK/dV wide: 32 keys per warp (K resident as A fragments, V read from shared memory: resident
+// both would spill), query stages of 64 computed in slices of 16 (S, dPᵀ: 32 × 16 per warp).
+// Shared-memory registers loaded per mma: Sᵀ 1, dPᵀ 3, dV 1, dK 1 (the default: 2 each), a
+// quarter fewer.
+using BwdWideDkdvLayout = BwdLayout<2, 64, 16>;
+// dQ wide: 32 queries per warp (Q and dO resident), key tiles of 32 (S, dP: 32 × 32 per warp).
+// Shared-memory registers loaded per mma: 1 for each of S, dP, dQ (the default: 2), half.
+using BwdWideDqLayout = BwdLayout<2, 32, 32>;
+// Which backward kernels run (--flash-backward).
+enum class BwdKernels { kDefault, kWide };
+
 static_assert(kFwdKeyTile % 16 == 0 && kBwdTile % 16 == 0,
               "tiles are walked in mma k-steps of 16 and ldmatrix.x4 pairs of 8-wide n-tiles");
 static_assert(kHeadSize % 16 == 0, "the head dimension is an mma k-step multiple (QKᵀ) and n-tile-pair multiple (PV)");

@@ -15,6 +15,7 @@
 
 #include "cuda/attention_cudnn.h"
 
+#include "cuda/attention_flash_bwd_wide.cuh"
 #include "cuda/attention_flash_fp8.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/op_profiler.cuh"
@@ -464,7 +465,8 @@ class CudaBackend : public Backend, public Fp8Ops {
 // layernorm and GELU backward, one kernel each; flash: the tensor-core attention where it supports
 // the head size (bf16, fp16); tf32: the matmul ops' GEMMs on TF32 tensor cores (fp32 storage);
 // epilogues: a matmul_backward with a bias gradient sums it in the dW GEMM (BGRADB); cudnn:
-// cuDNN's fused attention (bf16, fp16).
+// cuDNN's fused attention (bf16, fp16); --flash-backward wide: the flash backward's wide kernels
+// (cuda/attention_flash_bwd_wide.cuh).
 template <typename T>
 class CudaBackendWithOptions final : public CudaBackend<T> {
     using Base = CudaBackend<T>;
@@ -554,7 +556,12 @@ class CudaBackendWithOptions final : public CudaBackend<T> {
             }
             if (flash_attention(C / NH)) {
                 const cuda::OpProfiler::Scope timed(profiler(), "attention_backward", stream_);
-                cuda::attention_backward_flash(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH, stream_);
+                if (options_.flash_backward_wide)
+                    cuda::attention_backward_flash_wide(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH,
+                                                        stream_);
+                else
+                    cuda::attention_backward_flash(act(dqkv), act(dout), act(qkv), act(out), lse, B, Tlen, C, NH,
+                                                   stream_);
                 return;
             }
         }

@@ -22,6 +22,10 @@ struct CudaOptions {
     // the flash attention (cuda/attention_flash.cuh: mma.sync tensor cores, nothing T×T), which
     // runs where cuda_flash_attention_supports() says so; elsewhere the GEMM attention runs
     bool flash_attention = false;
+    // --flash-backward wide (with flash_attention): the backward's kernels with two m-tiles per warp
+    // (cuda/attention_flash_bwd_wide.cuh), the same values in fewer shared-memory reads; the FP8
+    // backward with its fused cast keeps the default kernels
+    bool flash_backward_wide = false;
     // --attention cudnn: cuDNN's fused attention (cuda/attention_cudnn.h) on bf16/fp16; fp32 takes
     // the GEMM attention
     bool cudnn_attention = false;

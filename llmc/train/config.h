@@ -96,7 +96,9 @@ struct TrainConfig {
     bool gemm_autotune = false;    // CUDA: time cuBLASLt's candidate algorithms per GEMM shape, keep the fastest
     bool gemm_epilogues = false;   // GELU and the bias gradients in the GEMMs' epilogues (model/epilogue_block_ops.h)
     std::string attention = "gemm";   // CUDA: gemm (cuBLASLt, T×T scratch) | flash (tensor cores, head size 64)
-    int threads = 0;                  // CPU threads; 0: OpenMP's default
+    std::string flash_backward =
+        "default";     // --attention flash's backward kernels: default | wide (two m-tiles per warp)
+    int threads = 0;   // CPU threads; 0: OpenMP's default
     uint64_t seed = 1337;
     int log_every = 1;       // print a step line every N steps (the JSONL log gets every step)
     bool profile = false;    // CUDA: GPU time per kernel-set op, printed at exit

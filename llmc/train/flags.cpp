@@ -388,6 +388,12 @@ std::vector<Flag> make_table() {
              &C::attention)
             .one_of({"gemm", "flash", "cudnn"})
             .config([](const C&, const P& p) { return Rows{text_row("attention", p.attention)}; }),
+        Flag("--flash-backward", runtime, "KIND",
+             "With --attention flash: the backward's kernels. default (16 rows per warp) | wide (32 rows per warp: "
+             "every fragment read from shared memory feeds two mma's, the same values; the 16-bit backward, not FP8's "
+             "fused cast; experimental)",
+             &C::flash_backward)
+            .one_of({"default", "wide"}),
         Flag("--fused-kernels", runtime, "BOOL",
              "CUDA: run fused ops as one kernel (FP8 casts in their producers, residual add + layernorm, bias "
              "gradients in layernorm and GELU backward; experimental); false: the separate kernels, the same bits",

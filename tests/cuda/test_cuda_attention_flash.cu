@@ -20,7 +20,9 @@
 // tests at the end (the support predicate, the launchers' argument checks) run anywhere.
 // cuDNN's fused attention (--attention cudnn, cuda/attention_cudnn.h) is held to the same bounds
 // against the exact op, and to the same overwrite and determinism checks (CudaAttentionCudnnTest;
-// SKIPPED where the build has no cuDNN attention, saying why).
+// SKIPPED where the build has no cuDNN attention, saying why). The wide backward
+// (--flash-backward wide, cuda/attention_flash_bwd_wide.cuh) is held to the flash bounds and must
+// equal the default kernels' values.
 #include "tests/attention_bounds.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/cuda/test_stream.h"
@@ -29,6 +31,7 @@
 #include "cpu/kernels.h"
 #include "cuda/attention_cudnn.h"
 #include "cuda/attention_flash.cuh"
+#include "cuda/attention_flash_bwd_wide.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -116,7 +119,8 @@ BoundCheck expect_within(const std::string& what, const std::vector<float>& got,
 }
 
 // The kernel under test: the hand-written flash attention, or cuDNN's (which has no tiled twin).
-enum class Impl { kFlash, kCudnn };
+// kFlashWide: the flash forward with the wide backward kernels (--flash-backward wide)
+enum class Impl { kFlash, kCudnn, kFlashWide };
 
 void check_forward(DType dtype, const Shape& s, uint64_t seed, Impl impl = Impl::kFlash) {
     SCOPED_TRACE(shape_str(s));
@@ -190,6 +194,9 @@ void check_backward(DType dtype, const Shape& s, uint64_t seed, Impl impl = Impl
             if (impl == Impl::kCudnn)
                 attention_backward_cudnn(dst, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH, dtype,
                                          stream.s);
+            else if (impl == Impl::kFlashWide)
+                gpu::attention_backward_flash_wide<D>(dst, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                                      stream.s);
             else
                 gpu::attention_backward_flash<D>(dst, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
                                                  stream.s);
@@ -202,7 +209,7 @@ void check_backward(DType dtype, const Shape& s, uint64_t seed, Impl impl = Impl
         attention_backward_bounds(bound, floats(qkv).data(), floats(dout).data(), floats(out).data(), lse.data(),
                                   ref.data(), B, T, NH, rounding_of(dtype));
         expect_within("dqkv: cuda vs exact op", gpu_f, ref, bound);
-        if (impl == Impl::kFlash) expect_within("dqkv: cuda vs tiled twin", gpu_f, floats(dqkv_twin), bound);
+        if (impl != Impl::kCudnn) expect_within("dqkv: cuda vs tiled twin", gpu_f, floats(dqkv_twin), bound);
         EXPECT_EQ(0, std::memcmp(got.data(), got2.data(), got.size() * sizeof(H)))
             << "attention_backward_flash: a run into a buffer of random values differs from a run into a poisoned "
                "one (not deterministic, or accumulating instead of overwriting)";
@@ -221,6 +228,53 @@ TEST_P(CudaAttentionFlashTest, ForwardMatchesExactOpAndTwin) {
 TEST_P(CudaAttentionFlashTest, BackwardMatchesExactOpAndTwinOverwritesAndIsDeterministic) {
     for (const Shape& s : kShapes)
         check_backward(GetParam(), s, seed_ + 1);
+}
+
+// The wide backward (cuda/attention_flash_bwd_wide.cuh): the same bounds, overwrite and determinism...
+TEST_P(CudaAttentionFlashTest, WideBackwardMatchesExactOpAndTwinOverwritesAndIsDeterministic) {
+    for (const Shape& s : kShapes)
+        check_backward(GetParam(), s, seed_ + 1, Impl::kFlashWide);
+}
+
+// ...and the same values as the default kernels: both add the same products in the same order (the
+// host twin shows it for its emulated mma; this, for the tensor cores). == takes −0 for +0.
+TEST_P(CudaAttentionFlashTest, WideBackwardEqualsDefaultBackward) {
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(shape_str(s));
+        with_types(GetParam(), [&](auto htag, auto dtag) {
+            using H = decltype(htag);
+            using D = decltype(dtag);
+            const int B = s.B, T = s.T, NH = s.NH, C = NH * kHs;
+            Random r(seed_ + 2);
+            const std::vector<H> qkv = random_h<H>(r, (size_t)B * T * 3 * C, 1.5);
+            const std::vector<H> dout = random_h<H>(r, (size_t)B * T * C, 1.0);
+            std::vector<H> out((size_t)B * T * C);
+            std::vector<float> lse((size_t)B * NH * T);
+            cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+            DeviceBuffer<D> d_qkv(qkv.size()), d_dout(dout.size()), d_out(out.size()), d_default(qkv.size()),
+                d_wide(qkv.size());
+            DeviceBuffer<float> d_lse(lse.size());
+            d_qkv.upload(qkv);
+            d_dout.upload(dout);
+            d_out.upload(out);
+            d_lse.upload(lse);
+            d_default.poison();
+            d_wide.poison();
+            TestStream stream;
+            gpu::attention_backward_flash<D>(d_default.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                             stream.s);
+            gpu::attention_backward_flash_wide<D>(d_wide.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                                  stream.s);
+            cudaCheck(cudaStreamSynchronize(stream.s));
+            const std::vector<float> a = floats(d_default.template download<H>()),
+                                     b = floats(d_wide.template download<H>());
+            size_t differ = 0;
+            for (size_t i = 0; i < a.size(); i++)
+                differ += !(a[i] == b[i]);
+            EXPECT_EQ(differ, 0u) << "of " << a.size()
+                                  << " elements of dqkv differ between the default and wide kernels";
+        });
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Bf16Fp16, CudaAttentionFlashTest, ::testing::Values(DType::BF16, DType::F16),
@@ -267,6 +321,11 @@ TEST(AttentionFlashHost, LaunchersRejectOtherHeadSizesAndMisalignedBuffers) {
     EXPECT_CONTAINS(error_of([] {
                         gpu::attention_backward_flash<E>(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 128, 1,
                                                          nullptr);
+                    }),
+                    "head size");
+    EXPECT_CONTAINS(error_of([] {
+                        gpu::attention_backward_flash_wide<E>(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 128, 1,
+                                                              nullptr);
                     }),
                     "head size");
     const E* misaligned = reinterpret_cast<const E*>(uintptr_t(8));

@@ -371,22 +371,20 @@ float d_row(const T* dO, const T* O) {
 
 // ---- backward: the two score-sized products of each backward kernel (score_products) ------------
 
-constexpr int kBwdNT = fl::kBwdTile / mma::kN;   // n-tiles of the walked tile
-
-// c1 = A1·B1ᵀ, c2 = A2·B2ᵀ (16 rows × kBwdTile columns, zeroed first): A1, A2 the warp's A
-// fragments over the head dimension, B1, B2 tiles stored [column][dim] (kBnk). The dK/dV kernel's
-// Sᵀ = K_w·Qᵀ and dPᵀ = V_w·dOᵀ, the dQ kernel's S = Q_w·Kᵀ and dP = dO_w·Vᵀ.
-template <typename T>
-void score_products(CFrag (&c1)[kBwdNT], CFrag (&c2)[kBwdNT], const AFrag (&a1)[kKSteps], const AFrag (&a2)[kKSteps],
-                    const Tile& b1, const Tile& b2) {
-    for (int nt = 0; nt < kBwdNT; nt++) {
+// c1 = A1·B1ᵀ, c2 = A2·B2ᵀ (16 rows × 8·NT columns, zeroed first): A1, A2 the warp's A fragments
+// over the head dimension (one m-tile), B1, B2 tiles stored [column][dim] (kBnk), from column col0.
+// The dK/dV kernels' Sᵀ = K_w·Qᵀ and dPᵀ = V_w·dOᵀ, the dQ kernels' S = Q_w·Kᵀ and dP = dO_w·Vᵀ.
+template <typename T, int NT>
+void score_products(CFrag (&c1)[NT], CFrag (&c2)[NT], const AFrag (&a1)[kKSteps], const AFrag (&a2)[kKSteps],
+                    const Tile& b1, const Tile& b2, int col0) {
+    for (int nt = 0; nt < NT; nt++) {
         zero(c1[nt]);
         zero(c2[nt]);
     }
     for (int kk = 0; kk < kKSteps; kk++)
-        for (int np = 0; np < kBwdNT / 2; np++) {
-            const BPair f1 = split_pair(ldmatrix_x4(b1, X4::kBnk, 16 * np, 16 * kk));
-            const BPair f2 = split_pair(ldmatrix_x4(b2, X4::kBnk, 16 * np, 16 * kk));
+        for (int np = 0; np < NT / 2; np++) {
+            const BPair f1 = split_pair(ldmatrix_x4(b1, X4::kBnk, col0 + 16 * np, 16 * kk));
+            const BPair f2 = split_pair(ldmatrix_x4(b2, X4::kBnk, col0 + 16 * np, 16 * kk));
             for (int t = 0; t < 2; t++) {
                 mma_16816<T>(c1[2 * np + t], a1[kk], f1.b[t]);
                 mma_16816<T>(c2[2 * np + t], a2[kk], f2.b[t]);
@@ -394,12 +392,20 @@ void score_products(CFrag (&c1)[kBwdNT], CFrag (&c2)[kBwdNT], const AFrag (&a1)[
         }
 }
 
-// ---- backward: attention_backward_dkdv_kernel ------------------------------------------------------
+// The backward blocks below take the warp layout L (cuda/attention_flash_tiling.h, BwdLayout):
+// BwdDefaultLayout for attention_flash.cuh's kernels, BwdWideDkdvLayout / BwdWideDqLayout for
+// attention_flash_bwd_wide.cuh's. A warp of L owns L::kWarpMTiles m-tiles; each m-tile's products
+// are the ones the kernel computes for it (the wide dK/dV kernel reads V's A fragments from shared
+// memory at every k-step instead of keeping them: the same registers, so the twin keeps them).
 
-template <typename T>
+// ---- backward: attention_backward_dkdv_kernel, attention_backward_dkdv_wide_kernel --------------
+
+template <typename T, class L>
 void dkdv_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, int Tlen, int C, int NH, int bh,
                 int kb, float scale, float scale_log2, TiledStats& stats) {
-    constexpr int NT = kBwdNT;   // n-tiles of queries in Sᵀ
+    constexpr int MT = L::kWarpMTiles, WR = L::kWarpRows, QS = L::kStage, SL = L::kSlice;
+    constexpr int NT = SL / mma::kN;   // n-tiles of queries in Sᵀ (one slice)
+    constexpr int W = fl::kBwdWarps;
     const int b = bh / NH, h = bh % NH;
     const size_t ld = (size_t)3 * C;
     const T* q_base = qkv + (size_t)b * Tlen * ld + (size_t)h * kHs;
@@ -408,88 +414,97 @@ void dkdv_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const fl
     const T* do_base = dout + (size_t)b * Tlen * C + (size_t)h * kHs;
     const float* lse_bh = lse + (size_t)bh * Tlen;
     const float* D_bh = D + (size_t)bh * Tlen;
-    const int k0 = kb * fl::kBwdBlockRows;
-    const int nq = fl::ceil_div_int(Tlen, fl::kBwdTile);
+    const int k0 = kb * L::kBlockRows;
+    const int nq = fl::ceil_div_int(Tlen, QS);
 
-    Tile ks(fl::kBwdBlockRows), vs(fl::kBwdBlockRows), qs(fl::kBwdTile), dos(fl::kBwdTile);
-    load_tile(ks, k_base, ld, k0, fl::kBwdBlockRows, Tlen);
-    load_tile(vs, v_base, ld, k0, fl::kBwdBlockRows, Tlen);
-    AFrag kf[fl::kBwdWarps][kKSteps], vf[fl::kBwdWarps][kKSteps];
-    CFrag dk[fl::kBwdWarps][kHsNTiles], dv[fl::kBwdWarps][kHsNTiles];
-    for (int wi = 0; wi < fl::kBwdWarps; wi++) {
-        for (int kk = 0; kk < kKSteps; kk++) {
-            kf[wi][kk] = as_a(ldmatrix_x4(ks, X4::kA, wi * fl::kBwdWarpRows, 16 * kk));
-            vf[wi][kk] = as_a(ldmatrix_x4(vs, X4::kA, wi * fl::kBwdWarpRows, 16 * kk));
+    Tile ks(L::kBlockRows), vs(L::kBlockRows), qs(QS), dos(QS);
+    load_tile(ks, k_base, ld, k0, L::kBlockRows, Tlen);
+    load_tile(vs, v_base, ld, k0, L::kBlockRows, Tlen);
+    AFrag kf[W][MT][kKSteps], vf[W][MT][kKSteps];
+    CFrag dk[W][MT][kHsNTiles], dv[W][MT][kHsNTiles];
+    for (int wi = 0; wi < W; wi++)
+        for (int mt = 0; mt < MT; mt++) {
+            for (int kk = 0; kk < kKSteps; kk++) {
+                kf[wi][mt][kk] = as_a(ldmatrix_x4(ks, X4::kA, wi * WR + mma::kM * mt, 16 * kk));
+                vf[wi][mt][kk] = as_a(ldmatrix_x4(vs, X4::kA, wi * WR + mma::kM * mt, 16 * kk));
+            }
+            for (int nt = 0; nt < kHsNTiles; nt++) {
+                zero(dk[wi][mt][nt]);
+                zero(dv[wi][mt][nt]);
+            }
         }
-        for (int nt = 0; nt < kHsNTiles; nt++) {
-            zero(dk[wi][nt]);
-            zero(dv[wi][nt]);
+    float lse_s[QS], D_s[QS];
+    for (int qt = fl::first_query_tile_for_key(k0, QS); qt < nq; qt++) {
+        load_tile(qs, q_base, ld, qt * QS, QS, Tlen);
+        load_tile(dos, do_base, (size_t)C, qt * QS, QS, Tlen);
+        for (int i = 0; i < QS; i++) {
+            lse_s[i] = qt * QS + i < Tlen ? lse_bh[qt * QS + i] : 0.0f;
+            D_s[i] = qt * QS + i < Tlen ? D_bh[qt * QS + i] : 0.0f;
         }
-    }
-    float lse_s[fl::kBwdTile], D_s[fl::kBwdTile];
-    for (int qt = fl::first_query_tile_for_key(k0, fl::kBwdTile); qt < nq; qt++) {
-        const int t0 = qt * fl::kBwdTile;
-        load_tile(qs, q_base, ld, t0, fl::kBwdTile, Tlen);
-        load_tile(dos, do_base, (size_t)C, t0, fl::kBwdTile, Tlen);
-        for (int i = 0; i < fl::kBwdTile; i++) {
-            lse_s[i] = t0 + i < Tlen ? lse_bh[t0 + i] : 0.0f;
-            D_s[i] = t0 + i < Tlen ? D_bh[t0 + i] : 0.0f;
-        }
-        for (int wi = 0; wi < fl::kBwdWarps; wi++) {
-            const int j0 = k0 + wi * fl::kBwdWarpRows;
-            const bool skip = fl::key_rows_fully_masked(j0, t0, fl::kBwdTile, Tlen);
-            count(stats, !skip, any_live(j0, fl::kBwdWarpRows, t0, fl::kBwdTile, false, true, Tlen));
-            if (skip) continue;
-            // Sᵀ = K_w·Qᵀ, dPᵀ = V_w·dOᵀ: B pairs from Q, dO stored [query][dim] (kBnk)
-            CFrag st[NT], dpt[NT];
-            score_products<T>(st, dpt, kf[wi], vf[wi], qs, dos);
-            // Pᵀ = round(exp2(Sᵀ·scale·log2e − lse·log2e)), dSᵀ = round(Pᵀ·(dPᵀ − D)); 0 where masked
-            for (int nt = 0; nt < NT; nt++)
-                for (int lane = 0; lane < kLanes; lane++)
-                    for (int i = 0; i < 4; i++) {
-                        const Coord c = mma::c_coord(lane, i);
-                        const int col = 8 * nt + c.col;   // query within the tile
-                        const bool keep = fl::causal_keep_bwd(t0 + col, j0 + c.row, Tlen);
-                        const float lse2 = lse_s[col] * fl::kLog2e;
-                        const float p = round_to_t<T>(std::exp2(std::fma(st[nt].r[lane][i], scale_log2, -lse2)));
-                        const float ds = round_to_t<T>(p * (dpt[nt].r[lane][i] - D_s[col]));
-                        st[nt].r[lane][i] = keep ? p : 0.0f;
-                        dpt[nt].r[lane][i] = keep ? ds : 0.0f;
-                    }
-            // dV_w += Pᵀ·dO, dK_w += dSᵀ·Q: A from the registers, B pairs from dO, Q stored [query][dim] (kBkn)
-            for (int kk = 0; kk < NT / 2; kk++) {
-                const AFrag pa = c_to_a<T>(st, kk), dsa = c_to_a<T>(dpt, kk);
-                for (int np = 0; np < kHsNTiles / 2; np++) {
-                    const BPair bo = split_pair(ldmatrix_x4(dos, X4::kBkn, 16 * kk, 16 * np));
-                    const BPair bq = split_pair(ldmatrix_x4(qs, X4::kBkn, 16 * kk, 16 * np));
-                    for (int t = 0; t < 2; t++) {
-                        mma_16816<T>(dv[wi][2 * np + t], pa, bo.b[t]);
-                        mma_16816<T>(dk[wi][2 * np + t], dsa, bq.b[t]);
+        for (int wi = 0; wi < W; wi++)
+            for (int c0 = 0; c0 < QS; c0 += SL) {   // the stage's slices
+                const int j0 = k0 + wi * WR, t0 = qt * QS + c0;
+                const bool skip = fl::key_rows_fully_masked(j0, t0, SL, Tlen);
+                count(stats, !skip, any_live(j0, WR, t0, SL, false, true, Tlen));
+                if (skip) continue;
+                for (int mt = 0; mt < MT; mt++) {
+                    const int jm = j0 + mma::kM * mt;   // the m-tile's first key
+                    // Sᵀ = K_w·Qᵀ, dPᵀ = V_w·dOᵀ: B pairs from Q, dO stored [query][dim] (kBnk)
+                    CFrag st[NT], dpt[NT];
+                    score_products<T, NT>(st, dpt, kf[wi][mt], vf[wi][mt], qs, dos, c0);
+                    // Pᵀ = round(exp2(Sᵀ·scale·log2e − lse·log2e)), dSᵀ = round(Pᵀ·(dPᵀ − D)); 0 where masked
+                    for (int nt = 0; nt < NT; nt++)
+                        for (int lane = 0; lane < kLanes; lane++)
+                            for (int i = 0; i < 4; i++) {
+                                const Coord c = mma::c_coord(lane, i);
+                                const int col = c0 + 8 * nt + c.col;   // query within the stage
+                                const bool keep = fl::causal_keep_bwd(qt * QS + col, jm + c.row, Tlen);
+                                const float lse2 = lse_s[col] * fl::kLog2e;
+                                const float p =
+                                    round_to_t<T>(std::exp2(std::fma(st[nt].r[lane][i], scale_log2, -lse2)));
+                                const float ds = round_to_t<T>(p * (dpt[nt].r[lane][i] - D_s[col]));
+                                st[nt].r[lane][i] = keep ? p : 0.0f;
+                                dpt[nt].r[lane][i] = keep ? ds : 0.0f;
+                            }
+                    // dV_w += Pᵀ·dO, dK_w += dSᵀ·Q: A from the registers, B pairs from dO, Q stored [query][dim] (kBkn)
+                    for (int kk = 0; kk < NT / 2; kk++) {
+                        const AFrag pa = c_to_a<T>(st, kk), dsa = c_to_a<T>(dpt, kk);
+                        for (int np = 0; np < kHsNTiles / 2; np++) {
+                            const BPair bo = split_pair(ldmatrix_x4(dos, X4::kBkn, c0 + 16 * kk, 16 * np));
+                            const BPair bq = split_pair(ldmatrix_x4(qs, X4::kBkn, c0 + 16 * kk, 16 * np));
+                            for (int t = 0; t < 2; t++) {
+                                mma_16816<T>(dv[wi][mt][2 * np + t], pa, bo.b[t]);
+                                mma_16816<T>(dk[wi][mt][2 * np + t], dsa, bq.b[t]);
+                            }
+                        }
                     }
                 }
             }
-        }
     }
     // epilogue: dk = round(scale · dK), dv = round(dV), rows < T
-    for (int wi = 0; wi < fl::kBwdWarps; wi++)
-        for (int nt = 0; nt < kHsNTiles; nt++)
-            for (int lane = 0; lane < kLanes; lane++)
-                for (int i = 0; i < 4; i++) {
-                    const Coord c = mma::c_coord(lane, i);
-                    const int j = k0 + wi * fl::kBwdWarpRows + c.row;
-                    if (j >= Tlen) continue;
-                    T* row = dqkv + ((size_t)b * Tlen + j) * ld + (size_t)h * kHs + 8 * nt + c.col;
-                    row[C] = T::from_float(dk[wi][nt].r[lane][i] * scale);
-                    row[2 * (size_t)C] = T::from_float(dv[wi][nt].r[lane][i]);
-                }
+    for (int wi = 0; wi < W; wi++)
+        for (int mt = 0; mt < MT; mt++)
+            for (int nt = 0; nt < kHsNTiles; nt++)
+                for (int lane = 0; lane < kLanes; lane++)
+                    for (int i = 0; i < 4; i++) {
+                        const Coord c = mma::c_coord(lane, i);
+                        const int j = k0 + wi * WR + mma::kM * mt + c.row;
+                        if (j >= Tlen) continue;
+                        T* row = dqkv + ((size_t)b * Tlen + j) * ld + (size_t)h * kHs + 8 * nt + c.col;
+                        row[C] = T::from_float(dk[wi][mt][nt].r[lane][i] * scale);
+                        row[2 * (size_t)C] = T::from_float(dv[wi][mt][nt].r[lane][i]);
+                    }
 }
 
-// ---- backward: attention_backward_dq_kernel --------------------------------------------------------
+// ---- backward: attention_backward_dq_kernel, attention_backward_dq_wide_kernel ------------------
 
-template <typename T>
+template <typename T, class L>
 void dq_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, int Tlen, int C, int NH, int bh,
               int qb, float scale, float scale_log2, TiledStats& stats) {
-    constexpr int NT = kBwdNT;   // n-tiles of keys in S
+    constexpr int MT = L::kWarpMTiles, WR = L::kWarpRows, KT = L::kStage;
+    constexpr int NT = KT / mma::kN;   // n-tiles of keys in S
+    constexpr int W = fl::kBwdWarps;
+    static_assert(L::kSlice == L::kStage, "the dQ kernels compute a whole key tile per warp step");
     const int b = bh / NH, h = bh % NH;
     const size_t ld = (size_t)3 * C;
     const T* q_base = qkv + (size_t)b * Tlen * ld + (size_t)h * kHs;
@@ -498,73 +513,105 @@ void dq_block(T* dqkv, const T* dout, const T* qkv, const float* lse, const floa
     const T* do_base = dout + (size_t)b * Tlen * C + (size_t)h * kHs;
     const float* lse_bh = lse + (size_t)bh * Tlen;
     const float* D_bh = D + (size_t)bh * Tlen;
-    const int q0 = qb * fl::kBwdBlockRows;
-    const int n_kt = fl::key_tiles_for_query_block(q0, fl::kBwdBlockRows, Tlen, fl::kBwdTile);
+    const int q0 = qb * L::kBlockRows;
+    const int n_kt = fl::key_tiles_for_query_block(q0, L::kBlockRows, Tlen, KT);
 
-    Tile qs(fl::kBwdBlockRows), dos(fl::kBwdBlockRows), ks(fl::kBwdTile), vs(fl::kBwdTile);
-    load_tile(qs, q_base, ld, q0, fl::kBwdBlockRows, Tlen);
-    load_tile(dos, do_base, (size_t)C, q0, fl::kBwdBlockRows, Tlen);
-    AFrag qf[fl::kBwdWarps][kKSteps], dof[fl::kBwdWarps][kKSteps];
-    CFrag dq[fl::kBwdWarps][kHsNTiles];
-    float lse2[fl::kBwdWarps][2][kLanes], Dr[fl::kBwdWarps][2][kLanes];   // per row half
-    for (int wi = 0; wi < fl::kBwdWarps; wi++) {
-        for (int kk = 0; kk < kKSteps; kk++) {
-            qf[wi][kk] = as_a(ldmatrix_x4(qs, X4::kA, wi * fl::kBwdWarpRows, 16 * kk));
-            dof[wi][kk] = as_a(ldmatrix_x4(dos, X4::kA, wi * fl::kBwdWarpRows, 16 * kk));
-        }
-        for (CFrag& c : dq[wi])
-            zero(c);
-        for (int hh = 0; hh < 2; hh++)
-            for (int lane = 0; lane < kLanes; lane++) {
-                const int t = q0 + wi * fl::kBwdWarpRows + mma::c_coord(lane, 2 * hh).row;
-                lse2[wi][hh][lane] = t < Tlen ? lse_bh[t] * fl::kLog2e : 0.0f;
-                Dr[wi][hh][lane] = t < Tlen ? D_bh[t] : 0.0f;
+    Tile qs(L::kBlockRows), dos(L::kBlockRows), ks(KT), vs(KT);
+    load_tile(qs, q_base, ld, q0, L::kBlockRows, Tlen);
+    load_tile(dos, do_base, (size_t)C, q0, L::kBlockRows, Tlen);
+    AFrag qf[W][MT][kKSteps], dof[W][MT][kKSteps];
+    CFrag dq[W][MT][kHsNTiles];
+    float lse2[W][MT][2][kLanes], Dr[W][MT][2][kLanes];   // per row half
+    for (int wi = 0; wi < W; wi++)
+        for (int mt = 0; mt < MT; mt++) {
+            for (int kk = 0; kk < kKSteps; kk++) {
+                qf[wi][mt][kk] = as_a(ldmatrix_x4(qs, X4::kA, wi * WR + mma::kM * mt, 16 * kk));
+                dof[wi][mt][kk] = as_a(ldmatrix_x4(dos, X4::kA, wi * WR + mma::kM * mt, 16 * kk));
             }
-    }
+            for (CFrag& c : dq[wi][mt])
+                zero(c);
+            for (int hh = 0; hh < 2; hh++)
+                for (int lane = 0; lane < kLanes; lane++) {
+                    const int t = q0 + wi * WR + mma::kM * mt + mma::c_coord(lane, 2 * hh).row;
+                    lse2[wi][mt][hh][lane] = t < Tlen ? lse_bh[t] * fl::kLog2e : 0.0f;
+                    Dr[wi][mt][hh][lane] = t < Tlen ? D_bh[t] : 0.0f;
+                }
+        }
     for (int kt = 0; kt < n_kt; kt++) {
-        const int k0 = kt * fl::kBwdTile;
-        load_tile(ks, k_base, ld, k0, fl::kBwdTile, Tlen);
-        load_tile(vs, v_base, ld, k0, fl::kBwdTile, Tlen);
-        for (int wi = 0; wi < fl::kBwdWarps; wi++) {
-            const int r0 = q0 + wi * fl::kBwdWarpRows;
-            const bool skip = fl::query_rows_fully_masked(r0, fl::kBwdWarpRows, k0, Tlen);
-            count(stats, !skip, any_live(r0, fl::kBwdWarpRows, k0, fl::kBwdTile, true, true, Tlen));
+        const int k0 = kt * KT;
+        load_tile(ks, k_base, ld, k0, KT, Tlen);
+        load_tile(vs, v_base, ld, k0, KT, Tlen);
+        for (int wi = 0; wi < W; wi++) {
+            const int r0 = q0 + wi * WR;
+            const bool skip = fl::query_rows_fully_masked(r0, WR, k0, Tlen);
+            count(stats, !skip, any_live(r0, WR, k0, KT, true, true, Tlen));
             if (skip) continue;
-            // S = Q_w·Kᵀ, dP = dO_w·Vᵀ: B pairs from K, V stored [key][dim] (kBnk)
-            CFrag s[NT], dp[NT];
-            score_products<T>(s, dp, qf[wi], dof[wi], ks, vs);
-            for (int nt = 0; nt < NT; nt++)
+            for (int mt = 0; mt < MT; mt++) {
+                const int rm = r0 + mma::kM * mt;   // the m-tile's first query
+                // S = Q_w·Kᵀ, dP = dO_w·Vᵀ: B pairs from K, V stored [key][dim] (kBnk)
+                CFrag s[NT], dp[NT];
+                score_products<T, NT>(s, dp, qf[wi][mt], dof[wi][mt], ks, vs, 0);
+                for (int nt = 0; nt < NT; nt++)
+                    for (int lane = 0; lane < kLanes; lane++)
+                        for (int i = 0; i < 4; i++) {
+                            const Coord c = mma::c_coord(lane, i);
+                            const int hh = i >> 1;
+                            const bool keep = fl::causal_keep_bwd(rm + c.row, k0 + 8 * nt + c.col, Tlen);
+                            const float p = round_to_t<T>(
+                                std::exp2(std::fma(s[nt].r[lane][i], scale_log2, -lse2[wi][mt][hh][lane])));
+                            const float ds = round_to_t<T>(p * (dp[nt].r[lane][i] - Dr[wi][mt][hh][lane]));
+                            dp[nt].r[lane][i] = keep ? ds : 0.0f;
+                        }
+                // dQ_w += dS·K: A from the registers, B pairs from K stored [key][dim] (kBkn)
+                for (int kk = 0; kk < NT / 2; kk++) {
+                    const AFrag dsa = c_to_a<T>(dp, kk);
+                    for (int np = 0; np < kHsNTiles / 2; np++) {
+                        const BPair bk = split_pair(ldmatrix_x4(ks, X4::kBkn, 16 * kk, 16 * np));
+                        for (int t = 0; t < 2; t++)
+                            mma_16816<T>(dq[wi][mt][2 * np + t], dsa, bk.b[t]);
+                    }
+                }
+            }
+        }
+    }
+    for (int wi = 0; wi < W; wi++)
+        for (int mt = 0; mt < MT; mt++)
+            for (int nt = 0; nt < kHsNTiles; nt++)
                 for (int lane = 0; lane < kLanes; lane++)
                     for (int i = 0; i < 4; i++) {
                         const Coord c = mma::c_coord(lane, i);
-                        const int hh = i >> 1;
-                        const bool keep = fl::causal_keep_bwd(r0 + c.row, k0 + 8 * nt + c.col, Tlen);
-                        const float p =
-                            round_to_t<T>(std::exp2(std::fma(s[nt].r[lane][i], scale_log2, -lse2[wi][hh][lane])));
-                        const float ds = round_to_t<T>(p * (dp[nt].r[lane][i] - Dr[wi][hh][lane]));
-                        dp[nt].r[lane][i] = keep ? ds : 0.0f;
+                        const int t = q0 + wi * WR + mma::kM * mt + c.row;
+                        if (t >= Tlen) continue;
+                        dqkv[((size_t)b * Tlen + t) * ld + (size_t)h * kHs + 8 * nt + c.col] =
+                            T::from_float(dq[wi][mt][nt].r[lane][i] * scale);
                     }
-            // dQ_w += dS·K: A from the registers, B pairs from K stored [key][dim] (kBkn)
-            for (int kk = 0; kk < NT / 2; kk++) {
-                const AFrag dsa = c_to_a<T>(dp, kk);
-                for (int np = 0; np < kHsNTiles / 2; np++) {
-                    const BPair bk = split_pair(ldmatrix_x4(ks, X4::kBkn, 16 * kk, 16 * np));
-                    for (int t = 0; t < 2; t++)
-                        mma_16816<T>(dq[wi][2 * np + t], dsa, bk.b[t]);
-                }
-            }
+}
+
+// The dK/dV blocks, then the dQ blocks, of layouts LK, LQ, in the kernels' launch order (D given).
+template <typename T, class LK, class LQ>
+void backward_blocks(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, int B, int Tlen, int C,
+                     int NH, TiledStats* stats) {
+    const float scale = 1.0f / std::sqrt((float)fl::kHeadSize);
+    const float scale_log2 = scale * fl::kLog2e;
+    const int BH = B * NH;
+    const int nk = fl::ceil_div_int(Tlen, LK::kBlockRows), nq = fl::ceil_div_int(Tlen, LQ::kBlockRows);
+#pragma omp parallel
+    {
+        TiledStats local;
+#pragma omp for schedule(dynamic)
+        for (int block = 0; block < BH * nk; block++) {
+            const fl::TileIndex ti = fl::longest_first_key_block(block, BH);
+            local.blocks++;
+            dkdv_block<T, LK>(dqkv, dout, qkv, lse, D, Tlen, C, NH, ti.bh, ti.tile, scale, scale_log2, local);
         }
+#pragma omp for schedule(dynamic)
+        for (int block = 0; block < BH * nq; block++) {
+            const fl::TileIndex ti = fl::longest_first_query_block(block, BH, nq);
+            local.blocks++;
+            dq_block<T, LQ>(dqkv, dout, qkv, lse, D, Tlen, C, NH, ti.bh, ti.tile, scale, scale_log2, local);
+        }
+        merge(stats, local);
     }
-    for (int wi = 0; wi < fl::kBwdWarps; wi++)
-        for (int nt = 0; nt < kHsNTiles; nt++)
-            for (int lane = 0; lane < kLanes; lane++)
-                for (int i = 0; i < 4; i++) {
-                    const Coord c = mma::c_coord(lane, i);
-                    const int t = q0 + wi * fl::kBwdWarpRows + c.row;
-                    if (t >= Tlen) continue;
-                    dqkv[((size_t)b * Tlen + t) * ld + (size_t)h * kHs + 8 * nt + c.col] =
-                        T::from_float(dq[wi][nt].r[lane][i] * scale);
-                }
 }
 
 }   // namespace
@@ -591,11 +638,9 @@ void attention_forward_tiled(T* out, float* lse, const T* qkv, int B, int Tlen, 
 
 template <typename T>
 void attention_backward_tiled(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen,
-                              int C, int NH, TiledStats* stats) {
+                              int C, int NH, TiledStats* stats, fl::BwdKernels kernels) {
     check_shape("attention_backward_tiled", B, Tlen, C, NH);
     if (B == 0 || Tlen == 0) return;
-    const float scale = 1.0f / std::sqrt((float)fl::kHeadSize);
-    const float scale_log2 = scale * fl::kLog2e;
     const int BH = B * NH;
     // D (B, NH, T): attention_backward_d_kernel
     std::vector<float> D((size_t)BH * Tlen);
@@ -607,31 +652,19 @@ void attention_backward_tiled(T* dqkv, const T* dout, const T* qkv, const T* out
             D[(size_t)bh * Tlen + t] = d_row(dout + o, out + o);
         }
     }
-    const int nk = fl::ceil_div_int(Tlen, fl::kBwdBlockRows), nq = fl::ceil_div_int(Tlen, fl::kBwdBlockRows);
-#pragma omp parallel
-    {
-        TiledStats local;
-#pragma omp for schedule(dynamic)
-        for (int block = 0; block < BH * nk; block++) {
-            const fl::TileIndex ti = fl::longest_first_key_block(block, BH);
-            local.blocks++;
-            dkdv_block(dqkv, dout, qkv, lse, D.data(), Tlen, C, NH, ti.bh, ti.tile, scale, scale_log2, local);
-        }
-#pragma omp for schedule(dynamic)
-        for (int block = 0; block < BH * nq; block++) {
-            const fl::TileIndex ti = fl::longest_first_query_block(block, BH, nq);
-            local.blocks++;
-            dq_block(dqkv, dout, qkv, lse, D.data(), Tlen, C, NH, ti.bh, ti.tile, scale, scale_log2, local);
-        }
-        merge(stats, local);
-    }
+    if (kernels == fl::BwdKernels::kWide)
+        backward_blocks<T, fl::BwdWideDkdvLayout, fl::BwdWideDqLayout>(dqkv, dout, qkv, lse, D.data(), B, Tlen, C, NH,
+                                                                       stats);
+    else
+        backward_blocks<T, fl::BwdDefaultLayout, fl::BwdDefaultLayout>(dqkv, dout, qkv, lse, D.data(), B, Tlen, C, NH,
+                                                                       stats);
 }
 
 template void attention_forward_tiled<bf16>(bf16*, float*, const bf16*, int, int, int, int, TiledStats*);
 template void attention_forward_tiled<fp16>(fp16*, float*, const fp16*, int, int, int, int, TiledStats*);
 template void attention_backward_tiled<bf16>(bf16*, const bf16*, const bf16*, const bf16*, const float*, int, int, int,
-                                             int, TiledStats*);
+                                             int, TiledStats*, fl::BwdKernels);
 template void attention_backward_tiled<fp16>(fp16*, const fp16*, const fp16*, const fp16*, const float*, int, int, int,
-                                             int, TiledStats*);
+                                             int, TiledStats*, fl::BwdKernels);
 
 }   // namespace train_gpt::cpu

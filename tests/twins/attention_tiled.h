@@ -23,6 +23,7 @@
 // zeroed dqkv to compare). T = bf16 or fp16; head size 64 (flash::kHeadSize).
 #pragma once
 
+#include "cuda/attention_flash_tiling.h"   // flash::BwdKernels
 #include "precision/dtypes.h"
 
 #include <cstdint>
@@ -41,8 +42,11 @@ template <typename T>
 void attention_forward_tiled(T* out, float* lse, const T* qkv, int B, int Tlen, int C, int NH,
                              TiledStats* stats = nullptr);
 
+// kernels: the default kernels' warp layout (cuda/attention_flash.cuh) or the wide kernels'
+// (cuda/attention_flash_bwd_wide.cuh, --flash-backward wide).
 template <typename T>
 void attention_backward_tiled(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int Tlen,
-                              int C, int NH, TiledStats* stats = nullptr);
+                              int C, int NH, TiledStats* stats = nullptr,
+                              flash::BwdKernels kernels = flash::BwdKernels::kDefault);
 
 }   // namespace train_gpt::cpu
