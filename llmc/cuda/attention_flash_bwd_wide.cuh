@@ -15,6 +15,9 @@
 //   dQ (BwdWideDqLayout): one block of 4 warps per (b, h, query block of 128); warp w owns queries
 //     32w … 32w+31, Q_w, dO_w resident; key tiles of 32: S, dP (32 × 32), dS, dQ_w += dS·K, every
 //     K / V B fragment feeding both m-tiles.
+// The file repeats the default kernels' structure on purpose: they stay as they were validated
+// (scripts/check_ptx.sh holds their PTX), and once a gpu_check run validates these, they become
+// the backward of attention_flash.cuh and the default kernels go.
 // Both walk the other side in the default kernels' 16-row k-steps and order, so each accumulator
 // adds the same products in the same order: the values equal the default kernels' (the host twin,
 // tests/twins/attention_tiled.cpp, runs both layouts and tests exactly that). Only the skipped

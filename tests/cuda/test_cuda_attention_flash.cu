@@ -213,6 +213,20 @@ void check_backward(DType dtype, const Shape& s, uint64_t seed, Impl impl = Impl
         EXPECT_EQ(0, std::memcmp(got.data(), got2.data(), got.size() * sizeof(H)))
             << "attention_backward_flash: a run into a buffer of random values differs from a run into a poisoned "
                "one (not deterministic, or accumulating instead of overwriting)";
+        if (impl == Impl::kFlashWide) {
+            // the same values as the default kernels: both add the same products in the same order
+            // (attention_flash_bwd_wide.cuh; the host twin shows it for its emulated mma, this for the
+            // tensor cores). == takes −0 for +0.
+            d_dqkv2.poison();
+            gpu::attention_backward_flash<D>(d_dqkv2.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
+                                             stream.s);
+            cudaCheck(cudaStreamSynchronize(stream.s));
+            const std::vector<float> by_default = floats(d_dqkv2.template download<H>());
+            size_t differ = 0;
+            for (size_t i = 0; i < gpu_f.size(); i++)
+                differ += !(gpu_f[i] == by_default[i]);
+            EXPECT_EQ(differ, 0u) << "of " << gpu_f.size() << " elements of dqkv differ from the default kernels'";
+        }
     });
 }
 
@@ -230,51 +244,11 @@ TEST_P(CudaAttentionFlashTest, BackwardMatchesExactOpAndTwinOverwritesAndIsDeter
         check_backward(GetParam(), s, seed_ + 1);
 }
 
-// The wide backward (cuda/attention_flash_bwd_wide.cuh): the same bounds, overwrite and determinism...
-TEST_P(CudaAttentionFlashTest, WideBackwardMatchesExactOpAndTwinOverwritesAndIsDeterministic) {
+// The wide backward (cuda/attention_flash_bwd_wide.cuh): the same bounds, overwrite and determinism,
+// and the default kernels' values (check_backward).
+TEST_P(CudaAttentionFlashTest, WideBackwardMatchesExactOpTwinAndDefaultKernels) {
     for (const Shape& s : kShapes)
         check_backward(GetParam(), s, seed_ + 1, Impl::kFlashWide);
-}
-
-// ...and the same values as the default kernels: both add the same products in the same order (the
-// host twin shows it for its emulated mma; this, for the tensor cores). == takes −0 for +0.
-TEST_P(CudaAttentionFlashTest, WideBackwardEqualsDefaultBackward) {
-    for (const Shape& s : kShapes) {
-        SCOPED_TRACE(shape_str(s));
-        with_types(GetParam(), [&](auto htag, auto dtag) {
-            using H = decltype(htag);
-            using D = decltype(dtag);
-            const int B = s.B, T = s.T, NH = s.NH, C = NH * kHs;
-            Random r(seed_ + 2);
-            const std::vector<H> qkv = random_h<H>(r, (size_t)B * T * 3 * C, 1.5);
-            const std::vector<H> dout = random_h<H>(r, (size_t)B * T * C, 1.0);
-            std::vector<H> out((size_t)B * T * C);
-            std::vector<float> lse((size_t)B * NH * T);
-            cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
-            DeviceBuffer<D> d_qkv(qkv.size()), d_dout(dout.size()), d_out(out.size()), d_default(qkv.size()),
-                d_wide(qkv.size());
-            DeviceBuffer<float> d_lse(lse.size());
-            d_qkv.upload(qkv);
-            d_dout.upload(dout);
-            d_out.upload(out);
-            d_lse.upload(lse);
-            d_default.poison();
-            d_wide.poison();
-            TestStream stream;
-            gpu::attention_backward_flash<D>(d_default.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
-                                             stream.s);
-            gpu::attention_backward_flash_wide<D>(d_wide.ptr, d_dout.ptr, d_qkv.ptr, d_out.ptr, d_lse.ptr, B, T, C, NH,
-                                                  stream.s);
-            cudaCheck(cudaStreamSynchronize(stream.s));
-            const std::vector<float> a = floats(d_default.template download<H>()),
-                                     b = floats(d_wide.template download<H>());
-            size_t differ = 0;
-            for (size_t i = 0; i < a.size(); i++)
-                differ += !(a[i] == b[i]);
-            EXPECT_EQ(differ, 0u) << "of " << a.size()
-                                  << " elements of dqkv differ between the default and wide kernels";
-        });
-    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Bf16Fp16, CudaAttentionFlashTest, ::testing::Values(DType::BF16, DType::F16),
