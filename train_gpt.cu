@@ -571,9 +571,32 @@ std::vector<FlagOverride> restore_run_flags(int argc, char** argv, const std::st
 //     exist (a branch from an earlier checkpoint into the run's -o would cut them; a damaged newest
 //     checkpoint that --resume-from-intact passes over does not count). A copy of a run directory,
 //     under another -o, logs the original's saves: not refused.
+// "This run's own log" is the log in the directory it names, or one moved here with its run
+// directory (by hand, or the trainer's move-aside of `out`): the directory its last start or
+// resume record names no longer holds a log of this run. A copy leaves one there (a copy of a moved
+// directory, before the run resumed in its new place, counts as moved too: refused, nothing lost).
 std::string parent_directory(const std::string& path) {
     const size_t slash = path.find_last_of('/');
     return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+bool log_moved_here(const LoggedRun& logged, const std::string& here) {
+    const std::string& was = logged.last_output_dir;
+    if (was.empty() || logged.run_ids.empty() || resolved_path(was) == here) return false;
+    if (!file_exists(was + "/log.jsonl")) return true;
+    try {
+        const LoggedRun there = read_logged_run(was + "/log.jsonl");
+        return std::none_of(there.run_ids.begin(), there.run_ids.end(),
+                            [&](const std::string& id) { return logged.run_ids.count(id) > 0; });
+    } catch (const Error&) {
+        return true;   // no log of this run there any more, only an unreadable file
+    }
+}
+
+// path under directory `from` → the same place under `to` (else path as it is)
+std::string rebased(const std::string& path, const std::string& from, const std::string& to) {
+    if (path.compare(0, from.size(), from) != 0 || (path.size() > from.size() && path[from.size()] != '/')) return path;
+    return to + path.substr(from.size());
 }
 
 bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
@@ -585,9 +608,13 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
     const int64_t step = from.manifest.step;
     const auto recorded =
         std::find_if(overrides.begin(), overrides.end(), [](const FlagOverride& o) { return o.flag == "output-dir"; });
-    const bool own_dir = !logged.output_dirs.empty() ? logged.output_dirs.count(resolved_path(cfg.output_dir)) > 0
-                                                     : recorded == overrides.end() || resolved_path(recorded->saved) ==
-                                                                                          resolved_path(cfg.output_dir);
+    const std::string this_dir = resolved_path(cfg.output_dir);
+    const bool named_here = !logged.output_dirs.empty()
+                                ? logged.output_dirs.count(this_dir) > 0
+                                : recorded == overrides.end() || resolved_path(recorded->saved) == this_dir;
+    // moved here with its directory: its saves under the old -o are now under this one
+    const bool moved_here = !named_here && !logged.output_dirs.empty() && log_moved_here(logged, this_dir);
+    const bool own_dir = named_here || moved_here;
     // the log knows this checkpoint: it records saving it or resuming from it (at this path, or
     // moved: by its manifest's hash); a copy of the log under another -o may name the original's
     const std::string hash = manifest_hash(from.dir);
@@ -609,10 +636,11 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
     }
     if (!own_dir) return false;   // a copy of the run's directory: its records past the checkpoint go
     // a later save of this run that still exists: a branch from an earlier checkpoint would cut it
-    const std::pair<int64_t, std::string>* later = nullptr;
+    std::optional<std::pair<int64_t, std::string>> later;
+    bool later_gone = false;
     for (const auto& save : logged.checkpoints) {
         const int64_t at = save.first;
-        const std::string& path = save.second;
+        const std::string path = moved_here ? rebased(save.second, logged.last_output_dir, this_dir) : save.second;
         // a later save counts where it still is, and where it is gone from another directory than
         // the one resumed from (the checkpoints were moved: a branch copied from them would cut
         // it); gone from this checkpoint's own directory, it was deleted to roll the run back
@@ -622,15 +650,23 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
         if (at <= step || (!here && !moved_away)) continue;
         const bool damaged = std::any_of(from.damaged.begin(), from.damaged.end(),
                                          [&](const auto& d) { return resolved_path(d.first) == resolved_path(path); });
-        if (!damaged && resolved_path(path) != resolved_path(from.dir) && (!later || at > later->first)) later = &save;
+        if (!damaged && resolved_path(path) != resolved_path(from.dir) && (!later || at > later->first)) {
+            later = std::pair{at, path};
+            later_gone = !here;
+        }
     }
     if (later) {
         if (cfg.overwrite_output) return true;
         fail(
             "--output-dir %s: its log.jsonl records a later save of this run, %s (step %lld), which resuming from %s "
             "(step %lld) would cut from it. To branch a run from a checkpoint, give the branch a new --output-dir; to "
-            "continue the run, resume its newest checkpoint; --overwrite-output replaces the log",
-            cfg.output_dir.c_str(), later->second.c_str(), (long long)later->first, from.dir.c_str(), (long long)step);
+            "continue the run, resume its newest checkpoint%s; --overwrite-output replaces the log",
+            cfg.output_dir.c_str(), later->second.c_str(), (long long)later->first, from.dir.c_str(), (long long)step,
+            later_gone ? format("; to roll it back (its later checkpoints deleted), resume it from the checkpoints "
+                                "in %s, where it saved them",
+                                parent_directory(later->second).c_str())
+                             .c_str()
+                       : "");
     }
     // this run's log, which never saved or resumed this checkpoint: only a crash between its save
     // and the log's record of it leaves that (the log then ends at its step, unfinished); a log
@@ -1103,7 +1139,7 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
     const TrainConfig& cfg = run.cfg;
     const RunPlan& plan = run.plan;
     const bool due = cfg.checkpoint_every > 0 && ((step + 1) % cfg.checkpoint_every == 0 || step + 1 == cfg.steps);
-    const StopRequest stop = stop_request_of_all(comm);   // train/signals.h
+    StopRequest stop = stop_request_of_all(comm);   // train/signals.h
     bool saved = false;
     if (due || (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0)) {
         const std::string path = checkpoint_dir(plan.checkpoint_dir, step + 1);
@@ -1134,13 +1170,17 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
             run.write_log(LogRecord("checkpoint_skipped").num("step", step + 1).str("reason", "non-finite state"));
         }
     }
+    // a signal that came during this step's save stops here, with the checkpoint just written (not
+    // after one more step and a second save, twice the time a preemption's grace period must hold)
+    if (stop == StopRequest::None && due) stop = stop_request_of_all(comm);   // due: the same on every rank
     if (stop == StopRequest::None) return std::nullopt;
     std::string what = format("stopped by %s after step %d", stop_signal_name(), step + 1);
     if (stop == StopRequest::Checkpoint && saved) what += "; resume with --resume (or --auto-resume)";
     if (stop == StopRequest::Checkpoint && cfg.checkpoint_every == 0)
         what += "; no checkpoint: --checkpoint-every is 0";
     if (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0 && !saved) what += "; no checkpoint written";
-    if (stop == StopRequest::Interrupt) what += " (Ctrl-C: no checkpoint)";
+    if (stop == StopRequest::Interrupt)
+        what += saved ? "; resume with --resume (or --auto-resume)" : " (Ctrl-C: no checkpoint)";
     print0("%s\n", what.c_str());
     run.write_log(LogRecord("stop")
                       .num("step", step + 1)

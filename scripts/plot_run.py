@@ -25,18 +25,27 @@ from collections import defaultdict
 def read_log(path):
     """The log's records. A torn last line (a run killed mid-write; the trainer cuts it off when it
     resumes) is left out with a warning; a bad line before the last is an error."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = [(n, line.strip()) for n, line in enumerate(f, 1) if line.strip()]
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [(n, line.strip()) for n, line in enumerate(f, 1) if line.strip()]
+    except OSError as e:
+        sys.exit(f"plot_run: {path}: {e.strerror}")
     records = []
     for i, (n, line) in enumerate(lines):
         try:
-            records.append(json.loads(line))
+            r = json.loads(line)
         except json.JSONDecodeError as e:
             if i == len(lines) - 1:
                 print(f"plot_run: warning: {path}:{n}: the last line is not a whole record (a run killed while "
                       "writing it?): left out", file=sys.stderr)
                 break
             sys.exit(f"plot_run: {path}:{n}: not a JSON record ({e})")
+        if not isinstance(r, dict):
+            sys.exit(f"plot_run: {path}:{n}: not a record (a JSON object), but {line[:40]}")
+        # the records drawn at a step must name it; their values may be missing (drawn as gaps)
+        if r.get("type") in ("step", "val", "resume", "fp8") and not isinstance(r.get("step"), int):
+            sys.exit(f"plot_run: {path}:{n}: a {r['type']} record without an integer \"step\"")
+        records.append(r)
     return records
 
 
@@ -90,17 +99,17 @@ def main():
 
     ax = axes["loss"]
     if steps:
-        ax.plot(x, [number(r["loss"]) for r in steps], lw=0.8, label="train loss")
+        ax.plot(x, [number(r.get("loss")) for r in steps], lw=0.8, label="train loss")
     if vals:
-        ax.plot([r["step"] for r in vals], [number(r["loss"]) for r in vals], "o-", ms=3, label="val loss")
+        ax.plot([r["step"] for r in vals], [number(r.get("loss")) for r in vals], "o-", ms=3, label="val loss")
     skipped = [r for r in steps if r.get("skipped")]
     if skipped:
         # a skipped step's loss is often inf or NaN, which draws nothing: its marker then sits at the
         # last finite train loss before it (or the lowest one, for the first steps)
-        finite = [(r["step"], number(r["loss"])) for r in steps if math.isfinite(number(r["loss"]))]
+        finite = [(r["step"], number(r.get("loss"))) for r in steps if math.isfinite(number(r.get("loss")))]
 
         def marker_y(r):
-            y = number(r["loss"])
+            y = number(r.get("loss"))
             if math.isfinite(y):
                 return y
             before = [v for s, v in finite if s < r["step"]]
@@ -109,9 +118,9 @@ def main():
     ax.set_ylabel("loss")
     ax.legend(loc="upper right")
 
-    axes["lr"].plot(x, [number(r["lr"]) for r in steps], lw=0.8, label="lr")
+    axes["lr"].plot(x, [number(r.get("lr")) for r in steps], lw=0.8, label="lr")
     axes["lr"].set_ylabel("learning rate")
-    axes["norm"].plot(x, [number(r["grad_norm"]) for r in steps], lw=0.8, label="grad norm")
+    axes["norm"].plot(x, [number(r.get("grad_norm")) for r in steps], lw=0.8, label="grad norm")
     axes["norm"].set_ylabel("grad norm")
     axes["norm"].set_yscale("log")
     if "scale" in axes:
@@ -121,7 +130,7 @@ def main():
     if fp8:
         by_tensor = defaultdict(list)
         for r in fp8:
-            by_tensor[r["tensor"]].append(r)
+            by_tensor[str(r.get("tensor"))].append(r)
         # a tensor is "h<layer>.<gemm>.<operand>": the colour says the operand, the line style the
         # GEMM, so one legend of both reads every layer's lines
         colours = {"x": "C0", "w": "C1", "dy": "C2"}
@@ -131,8 +140,8 @@ def main():
             parts = name.split(".")
             gemm, operand = (parts[1], parts[2]) if len(parts) == 3 else ("", "")
             look = dict(lw=0.6, color=colours.get(operand), ls=styles.get(gemm, "-"), label=name)
-            axes["amax"].plot(xs, [number(r["amax"]) for r in rs], **look)
-            axes["saturated"].plot(xs, [number(r["saturated"]) for r in rs], **look)
+            axes["amax"].plot(xs, [number(r.get("amax")) for r in rs], **look)
+            axes["saturated"].plot(xs, [number(r.get("saturated")) for r in rs], **look)
         axes["amax"].set_ylabel("FP8 amax")
         axes["amax"].set_yscale("log")
         axes["saturated"].set_ylabel("FP8 saturated fraction")
@@ -150,7 +159,10 @@ def main():
     fig.suptitle(title_of(args.log), fontsize=9)
     fig.tight_layout()
     out = args.output or (args.log[:-len(".jsonl")] if args.log.endswith(".jsonl") else args.log) + ".png"
-    fig.savefig(out, dpi=110)
+    try:
+        fig.savefig(out, dpi=110)
+    except OSError as e:
+        sys.exit(f"plot_run: cannot write {out}: {e.strerror}")
     print(f"plot_run: {out}")
     for name in panels:
         lines = axes[name].get_lines()

@@ -760,6 +760,39 @@ TEST(Faults, SigtermWithoutCheckpointsAndSigintStopCleanly) {
     }
 }
 
+// Round 11: a signal that arrives while a due checkpoint is being written stops the run right
+// there, with that checkpoint (before: one more step, and a second save of it before exit 75,
+// twice the save time a preemption's grace period must hold). Saves every 2 steps of a model wide
+// enough that a save takes a while; the signal is sent as soon as a save's .tmp appears.
+TEST(Faults, ASignalDuringASaveStopsWithThatCheckpoint) {
+    Corpus c;
+    const std::string out = c.dir.file("out"), ck = out + "/checkpoints";
+    Background job(c.train_gpt(out, "-x 100000 --checkpoint-every 2 --keep-checkpoints 100 --n-embd 384"),
+                   c.dir.file("job.txt"));
+    auto saving = [&] {
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(ck, ec))
+            if (e.path().extension() == ".tmp") return true;
+        return false;
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!saving() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(300))
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ASSERT_TRUE(saving()) << job.output();
+    kill(job.pid, SIGUSR1);
+    ASSERT_EQ(job.wait(300), 75) << job.output();
+    const auto stops = records_of(out + "/log.jsonl", "stop");
+    ASSERT_EQ(stops.size(), 1u);
+    const int stopped = stops[0]["step"].get<int>();
+    EXPECT_EQ(stopped % 2, 0) << "stopped after the step whose save the signal came during, not one more\n"
+                              << job.output();
+    const auto steps = list_checkpoints(ck);
+    ASSERT_FALSE(steps.empty());
+    EXPECT_EQ(steps.back(), stopped);
+    for (auto s : steps)
+        EXPECT_EQ(s % 2, 0) << "only the due saves: no second one for the stop";
+}
+
 // Under mpirun, a signal that only rank 1 receives (as when a scheduler's signals reach the ranks
 // at different moments): every rank stops after the same step, one checkpoint holds both ranks'
 // state, and the job exits 75.
@@ -1167,6 +1200,66 @@ TEST(Faults, RestartsAfterCrashesAndMovesResumeAndGapsAreRefused) {
                    {"--output-dir " + a + " holds this run's log.jsonl, which records neither saving nor resuming",
                     "ends at step 4, before its step 8"});
     EXPECT_EQ(directory_snapshot(a), before);
+}
+
+// Round 11: the whole run directory moved (by hand, or the trainer's move-aside of a previous run
+// in `out`), then a branch into it: refused as in its first directory (before: the log named the
+// old directory, so this one counted as a copy, and the branch was spliced onto the only copy of
+// the run's history). The run itself, a rollback there, and a branch into a copy still resume.
+TEST(Faults, ABranchIntoAMovedRunDirectoryIsRefused) {
+    Corpus c;
+    const std::string o = c.dir.file("o"), moved = c.dir.file("disk2/o"), branch = c.dir.file("br");
+    ASSERT_EQ(run(c.train_gpt(o, "-x 8 --checkpoint-every 2 --keep-checkpoints 4")).rc, 0);
+    make_dirs(c.dir.file("disk2"));
+    ASSERT_EQ(run("mv '" + o + "' '" + moved + "'").rc, 0);
+    make_dirs(branch);
+    ASSERT_EQ(run("cp -r '" + moved + "/checkpoints/step_00000004' '" + branch + "/'").rc, 0);
+    const std::string resume_branch = " --resume --checkpoint-dir '" + branch + "' -x 8 -l 1e-3";
+    const auto before = directory_snapshot(moved);
+    expect_refused(run(train_gpt_binary() + " -o '" + moved + "'" + resume_branch),
+                   {"its log.jsonl records a later save of this run, " + moved + "/checkpoints/step_00000008"});
+    EXPECT_EQ(directory_snapshot(moved), before);
+    // a copy of a run directory that is where its log says takes a branch (the copy's later records
+    // go; the original keeps them). A copy of a moved one counts as moved too: refused, nothing lost.
+    const std::string q = c.dir.file("q"), copy = c.dir.file("q_copy"), branch_q = c.dir.file("br_q");
+    ASSERT_EQ(run(c.train_gpt(q, "-x 8 --checkpoint-every 2 --keep-checkpoints 4")).rc, 0);
+    make_dirs(branch_q);
+    ASSERT_EQ(
+        run("cp -r '" + q + "' '" + copy + "' && cp -r '" + q + "/checkpoints/step_00000004' '" + branch_q + "/'").rc,
+        0);
+    const CommandResult into_copy =
+        run(train_gpt_binary() + " --resume -o '" + copy + "' --checkpoint-dir '" + branch_q + "' -x 8 -l 1e-3");
+    EXPECT_EQ(into_copy.rc, 0) << into_copy.output;
+    // the run itself goes on in its new place
+    const CommandResult go_on = run(train_gpt_binary() + " --resume -o '" + moved + "' -x 10");
+    ASSERT_EQ(go_on.rc, 0) << go_on.output;
+    EXPECT_CONTAINS(go_on.output, "resuming from " + moved + "/checkpoints/step_00000008");
+    // a rollback right after a move: the newest checkpoint deleted, the one before resumed
+    const std::string r = c.dir.file("r"), r_moved = c.dir.file("disk2/r");
+    ASSERT_EQ(run(c.train_gpt(r, "-x 6 --checkpoint-every 2")).rc, 0);
+    ASSERT_EQ(run("mv '" + r + "' '" + r_moved + "' && rm -r '" + r_moved + "/checkpoints/step_00000006'").rc, 0);
+    const CommandResult back = run(train_gpt_binary() + " --resume -o '" + r_moved + "' -x 6");
+    ASSERT_EQ(back.rc, 0) << back.output;
+    EXPECT_CONTAINS(back.output, "resuming from " + r_moved + "/checkpoints/step_00000004");
+    // the trainer's own move-aside: a second run in the default `out` renames the first one's
+    const std::string cwd = c.dir.file("cwd");
+    make_dirs(cwd);
+    const std::string in_cwd = "cd '" + cwd + "' && " + train_gpt_binary() +
+                               " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" +
+                               c.dir.file("train_*.bin") + "' --tokenizer '" + c.dir.file("tokenizer.bin") + "' ";
+    ASSERT_EQ(run("sh -c \"" + in_cwd + "-x 8 --checkpoint-every 2 --keep-checkpoints 4\"").rc, 0);
+    const CommandResult second = run("sh -c \"" + in_cwd + "-x 2\"");
+    ASSERT_EQ(second.rc, 0) << second.output;
+    std::string aside;
+    for (const auto& e : std::filesystem::directory_iterator(cwd))
+        if (e.path().filename().string().rfind("out.previous-", 0) == 0) aside = e.path().string();
+    ASSERT_FALSE(aside.empty()) << second.output;
+    const std::string branch2 = c.dir.file("br2");
+    make_dirs(branch2);
+    ASSERT_EQ(run("cp -r '" + aside + "/checkpoints/step_00000004' '" + branch2 + "/'").rc, 0);
+    expect_refused(
+        run(train_gpt_binary() + " --resume -o '" + aside + "' --checkpoint-dir '" + branch2 + "' -x 8 -l 1e-3"),
+        {"its log.jsonl records a later save of this run"});
 }
 
 // Round 10: after the checkpoints were moved, a branch into the run's own -o is still refused (before:

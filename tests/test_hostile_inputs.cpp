@@ -208,6 +208,10 @@ TEST(HostileInputs, ManifestValuesOfTheWrongTypeOrOutOfRangeAreRefused) {
         {"/world_size", "0", "\"world_size\" must be an integer in [1,"},
         {"/model/n_layer", "-2", "\"model.n_layer\" must be an integer in [1,"},
         {"/model/n_embd", "1e300", "\"model.n_embd\" must be an integer"},
+        // no tensor's shape holds the head count: checked against the width (before: head size 10,
+        // or 0, trained silently and went into the new checkpoints)
+        {"/model/n_head", "3", "\"model.n_head\" 3 does not divide \"model.n_embd\" 32"},
+        {"/model/n_head", "64", "\"model.n_head\" 64 does not divide \"model.n_embd\" 32"},
         {"/data_position", "-1", "\"data_position\" must be an integer in [0,"},
         {"/data_position", "1e300", "\"data_position\" must be an integer"},
         {"/rng_state", "7", "\"rng_state\" must be a string"},

@@ -121,3 +121,36 @@ TEST(PlotRun, DrawsATornLogAndMarksNonFiniteSkippedSteps) {
     EXPECT_CONTAINS(out, "log.jsonl:6: the last line is not a whole record");
     EXPECT_EQ(panel_line(out, "loss"), "train loss 3, skipped step 2 | 0 resumes | legend: train loss, skipped step");
 }
+
+// Round 11: a wrong path, an output it cannot write, a line that is JSON but no record, a step
+// record without its step: one line naming the file (and line) and what is wrong, exit 1 (before:
+// Python tracebacks). A step record without its loss is drawn as a gap.
+TEST(PlotRun, BadInputsAreNamedWithoutATraceback) {
+    ScratchDir dir;
+    const std::string script = "/usr/bin/python3 " + repo_root() + "/scripts/plot_run.py ";
+    const std::string good = "{\"type\": \"step\", \"step\": 1, \"loss\": 3.5, \"lr\": 0.001, \"grad_norm\": 1.0}\n";
+    write_text(dir.file("good.jsonl"), good);
+    write_text(dir.file("number.jsonl"), "5\n" + good);
+    write_text(dir.file("stepless.jsonl"), good + "{\"type\": \"resume\"}\n" + good);
+    const struct {
+        std::string args, says;
+    } cases[] = {
+        {"'" + dir.file("none.jsonl") + "'", dir.file("none.jsonl") + ": No such file or directory"},
+        {"'" + dir.file("good.jsonl") + "' -o '" + dir.file("no/such/dir.png") + "'",
+         "cannot write " + dir.file("no/such/dir.png") + ": No such file or directory"},
+        {"'" + dir.file("number.jsonl") + "'", dir.file("number.jsonl") + ":1: not a record (a JSON object), but 5"},
+        {"'" + dir.file("stepless.jsonl") + "'",
+         dir.file("stepless.jsonl") + ":2: a resume record without an integer \"step\""},
+    };
+    for (const auto& k : cases) {
+        SCOPED_TRACE(k.args);
+        std::string out;
+        EXPECT_EQ(run_command(script + k.args, &out), 1) << out;
+        EXPECT_CONTAINS(out, "plot_run: " + k.says);
+        EXPECT_EQ(out.find("Traceback"), std::string::npos) << out;
+    }
+    write_text(dir.file("lossless.jsonl"), good + "{\"type\": \"step\", \"step\": 2, \"lr\": 0.001}\n");
+    std::string out;
+    ASSERT_EQ(run_command(script + "'" + dir.file("lossless.jsonl") + "'", &out), 0) << out;
+    EXPECT_EQ(panel_line(out, "loss"), "train loss 1 | 0 resumes | legend: train loss");
+}

@@ -588,6 +588,15 @@ TEST(TrainerCli, FlashBackwardWideNeedsTheFlashAttention) {
     EXPECT_EQ(config["flash_backward"], "wide");
 }
 
+// llm.c's -y 0 ("start afresh") beside --resume or --auto-resume is a contradiction (before: it
+// cancelled --resume silently, a fresh run, and left --auto-resume resuming).
+TEST(TrainerCli, MinusYZeroAndAResumeFlagContradictEachOther) {
+    for (const char* args : {"--resume -y 0", "-y 0 --resume"})
+        EXPECT_CONTAINS(expect_failure(args), "-y 0 (llm.c's: start afresh) and --resume contradict each other");
+    EXPECT_CONTAINS(expect_failure("-y 0 --auto-resume"),
+                    "-y 0 (llm.c's: start afresh) and --auto-resume contradict each other");
+}
+
 TEST(TrainerCli, MissingTokenizerFileIsNamed) {
     TinyCorpus corpus;
     std::string missing = corpus.dir.file("no_such_tokenizer.bin");

@@ -494,6 +494,10 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
                                                   {"max_seq_len", &m.model.max_seq_len}};
     for (const auto& [key, field] : shape)
         *field = (int)model.integer(key, 1, INT_MAX);
+    // no tensor has the head count in its shape, so only this catches a wrong one
+    if (m.model.n_embd % m.model.n_head != 0)
+        fail("%s: \"model.n_head\" %d does not divide \"model.n_embd\" %d (the heads split the width evenly)", p,
+             m.model.n_head, m.model.n_embd);
     m.train_config_json = text_of(top.at("train_config"));
     m.data_position = top.integer("data_position", 0, kMaxDataPosition);
     m.rng_state = top.string("rng_state");

@@ -183,6 +183,13 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
         return app.exit(e);
     }
     record_flags(app, c);
+    // -y 0 (llm.c's "do not resume") beside --resume or --auto-resume: it used to cancel --resume
+    // silently (a fresh run) and leave --auto-resume as it was
+    if (const CLI::Option* y = app.get_option("-y"); y->count() > 0 && y->as<int>() == 0) {
+        for (const char* resume : {"--resume", "--auto-resume"})
+            if (app.get_option(resume)->count() > 0)
+                fail("-y 0 (llm.c's: start afresh) and %s contradict each other: give one of them", resume);
+    }
     // config.json, the log and the checkpoints' manifests are JSON, which holds UTF-8 only: a value
     // that is not (a latin-1 path, prompt) is refused here, naming its flag (before: a bare JSON
     // exception, once after training, at the first checkpoint)

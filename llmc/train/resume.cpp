@@ -111,8 +111,10 @@ LoggedRun read_logged_run(const std::string& path) {
         const std::string type = type_of(j);
         if (type == "step") run.last_step = std::max(run.last_step, step_of(j));
         if (type == "summary") run.summary_step = std::max(run.summary_step, step_of(j));
-        if ((type == "start" || type == "resume") && j.contains("output_dir") && j["output_dir"].is_string())
+        if ((type == "start" || type == "resume") && j.contains("output_dir") && j["output_dir"].is_string()) {
             run.output_dirs.insert(j["output_dir"].get<std::string>());
+            run.last_output_dir = j["output_dir"].get<std::string>();
+        }
         if (type == "checkpoint" && j.contains("path") && j["path"].is_string())
             run.checkpoints.emplace_back(step_of(j), j["path"].get<std::string>());
         const char* names = type == "checkpoint" ? "path" : type == "resume" ? "checkpoint" : nullptr;

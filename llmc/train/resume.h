@@ -55,6 +55,7 @@ struct LoggedRun {
     std::vector<std::pair<std::string, std::string>> known;
     std::set<std::string> run_ids;       // the run identities its start, resume, checkpoint and summary records carry
     std::set<std::string> output_dirs;   // the absolute --output-dir its start and resume records name
+    std::string last_output_dir;         // the one its last start or resume record names ("": none)
     int64_t last_step = -1;              // the last step record's step (-1: none)
     int64_t summary_step = -1;           // the step of its last summary (-1: none)
     bool finished = false;
