@@ -291,6 +291,7 @@ std::string human_rate(double tokens_per_second) {
 struct ResumeState {
     int64_t step = 0;
     TrainCounters counters;
+    std::string sample_rng_state;   // the sampler's random numbers where the checkpoint left them ("": fresh)
 };
 
 bool all_finite(const std::vector<float>& x) {
@@ -319,7 +320,8 @@ bool healthy_checkpoint(const CheckpointManifest& m) {
 // written and it returns false (the same on every rank).
 bool save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& comm, const TrainConfig& cfg,
                      const RunPlan& plan, const DataLoader& loader, const TrainCounters& counters,
-                     const std::optional<LossScaler>& scaler, const std::optional<Tokenizer>& tokenizer, int keep) {
+                     const std::optional<LossScaler>& scaler, const std::optional<Tokenizer>& tokenizer, int keep,
+                     const std::string& sample_rng_state) {
     const std::vector<float> weights = model.weights();   // collective under ZeRO-1
     const GPT::StateShare share = model.checkpoint_share();
     float non_finite = all_finite(share.master) && all_finite(share.m) && all_finite(share.v) &&
@@ -350,6 +352,7 @@ bool save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
         manifest.loss_scaler_json = scaler ? loss_scaler_to_json(*scaler) : "";
         manifest.fp8_json = model.fp8_state_json();
         manifest.extra_json = trainer_state_to_json(counters, flags_json(cfg));
+        manifest.rng_state = sample_rng_state;
         finalize_checkpoint(tmp, checkpoint_dir(dir, step), manifest);
         prune_checkpoints(dir, keep, healthy_checkpoint);
     }
@@ -374,7 +377,7 @@ ResumeState load_checkpoint(const ResumeChoice& from, GPT& model, const RunPlan&
     model.restore_fp8_state(manifest.fp8_json.empty() ? "[]" : manifest.fp8_json);
     if (scaler && !manifest.loss_scaler_json.empty()) loss_scaler_from_json(*scaler, manifest.loss_scaler_json);
     if (loader) loader->set_position(manifest.data_position);
-    return ResumeState{manifest.step, counters_from_json(manifest.extra_json)};
+    return ResumeState{manifest.step, counters_from_json(manifest.extra_json), manifest.rng_state};
 }
 
 // --resume / --auto-resume: the checkpoint the run continues (train/resume.h), the same on every
@@ -722,6 +725,7 @@ struct Run {
     HeldRunDirs held;                       // rank 0: the locked output and checkpoint directories
     std::optional<JsonlLog> log;            // rank 0: log.jsonl
     std::unique_ptr<Generator> generator;   // rank 0: samples, made at the first one
+    Rng sample_rng{0};                      // the samples' random numbers (train() seeds or restores them)
     Comm* model_comm = nullptr;             // NCCL where there is one, else the ranks' Comm
 
     void write_log(const LogRecord& r) {
@@ -1147,7 +1151,7 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
         // checkpoint never has its steps missing from the log (a resume would see a gap)
         if (run.log) run.log->sync();
         saved = save_checkpoint(plan.checkpoint_dir, step + 1, *run.model, comm, cfg, plan, *run.train_loader, counters,
-                                run.scaler, run.tokenizer, cfg.keep_checkpoints);
+                                run.scaler, run.tokenizer, cfg.keep_checkpoints, run.sample_rng.state());
         if (saved) {
             const int64_t streak = counters.skip_streak;
             print0("checkpoint: %s%s\n", path.c_str(),
@@ -1230,7 +1234,12 @@ void finish(Run& run, RunSummary& summary, const TrainCounters& counters, const 
 int train(Run& run, Comm& comm) {
     const TrainConfig& cfg = run.cfg;
     const RunPlan& plan = run.plan;
-    Rng sample_rng(cfg.sample_seed >= 0 ? (uint64_t)cfg.sample_seed : cfg.seed ^ 0x5eed5eedULL);
+    // the samples' random numbers: seeded, or where the checkpoint resumed from left them (so that a
+    // resumed run samples what the uninterrupted one does), unless --sample-seed is given now
+    Rng& sample_rng = run.sample_rng;
+    sample_rng = Rng(cfg.sample_seed >= 0 ? (uint64_t)cfg.sample_seed : cfg.seed ^ 0x5eed5eedULL);
+    if (!run.start.sample_rng_state.empty() && !cfg.given.count("sample-seed"))
+        sample_rng.set_state(run.start.sample_rng_state);   // checked when the manifest was read
     // a stop that every rank decides together (divergence): said once, exit 1 on every rank
     auto stop_run = [&](const std::string& message, int step) {
         std::fflush(stdout);

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <sstream>
+#include <string>
 
 namespace train_gpt {
 
@@ -33,6 +35,23 @@ class Rng {
             x = engine_();
         } while (x >= limit);
         return x % n;
+    }
+
+    // The stream's position as text (the standard's textual form of the engine: it continues the
+    // same on every machine), for a checkpoint; set_state takes it back, false (and unchanged) for
+    // a text that is no such state.
+    std::string state() const {
+        std::ostringstream out;
+        out << engine_;
+        return out.str();
+    }
+    bool set_state(const std::string& text) {
+        std::istringstream in(text);
+        std::mt19937_64 e;
+        in >> e;
+        if (in.fail() || !(in >> std::ws).eof()) return false;
+        engine_ = e;
+        return true;
     }
 
   private:

@@ -215,6 +215,7 @@ TEST(HostileInputs, ManifestValuesOfTheWrongTypeOrOutOfRangeAreRefused) {
         {"/data_position", "-1", "\"data_position\" must be an integer in [0,"},
         {"/data_position", "1e300", "\"data_position\" must be an integer"},
         {"/rng_state", "7", "\"rng_state\" must be a string"},
+        {"/rng_state", "\"12 34\"", "\"rng_state\" is not the state of the sampler's random numbers"},
         {"/extra/updates", "-1", "\"extra.updates\" must be an integer in [0,"},
         {"/extra/skipped", "1.5", "\"extra.skipped\" must be an integer"},
         {"/loss_scaler", R"({"scale": 1e39, "clean_streak": 0, "floor_streak": 0, "skipped": 0})",

@@ -182,6 +182,34 @@ TEST(TrainerCli, ResumeWithoutFlagsRestoresTheRunAndLogsEachStepOnce) {
     EXPECT_EQ(longer.count.at({"resume", 6}), 1);
 }
 
+// A resumed run samples what the uninterrupted one does: the checkpoint holds the samples' random
+// numbers where they were (before: a resumed run drew from a fresh seed, so every sample after the
+// resume differed, while the losses were bit-exact).
+TEST(TrainerCli, SamplesAfterAResumeAreTheUninterruptedRuns) {
+    TinyCorpus corpus;
+    std::string output;
+    const std::string flags = " -x 6 -s 2 -g 8 -v 0 --checkpoint-every 3 --threads 1";
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + flags, &output), 0) << output;
+    ASSERT_EQ(run_command("cp -r '" + corpus.dir.file("out") + "' '" + corpus.dir.file("out2") + "' && rm -r '" +
+                              corpus.dir.file("out2/checkpoints/step_00000006") + "'",
+                          &output),
+              0)
+        << output;
+    ASSERT_EQ(run_command(train_gpt_binary() + " --resume -o '" + corpus.dir.file("out2") + "'", &output), 0) << output;
+    auto samples = [](const std::string& log) {
+        std::map<int, std::string> by_step;
+        std::istringstream in(read_text(log));
+        for (std::string line; std::getline(in, line);) {
+            const auto j = nlohmann::json::parse(line);
+            if (j["type"] == "sample") by_step[j["step"].get<int>()] = j["text"].get<std::string>();
+        }
+        return by_step;
+    };
+    const auto full = samples(corpus.dir.file("out/log.jsonl")), resumed = samples(corpus.dir.file("out2/log.jsonl"));
+    ASSERT_EQ(full.size(), 3u) << "samples at steps 2, 4 and the end";
+    EXPECT_EQ(resumed, full);
+}
+
 // -s N samples during training; -x 0 with --init-from samples and evaluates a checkpoint with no
 // training data at all (here: none in the working directory, and a -i that matches nothing).
 TEST(TrainerCli, SamplesDuringTrainingAndFromACheckpointWithoutTrainingData) {

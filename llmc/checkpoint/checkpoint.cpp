@@ -1,5 +1,6 @@
 // checkpoint.cpp — see checkpoint.h.
 #include "checkpoint/checkpoint.h"
+#include "rng.h"
 
 #include "precision/dtypes.h"
 #include "checkpoint/safetensors.h"
@@ -501,6 +502,8 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
     m.train_config_json = text_of(top.at("train_config"));
     m.data_position = top.integer("data_position", 0, kMaxDataPosition);
     m.rng_state = top.string("rng_state");
+    if (!m.rng_state.empty() && !Rng(0).set_state(m.rng_state))
+        fail("%s: \"rng_state\" is not the state of the sampler's random numbers (rng.h)", p);
     m.loss_scaler_json = text_of(top.at("loss_scaler"));
     m.fp8_json = text_of(top.at("fp8"));
     m.extra_json = text_of(top.at("extra"));

@@ -60,7 +60,7 @@ struct CheckpointManifest {
     int world_size = 1;              // ranks that wrote it (informational: loading does not depend on it)
     std::string train_config_json;   // the resolved run configuration
     int64_t data_position = 0;       // train loader position: global sample index
-    std::string rng_state;           // opaque text (e.g. a std::mt19937_64 written with <<)
+    std::string rng_state;           // the sampler's random numbers (rng.h Rng::state); "" = none saved
     std::string loss_scaler_json;    // fp16 dynamic loss-scale state (train_state.h)
     std::string fp8_json;            // FP8 delayed-scaling state (amax histories, scales)
     std::string extra_json;          // the trainer's counters (train_state.h)
