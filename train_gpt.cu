@@ -570,14 +570,18 @@ std::vector<FlagOverride> restore_run_flags(int argc, char** argv, const std::st
 //   * this run's own log (in the directory it was written in) that does not record saving this
 //     checkpoint and goes on past it (steps after it, or a summary at or after it): the checkpoint
 //     is a branch's, and resuming would splice the branch onto this log;
-//   * a continuation that was saved: in this run's own log, checkpoints past this one that still
-//     exist (a branch from an earlier checkpoint into the run's -o would cut them; a damaged newest
-//     checkpoint that --resume-from-intact passes over does not count). A copy of a run directory,
-//     under another -o, logs the original's saves: not refused.
+//   * a continuation that was saved: in a log of this run, checkpoints past this one that still
+//     exist (a branch from an earlier checkpoint would cut them from the only log that holds them;
+//     a damaged newest checkpoint that --resume-from-intact passes over does not count). "Still
+//     exist" looks for each save where the log recorded it and where a move of the run's directory
+//     took it (later_save_state); it counts a save gone from another directory than the one
+//     resumed from (checkpoints moved where the log cannot see), not one gone from that directory
+//     (deleted, to roll the run back). A copy of the run's directory is held to this like the
+//     original: telling a copy from a move by paths fails (a symlink left behind, a branch given
+//     the old name), and refusing loses nothing.
 // "This run's own log" is the log in the directory it names, or one moved here with its run
 // directory (by hand, or the trainer's move-aside of `out`): the directory its last start or
-// resume record names no longer holds a log of this run. A copy leaves one there (a copy of a moved
-// directory, before the run resumed in its new place, counts as moved too: refused, nothing lost).
+// resume record names no longer holds a log of this run.
 std::string parent_directory(const std::string& path) {
     const size_t slash = path.find_last_of('/');
     return slash == std::string::npos ? "." : path.substr(0, slash);
@@ -602,6 +606,43 @@ std::string rebased(const std::string& path, const std::string& from, const std:
     return to + path.substr(from.size());
 }
 
+// Where `path` is now if the run directory `was` (absolute) became `now`: the trailing components
+// the two share are the directory's own, what precedes them moved (/w/prj/out → /w/prj2/out moves
+// /w/prj to /w/prj2, and with it /w/prj/ckpt/step_30 to /w/prj2/ckpt/step_30).
+std::string moved_path(const std::string& path, std::string was, std::string now) {
+    for (;;) {
+        const size_t a = was.find_last_of('/'), b = now.find_last_of('/');
+        if (a == std::string::npos || b == std::string::npos || a == 0 || b == 0) break;
+        if (was.compare(a, std::string::npos, now, b, std::string::npos) != 0) break;
+        was.resize(a);
+        now.resize(b);
+    }
+    return rebased(path, was, now);
+}
+
+// A later save the log records, at `recorded` (with its manifest's hash, "" in older logs): where
+// it is now, at its recorded path or where a move of any of the run's directories took it (a
+// directory there holding that checkpoint); found nowhere, whether it was in the directory the
+// run resumes from (deleted there: a rollback) or elsewhere (moved where the log cannot see).
+struct LaterSave {
+    std::string found;           // where it is now; "" if nowhere
+    bool deleted_here = false;   // gone from the directory the run resumes from
+};
+LaterSave later_save_state(const std::string& recorded, const std::string& hash, const LoggedRun& logged,
+                           const std::string& this_dir, const std::string& from_parent) {
+    std::vector<std::string> places{recorded};
+    for (const std::string& dir : logged.output_dirs)
+        places.push_back(moved_path(recorded, dir, this_dir));
+    LaterSave s;
+    for (const std::string& place : places) {
+        if (!file_exists(place + "/manifest.json")) continue;
+        if (hash.empty() || manifest_hash(place) == hash) return LaterSave{place, false};
+    }
+    for (const std::string& place : places)
+        if (parent_directory(resolved_path(place)) == from_parent) s.deleted_here = true;
+    return s;
+}
+
 bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
                           const std::vector<FlagOverride>& overrides) {
     const std::string log = cfg.output_dir + "/log.jsonl";
@@ -615,9 +656,7 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
     const bool named_here = !logged.output_dirs.empty()
                                 ? logged.output_dirs.count(this_dir) > 0
                                 : recorded == overrides.end() || resolved_path(recorded->saved) == this_dir;
-    // moved here with its directory: its saves under the old -o are now under this one
-    const bool moved_here = !named_here && !logged.output_dirs.empty() && log_moved_here(logged, this_dir);
-    const bool own_dir = named_here || moved_here;
+    const bool own_dir = named_here || (!logged.output_dirs.empty() && log_moved_here(logged, this_dir));
     // the log knows this checkpoint: it records saving it or resuming from it (at this path, or
     // moved: by its manifest's hash); a copy of the log under another -o may name the original's
     const std::string hash = manifest_hash(from.dir);
@@ -637,25 +676,21 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
             (long long)step,
             elsewhere ? format(" (-o %s logs where that run did)", recorded->saved.c_str()).c_str() : "");
     }
-    if (!own_dir) return false;   // a copy of the run's directory: its records past the checkpoint go
+    if (!ids_known && !own_dir) return false;   // an older copy of the run's directory: as before identities
     // a later save of this run that still exists: a branch from an earlier checkpoint would cut it
+    const std::string from_parent = parent_directory(resolved_path(from.dir));
     std::optional<std::pair<int64_t, std::string>> later;
     bool later_gone = false;
-    for (const auto& save : logged.checkpoints) {
-        const int64_t at = save.first;
-        const std::string path = moved_here ? rebased(save.second, logged.last_output_dir, this_dir) : save.second;
-        // a later save counts where it still is, and where it is gone from another directory than
-        // the one resumed from (the checkpoints were moved: a branch copied from them would cut
-        // it); gone from this checkpoint's own directory, it was deleted to roll the run back
-        const bool here = file_exists(path + "/manifest.json");
-        const bool moved_away =
-            !here && parent_directory(resolved_path(path)) != parent_directory(resolved_path(from.dir));
-        if (at <= step || (!here && !moved_away)) continue;
+    for (const auto& [at, recorded] : logged.checkpoints) {
+        if (at <= step) continue;
+        const LaterSave now = later_save_state(recorded, logged.hash_of(recorded), logged, this_dir, from_parent);
+        if (now.found.empty() && now.deleted_here) continue;   // deleted to roll the run back
+        const std::string path = now.found.empty() ? recorded : now.found;
         const bool damaged = std::any_of(from.damaged.begin(), from.damaged.end(),
                                          [&](const auto& d) { return resolved_path(d.first) == resolved_path(path); });
         if (!damaged && resolved_path(path) != resolved_path(from.dir) && (!later || at > later->first)) {
             later = std::pair{at, path};
-            later_gone = !here;
+            later_gone = now.found.empty();
         }
     }
     if (later) {
@@ -748,6 +783,13 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     }
     if (resume_from) {
         const std::vector<FlagOverride> overrides = restore_run_flags(argc, argv, resume_from->dir, cfg);
+        // the checkpoint's run logged to a directory that is gone (moved, with the checkpoints the
+        // run resumes from?): said, since its log is made there again, not where the run went
+        if (!cfg.given.count("output-dir") && !cfg.output_dir.empty() && !file_exists(cfg.output_dir))
+            print0(
+                "notice: --output-dir %s, the checkpoint's run's, no longer exists: the run logs there afresh (if the "
+                "run's directory was moved, give its new place as -o)\n",
+                cfg.output_dir.c_str());
         run.replace_log = log_must_be_replaced(cfg, *resume_from, overrides);
     }
     validate(cfg);

@@ -411,7 +411,9 @@ TEST(Checkpoint, ManifestRoundTripsEveryField) {
     CheckpointManifest m;
     m.train_config_json = R"({"lr":0.002,"model":"d2"})";
     m.data_position = 123456789012;
-    m.rng_state = "5489 1 2 3";
+    Rng sampler(5489);
+    sampler.next_u64();
+    m.rng_state = sampler.state();   // a real state: the reader refuses text that is none
     m.loss_scaler_json = R"({"scale":65536.0,"clean_streak":17,"floor_streak":0,"skipped":2})";
     m.fp8_json = R"([{"x":{"scale":2.0,"history":[1.5,2.5],"steps":3},"w":{"scale":4.0,"history":[],"steps":0},)"
                  R"("dy":{"scale":8.0,"history":[0.5],"steps":1}}])";

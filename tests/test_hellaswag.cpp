@@ -159,4 +159,16 @@ TEST(HellaSwag, TheDownloadScriptsFailCleanlyOffline) {
         << output;
     EXPECT_CONTAINS(output, "tinystories: error:");
     EXPECT_FALSE(file_exists(ts)) << "no empty directory left";
+    // a mistyped tokenizer is named before the 2.2 GB download, not after it
+    EXPECT_NE(run_command(
+                  "TOKENIZER=gtp2 OUT='" + ts + "' URL=http://127.0.0.1:9 " + repo_root() + "/dev/data/tinystories.sh",
+                  &output),
+              0);
+    EXPECT_CONTAINS(output, "tinystories: error: TOKENIZER must be gpt2 or bpe, got gtp2");
+    EXPECT_EQ(output.find("download"), std::string::npos) << output;
+    EXPECT_NE(run_command("GPT2_DIR=/nonexistent OUT='" + ts + "' URL=http://127.0.0.1:9 " + repo_root() +
+                              "/dev/data/tinystories.sh",
+                          &output),
+              0);
+    EXPECT_CONTAINS(output, "tinystories: error: GPT2_DIR=/nonexistent: expected a directory with encoder.json");
 }

@@ -30,6 +30,14 @@ die() { echo "tinystories: error: $*" >&2; exit 1; }
 # a run that fails leaves no empty output directory behind (rmdir removes only an empty one)
 trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
 [[ -x build/prepare_text ]] || die "build/prepare_text is missing; run make"
+# the tokenizer is checked before the 2.2 GB download, not after it
+case $TOKENIZER in
+    gpt2) tok=(--tokenizer gpt2 --bpe-dir "$GPT2_DIR")
+          [[ ( -f $GPT2_DIR/encoder.json && -f $GPT2_DIR/vocab.bpe ) || ( -f $GPT2_DIR && $GPT2_DIR == *.tiktoken ) ]] ||
+              die "GPT2_DIR=$GPT2_DIR: expected a directory with encoder.json and vocab.bpe, or a .tiktoken file" ;;
+    bpe)  tok=(--tokenizer bpe --vocab-size "$VOCAB") ;;
+    *)    die "TOKENIZER must be gpt2 or bpe, got $TOKENIZER" ;;
+esac
 mkdir -p "$OUT"
 
 for split in train valid; do
@@ -71,10 +79,5 @@ EOF
     fi
 done
 
-case $TOKENIZER in
-    gpt2) tok=(--tokenizer gpt2 --bpe-dir "$GPT2_DIR") ;;
-    bpe)  tok=(--tokenizer bpe --vocab-size "$VOCAB") ;;
-    *)    die "TOKENIZER must be gpt2 or bpe, got $TOKENIZER" ;;
-esac
 build/prepare_text --input "$OUT/train.jsonl" --input "$OUT/valid.jsonl" --out-dir "$OUT" --name ts \
     --val-fraction 0.01 --threads "$THREADS" "${tok[@]}"

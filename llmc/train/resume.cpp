@@ -145,6 +145,13 @@ bool LoggedRun::knows(const std::string& checkpoint, const std::string& manifest
     return false;
 }
 
+std::string LoggedRun::hash_of(const std::string& checkpoint) const {
+    const std::string target = resolved_path(checkpoint);
+    for (const auto& [path, hash] : known)
+        if (path == target && !hash.empty()) return hash;
+    return "";
+}
+
 std::string manifest_hash(const std::string& checkpoint) {
     try {
         uint64_t bytes = 0;

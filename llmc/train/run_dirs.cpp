@@ -166,10 +166,21 @@ HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resu
         std::string to = dirs.output + ".previous-" + when;
         for (int k = 2; file_exists(to); k++)
             to = dirs.output + ".previous-" + when + "-" + std::to_string(k);
+        // a symbolic link (out -> /scratch/...) moves as a link: it still points at the previous run,
+        // and this run's directory is a new, plain one, on this directory's disk, which is said
+        struct stat link;
+        char target[PATH_MAX + 1] = {0};
+        const bool is_link = ::lstat(dirs.output.c_str(), &link) == 0 && S_ISLNK(link.st_mode) &&
+                             ::readlink(dirs.output.c_str(), target, PATH_MAX) > 0;
         if (std::rename(dirs.output.c_str(), to.c_str()) != 0) {
             fail("cannot move the previous run in %s to %s: %s", dirs.output.c_str(), to.c_str(), std::strerror(errno));
         }
         held.moved_to = to;
+        if (is_link)
+            held.warnings.push_back(format(
+                "%s was a symbolic link to %s: the link is now %s (pointing there still), and this run writes to a "
+                "new plain directory %s; to write elsewhere, give -o",
+                dirs.output.c_str(), target, to.c_str(), dirs.output.c_str()));
     }
     // Directories that exist are locked first: a run refused there creates no directory.
     std::vector<std::string> todo;

@@ -34,7 +34,8 @@ void on_signal(int sig) {
         g_request.store(request);
         g_signal.store(sig);
         if (sig == SIGINT)
-            say("\nSIGINT: stopping after this step, without a checkpoint (Ctrl-C again ends the run at once)\n");
+            say("\nSIGINT: stopping after this step, with a checkpoint only if one is due then (Ctrl-C again ends the "
+                "run at once, abandoning a save in progress)\n");
         else if (sig == SIGTERM)
             say("\nSIGTERM: stopping after this step, with a checkpoint of it if --checkpoint-every is set\n");
         else
