@@ -576,9 +576,10 @@ std::vector<FlagOverride> restore_run_flags(int argc, char** argv, const std::st
 //     exist" looks for each save where the log recorded it and where a move of the run's directory
 //     took it (later_save_state); it counts a save gone from another directory than the one
 //     resumed from (checkpoints moved where the log cannot see), not one gone from that directory
-//     (deleted, to roll the run back). A copy of the run's directory is held to this like the
-//     original: telling a copy from a move by paths fails (a symlink left behind, a branch given
-//     the old name), and refusing loses nothing.
+//     (deleted, to roll the run back), nor one that another log of the run records too, in a
+//     directory the log names (cutting a copy of the run's directory loses nothing: the original
+//     keeps it; a symlink left at the old place leads back to this log, and a branch given the old
+//     name logged no such save).
 // "This run's own log" is the log in the directory it names, or one moved here with its run
 // directory (by hand, or the trainer's move-aside of `out`): the directory its last start or
 // resume record names no longer holds a log of this run.
@@ -679,12 +680,29 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
     if (!ids_known && !own_dir) return false;   // an older copy of the run's directory: as before identities
     // a later save of this run that still exists: a branch from an earlier checkpoint would cut it
     const std::string from_parent = parent_directory(resolved_path(from.dir));
+    // the other logs of this run where its directories were: a save one of them records too is
+    // kept there when this log is cut (this is a copy); a symlink left at an old place leads back
+    // here, and a log another run of it wrote there (a branch given the old name) lacks the save
+    std::vector<LoggedRun> others;
+    for (const std::string& dir : logged.output_dirs) {
+        const std::string other = dir + "/log.jsonl";
+        if (!file_exists(other) || resolved_path(other) == resolved_path(log)) continue;
+        try {
+            others.push_back(read_logged_run(other));
+        } catch (const Error&) {   // unreadable: keeps nothing
+        }
+    }
     std::optional<std::pair<int64_t, std::string>> later;
     bool later_gone = false;
-    for (const auto& [at, recorded] : logged.checkpoints) {
+    for (const auto& save : logged.checkpoints) {
+        const int64_t at = save.first;
+        const std::string& recorded = save.second;
         if (at <= step) continue;
-        const LaterSave now = later_save_state(recorded, logged.hash_of(recorded), logged, this_dir, from_parent);
+        const std::string hash = logged.hash_of(recorded);
+        const LaterSave now = later_save_state(recorded, hash, logged, this_dir, from_parent);
         if (now.found.empty() && now.deleted_here) continue;   // deleted to roll the run back
+        if (std::any_of(others.begin(), others.end(), [&](const LoggedRun& o) { return o.records(recorded, hash); }))
+            continue;   // kept in another log of the run
         const std::string path = now.found.empty() ? recorded : now.found;
         const bool damaged = std::any_of(from.damaged.begin(), from.damaged.end(),
                                          [&](const auto& d) { return resolved_path(d.first) == resolved_path(path); });

@@ -1223,17 +1223,16 @@ TEST(Faults, ABranchIntoAMovedRunDirectoryIsRefused) {
     expect_refused(run(train_gpt_binary() + " -o '" + moved + "'" + resume_branch),
                    {"its log.jsonl records a later save of this run, " + moved + "/checkpoints/step_00000008"});
     EXPECT_EQ(directory_snapshot(moved), before);
-    // a copy of the run's directory refuses the branch too: telling a copy from a move by paths
-    // fails (round 12), and refusing loses nothing
+    // a copy of a run directory takes a branch: the original's log keeps what the copy's loses
     const std::string q = c.dir.file("q"), copy = c.dir.file("q_copy"), branch_q = c.dir.file("br_q");
     ASSERT_EQ(run(c.train_gpt(q, "-x 8 --checkpoint-every 2 --keep-checkpoints 4")).rc, 0);
     make_dirs(branch_q);
     ASSERT_EQ(
         run("cp -r '" + q + "' '" + copy + "' && cp -r '" + q + "/checkpoints/step_00000004' '" + branch_q + "/'").rc,
         0);
-    expect_refused(
-        run(train_gpt_binary() + " --resume -o '" + copy + "' --checkpoint-dir '" + branch_q + "' -x 8 -l 1e-3"),
-        {"its log.jsonl records a later save of this run"});
+    const CommandResult into_copy =
+        run(train_gpt_binary() + " --resume -o '" + copy + "' --checkpoint-dir '" + branch_q + "' -x 8 -l 1e-3");
+    EXPECT_EQ(into_copy.rc, 0) << into_copy.output;
     // the run itself goes on in its new place
     const CommandResult go_on = run(train_gpt_binary() + " --resume -o '" + moved + "' -x 10");
     ASSERT_EQ(go_on.rc, 0) << go_on.output;
@@ -1297,8 +1296,10 @@ TEST(Faults, MovedRunsAreFoundWhereverTheyWent) {
     const std::string x = c.dir.file("x"), x_old = c.dir.file("x.old");
     ASSERT_EQ(run(c.train_gpt(x, "-x 8 --checkpoint-every 2 --keep-checkpoints 4")).rc, 0);
     ASSERT_EQ(run("mv '" + x + "' '" + x_old + "'").rc, 0);
-    const std::string br2 = branch_from(x_old + "/checkpoints/step_00000004", "br2");
-    const CommandResult named_branch = resume(x, "--checkpoint-dir '" + br2 + "' -x 6 -l 1e-3");
+    // (its checkpoints where the original's were: the same paths, other checkpoints)
+    make_dirs(x + "/checkpoints");
+    ASSERT_EQ(run("cp -r '" + x_old + "/checkpoints/step_00000004' '" + x + "/checkpoints/'").rc, 0);
+    const CommandResult named_branch = resume(x, "-x 8 -l 1e-3");
     ASSERT_EQ(named_branch.rc, 0) << named_branch.output;
     const std::string br3 = branch_from(x_old + "/checkpoints/step_00000004", "br3");
     const auto before = directory_snapshot(x_old);

@@ -145,6 +145,13 @@ bool LoggedRun::knows(const std::string& checkpoint, const std::string& manifest
     return false;
 }
 
+bool LoggedRun::records(const std::string& checkpoint, const std::string& manifest_hash) const {
+    const std::string target = resolved_path(checkpoint);
+    for (const auto& [path, hash] : known)
+        if (!manifest_hash.empty() && !hash.empty() ? hash == manifest_hash : path == target) return true;
+    return false;
+}
+
 std::string LoggedRun::hash_of(const std::string& checkpoint) const {
     const std::string target = resolved_path(checkpoint);
     for (const auto& [path, hash] : known)

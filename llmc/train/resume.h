@@ -63,6 +63,8 @@ struct LoggedRun {
     bool saved_step(int64_t step) const;               // a checkpoint record of this step
     // a checkpoint or resume record of this step directory, at its path or (moved) by its manifest's hash
     bool knows(const std::string& checkpoint, const std::string& manifest_hash) const;
+    // the same checkpoint, strictly: by its manifest's hash where both sides have one, else by path
+    bool records(const std::string& checkpoint, const std::string& manifest_hash) const;
     // the manifest hash a checkpoint record of this path recorded ("": none, or an older log)
     std::string hash_of(const std::string& checkpoint) const;
 };
