@@ -1305,6 +1305,18 @@ TEST(Faults, MovedRunsAreFoundWhereverTheyWent) {
     const auto before = directory_snapshot(x_old);
     expect_refused(resume(x_old, "--checkpoint-dir '" + br3 + "' -x 8 -l 3e-3"), {later});
     EXPECT_EQ(directory_snapshot(x_old), before);
+    // round 13: the old name taken by a fine-tune from the newest checkpoint, whose log resumed from
+    // (did not save) it, then a branch from an earlier one into the moved run: refused (before: the
+    // fine-tune's resume record passed for a copy of the save, and the moved log was cut)
+    const std::string e = c.dir.file("e"), e_v1 = c.dir.file("e.v1");
+    ASSERT_EQ(run(c.train_gpt(e, "-x 8 --checkpoint-every 2 --keep-checkpoints 4")).rc, 0);
+    ASSERT_EQ(run("mv '" + e + "' '" + e_v1 + "'").rc, 0);
+    const std::string tune = branch_from(e_v1 + "/checkpoints/step_00000008", "tune");
+    const CommandResult fine_tune = resume(e, "--checkpoint-dir '" + tune + "' -x 10 -l 1e-3");
+    ASSERT_EQ(fine_tune.rc, 0) << fine_tune.output;
+    const std::string br4 = branch_from(e_v1 + "/checkpoints/step_00000006", "br4");
+    expect_refused(resume(e_v1, "--checkpoint-dir '" + br4 + "' -x 8 -l 3e-3"),
+                   {"its log.jsonl records a later save of this run, " + e_v1 + "/checkpoints/step_00000008"});
     // resumed by its checkpoints alone after a move: said; the moved log then refuses the gap
     const std::string r1 = c.dir.file("r1"), r2 = c.dir.file("r2");
     ASSERT_EQ(run(c.train_gpt(r1, "-x 4 --checkpoint-every 2 --keep-checkpoints 4")).rc, 0);

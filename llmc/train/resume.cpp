@@ -122,6 +122,7 @@ LoggedRun read_logged_run(const std::string& path) {
             const std::string hash =
                 j.contains("manifest") && j["manifest"].is_string() ? j["manifest"].get<std::string>() : "";
             run.known.emplace_back(resolved_path(j[names].get<std::string>()), hash);
+            if (type == "checkpoint") run.saves.push_back(run.known.back());
         }
         const bool names_run = type == "start" || type == "resume" || type == "checkpoint" || type == "summary";
         if (names_run && j.contains("run_id") && j["run_id"].is_string())
@@ -147,7 +148,7 @@ bool LoggedRun::knows(const std::string& checkpoint, const std::string& manifest
 
 bool LoggedRun::records(const std::string& checkpoint, const std::string& manifest_hash) const {
     const std::string target = resolved_path(checkpoint);
-    for (const auto& [path, hash] : known)
+    for (const auto& [path, hash] : saves)
         if (!manifest_hash.empty() && !hash.empty() ? hash == manifest_hash : path == target) return true;
     return false;
 }

@@ -53,6 +53,7 @@ struct LoggedRun {
     // every checkpoint the log records saving or resuming from: (resolved path, manifest hash) —
     // the hash ("" in logs from before it) finds a checkpoint again after it was moved
     std::vector<std::pair<std::string, std::string>> known;
+    std::vector<std::pair<std::string, std::string>> saves;   // the same, of its checkpoint records only
     std::set<std::string> run_ids;       // the run identities its start, resume, checkpoint and summary records carry
     std::set<std::string> output_dirs;   // the absolute --output-dir its start and resume records name
     std::string last_output_dir;         // the one its last start or resume record names ("": none)
@@ -63,7 +64,8 @@ struct LoggedRun {
     bool saved_step(int64_t step) const;               // a checkpoint record of this step
     // a checkpoint or resume record of this step directory, at its path or (moved) by its manifest's hash
     bool knows(const std::string& checkpoint, const std::string& manifest_hash) const;
-    // the same checkpoint, strictly: by its manifest's hash where both sides have one, else by path
+    // a checkpoint record (a save, not a resume) of this checkpoint, strictly: by its manifest's hash
+    // where both sides have one, else by path. A log that saved it holds the steps before it.
     bool records(const std::string& checkpoint, const std::string& manifest_hash) const;
     // the manifest hash a checkpoint record of this path recorded ("": none, or an older log)
     std::string hash_of(const std::string& checkpoint) const;
