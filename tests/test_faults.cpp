@@ -101,6 +101,12 @@ struct Corpus {
     std::string train_gpt(const std::string& out, const std::string& extra) const {
         return train_gpt_binary() + flags(out, extra);
     }
+    // a run in working directory `cwd` without -o: into the default `out` there
+    std::string train_gpt_in(const std::string& cwd, const std::string& extra) const {
+        return "sh -c \"cd '" + cwd + "' && " + train_gpt_binary() +
+               " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" + dir.file("train_*.bin") +
+               "' --tokenizer '" + dir.file("tokenizer.bin") + "' " + extra + "\"";
+    }
     std::string mpirun(int ranks, const std::string& out, const std::string& extra) const {
         return kMpirun + format("-np %d ", ranks) + train_gpt(out, extra);
     }
@@ -1247,11 +1253,8 @@ TEST(Faults, ABranchIntoAMovedRunDirectoryIsRefused) {
     // the trainer's own move-aside: a second run in the default `out` renames the first one's
     const std::string cwd = c.dir.file("cwd");
     make_dirs(cwd);
-    const std::string in_cwd = "cd '" + cwd + "' && " + train_gpt_binary() +
-                               " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" +
-                               c.dir.file("train_*.bin") + "' --tokenizer '" + c.dir.file("tokenizer.bin") + "' ";
-    ASSERT_EQ(run("sh -c \"" + in_cwd + "-x 8 --checkpoint-every 2 --keep-checkpoints 4\"").rc, 0);
-    const CommandResult second = run("sh -c \"" + in_cwd + "-x 2\"");
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 8 --checkpoint-every 2 --keep-checkpoints 4")).rc, 0);
+    const CommandResult second = run(c.train_gpt_in(cwd, "-x 2"));
     ASSERT_EQ(second.rc, 0) << second.output;
     std::string aside;
     for (const auto& e : std::filesystem::directory_iterator(cwd))
@@ -1355,11 +1358,8 @@ TEST(Faults, MovingASymlinkedOutAsideSaysWhereTheNewRunGoes) {
     make_dirs(cwd);
     make_dirs(scratch);
     ASSERT_EQ(run("ln -s '" + scratch + "' '" + cwd + "/out'").rc, 0);
-    const std::string in_cwd = "cd '" + cwd + "' && " + train_gpt_binary() +
-                               " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -x 2 -i '" +
-                               c.dir.file("train_*.bin") + "' --tokenizer '" + c.dir.file("tokenizer.bin") + "'";
-    ASSERT_EQ(run("sh -c \"" + in_cwd + "\"").rc, 0);
-    const CommandResult second = run("sh -c \"" + in_cwd + "\"");
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 2")).rc, 0);
+    const CommandResult second = run(c.train_gpt_in(cwd, "-x 2"));
     ASSERT_EQ(second.rc, 0) << second.output;
     EXPECT_CONTAINS(second.output,
                     "warning: out was a symbolic link to " + scratch + ": the link is now out.previous-");
