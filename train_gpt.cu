@@ -1401,6 +1401,7 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
 int main(int argc, char** argv) {
     std::unique_ptr<Comm> comm;
     try {
+        keep_standard_descriptors_open();   // before any file is opened (train/signals.h)
         TrainConfig cfg;
         if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) return *exit_code;
         ignore_output_signals();       // a file-size limit or a closed stdout is no kill (train/signals.h)

@@ -803,6 +803,39 @@ TEST(Faults, ASignalDuringASaveStopsWithThatCheckpoint) {
         EXPECT_EQ(s % 2, 0) << "only the due saves: no second one for the stop";
 }
 
+// Round 14: a trainer started with its standard descriptors closed opens /dev/null in their place
+// first, so its own files never take fds 0–2 (before: log.jsonl became fd 2, the SIGUSR1 notice
+// landed in it, and every resume was refused at that line; with only stdout closed, the step
+// lines went into the lock file). Its log stays whole and the run resumes; a closed stdout alone
+// is said once on stderr.
+TEST(Faults, ClosedStandardDescriptorsNeverBecomeTheRunsFiles) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    {
+        Background job("sh -c \"exec " + c.train_gpt(out, "-x 100000 --checkpoint-every 50000") + " <&- >&- 2>&-\"",
+                       c.dir.file("job.txt"));
+        ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 3; })) << job.output();
+        kill(job.pid, SIGUSR1);
+        ASSERT_EQ(job.wait(300), 75);
+    }
+    std::istringstream log(read_text(out + "/log.jsonl"));
+    for (std::string line; std::getline(log, line);) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        EXPECT_TRUE(j.is_object()) << "not a record: " << line;
+    }
+    const auto stops = records_of(out + "/log.jsonl", "stop");
+    ASSERT_EQ(stops.size(), 1u);
+    const int stopped = stops[0]["step"].get<int>();
+    const CommandResult resumed = run(train_gpt_binary() + format(" --resume -o '%s' -x %d", out.c_str(), stopped + 2));
+    ASSERT_EQ(resumed.rc, 0) << resumed.output;
+    // stdout alone closed: said once, and the lock is no transcript
+    const std::string o2 = c.dir.file("o2");
+    const CommandResult quiet = run("sh -c \"" + c.train_gpt(o2, "-x 3") + " >&-\" 2>&1");
+    ASSERT_EQ(quiet.rc, 0) << quiet.output;
+    EXPECT_CONTAINS(quiet.output, "warning: stdout is closed; the run goes on, and its records are in log.jsonl");
+    EXPECT_EQ(last_step(o2 + "/log.jsonl"), 3);
+}
+
 // Under mpirun, a signal that only rank 1 receives (as when a scheduler's signals reach the ranks
 // at different moments): every rank stops after the same step, one checkpoint holds both ranks'
 // state, and the job exits 75.

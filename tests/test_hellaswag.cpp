@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <sstream>
+#include <utility>
 
 using namespace train_gpt;
 using namespace train_gpt::test;
@@ -171,4 +172,14 @@ TEST(HellaSwag, TheDownloadScriptsFailCleanlyOffline) {
                           &output),
               0);
     EXPECT_CONTAINS(output, "tinystories: error: GPT2_DIR=/nonexistent: expected a directory with encoder.json");
+    // fineweb.sh too, before its tens of GB (and before it asks for the datasets package)
+    const std::string fw = dir.file("fw");
+    for (const auto& [env, says] :
+         {std::pair<std::string, std::string>{"GPT2_DIR=/nonexistent",
+                                              "fineweb: error: GPT2_DIR=/nonexistent: expected a directory"},
+          {"VAL_FRACTION=abc", "fineweb: error: VAL_FRACTION=abc: expected a fraction between 0 and 1"}}) {
+        EXPECT_NE(run_command(env + " OUT='" + fw + "' " + repo_root() + "/dev/data/fineweb.sh", &output), 0) << env;
+        EXPECT_CONTAINS(output, says);
+        EXPECT_FALSE(file_exists(fw)) << "no empty directory left";
+    }
 }

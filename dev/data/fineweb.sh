@@ -37,6 +37,11 @@ die() { echo "fineweb: error: $*" >&2; exit 1; }
 # a run that fails leaves no empty output directory behind (rmdir removes only an empty one)
 trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
 [[ -x build/prepare_text ]] || die "build/prepare_text is missing; run make"
+# what prepare_text will be given is checked before the download (tens of GB), not after it
+[[ ( -f $GPT2_DIR/encoder.json && -f $GPT2_DIR/vocab.bpe ) || ( -f $GPT2_DIR && $GPT2_DIR == *.tiktoken ) ]] ||
+    die "GPT2_DIR=$GPT2_DIR: expected a directory with encoder.json and vocab.bpe, or a .tiktoken file"
+[[ $VAL_FRACTION =~ ^(0(\.[0-9]+)?|\.[0-9]+)$ ]] && awk -v f="$VAL_FRACTION" 'BEGIN { exit !(f > 0 && f < 1) }' ||
+    die "VAL_FRACTION=$VAL_FRACTION: expected a fraction between 0 and 1 (0.01)"
 /usr/bin/python3 -c 'import datasets' 2>/dev/null ||
     die "python3 cannot import datasets: /usr/bin/python3 -m pip install --break-system-packages datasets"
 mkdir -p "$OUT"

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace train_gpt {
@@ -60,6 +61,19 @@ void install(int sig, void (*handler)(int), int flags, struct sigaction* previou
 void ignore_output_signals() {
     install(SIGXFSZ, SIG_IGN, 0, nullptr);
     install(SIGPIPE, SIG_IGN, 0, nullptr);
+}
+
+void keep_standard_descriptors_open() {
+    bool stdout_closed = false;
+    for (int fd = 0; fd <= 2; fd++) {
+        if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        // the lowest free descriptor, so fd itself (the ones below it are open by now)
+        const int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+        if (opened != fd) fail("descriptor %d is closed and /dev/null cannot stand in for it", fd);
+        stdout_closed |= fd == 1;
+    }
+    if (stdout_closed)
+        std::fprintf(stderr, "warning: stdout is closed; the run goes on, and its records are in log.jsonl\n");
 }
 
 void warn_if_stdout_failed() {

@@ -39,6 +39,11 @@ enum class StopRequest {
 
 // SIGXFSZ ignored, for the whole process (call it before MPI_Init, which may write files too).
 void ignore_output_signals();
+// First thing in main: a standard descriptor (0, 1, 2) the trainer was started without is opened
+// on /dev/null, so the trainer's own files (the locks, log.jsonl) never take one of them (before:
+// with stderr closed, log.jsonl became fd 2 and warnings landed in it). A closed stdout is said
+// once on stderr, as a failed write to it is.
+void keep_standard_descriptors_open();
 // Once: a warning on stderr that stdout could not be written (closed, a full device), the run
 // going on with log.jsonl as its record. Call after the step lines are printed.
 void warn_if_stdout_failed();
