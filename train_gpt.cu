@@ -376,7 +376,17 @@ ResumeState load_checkpoint(const ResumeChoice& from, GPT& model, const RunPlan&
                                   read_state_range(from.dir, plan.model, StateTensor::V, begin, end));
     model.restore_fp8_state(manifest.fp8_json.empty() ? "[]" : manifest.fp8_json);
     if (scaler && !manifest.loss_scaler_json.empty()) loss_scaler_from_json(*scaler, manifest.loss_scaler_json);
-    if (loader) loader->set_position(manifest.data_position);
+    if (loader) {   // at the checkpoint's place in the data, in this run's cut of it (another -t)
+        const std::optional<SavedDataOrder> then = saved_data_order(manifest.train_config_json);
+        const int64_t position =
+            then ? loader->position_at_seq_len(manifest.data_position, then->seq_len) : manifest.data_position;
+        loader->set_position(position);
+        if (then) {
+            const DataOrderNow now{plan.seq_len, loader->shuffled(), loader->seed(), loader->samples_per_epoch()};
+            const std::string notice = data_order_change_notice(*then, now, manifest.data_position, position);
+            if (!notice.empty()) print0("notice: %s\n", notice.c_str());
+        }
+    }
     return ResumeState{manifest.step, counters_from_json(manifest.extra_json), manifest.rng_state};
 }
 
@@ -850,6 +860,11 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     if (cfg.given.count("val-data") && !cfg.val_data.empty() && cfg.val_every == 0) {
         print0("notice: -j %s is given, but -v 0: the val loss is never evaluated\n", cfg.val_data.c_str());
     }
+    if (cfg.auto_resume && cfg.checkpoint_every == 0 && cfg.steps > 0) {   // a requeue loop that never gains
+        print0(
+            "warning: --auto-resume without --checkpoint-every: a stop (exit 75) writes no checkpoint, so every "
+            "restart trains from the start again; give -n N\n");
+    }
     if (cfg.steps > 0 && plan.schedule.warmup_steps > cfg.steps) {
         print0("notice: --warmup-steps %d is longer than the run's %d steps: the learning rate never reaches --lr %g\n",
                plan.schedule.warmup_steps, cfg.steps, cfg.lr);
@@ -1207,6 +1222,7 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
     bool saved = false;
     if (due || (stop == StopRequest::Checkpoint && cfg.checkpoint_every > 0)) {
         const std::string path = checkpoint_dir(plan.checkpoint_dir, step + 1);
+        if (comm.rank() == 0) fail_if_checkpoint_dir_moved(run.held, run.dirs.checkpoints, step + 1);
         // the steps logged so far on disk before the checkpoint is: after a power loss a durable
         // checkpoint never has its steps missing from the log (a resume would see a gap)
         if (run.log) run.log->sync();
@@ -1250,6 +1266,25 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
                       .num("step", step + 1)
                       .str("reason", what)
                       .str("checkpoint", saved ? checkpoint_dir(plan.checkpoint_dir, step + 1) : ""));
+    if (run.log) run.log->sync();
+    std::fflush(stdout);
+    return stop == StopRequest::Checkpoint ? kStopExitCode : kInterruptExitCode;
+}
+
+// After the last step (its checkpoint written, or not due), once `phase` has run: the stop a signal
+// asked for during it, as checkpoint_or_stop does after a step. Exit 75 (130 for SIGINT), so that
+// the requeue of a preempted job resumes the last checkpoint and finishes the run; nullopt: none.
+std::optional<int> stop_after_last_step(Run& run, const char* phase, const RunSummary& summary, Comm& comm) {
+    const StopRequest stop = stop_request_of_all(comm);   // train/signals.h
+    if (stop == StopRequest::None) return std::nullopt;
+    const int steps = run.cfg.steps;
+    const std::string last = checkpoint_dir(run.plan.checkpoint_dir, steps);
+    const bool saved = summary.checkpoint && *summary.checkpoint == last;
+    std::string what = format("stopped by %s during %s, after step %d (the last)", stop_signal_name(), phase, steps);
+    what += saved ? format("; its checkpoint %s is written: --resume (or --auto-resume) finishes the run", last.c_str())
+                  : std::string("; no checkpoint of it: --checkpoint-every is 0, or it was not written");
+    print0("%s\n", what.c_str());
+    run.write_log(LogRecord("stop").num("step", steps).str("reason", what).str("checkpoint", saved ? last : ""));
     if (run.log) run.log->sync();
     std::fflush(stdout);
     return stop == StopRequest::Checkpoint ? kStopExitCode : kInterruptExitCode;
@@ -1367,10 +1402,18 @@ int train(Run& run, Comm& comm) {
         std::fflush(stdout);
         warn_if_stdout_failed();
     }
-    stop_signals.reset();   // from here on a signal ends the process at once
+    // a signal during the final evaluation or sample: that phase runs to its end, then the run stops
+    // with the last step's checkpoint, so that a requeued --auto-resume does the rest
+    if (stop_signals)
+        if (const std::optional<int> stopped = stop_after_last_step(run, "the final evaluation", summary, comm))
+            return *stopped;
     if (counters.skipped > 0)
         print0("%lld step(s) skipped for a non-finite loss or gradient norm\n", (long long)counters.skipped);
     sample(run, sample_rng, cfg.steps);
+    if (stop_signals)
+        if (const std::optional<int> stopped = stop_after_last_step(run, "the final sample", summary, comm))
+            return *stopped;
+    stop_signals.reset();   // from here on (the summary) a signal ends the process at once
     finish(run, summary, counters, clock, this_process_tokens, this_process_step_seconds, peak, step_flops);
     std::fflush(stdout);
     warn_if_stdout_failed();

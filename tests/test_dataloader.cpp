@@ -178,6 +178,43 @@ TEST(DataLoader, SetPositionReproducesBatchesAcrossWorldSizes) {
     EXPECT_CONTAINS(error_of([&] { a.set_position(-1); }), "position");
 }
 
+// Round 16: a resume with another -t read sample p of the new cut, so a shorter T read again
+// tokens already trained on. The position is mapped: in order, to the first sample of the new cut
+// that starts at or after the saved sample's first token (same epoch); shuffled, to the same
+// fraction of the epoch. Checked against the counting shards' tokens, which name (shard, offset).
+TEST(DataLoader, APositionOfAnotherSeqLenMapsToTheSamePlaceInTheTokens) {
+    ScratchDir dir;
+    const std::string glob = write_counting_shards(dir, {101, 64});   // T 6: 16 + 10 samples; T 4: 25 + 15
+    for (const auto& [saved_T, T] : {std::pair{6, 4}, std::pair{4, 6}, std::pair{6, 6}}) {
+        DataLoader saved(glob, 1, saved_T, 0, 1, false, 0, kVocab), now(glob, 1, T, 0, 1, false, 0, kVocab);
+        const int64_t S_then = saved.samples_per_epoch(), S_now = now.samples_per_epoch();
+        now.set_position(S_now - 1);
+        const int32_t last_start_now = next(now).inputs[0];
+        for (int64_t p = 0; p < 3 * S_then; p++) {
+            saved.set_position(p);
+            const int32_t first_token = next(saved).inputs[0];   // 1000 * shard + offset
+            const int64_t q = now.position_at_seq_len(p, saved_T);
+            // past the new cut's last sample (a shard's tail), the epoch is done: the next one begins
+            const bool epoch_done = first_token > last_start_now;
+            EXPECT_EQ(q / S_now, p / S_then + (epoch_done ? 1 : 0)) << "T " << saved_T << " -> " << T << ", p " << p;
+            if (!epoch_done) {
+                now.set_position(q);
+                EXPECT_GE(next(now).inputs[0], first_token) << "nothing read twice, p " << p;
+            }
+            if (q % S_now != 0 || epoch_done) {   // and nothing skipped: the sample before starts before it
+                now.set_position(q - 1);
+                EXPECT_LT(next(now).inputs[0], first_token) << "p " << p;
+            }
+            if (saved_T == T) {
+                EXPECT_EQ(q, p);
+            }
+        }
+        DataLoader shuffled(glob, 1, T, 0, 1, true, 7, kVocab);
+        for (int64_t p : {(int64_t)0, (int64_t)5, S_then - 1, S_then + 3})
+            EXPECT_EQ(shuffled.position_at_seq_len(p, saved_T), p / S_then * S_now + p % S_then * S_now / S_then);
+    }
+}
+
 TEST(DataLoader, ShuffleIsADeterministicPermutationPerEpoch) {
     ScratchDir dir;
     const std::string glob = write_counting_shards(dir, {97, 33});   // T = 4: 24 + 8 = 32 samples

@@ -1111,6 +1111,107 @@ TEST(Faults, ASignalDuringTheFirstValidationEndsTheRunAtOnce) {
     EXPECT_CONTAINS(training.output(), "SIGTERM: stopping after this step");
 }
 
+// Round 16: a signal during the final evaluation (after the last step's checkpoint) was said
+// ("stopping after this step") and then ignored: the evaluation, sample and summary ran on and the
+// run exited 0, so a Slurm time limit cut it there and nothing requeued it. Now that evaluation runs
+// to its end and the run stops with the last checkpoint (exit 75); the resume finishes the run,
+// with the final val loss logged once.
+TEST(Faults, ASignalDuringTheFinalEvaluationStopsWithTheLastCheckpoint) {
+    Corpus c;
+    Rng rng(5);
+    std::vector<uint32_t> val(1000000);   // an evaluation of a second or two
+    for (uint32_t& t : val)
+        t = (uint32_t)rng.below(256);
+    write_shard(c.dir.file("val_000000.bin"), val.data(), (int64_t)val.size(), 2);
+    const std::string out = c.dir.file("out");
+    const std::string command =
+        c.train_gpt(out, "-x 4 -v 4 -m 1000000 --checkpoint-every 4 -j '" + c.dir.file("val_*.bin") + "'");
+    Background job(command, c.dir.file("job.txt"));
+    ASSERT_TRUE(wait_until([&] { return file_exists(out + "/checkpoints/step_00000004"); })) << job.output();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));   // into the final evaluation
+    kill(job.pid, SIGTERM);
+    ASSERT_EQ(job.wait(300), 75) << job.output();
+    EXPECT_CONTAINS(job.output(),
+                    "stopped by SIGTERM during the final evaluation, after step 4 (the last); its "
+                    "checkpoint " +
+                        out + "/checkpoints/step_00000004 is written");
+    const auto stops = records_of(out + "/log.jsonl", "stop");
+    ASSERT_EQ(stops.size(), 1u);
+    EXPECT_EQ(stops[0]["checkpoint"], out + "/checkpoints/step_00000004");
+    EXPECT_TRUE(records_of(out + "/log.jsonl", "summary").empty()) << job.output();
+
+    const CommandResult resumed = run(command + " --auto-resume");
+    ASSERT_EQ(resumed.rc, 0) << resumed.output;
+    ASSERT_EQ(records_of(out + "/log.jsonl", "summary").size(), 1u);
+    int final_vals = 0;
+    for (const auto& v : records_of(out + "/log.jsonl", "val"))
+        final_vals += v["step"] == 4;
+    EXPECT_EQ(final_vals, 1) << "the final val loss, logged once";
+    EXPECT_EQ(records_of(out + "/log.jsonl", "step").size(), 4u);
+}
+
+// Round 16: a live run whose checkpoint directory was moved (or deleted) re-created it at the old
+// path and saved there, among the checkpoints of a new run started at that path, which held its
+// lock; the live run's pruning then deleted them. Now the live run checks before each save that
+// the path still names the lock file it holds, and stops, saying where its directory went.
+TEST(Faults, ACheckpointDirMovedUnderALiveRunIsNeverWrittenAgain) {
+    Corpus c;
+    const std::string a = c.dir.file("a"), moved = c.dir.file("a_renamed");
+    Background live(c.train_gpt(a, "-x 100000 --checkpoint-every 5000"), c.dir.file("live.txt"));
+    // stopped at once after its first save (which has nothing to prune), long before its next
+    ASSERT_TRUE(wait_until([&] { return file_exists(a + "/checkpoints/step_00005000/manifest.json"); }))
+        << live.output();
+    kill(live.pid, SIGSTOP);
+    ASSERT_EQ(std::rename(a.c_str(), moved.c_str()), 0);
+    // a new run in the freed name, with three checkpoints, while the first one is stopped
+    const CommandResult fresh = run(c.train_gpt(a, "-x 6 --checkpoint-every 2 --seed 7"));
+    ASSERT_EQ(fresh.rc, 0) << fresh.output;
+    const auto fresh_files = directory_snapshot(a);
+    kill(live.pid, SIGCONT);
+    ASSERT_EQ(live.wait(300), 1) << live.output();
+    EXPECT_CONTAINS(live.output(), "error: --checkpoint-dir " + a +
+                                       "/checkpoints was moved or deleted while this run "
+                                       "was live (it is now " +
+                                       moved + "/checkpoints): the checkpoint of step 10000 is not written");
+    EXPECT_EQ(directory_snapshot(a), fresh_files) << "the new run's files, untouched";
+    // the live run's checkpoints are where its directory went, and resume from there
+    EXPECT_TRUE(file_exists(moved + "/checkpoints/step_00005000"));
+    EXPECT_FALSE(file_exists(moved + "/checkpoints/step_00010000"));
+    const CommandResult resumed = run(c.train_gpt(moved, "-x 5002 --checkpoint-every 5000 --resume"));
+    EXPECT_EQ(resumed.rc, 0) << resumed.output;
+}
+
+// Round 16: the data position is a sample index, and a resume with a shorter -t (an accepted
+// override) read sample p of the shorter cut, half-way back over tokens already trained on, without
+// a word. The position now moves to the same token, and the notice says so.
+TEST(Faults, AResumeWithAShorterSeqLenReadsOnFromTheSameToken) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 10 --checkpoint-every 10")).rc, 0);   // 20 samples of 16: token 320
+    const CommandResult resumed = run(c.train_gpt(out, "-x 12 --checkpoint-every 12 --resume -t 8"));
+    ASSERT_EQ(resumed.rc, 0) << resumed.output;
+    EXPECT_CONTAINS(resumed.output,
+                    "notice: --seq-len 8 (the checkpoint's run: 16): the data position, a sample "
+                    "index, moves from sample 20 of 16-token samples to sample 40 of 8-token "
+                    "samples, the same place in the token stream");
+    const auto manifest = nlohmann::json::parse(read_text(out + "/checkpoints/step_00000012/manifest.json"));
+    EXPECT_EQ(manifest["data_position"], 40 + 2 * 2) << "token 320, then two steps of 2 samples";
+}
+
+// Round 16: --auto-resume without -n was accepted without a word; each stop then exits 75 with no
+// checkpoint, and a requeue loop keyed on 75 starts over from step 0 every time.
+TEST(Faults, AutoResumeWithoutCheckpointsIsWarnedOfAtTheStart) {
+    Corpus c;
+    const CommandResult bare = run(c.train_gpt(c.dir.file("a"), "-x 2 --auto-resume"));
+    ASSERT_EQ(bare.rc, 0) << bare.output;
+    EXPECT_CONTAINS(bare.output,
+                    "warning: --auto-resume without --checkpoint-every: a stop (exit 75) writes no "
+                    "checkpoint, so every restart trains from the start again; give -n N");
+    const CommandResult saving = run(c.train_gpt(c.dir.file("b"), "-x 2 --auto-resume --checkpoint-every 2"));
+    ASSERT_EQ(saving.rc, 0) << saving.output;
+    EXPECT_EQ(saving.output.find("--auto-resume without"), std::string::npos) << saving.output;
+}
+
 // Round 7: the protections above hold however -o is spelled, for runs that saved nothing, and
 // for logs with a bad line; --overwrite-output on a resume replaces the other run's log.
 TEST(Faults, WhoseLogAResumeMayCutHoldsForEverySpellingRunAndLine) {

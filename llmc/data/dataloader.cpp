@@ -131,6 +131,29 @@ void DataLoader::set_position(int64_t global_sample) {
     position_ = global_sample;
 }
 
+int64_t DataLoader::position_at_seq_len(int64_t saved_position, int saved_T) const {
+    if (saved_T == T_ || saved_T < 1 || saved_position < 0) return saved_position;
+    std::vector<int64_t> first_then{0};   // (num_shards + 1,): the saved cut's first_sample_
+    for (const auto& shard : shards_) {
+        const int64_t n = shard->info.num_tokens;
+        first_then.push_back(first_then.back() + (n >= 1 ? (n - 1) / saved_T : 0));
+    }
+    const int64_t samples_then = first_then.back();
+    if (samples_then <= 0) return 0;
+    const int64_t epoch = saved_position / samples_then, slot = saved_position % samples_then;
+    int64_t slot_now;
+    if (shuffle_) {
+        slot_now = (int64_t)((__int128)slot * samples_per_epoch_ / samples_then);
+    } else {
+        // shard s holds the saved slot; its sample starts at token (slot - first_then[s]) * saved_T
+        const size_t s =
+            (size_t)(std::upper_bound(first_then.begin(), first_then.end(), slot) - first_then.begin()) - 1;
+        const int64_t token = (slot - first_then[s]) * saved_T;
+        slot_now = std::min(first_sample_[s] + (token + T_ - 1) / T_, first_sample_[s + 1]);
+    }
+    return epoch * samples_per_epoch_ + slot_now;
+}
+
 namespace {
 
 // splitmix64 finaliser: a fixed bijective mix so nearby (seed, epoch) pairs seed unrelated streams.

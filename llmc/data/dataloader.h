@@ -49,6 +49,11 @@ class DataLoader {
     void reset();   // p = 0: global sample 0 of epoch 0
     int64_t position() const { return position_; }
     void set_position(int64_t global_sample);   // for checkpoint resume; must be >= 0
+    // A position saved by a run that cut these shards into samples of saved_T tokens, as a
+    // position of this loader's cut (a resume with another -t): the same epoch and, in order, the
+    // first sample that starts at or after where the saved position's sample started, so that no
+    // token is read twice; shuffled, the same fraction of the epoch (the permutations differ).
+    int64_t position_at_seq_len(int64_t saved_position, int saved_T) const;
     int64_t epoch() const { return position_ / samples_per_epoch_; }
 
     int64_t samples_per_epoch() const { return samples_per_epoch_; }
@@ -57,6 +62,8 @@ class DataLoader {
     const std::string& glob() const { return glob_; }
     int B() const { return B_; }
     int T() const { return T_; }
+    bool shuffled() const { return shuffle_; }
+    uint64_t seed() const { return seed_; }
 
     // Sample id (0 .. S-1, in concatenation order) at global index q: q % S, or perm[q % S].
     // Exposed so tests can check the order; next_batch() reads through it.

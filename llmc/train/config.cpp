@@ -290,6 +290,51 @@ std::string first_flag_difference(const std::string& flags, const std::string& r
     return "";
 }
 
+std::optional<SavedDataOrder> saved_data_order(const std::string& saved_config_json) {
+    const auto saved = nlohmann::json::parse(saved_config_json, nullptr, false);
+    if (!saved.is_object()) return std::nullopt;
+    const auto seq_len = saved.find("seq_len"), shuffle = saved.find("shuffle"), seed = saved.find("seed");
+    if (seq_len == saved.end() || !seq_len->is_number_integer() || shuffle == saved.end() || !shuffle->is_boolean() ||
+        seed == saved.end() || !seed->is_number_integer()) {
+        return std::nullopt;
+    }
+    SavedDataOrder order;
+    const int64_t t = seq_len->get<int64_t>();
+    if (t < 1 || t > INT_MAX) return std::nullopt;
+    order.seq_len = (int)t;
+    order.shuffle = shuffle->get<bool>();
+    order.seed = seed->get<uint64_t>();
+    return order;
+}
+
+std::string data_order_change_notice(const SavedDataOrder& then, const DataOrderNow& now, int64_t position_then,
+                                     int64_t position_now) {
+    const int64_t epoch = now.samples_per_epoch > 0 ? position_now / now.samples_per_epoch : 0;
+    const int seq_len_now = now.seq_len;
+    if (then.seq_len != seq_len_now) {
+        std::string text = format(
+            "--seq-len %d (the checkpoint's run: %d): the data position, a sample index, moves from sample %lld of "
+            "%d-token samples to sample %lld of %d-token samples",
+            seq_len_now, then.seq_len, (long long)position_then, then.seq_len, (long long)position_now, seq_len_now);
+        if (!now.shuffle && !then.shuffle)
+            return text + ", the same place in the token stream: no token is trained on twice";
+        return text + format(
+                          ", the same fraction of epoch %lld; the rest of that epoch is shuffled anew over samples of "
+                          "%d tokens, so part of what it trained on comes again and part of what it had not is "
+                          "skipped until the next epoch",
+                          (long long)epoch, seq_len_now);
+    }
+    if ((then.shuffle || now.shuffle) && (then.shuffle != now.shuffle || then.seed != now.seed)) {
+        return format(
+            "--shuffle %s --seed %llu (the checkpoint's run: --shuffle %s --seed %llu): the rest of epoch %lld is "
+            "read in another order, so part of what it trained on comes again and part of what it had not is skipped "
+            "until the next epoch",
+            now.shuffle ? "true" : "false", (unsigned long long)now.seed, then.shuffle ? "true" : "false",
+            (unsigned long long)then.seed, (long long)epoch);
+    }
+    return "";
+}
+
 std::string batch_change_notice(const TrainConfig& c, const RunPlan& now, const std::string& saved_config_json) {
     nlohmann::json saved;
     try {

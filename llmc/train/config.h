@@ -196,6 +196,28 @@ std::string checkpoint_dir_of(const TrainConfig& cfg);
 // checkpoint's batch ("" if it is unchanged or the checkpoint does not record it).
 std::string batch_change_notice(const TrainConfig& c, const RunPlan& now, const std::string& saved_config_json);
 
+// The order the checkpoint's run read its data in (from its recorded config); nullopt for a
+// checkpoint from before these were recorded, or a record that does not parse.
+struct SavedDataOrder {
+    int seq_len = 0;
+    bool shuffle = false;
+    uint64_t seed = 0;
+};
+std::optional<SavedDataOrder> saved_data_order(const std::string& saved_config_json);
+
+// A resumed run that reads its data otherwise than the checkpoint's run did: another -t (the data
+// position, a sample index, was moved from `position_then` to `position_now`, see
+// DataLoader::position_at_seq_len), or another --shuffle or --seed of a shuffled run (the epoch in
+// progress is permuted anew). A notice saying what that does to the data; "" if nothing changed.
+struct DataOrderNow {
+    int seq_len;
+    bool shuffle;
+    uint64_t seed;
+    int64_t samples_per_epoch;
+};
+std::string data_order_change_notice(const SavedDataOrder& then, const DataOrderNow& now, int64_t position_then,
+                                     int64_t position_now);
+
 // The plan for `world_size` ranks; tokenizer_vocab is the tokenizer's vocabulary (0: none);
 // model: the shape of the model the run starts from (a checkpoint or transformers directory:
 // --init-from, --resume; model_source names it), else null and the shape follows the flags,

@@ -200,4 +200,21 @@ HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resu
     return held;
 }
 
+void fail_if_checkpoint_dir_moved(const HeldRunDirs& held, const std::string& checkpoints, int64_t step) {
+    const std::string lock_file = lock_file_of(checkpoints);
+    for (const std::unique_ptr<DirLock>& lock : held.locks) {
+        if (lock->path() != lock_file) continue;
+        const std::string where = lock->moved_or_deleted();
+        if (where.empty()) return;
+        const bool gone = where == "it was deleted";
+        fail(
+            "--checkpoint-dir %s was moved or deleted while this run was live (%s): the checkpoint of step %lld is "
+            "not written, so that it never lands among, or prunes, another run's checkpoints at that path. %s",
+            checkpoints.c_str(), where.c_str(), (long long)step,
+            gone ? "The checkpoints saved before went with it"
+                 : "The checkpoints saved before are where it went: to continue from the newest, --resume with "
+                   "--checkpoint-dir there");
+    }
+}
+
 }   // namespace train_gpt

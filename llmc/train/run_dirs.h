@@ -48,4 +48,10 @@ struct HeldRunDirs {
 };
 HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming, const std::string& command);
 
+// Rank 0, before each checkpoint of `step`: fails if the checkpoint directory this run locked was
+// moved or deleted while it ran (its path may now be another run's, locked by it, whose checkpoints
+// this run's save and pruning would mix with and delete). Nothing is written; the error says where
+// the directory went.
+void fail_if_checkpoint_dir_moved(const HeldRunDirs& held, const std::string& checkpoints, int64_t step);
+
 }   // namespace train_gpt

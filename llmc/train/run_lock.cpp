@@ -4,10 +4,12 @@
 #include "utils.h"
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace train_gpt {
@@ -72,6 +74,33 @@ std::unique_ptr<DirLock> DirLock::acquire(const std::string& dir, const std::str
         throw;
     }
     return std::unique_ptr<DirLock>(new DirLock(path, fd));
+}
+
+DirLock::DirLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
+    struct stat st;
+    if (::fstat(fd_, &st) == 0) {
+        dev_ = st.st_dev;
+        ino_ = st.st_ino;
+    }
+}
+
+std::string DirLock::moved_or_deleted() const {
+    struct stat st;
+    if (::stat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) return "";
+    // where the held file is now: Linux names an open file's current path in /proc/self/fd
+    struct stat held;
+    if (::fstat(fd_, &held) == 0 && held.st_nlink > 0) {
+        char now[PATH_MAX + 1] = {0};
+        const ssize_t n = ::readlink(format("/proc/self/fd/%d", fd_).c_str(), now, PATH_MAX);
+        if (n > 0) {
+            std::string dir(now, (size_t)n);
+            const size_t slash = dir.find_last_of('/');
+            if (slash != std::string::npos && slash > 0) dir.resize(slash);
+            return "it is now " + dir;
+        }
+        return "it is elsewhere now";
+    }
+    return "it was deleted";
 }
 
 DirLock::~DirLock() {

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <sys/types.h>
 
 namespace train_gpt {
 
@@ -26,11 +27,18 @@ class DirLock {
     DirLock(const DirLock&) = delete;
     DirLock& operator=(const DirLock&) = delete;
     const std::string& path() const { return path_; }
+    // "" while path() still names the lock file this run holds. Otherwise the directory was moved or
+    // deleted under the live run (and a new run may hold a new lock at the old path): "it is now
+    // <dir>" with where the held file went, or "it was deleted". A run checks this before it writes
+    // into a directory again, so that it never writes (or prunes) among another run's files.
+    std::string moved_or_deleted() const;
 
   private:
-    DirLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+    DirLock(std::string path, int fd);
     std::string path_;
     int fd_ = -1;
+    dev_t dev_ = 0;   // the held lock file's identity, from fstat at acquire
+    ino_t ino_ = 0;
 };
 
 // The lock file of a directory: <dir>/train_gpt.lock.
