@@ -172,12 +172,26 @@ TEST(HellaSwag, TheDownloadScriptsFailCleanlyOffline) {
                           &output),
               0);
     EXPECT_CONTAINS(output, "tinystories: error: GPT2_DIR=/nonexistent: expected a directory with encoder.json");
+    // ... and so are THREADS and a BPE's VOCAB (round 16: they were checked by prepare_text, after it)
+    for (const auto& [env, says] :
+         {std::pair<std::string, std::string>{"THREADS=-3", "tinystories: error: THREADS=-3: expected a number"},
+          {"TOKENIZER=bpe VOCAB=100", "tinystories: error: VOCAB=100: expected a vocabulary size of at least 257"}}) {
+        EXPECT_NE(
+            run_command(env + " OUT='" + ts + "' URL=http://127.0.0.1:9 " + repo_root() + "/dev/data/tinystories.sh",
+                        &output),
+            0)
+            << env;
+        EXPECT_CONTAINS(output, says);
+        EXPECT_EQ(output.find("download"), std::string::npos) << output;
+    }
     // fineweb.sh too, before its tens of GB (and before it asks for the datasets package)
     const std::string fw = dir.file("fw");
     for (const auto& [env, says] :
          {std::pair<std::string, std::string>{"GPT2_DIR=/nonexistent",
                                               "fineweb: error: GPT2_DIR=/nonexistent: expected a directory"},
-          {"VAL_FRACTION=abc", "fineweb: error: VAL_FRACTION=abc: expected a fraction between 0 and 1"}}) {
+          {"VAL_FRACTION=abc", "fineweb: error: VAL_FRACTION=abc: expected a fraction between 0 and 1"},
+          {"THREADS=-3", "fineweb: error: THREADS=-3: expected a number of threads"},
+          {"MAX_DOCS=abc", "fineweb: error: MAX_DOCS=abc: expected a number of documents"}}) {
         EXPECT_NE(run_command(env + " OUT='" + fw + "' " + repo_root() + "/dev/data/fineweb.sh", &output), 0) << env;
         EXPECT_CONTAINS(output, says);
         EXPECT_FALSE(file_exists(fw)) << "no empty directory left";

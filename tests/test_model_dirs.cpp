@@ -229,7 +229,6 @@ TEST(ModelDirs, AConfigsShapeIsCheckedAgainstTheWeightsBeforeAnythingIsAllocated
     ASSERT_EQ(init_from(hf).rc, 0) << "the directory as saved loads";
     for (auto [field, value, named] :
          {std::tuple{"n_positions", 8000000, "tensor transformer.wpe.weight has shape [16, 32]"},
-          {"n_positions", 2147483647, "tensor transformer.wpe.weight has shape [16, 32]"},
           {"n_layer", 1, "holds tensor transformer.h.1."}}) {
         SCOPED_TRACE(std::string(field) + " " + std::to_string(value));
         nlohmann::json altered = config;
@@ -239,7 +238,36 @@ TEST(ModelDirs, AConfigsShapeIsCheckedAgainstTheWeightsBeforeAnythingIsAllocated
                                        std::string(field == std::string("n_layer") ? "n_layer 1" : "n_positions ") +
                                            (field == std::string("n_layer") ? "" : std::to_string(value))});
     }
+    // Round 16: a width or a size past the bounds of check_model_shape (model/layout.h) is refused
+    // as such, naming the file and the field (before: n_embd 2147483646 overflowed the int shapes,
+    // and the wrapped parameter count was only refused because it still did not fit in memory)
+    for (auto [field, value] : {std::pair{"n_positions", 2147483647}, {"n_embd", 2147483646}, {"n_layer", 70000}}) {
+        SCOPED_TRACE(field);
+        nlohmann::json altered = config;
+        altered[field] = value;
+        if (field == std::string("n_embd")) altered["n_head"] = 2;
+        write_text(hf + "/config.json", altered.dump(2));
+        expect_refused(init_from(hf),
+                       {"error: " + hf + "/config.json: " + field + " " + std::to_string(value) + " is outside 1.."});
+    }
+    nlohmann::json wide = config;
+    wide["n_embd"] = 262144;   // within the width bound; 2 layers of it are 1.6e12 parameters
+    wide["n_head"] = 2;
+    write_text(hf + "/config.json", wide.dump(2));
+    expect_refused(init_from(hf), {"error: " + hf + "/config.json: 2 layers of width 262144",
+                                   "make more than 1099511627776 parameters"});
+    write_text(hf + "/config.json", config.dump(2));
+    expect_refused(
+        run_timed("timeout 300 " + train_gpt_binary() + " -i '" + dir.file("d/t_train_*.bin") +
+                  "' -j '' -e d2 --n-embd 2147483646 --n-head 2 -x 1 -g 0 --threads 1 -o '" + dir.file("wide") + "'"),
+        {"error: --model d2 --n-embd 2147483646 --n-head 2: n_embd 2147483646 is outside 1..1048576"});
     nlohmann::json manifest = nlohmann::json::parse(read_text(step + "/manifest.json"));
+    manifest["model"]["n_embd"] = 2147483646;
+    manifest["model"]["n_head"] = 2;
+    write_text(step + "/manifest.json", manifest.dump(1));
+    expect_refused(init_from(step), {step + "/manifest.json (\"model\"): n_embd 2147483646 is outside 1..1048576"});
+    manifest = nlohmann::json::parse(read_text(step + "/manifest.json"));
+    manifest["model"]["n_embd"] = 32;
     manifest["model"]["max_seq_len"] = 8000000;
     write_text(step + "/manifest.json", manifest.dump(1));
     expect_refused(init_from(step), {step + "/model", "tensor transformer.wpe.weight has shape [16, 32]",

@@ -584,7 +584,11 @@ TEST(TrainerCli, ValuesWhereTheMathsIsUndefinedOrUnderflowsAreRejected) {
     EXPECT_CONTAINS(expect_failure("--beta1 1"), "--beta1: 1 must be < 1");
     EXPECT_CONTAINS(expect_failure("--beta2 1"), "--beta2: 1 must be < 1");
     EXPECT_CONTAINS(expect_failure("--lr 1e-50"), "--lr: 1e-50 underflows FP32");
+    EXPECT_CONTAINS(expect_failure("--lr 1e-50"), "give 0 or a larger value");
     EXPECT_CONTAINS(expect_failure("--adam-eps 1e-45"), "--adam-eps: 1e-45 underflows FP32");
+    // round 16: not "give 0", which --adam-eps (> 0) refuses in turn
+    EXPECT_CONTAINS(expect_failure("--adam-eps 1e-45"),
+                    "(the smallest normal value is 1.17549e-38): give a larger value");
     EXPECT_CONTAINS(expect_failure("--lr 1e39"), "--lr: 1e39 is beyond FP32's range");
     TinyCorpus corpus;
     std::string output;

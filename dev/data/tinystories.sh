@@ -38,6 +38,9 @@ case $TOKENIZER in
     bpe)  tok=(--tokenizer bpe --vocab-size "$VOCAB") ;;
     *)    die "TOKENIZER must be gpt2 or bpe, got $TOKENIZER" ;;
 esac
+[[ $THREADS =~ ^[0-9]+$ ]] && (( THREADS <= 1024 )) || die "THREADS=$THREADS: expected a number of threads, 0 for all cores"
+[[ $TOKENIZER != bpe ]] || { [[ $VOCAB =~ ^[0-9]+$ ]] && (( VOCAB >= 257 )); } ||
+    die "VOCAB=$VOCAB: expected a vocabulary size of at least 257 (256 bytes and <|endoftext|>)"
 mkdir -p "$OUT"
 
 for split in train valid; do

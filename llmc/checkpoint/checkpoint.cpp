@@ -495,6 +495,7 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
                                                   {"max_seq_len", &m.model.max_seq_len}};
     for (const auto& [key, field] : shape)
         *field = (int)model.integer(key, 1, INT_MAX);
+    check_model_shape(m.model, path + " (\"model\")");
     // no tensor has the head count in its shape, so only this catches a wrong one
     if (m.model.n_embd % m.model.n_head != 0)
         fail("%s: \"model.n_head\" %d does not divide \"model.n_embd\" %d (the heads split the width evenly)", p,

@@ -50,6 +50,7 @@ GPTConfig gpt_config_from_hf(const std::string& path) {
     cfg.vocab_size = integer("vocab_size");
     cfg.max_seq_len = integer("n_positions");
     cfg.padded_vocab_size = pad_vocab(cfg.vocab_size);
+    check_model_shape(cfg, path, /*transformers=*/true);
     if (cfg.n_embd % cfg.n_head != 0)
         fail("%s: n_embd %d is not divisible by n_head %d", path.c_str(), cfg.n_embd, cfg.n_head);
     // what the engine computes, field by field (GPT2Config's defaults where a field is absent)

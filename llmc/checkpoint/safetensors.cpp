@@ -279,8 +279,8 @@ std::vector<float> SafetensorsFile::read_floats(const std::string& name) const {
             }
             break;
         default:
-            fail("%s: tensor '%s' is %s, not a floating-point type", path_.c_str(), name.c_str(),
-                 st_dtype_name(t.dtype));
+            fail("%s: tensor '%s' is %s; the weights are read as F32, F16 or BF16 (convert the model to one of them)",
+                 path_.c_str(), name.c_str(), st_dtype_name(t.dtype));
     }
     return out;
 }

@@ -5,7 +5,33 @@
 
 namespace train_gpt {
 
-int pad_vocab(int vocab_size) { return (vocab_size + 127) / 128 * 128; }
+int pad_vocab(int vocab_size) { return (int)(((long long)vocab_size + 127) / 128 * 128); }
+
+void check_model_shape(const GPTConfig& cfg, const std::string& origin, bool transformers) {
+    const std::pair<const char*, std::pair<long long, long long>> fields[] = {
+        {"n_layer", {cfg.n_layer, kMaxModelLayers}},
+        {"n_embd", {cfg.n_embd, kMaxModelWidth}},
+        {"n_head", {cfg.n_head, cfg.n_embd}},
+        {"vocab_size", {cfg.vocab_size, kMaxModelRows}},
+        {transformers ? "vocab_size (padded to a multiple of 128)" : "padded_vocab_size",
+         {cfg.padded_vocab_size, kMaxModelRows}},
+        {transformers ? "n_positions" : "max_seq_len", {cfg.max_seq_len, kMaxModelRows}}};
+    for (const auto& [name, value_max] : fields) {
+        if (value_max.first < 1 || value_max.first > value_max.second)
+            fail("%s: %s %lld is outside 1..%lld", origin.c_str(), name, value_max.first, value_max.second);
+    }
+    // per block: the four matrices 12·C² (3C·C, C·C, 4C·C, C·4C), biases and layernorms 13·C. With
+    // C <= 2^20 and L <= 2^16 this is below 2^60: no product overflows an int64
+    const long long L = cfg.n_layer, C = cfg.n_embd;
+    const long long parameters =
+        ((long long)cfg.padded_vocab_size + cfg.max_seq_len) * C + L * (12 * C * C + 13 * C) + 2 * C;
+    if (parameters > kMaxModelParameters) {
+        fail(
+            "%s: %lld layers of width %lld, with %d vocabulary and %d position rows, make more than %lld parameters, "
+            "the most this build sizes",
+            origin.c_str(), L, C, cfg.padded_vocab_size, cfg.max_seq_len, kMaxModelParameters);
+    }
+}
 
 GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_seq_len, int n_embd_override,
                                int n_head_override) {
@@ -50,6 +76,10 @@ GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_
     cfg.vocab_size = vocab_size;
     cfg.padded_vocab_size = pad_vocab(vocab_size);
     cfg.max_seq_len = max_seq_len;
+    std::string origin = "--model " + spec;
+    if (n_embd_override > 0) origin += format(" --n-embd %d", n_embd_override);
+    if (n_head_override > 0) origin += format(" --n-head %d", n_head_override);
+    check_model_shape(cfg, origin);
     return cfg;
 }
 

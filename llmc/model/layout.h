@@ -27,6 +27,16 @@ GPTConfig gpt_config_from_spec(const std::string& spec, int vocab_size, int max_
                                int n_head_override = 0);
 int pad_vocab(int vocab_size);   // round up to a multiple of 128
 
+// The bounds every size computed from a shape relies on (a tensor's dimensions are ints, its
+// element count and the model's a size_t): at most kMaxModelWidth wide (so 4·C fits an int),
+// kMaxModelLayers deep, kMaxModelRows of vocabulary or positions, kMaxModelParameters in all.
+// Far beyond any model this engine trains; fails naming `origin` (a flag, a manifest, a
+// config.json) and the field, before anything is allocated. Checked wherever a shape is made.
+constexpr int kMaxModelWidth = 1 << 20, kMaxModelLayers = 1 << 16, kMaxModelRows = 1 << 30;
+constexpr long long kMaxModelParameters = 1LL << 40;
+// transformers: name the fields as a transformers config.json does (n_positions, not max_seq_len).
+void check_model_shape(const GPTConfig& cfg, const std::string& origin, bool transformers = false);
+
 // The parameter tensors in the order of the flat parameter vector (llm.c's order); per-layer
 // tensors are stacked along a leading L dimension.
 enum ParamTensor {

@@ -32,8 +32,8 @@ FlagCheck numeric(double lo, double hi = 1e300, bool lo_exclusive = false, bool 
         if (std::fabs(x) > FLT_MAX)
             return format("%s is beyond FP32's range (at most %g)", text.c_str(), (double)FLT_MAX);
         if (x != 0 && std::fabs(x) < FLT_MIN) {
-            return format("%s underflows FP32 (the smallest normal value is %g): give 0 or a larger value",
-                          text.c_str(), (double)FLT_MIN);
+            return format("%s underflows FP32 (the smallest normal value is %g): give %sa larger value", text.c_str(),
+                          (double)FLT_MIN, lo_exclusive && lo >= 0 ? "" : "0 or ");
         }
         return "";
     };
