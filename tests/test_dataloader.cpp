@@ -754,6 +754,19 @@ TEST(DataLoaderPrepareText, AResumeRedoesPartsAndABpeThatDoNotMatchTheirChecksum
                     "does not match its recorded checksums; training it again, and tokenizing every part again");
     EXPECT_EQ(output.find("resumed)"), std::string::npos) << output;
     EXPECT_EQ(prepared_stream(dir.file("b"), "data"), clean);
+    // round 16: two parts swapped with their checksums (each intact, in the other's place) are
+    // redone, not spliced into the shards out of order: a checksum names its part
+    EXPECT_EQ(run_command(base + dir.file("w") + " --stop-after-parts 3", &output), 1);
+    const std::string p0 = dir.file("w/data.parts/part_000000.bin"), p1 = dir.file("w/data.parts/part_000001.bin");
+    for (const std::string suffix : {"", ".sum"}) {
+        ASSERT_EQ(std::rename((p0 + suffix).c_str(), (p0 + suffix + ".x").c_str()), 0);
+        ASSERT_EQ(std::rename((p1 + suffix).c_str(), (p0 + suffix).c_str()), 0);
+        ASSERT_EQ(std::rename((p0 + suffix + ".x").c_str(), (p1 + suffix).c_str()), 0);
+    }
+    ASSERT_EQ(run_command(base + dir.file("w"), &output), 0) << output;
+    EXPECT_CONTAINS(output, p0 + " does not match the checksum recorded when it was written; tokenizing it again");
+    EXPECT_CONTAINS(output, "(1 resumed)");
+    EXPECT_EQ(prepared_stream(dir.file("w"), "data"), clean);
 }
 
 TEST(DataLoaderPrepareText, JsonlErrorsNameTheFileAndLine) {

@@ -425,18 +425,28 @@ std::vector<std::string> write_split(const Options& opt, const std::string& spli
     return paths;
 }
 
-// A file of the parts directory and its checksum: written into PATH.sum ("<bytes> <xxh3>") after
-// the file is complete, so that a resumed run reuses a part (or the BPE) only as it was written.
+// A file of the parts directory and its checksum: written into PATH.sum ("<bytes> <xxh3> <name>")
+// after the file is complete, so that a resumed run reuses a part (or the BPE) only as it was
+// written, and only in its own place: the name binds it to its index (a part renamed with its .sum
+// to another index is redone, not spliced into the shards out of order).
+std::string base_name(const std::string& path) {
+    const size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
 void record_sum(const std::string& path) {
     uint64_t bytes = 0;
     const uint64_t h = hash_file(path, &bytes);
-    const std::string text = format("%llu %016llx\n", (unsigned long long)bytes, (unsigned long long)h);
+    const std::string text =
+        format("%llu %016llx %s\n", (unsigned long long)bytes, (unsigned long long)h, base_name(path).c_str());
     write_file_atomic(path + ".sum", text.data(), text.size());
 }
 bool matches_its_sum(const std::string& path) {
     if (!file_exists(path + ".sum")) return false;
     unsigned long long want_bytes = 0, want_hash = 0;
-    if (std::sscanf(read_file_text(path + ".sum").c_str(), "%llu %llx", &want_bytes, &want_hash) != 2) return false;
+    char name[256] = {0};
+    if (std::sscanf(read_file_text(path + ".sum").c_str(), "%llu %llx %255s", &want_bytes, &want_hash, name) != 3)
+        return false;
+    if (base_name(path) != name) return false;
     uint64_t bytes = 0;
     const uint64_t h = hash_file(path, &bytes);
     return bytes == want_bytes && h == want_hash;

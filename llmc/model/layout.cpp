@@ -11,7 +11,7 @@ void check_model_shape(const GPTConfig& cfg, const std::string& origin, bool tra
     const std::pair<const char*, std::pair<long long, long long>> fields[] = {
         {"n_layer", {cfg.n_layer, kMaxModelLayers}},
         {"n_embd", {cfg.n_embd, kMaxModelWidth}},
-        {"n_head", {cfg.n_head, cfg.n_embd}},
+        {"n_head", {cfg.n_head, kMaxModelWidth}},   // divisibility is each caller's, naming its field
         {"vocab_size", {cfg.vocab_size, kMaxModelRows}},
         {transformers ? "vocab_size (padded to a multiple of 128)" : "padded_vocab_size",
          {cfg.padded_vocab_size, kMaxModelRows}},
