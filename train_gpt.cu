@@ -1346,7 +1346,8 @@ int train(Run& run, Comm& comm) {
     DivergenceMonitor divergence(
         {cfg.max_skipped_steps, cfg.loss_spike_factor, cfg.stop_on_loss_spike},
         {counters.skip_streak, counters.loss_level, counters.spike_since});   // train/divergence.h
-    GradNormWatch norm_watch(cfg.grad_norm_spike_factor);                     // a warning only (train/divergence.h)
+    GradNormWatch norm_watch(cfg.grad_norm_spike_factor,                      // a warning only (train/divergence.h)
+                             {counters.grad_norm_level, counters.grad_norm_seen, counters.grad_norm_in_spike});
     RunClock clock(counters.seconds);                               // the run's time, earlier processes included
     const double peak = peak_flops(plan, comm) * plan.world_size;   // all ranks' (0: no MFU)
     const double step_flops = flops_per_token(plan.model, plan.num_parameters, plan.seq_len) * plan.tokens_per_step;
@@ -1389,7 +1390,11 @@ int train(Run& run, Comm& comm) {
                               .num("factor", cfg.loss_spike_factor));
         }
         if (verdict.kind == StepVerdict::kStop) return stop_run(verdict.message, step + 1);
-        if (const std::string norm_spike = norm_watch.observe(step + 1, r.norm, r.finite); !norm_spike.empty()) {
+        const std::string norm_spike = norm_watch.observe(step + 1, r.norm, r.finite);
+        counters.grad_norm_level = norm_watch.state().level;
+        counters.grad_norm_seen = norm_watch.state().seen;
+        counters.grad_norm_in_spike = norm_watch.state().in_spike;
+        if (!norm_spike.empty()) {
             print0("warning: %s\n", norm_spike.c_str());
             run.write_log(LogRecord("grad_norm_spike")
                               .num("step", step + 1)

@@ -411,6 +411,14 @@ TEST(TrainerCli, AGradientNormSpikeIsAWarning) {
     EXPECT_CONTAINS(output, "(--grad-norm-spike-factor 3): a spike");
     const LogSummary log = summarize_log(dir.file("out/log.jsonl"));
     EXPECT_EQ(log.count.at({"grad_norm_spike", 31}), 1);
+    // the norm's running level is in the checkpoint: a run resumed at step 28 warns at step 31 as
+    // well (before: it measured the level again from step 29, too few steps to judge step 31)
+    const std::string checkpointed = run + " --grad-norm-spike-factor 3 -n 28 --overwrite-output";
+    ASSERT_EQ(run_command(checkpointed, &output), 0) << output;
+    std::filesystem::remove_all(dir.file("out/checkpoints/step_00000036"));
+    ASSERT_EQ(run_command(checkpointed + " --resume", &output), 0) << output;
+    EXPECT_CONTAINS(output, "resum");
+    EXPECT_CONTAINS(output, "warning: step 31: the gradient norm");
     ASSERT_EQ(run_command(run + " --grad-norm-spike-factor 0 --overwrite-output", &output), 0) << output;
     EXPECT_EQ(output.find("gradient norm"), std::string::npos) << "0: never";
 }

@@ -25,10 +25,16 @@ nlohmann::json parse(const std::string& text, const std::string& origin, const c
 }   // namespace
 
 std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json) {
-    nlohmann::ordered_json j{{"updates", c.updates},         {"skipped", c.skipped},
-                             {"tokens", c.tokens},           {"seconds", c.seconds},
-                             {"skip_streak", c.skip_streak}, {"loss_level", c.loss_level},
-                             {"spike_since", c.spike_since}};
+    nlohmann::ordered_json j{{"updates", c.updates},
+                             {"skipped", c.skipped},
+                             {"tokens", c.tokens},
+                             {"seconds", c.seconds},
+                             {"skip_streak", c.skip_streak},
+                             {"loss_level", c.loss_level},
+                             {"spike_since", c.spike_since},
+                             {"grad_norm_level", c.grad_norm_level},
+                             {"grad_norm_seen", c.grad_norm_seen},
+                             {"grad_norm_in_spike", c.grad_norm_in_spike ? 1 : 0}};
     if (!c.run_id.empty()) j["run_id"] = c.run_id;
     if (!flags_json.empty()) j["flags"] = nlohmann::ordered_json::parse(flags_json);
     return j.dump();
@@ -45,12 +51,17 @@ TrainCounters counters_from_json(const std::string& text, const std::string& ori
     const nlohmann::json j = parse(text, origin, "extra");
     const JsonObject o(j, origin, "extra");
     // updates is AdamW's step t, an int in the optimizer
-    TrainCounters c{o.integer("updates", 0, INT_MAX), o.integer("skipped", 0, INT64_MAX)};
+    TrainCounters c;
+    c.updates = o.integer("updates", 0, INT_MAX);
+    c.skipped = o.integer("skipped", 0, INT64_MAX);
     if (o.has("tokens")) c.tokens = o.integer("tokens", 0, INT64_MAX);   // checkpoints before them: 0
     if (o.has("seconds")) c.seconds = o.real("seconds", 0, DBL_MAX);
     if (o.has("skip_streak")) c.skip_streak = o.integer("skip_streak", 0, INT_MAX);
     if (o.has("loss_level")) c.loss_level = o.real("loss_level", 0, DBL_MAX);
     if (o.has("spike_since")) c.spike_since = o.integer("spike_since", 0, INT64_MAX);
+    if (o.has("grad_norm_level")) c.grad_norm_level = o.real("grad_norm_level", 0, DBL_MAX);
+    if (o.has("grad_norm_seen")) c.grad_norm_seen = o.integer("grad_norm_seen", 0, INT64_MAX);
+    if (o.has("grad_norm_in_spike")) c.grad_norm_in_spike = o.integer("grad_norm_in_spike", 0, 1) != 0;
     if (o.has("run_id")) {
         c.run_id = o.string("run_id");
         if (c.run_id.empty() || c.run_id.size() > 64 ||

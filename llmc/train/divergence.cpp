@@ -57,18 +57,19 @@ StepVerdict DivergenceMonitor::observe(int64_t step, double loss, double norm, b
 
 std::string GradNormWatch::observe(int64_t step, double norm, bool finite) {
     if (factor_ <= 0 || !finite) return "";
-    if (seen_ >= 10 && norm > factor_ * level_) {
-        const bool first = !in_spike_;
-        in_spike_ = true;
+    GradNormState& s = state_;
+    if (s.seen >= 10 && norm > factor_ * s.level) {
+        const bool first = !s.in_spike;
+        s.in_spike = true;
         if (!first) return "";
         return format(
             "step %lld: the gradient norm %.4g is %.0fx its running level %.4g (--grad-norm-spike-factor "
             "%g): a spike, which the loss often follows; lower the learning rate or --grad-clip if it does",
-            (long long)step, norm, norm / level_, level_, factor_);
+            (long long)step, norm, norm / s.level, s.level, factor_);
     }
-    in_spike_ = false;
-    level_ = seen_ == 0 ? norm : 0.9 * level_ + 0.1 * norm;
-    seen_++;
+    s.in_spike = false;
+    s.level = s.seen == 0 ? norm : 0.9 * s.level + 0.1 * norm;
+    s.seen++;
     return "";
 }
 

@@ -64,20 +64,26 @@ class DivergenceMonitor {
 
 // Gradient-norm spikes, a warning only: the running level of the norm is an exponential moving
 // average of the finite steps' norms (level ← 0.9 · level + 0.1 · norm), judged from the 10th
-// finite step of this process on (the first steps' norms fall fast). A norm above `factor` × level
-// is a spike: the first of a series is reported (the loss often follows a few steps later) and does
-// not move the level. Not saved in checkpoints: a resumed run measures the level again.
+// finite step on (the first steps' norms fall fast). A norm above `factor` × level is a spike: the
+// first of a series is reported (the loss often follows a few steps later) and does not move the
+// level. The state is saved in checkpoints (the trainer's counters, checkpoint/train_state.h), so
+// a resumed run warns at the steps a run that never stopped would.
+struct GradNormState {
+    double level = 0;        // the running level of the norm
+    int64_t seen = 0;        // finite steps that moved the level
+    bool in_spike = false;   // the last finite step was a spike
+};
+
 class GradNormWatch {
   public:
-    explicit GradNormWatch(double factor) : factor_(factor) {}
+    explicit GradNormWatch(double factor, GradNormState state = {}) : factor_(factor), state_(state) {}
     // "" or the warning for this step's norm (`step`: 1-based)
     std::string observe(int64_t step, double norm, bool finite);
+    const GradNormState& state() const { return state_; }
 
   private:
     double factor_;   // --grad-norm-spike-factor; 0: never
-    double level_ = 0;
-    int64_t seen_ = 0;
-    bool in_spike_ = false;
+    GradNormState state_;
 };
 
 }   // namespace train_gpt
