@@ -1048,6 +1048,8 @@ void open_outputs(Run& run, int argc, char** argv) {
                    m.n_layer, m.n_embd, m.n_head, m.vocab_size, m.max_seq_len, run.plan.num_parameters,
                    precision_name(run.plan.precision.precision), run.plan.device.c_str());
         }
+        for (const std::string& unused : unused_flag_notices(cfg, run.plan))
+            print0("notice: %s\n", unused.c_str());
     }
     if (resume_from) {
         print0("resuming from %s (step %lld)\n", resume_from->dir.c_str(), (long long)run.start.step);

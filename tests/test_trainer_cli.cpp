@@ -498,6 +498,25 @@ TEST(TrainerCli, ConfigJsonHoldsEveryFlag) {
     }
 }
 
+// A flag given to a run that does not use it says so (before: --fp8-recipe under fp32, --eval-every
+// without --hellaswag and --temperature with -g 0 were dropped in silence), and its config.json row is null.
+TEST(TrainerCli, AFlagThisRunDoesNotUseSaysItHasNoEffect) {
+    TinyCorpus corpus;
+    const std::string run = train_gpt_binary() + corpus.args() + " -x 1 -v 0 --threads 1 -p fp32";
+    std::string output;
+    ASSERT_EQ(run_command(run + " -g 0 --fp8-recipe current --eval-every 5 --temperature 0.5", &output), 0) << output;
+    EXPECT_CONTAINS(output, "notice: --fp8-recipe has no effect in this run: it applies with -p fp8 only");
+    EXPECT_CONTAINS(output, "notice: --eval-every has no effect in this run: it applies with --hellaswag FILE only");
+    EXPECT_CONTAINS(output, "notice: --temperature has no effect in this run: it applies with -g N (N > 0) only");
+    const auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
+    EXPECT_TRUE(config.at("temperature").is_null());
+    EXPECT_TRUE(config.at("fp8_recipe").is_null());
+    // used: no notice, the value in config.json
+    ASSERT_EQ(run_command(run + " -g 2 --temperature 0.5 --overwrite-output", &output), 0) << output;
+    EXPECT_EQ(output.find("has no effect"), std::string::npos) << output;
+    EXPECT_EQ(nlohmann::json::parse(read_text(corpus.dir.file("out/config.json"))).at("temperature"), 0.5);
+}
+
 // -p auto (the default): fp32 on the CPU, bf16 on a GPU, and the configuration says which and why;
 // config.json records the precision the run had, so it reproduces the run on either machine.
 TEST(TrainerCli, TheDefaultPrecisionIsTheDevicesAndSaysSo) {

@@ -579,7 +579,9 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
 std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
     std::vector<ConfigRow> rows;
     for (const Flag& flag : flag_table()) {
-        if (flag.rows) {
+        if (flag.applies_to && !flag.applies_to(c, p)) {
+            rows.push_back({ConfigRow::kNone, flag.key(), "-"});
+        } else if (flag.rows) {
             for (ConfigRow& r : flag.rows(c, p))
                 rows.push_back(std::move(r));
         } else {
@@ -587,6 +589,17 @@ std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
         }
     }
     return rows;
+}
+
+std::vector<std::string> unused_flag_notices(const TrainConfig& c, const RunPlan& p) {
+    std::vector<std::string> notices;
+    for (const Flag& flag : flag_table()) {
+        if (flag.applies_to && !flag.applies_to(c, p) && c.given.count(flag.long_name())) {
+            notices.push_back(format("--%s has no effect in this run: it applies with %s only",
+                                     flag.long_name().c_str(), flag.applies_to_words.c_str()));
+        }
+    }
+    return notices;
 }
 
 void print_config_table(const TrainConfig& c, const RunPlan& p) {

@@ -240,6 +240,9 @@ struct ConfigRow {
 };
 std::vector<ConfigRow> describe(const TrainConfig& cfg, const RunPlan& plan);
 void print_config_table(const TrainConfig& cfg, const RunPlan& plan);
+// One notice per flag given on the command line that this run does not use (Flag::only_for: an
+// fp8 flag under bf16, a sampling flag with -g 0): "--fp8-recipe has no effect in this run: …".
+std::vector<std::string> unused_flag_notices(const TrainConfig& cfg, const RunPlan& plan);
 // -p auto, once the device is known: bf16 on a GPU (its tensor cores; FP32 master weights keep the
 // update exact), fp32 on the CPU (no 16-bit speed to gain there, and the exact reference)
 Precision default_precision_for(const std::string& device);

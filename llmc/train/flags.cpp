@@ -94,29 +94,27 @@ ConfigRow text_row(const char* key, const std::string& v) { return {ConfigRow::k
 ConfigRow integer_row(const char* key, int64_t v) { return {ConfigRow::kInteger, key, std::to_string(v)}; }
 ConfigRow number_row(const char* key, double v) { return {ConfigRow::kNumber, key, format("%g", v)}; }
 ConfigRow bool_row(const char* key, bool v) { return {ConfigRow::kBool, key, v ? "true" : "false"}; }
-ConfigRow none_row(const char* key) { return {ConfigRow::kNone, key, "-"}; }
 
 using Rows = std::vector<ConfigRow>;
 using C = TrainConfig;
 using P = RunPlan;
 
-// Rows used only in one precision: "-" in the others.
-bool fp8(const P& p) { return p.precision.precision == Precision::FP8; }
+// The runs some flags apply to (Flag::only_for): the others show "-" for them.
+bool fp8_run(const C&, const P& p) { return p.precision.precision == Precision::FP8; }
 bool fp16_scaled(const C& c, const P& p) { return p.precision.precision == Precision::FP16 && c.loss_scaling; }
+bool hellaswag_run(const C& c, const P&) { return !c.hellaswag.empty(); }
+bool sampling_run(const C& c, const P&) { return c.sample_tokens > 0; }
+
+// FlagRows of a single row
+template <class RowOf>
+FlagRows one_row(RowOf row_of) {
+    return [row_of](const C& c, const P& p) { return Rows{row_of(c, p)}; };
+}
 
 std::vector<Flag> make_table() {
     const FlagCheck positive = numeric(0.0, 1e300, true), non_negative = numeric(0.0), fraction = numeric(0.0, 1.0);
     // Adam's β: 1 − β^t divides the bias correction, 0 at β = 1 (and the moments never move)
     const FlagCheck adam_beta = numeric(0.0, 1.0, false, true);
-    // Rows only a run in FP8 (or fp16 with loss scaling) uses: "-" in the others.
-    // The row where `used` holds for the run, else "-" (kNone).
-    auto only_if = [](bool (*used)(const C&, const P&)) {
-        return [used](const char* key, std::function<ConfigRow(const C&, const P&)> row) {
-            return FlagRows([=](const C& c, const P& p) { return Rows{used(c, p) ? row(c, p) : none_row(key)}; });
-        };
-    };
-    const auto only_fp8 = only_if([](const C&, const P& p) { return fp8(p); });
-    const auto only_loss_scaled = only_if(fp16_scaled);
 
     const char* data = "Data";
     const char* model = "Model";
@@ -229,55 +227,54 @@ std::vector<Flag> make_table() {
             .config([](const C& c, const P& p) { return Rows{bool_row("loss_scaling", fp16_scaled(c, p))}; }),
         Flag("--loss-scale-init", precision, "S", "fp16: initial loss scale", &C::loss_scale_init)
             .checked(positive, "> 0")
-            .config(only_loss_scaled(
-                "loss_scale_init",
-                [](const C& c, const P&) { return number_row("loss_scale_init", c.loss_scale_init); })),
+            .config(one_row([](const C& c, const P&) { return number_row("loss_scale_init", c.loss_scale_init); }))
+            .only_for(fp16_scaled, "-p fp16 with --loss-scaling"),
         Flag("--loss-scale-growth-interval", precision, "N", "fp16: clean steps before the loss scale doubles",
              &C::loss_scale_growth_interval)
             .checked(positive, "> 0")
-            .config(only_loss_scaled("loss_scale_growth_interval",
-                                     [](const C& c, const P&) {
-                                         return integer_row("loss_scale_growth_interval", c.loss_scale_growth_interval);
-                                     })),
+            .config(one_row([](const C& c, const P&) {
+                return integer_row("loss_scale_growth_interval", c.loss_scale_growth_interval);
+            }))
+            .only_for(fp16_scaled, "-p fp16 with --loss-scaling"),
         Flag("--loss-scale-min", precision, "S", "fp16: floor of the loss scale", &C::loss_scale_min)
             .checked(positive, "> 0")
-            .config(only_loss_scaled(
-                "loss_scale_min", [](const C& c, const P&) { return number_row("loss_scale_min", c.loss_scale_min); })),
+            .config(one_row([](const C& c, const P&) { return number_row("loss_scale_min", c.loss_scale_min); }))
+            .only_for(fp16_scaled, "-p fp16 with --loss-scaling"),
         Flag("--fp8-recipe", precision, "KIND", "fp8: delayed (amax history) | current (this step's amax)",
              &C::fp8_recipe)
             .one_of({"delayed", "current"})
-            .config(only_fp8(
-                "fp8_recipe",
-                [](const C&, const P& p) { return text_row("fp8_recipe", fp8_recipe_name(p.precision.fp8.recipe)); })),
+            .config(one_row(
+                [](const C&, const P& p) { return text_row("fp8_recipe", fp8_recipe_name(p.precision.fp8.recipe)); }))
+            .only_for(fp8_run, "-p fp8"),
         Flag("--fp8-amax-history", precision, "N", "fp8: amax history length", &C::fp8_amax_history)
             .checked(positive, "> 0")
-            .config(only_fp8(
-                "fp8_amax_history",
-                [](const C&, const P& p) { return integer_row("fp8_amax_history", p.precision.fp8.amax_history); })),
+            .config(one_row(
+                [](const C&, const P& p) { return integer_row("fp8_amax_history", p.precision.fp8.amax_history); }))
+            .only_for(fp8_run, "-p fp8"),
         Flag("--fp8-amax-algo", precision, "KIND", "fp8: scale from the history's max | most_recent", &C::fp8_amax_algo)
             .one_of({"max", "most_recent"})
-            .config(only_fp8("fp8_amax_algo",
-                             [](const C&, const P& p) {
-                                 return text_row("fp8_amax_algo", fp8_amax_algo_name(p.precision.fp8.algo));
-                             })),
+            .config(one_row([](const C&, const P& p) {
+                return text_row("fp8_amax_algo", fp8_amax_algo_name(p.precision.fp8.algo));
+            }))
+            .only_for(fp8_run, "-p fp8"),
         Flag("--fp8-margin", precision, "N", "fp8: back the scale off by 2^-margin", &C::fp8_margin)
             .checked(non_negative, ">= 0")
-            .config(only_fp8("fp8_margin",
-                             [](const C&, const P& p) { return integer_row("fp8_margin", p.precision.fp8.margin); })),
+            .config(one_row([](const C&, const P& p) { return integer_row("fp8_margin", p.precision.fp8.margin); }))
+            .only_for(fp8_run, "-p fp8"),
         Flag("--fp8-gemms", precision, "LIST",
              "fp8: the block GEMMs that run in FP8 (all, none, a comma list of qkv, attproj, fc, fcproj, or auto: "
              "those faster in FP8 on this GPU at this B·T, timed at start); the others run in bf16",
              &C::fp8_gemms)
             .checked(fp8_gemms_check, "")
-            .config(only_fp8(
-                "fp8_gemms",
-                [](const C&, const P& p) { return text_row("fp8_gemms", fp8_gemms_name(p.precision.fp8.gemms)); })),
+            .config(one_row(
+                [](const C&, const P& p) { return text_row("fp8_gemms", fp8_gemms_name(p.precision.fp8.gemms)); }))
+            .only_for(fp8_run, "-p fp8"),
         Flag("--fp8-telemetry-every", precision, "N",
              "fp8: log per-tensor amax/scale/saturation every N steps (0 = never)", &C::fp8_telemetry_every)
             .checked(non_negative, ">= 0")
-            .config(only_fp8(
-                "fp8_telemetry_every",
-                [](const C& c, const P&) { return integer_row("fp8_telemetry_every", c.fp8_telemetry_every); })),
+            .config(
+                one_row([](const C& c, const P&) { return integer_row("fp8_telemetry_every", c.fp8_telemetry_every); }))
+            .only_for(fp8_run, "-p fp8"),
         Flag("--max-skipped-steps", precision, "N",
              "Stop after this many consecutive steps with a non-finite loss or gradient (the streak is saved in "
              "checkpoints)",
@@ -309,31 +306,39 @@ std::vector<Flag> make_table() {
              &C::hellaswag),
         Flag("--eval-every", evaluation, "N", "Evaluate HellaSwag every N steps and at the end (0 = at the end only)",
              &C::eval_every)
-            .checked(non_negative, ">= 0"),
+            .checked(non_negative, ">= 0")
+            .only_for(hellaswag_run, "--hellaswag FILE"),
         Flag("--hellaswag-examples", evaluation, "N", "Evaluate the first N HellaSwag examples (0 = all)",
              &C::hellaswag_examples)
-            .checked(non_negative, ">= 0"),
+            .checked(non_negative, ">= 0")
+            .only_for(hellaswag_run, "--hellaswag FILE"),
         Flag("-g,--sample-tokens", evaluation, "N", "Tokens per sample, at the end and every -s steps (0 = none)",
              &C::sample_tokens)
             .checked(non_negative, ">= 0"),
         Flag("-s,--sample-every", evaluation, "N", "Sample every N steps during training (0 = only at the end)",
              &C::sample_every)
-            .checked(non_negative, ">= 0"),
+            .checked(non_negative, ">= 0")
+            .only_for(sampling_run, "-g N (N > 0)"),
         Flag("--sample-prompt", evaluation, "TEXT", "Text to start the sample from ('' = <|endoftext|>)",
-             &C::sample_prompt),
+             &C::sample_prompt)
+            .only_for(sampling_run, "-g N (N > 0)"),
         Flag("--temperature", evaluation, "T", "Sampling temperature (0 = greedy)", &C::temperature)
-            .checked(non_negative, ">= 0"),
+            .checked(non_negative, ">= 0")
+            .only_for(sampling_run, "-g N (N > 0)"),
         Flag("--top-k", evaluation, "K", "Sample from the k most likely tokens (0 = all)", &C::top_k)
-            .checked(non_negative, ">= 0"),
+            .checked(non_negative, ">= 0")
+            .only_for(sampling_run, "-g N (N > 0)"),
         Flag("--top-p", evaluation, "P",
              "Sample from the smallest set of tokens holding this much probability (1 = all)", &C::top_p)
-            .checked(numeric(0.0, 1.0, true), "above 0, at most 1"),
+            .checked(numeric(0.0, 1.0, true), "above 0, at most 1")
+            .only_for(sampling_run, "-g N (N > 0)"),
         Flag("--sample-seed", evaluation, "N", "Seed of the samples' draws (-1 = from --seed)", &C::sample_seed)
             .checked(numeric(-1.0), ">= -1")
             .config([](const C& c, const P&) {
                 return Rows{c.sample_seed >= 0 ? integer_row("sample_seed", c.sample_seed)
                                                : ConfigRow{ConfigRow::kInteger, "sample_seed", std::to_string(c.seed)}};
-            }),
+            })
+            .only_for(sampling_run, "-g N (N > 0)"),
 
         // data parallel and checkpoints
         Flag("-z,--zero", checkpoints, "0|1",

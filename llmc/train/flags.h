@@ -65,6 +65,16 @@ struct Flag {
         rows = std::move(r);
         return *this;
     }
+    // A flag that only some runs use (the fp8 ones, sampling's): the others show "-" (kNone) for
+    // it, and a run given it is told it has no effect there (unused_flag_notices, config.h).
+    // `runs`: those it applies to, in words ("-p fp8").
+    Flag& only_for(bool (*applies)(const TrainConfig&, const RunPlan&), std::string runs) {
+        applies_to = applies;
+        applies_to_words = std::move(runs);
+        return *this;
+    }
+    bool (*applies_to)(const TrainConfig&, const RunPlan&) = nullptr;   // null: every run
+    std::string applies_to_words;
 
     std::string long_name() const;   // "steps"
     std::string key() const;         // "steps", "train_data": its key in config.json
