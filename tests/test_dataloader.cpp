@@ -767,6 +767,40 @@ TEST(DataLoaderPrepareText, AResumeRedoesPartsAndABpeThatDoNotMatchTheirChecksum
     EXPECT_CONTAINS(output, p0 + " does not match the checksum recorded when it was written; tokenizing it again");
     EXPECT_CONTAINS(output, "(1 resumed)");
     EXPECT_EQ(prepared_stream(dir.file("w"), "data"), clean);
+    // round 17: a part copied in with its checksum from another run's parts (other text, another
+    // BPE) is redone: a checksum names the plan and the tokenizer that made its part
+    write_text(dir.file("other.txt"), sample_text(2500).substr(1000));
+    std::string other = base;
+    other.replace(other.find(dir.file("big.txt")), dir.file("big.txt").size(), dir.file("other.txt"));
+    EXPECT_EQ(run_command(other + dir.file("o") + " --stop-after-parts 2", &output), 1);
+    EXPECT_EQ(run_command(base + dir.file("c") + " --stop-after-parts 3", &output), 1);
+    for (const std::string suffix : {"", ".sum"}) {
+        const std::string name = "/data.parts/part_000001.bin" + suffix;
+        write_text(dir.file("c") + name, read_text(dir.file("o") + name));
+    }
+    ASSERT_EQ(run_command(base + dir.file("c"), &output), 0) << output;
+    EXPECT_CONTAINS(output, dir.file("c/data.parts/part_000001.bin") + " does not match the checksum recorded");
+    EXPECT_CONTAINS(output, "(2 resumed)");
+    EXPECT_EQ(prepared_stream(dir.file("c"), "data"), clean);
+}
+
+// One prepare_text per --out-dir (round 17): a second one, a requeued job while the first still
+// runs, would remove or rename the parts under it; it is refused naming the lock, and writes nothing.
+TEST(DataLoaderPrepareText, ASecondRunInTheSameOutputDirIsRefused) {
+    ScratchDir dir;
+    const std::string base = resumable_input(dir);
+    std::string output;
+    ASSERT_EQ(run_command(base + dir.file("r") + " --stop-after-parts 2", &output), 1);
+    // the lock held as the first run would hold it (flock(1) takes the same flock(2) lock)
+    const std::string lock = dir.file("r/train_gpt.lock");
+    ASSERT_TRUE(file_exists(lock));
+    ASSERT_EQ(run_command("flock -n '" + lock + "' " + base + dir.file("r"), &output), 1) << output;
+    EXPECT_CONTAINS(output, "in use");
+    EXPECT_CONTAINS(output, lock);
+    EXPECT_EQ(expand_glob(dir.file("r/data.parts/part_*.bin")).size(), 2u);
+    EXPECT_FALSE(file_exists(dir.file("r/data_train_000000.bin")));
+    ASSERT_EQ(run_command(base + dir.file("r"), &output), 0) << output;   // free again: it resumes
+    EXPECT_CONTAINS(output, "(2 resumed)");
 }
 
 TEST(DataLoaderPrepareText, JsonlErrorsNameTheFileAndLine) {

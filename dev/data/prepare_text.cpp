@@ -34,10 +34,12 @@
 #include "dev/data/bpe_train.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "train/run_lock.h"
 #include "utils.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <xxhash.h>   // Debian's libxxhash-dev
 
 #include <algorithm>
 #include <atomic>
@@ -77,6 +79,7 @@ struct Options {
     int64_t train_bytes = int64_t(1) << 30;
     int64_t chunk_bytes = int64_t(64) << 20;
     int stop_after_parts = -1;   // testing: fail after tokenising this many parts
+    std::string command;         // this command line, recorded in the --out-dir lock
 };
 
 struct Input {
@@ -425,31 +428,28 @@ std::vector<std::string> write_split(const Options& opt, const std::string& spli
     return paths;
 }
 
-// A file of the parts directory and its checksum: written into PATH.sum ("<bytes> <xxh3> <name>")
-// after the file is complete, so that a resumed run reuses a part (or the BPE) only as it was
-// written, and only in its own place: the name binds it to its index (a part renamed with its .sum
-// to another index is redone, not spliced into the shards out of order).
+// A file of the parts directory and its checksum: written into PATH.sum ("<bytes> <xxh3> <name>
+// <made-by>") after the file is complete, so that a resumed run reuses a part (or the BPE) only as
+// it was written, in its own place and by this plan: the name binds it to its index (a part
+// renamed with its .sum to another index is redone, not spliced into the shards out of order), and
+// `made_by` (the plan's hash, and for a part the tokenizer's fingerprint) to what made it (a part
+// copied in with its .sum from another run's parts is redone).
 std::string base_name(const std::string& path) {
     const size_t slash = path.find_last_of('/');
     return slash == std::string::npos ? path : path.substr(slash + 1);
 }
-void record_sum(const std::string& path) {
+std::string sum_line(const std::string& path, const std::string& made_by) {
     uint64_t bytes = 0;
     const uint64_t h = hash_file(path, &bytes);
-    const std::string text =
-        format("%llu %016llx %s\n", (unsigned long long)bytes, (unsigned long long)h, base_name(path).c_str());
+    return format("%llu %016llx %s %s\n", (unsigned long long)bytes, (unsigned long long)h, base_name(path).c_str(),
+                  made_by.c_str());
+}
+void record_sum(const std::string& path, const std::string& made_by) {
+    const std::string text = sum_line(path, made_by);
     write_file_atomic(path + ".sum", text.data(), text.size());
 }
-bool matches_its_sum(const std::string& path) {
-    if (!file_exists(path + ".sum")) return false;
-    unsigned long long want_bytes = 0, want_hash = 0;
-    char name[256] = {0};
-    if (std::sscanf(read_file_text(path + ".sum").c_str(), "%llu %llx %255s", &want_bytes, &want_hash, name) != 3)
-        return false;
-    if (base_name(path) != name) return false;
-    uint64_t bytes = 0;
-    const uint64_t h = hash_file(path, &bytes);
-    return bytes == want_bytes && h == want_hash;
+bool matches_its_sum(const std::string& path, const std::string& made_by) {
+    return file_exists(path + ".sum") && read_file_text(path + ".sum") == sum_line(path, made_by);
 }
 
 void remove_dir(const std::string& dir) {   // the parts directory: only files we wrote
@@ -542,7 +542,15 @@ void run(const Options& opt) {
         plan["vocab_size"] = opt.vocab_size;
         plan["train_bytes"] = opt.train_bytes;
     }
+    const std::string plan_text = plan.dump();
+    const std::string plan_hash =
+        format("plan:%016llx", (unsigned long long)XXH3_64bits(plan_text.data(), plan_text.size()));
     make_dirs(opt.out_dir);
+    // one prepare_text (or trainer) per --out-dir: a second one, a requeued job while the first
+    // still runs, would remove or rename the parts under it
+    std::string lock_warning;
+    const std::unique_ptr<DirLock> lock = DirLock::acquire(opt.out_dir, opt.command, &lock_warning);
+    if (!lock_warning.empty()) std::fprintf(stderr, "prepare_text: warning: %s\n", lock_warning.c_str());
     const std::string parts_dir = format("%s/%s.parts", opt.out_dir.c_str(), opt.name.c_str());
     const std::string plan_path = parts_dir + "/plan.json";
     bool resuming = false;
@@ -574,7 +582,7 @@ void run(const Options& opt) {
     if (opt.tokenizer == "bpe" && !bpe) {
         const std::string encoder = parts_dir + "/encoder.json", merges = parts_dir + "/vocab.bpe";
         const bool saved = resuming && file_exists(encoder) && file_exists(merges);
-        if (saved && matches_its_sum(encoder) && matches_its_sum(merges)) {
+        if (saved && matches_its_sum(encoder, plan_hash) && matches_its_sum(merges, plan_hash)) {
             bpe = std::make_shared<const Bpe>(Bpe::load(parts_dir));
             std::fprintf(stderr, "prepare_text: reusing the BPE trained by the interrupted run (vocab %d)\n",
                          bpe->vocab_size());
@@ -600,8 +608,8 @@ void run(const Options& opt) {
                          bpe->num_merges(), s,
                          bpe->vocab_size() < opt.vocab_size ? " (the corpus ran out of pairs)" : "");
             bpe->save_gpt2(parts_dir);
-            record_sum(encoder);
-            record_sum(merges);
+            record_sum(encoder, plan_hash);
+            record_sum(merges, plan_hash);
         }
     }
     const Tokenizer tokenizer = bpe ? Tokenizer::from_bpe(bpe) : Tokenizer::byte_level();
@@ -614,6 +622,8 @@ void run(const Options& opt) {
             tokenizer.vocab_size());
     }
     const int token_bytes = opt.token_bytes != 0 ? opt.token_bytes : vocab_bytes;
+    const std::string part_made_by =
+        format("%s tokenizer:%016llx", plan_hash.c_str(), (unsigned long long)tokenizer.fingerprint());
 
     // Tokenise the parts not yet saved.
     std::vector<Encoder> encoders(threads);
@@ -633,7 +643,7 @@ void run(const Options& opt) {
         part_paths.push_back(path);
         bool done = false;
         if (resuming && parts_valid && file_exists(path)) {
-            if (matches_its_sum(path)) {
+            if (matches_its_sum(path, part_made_by)) {
                 done = true;
                 reused++;
             } else {   // torn, altered or foreign: redo it
@@ -649,7 +659,7 @@ void run(const Options& opt) {
             }
             const std::vector<uint32_t> tokens = tokenize_part(inputs[p.input], p, encoders, eot, opt.jsonl_field);
             write_shard(path, tokens.data(), static_cast<int64_t>(tokens.size()), token_bytes);
-            record_sum(path);
+            record_sum(path, part_made_by);
             tokenised++;
         }
         done_bytes += p.end - p.begin;
@@ -778,6 +788,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", printable(e.what()).c_str());
         return 1;
     }
+    for (int i = 0; i < argc; i++)
+        opt.command += (i ? " " : "") + std::string(argv[i]);
     try {
         run(opt);
     } catch (const Error& e) {
