@@ -349,6 +349,8 @@ bool save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
         manifest.world_size = comm.world_size();
         manifest.train_config_json = config_json(cfg, plan);
         manifest.data_position = loader.position();
+        manifest.train_shards = loader.num_shards();
+        manifest.train_tokens = loader.num_tokens();
         manifest.loss_scaler_json = scaler ? loss_scaler_to_json(*scaler) : "";
         manifest.fp8_json = model.fp8_state_json();
         manifest.extra_json = trainer_state_to_json(counters, flags_json(cfg));
@@ -385,6 +387,14 @@ ResumeState load_checkpoint(const ResumeChoice& from, GPT& model, const RunPlan&
             const DataOrderNow now{plan.seq_len, loader->shuffled(), loader->seed(), loader->samples_per_epoch()};
             const std::string notice = data_order_change_notice(*then, now, manifest.data_position, position);
             if (!notice.empty()) print0("notice: %s\n", notice.c_str());
+        }
+        if (manifest.train_tokens >= 0 &&
+            (manifest.train_shards != loader->num_shards() || manifest.train_tokens != loader->num_tokens())) {
+            print0(
+                "notice: the training data is not the checkpoint's: %s holds %lld tokens in %d shard(s), the "
+                "checkpoint's run read %lld in %d; its data position (sample %lld) now falls elsewhere in the text\n",
+                loader->glob().c_str(), (long long)loader->num_tokens(), loader->num_shards(),
+                (long long)manifest.train_tokens, manifest.train_shards, (long long)loader->position());
         }
     }
     return ResumeState{manifest.step, counters_from_json(manifest.extra_json), manifest.rng_state};

@@ -1198,6 +1198,26 @@ TEST(Faults, AResumeWithAShorterSeqLenReadsOnFromTheSameToken) {
     EXPECT_EQ(manifest["data_position"], 40 + 2 * 2) << "token 320, then two steps of 2 samples";
 }
 
+// Round 17: a resume on other training data (a shard removed, or prepare_text re-run with other
+// inputs) said nothing, and its data position, a sample index, fell elsewhere in the text. The
+// checkpoint records the shards and tokens its run read; a resume on others says so.
+TEST(Faults, AResumeOnOtherTrainingDataSaysSo) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    const std::vector<uint32_t> more(3000, 'a');
+    write_shard(c.dir.file("train_000001.bin"), more.data(), (int64_t)more.size(), 2);
+    ASSERT_EQ(run(c.train_gpt(out, "-x 3 --checkpoint-every 3")).rc, 0);
+    const CommandResult same = run(c.train_gpt(out, "-x 4 --checkpoint-every 4 --resume"));
+    ASSERT_EQ(same.rc, 0) << same.output;
+    EXPECT_EQ(same.output.find("training data is not"), std::string::npos) << same.output;
+    ASSERT_EQ(std::remove(c.dir.file("train_000001.bin").c_str()), 0);
+    const CommandResult other = run(c.train_gpt(out, "-x 5 --checkpoint-every 5 --resume"));
+    ASSERT_EQ(other.rc, 0) << other.output;
+    EXPECT_CONTAINS(other.output, "notice: the training data is not the checkpoint's: " + c.dir.file("train_*.bin") +
+                                      " holds 6200 tokens in 1 shard(s), the checkpoint's run read 9200 in 2; its data "
+                                      "position (sample 8) now falls elsewhere in the text");
+}
+
 // Round 16: --auto-resume without -n was accepted without a word; each stop then exits 75 with no
 // checkpoint, and a requeue loop keyed on 75 starts over from step 0 every time.
 TEST(Faults, AutoResumeWithoutCheckpointsIsWarnedOfAtTheStart) {

@@ -424,6 +424,8 @@ void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_di
                   {"max_seq_len", manifest.model.max_seq_len}};
     j["train_config"] = json_or_null(manifest.train_config_json, "train_config_json");
     j["data_position"] = manifest.data_position;
+    if (manifest.train_shards >= 0)
+        j["train_data"] = {{"shards", manifest.train_shards}, {"tokens", manifest.train_tokens}};
     j["rng_state"] = manifest.rng_state;
     j["loss_scaler"] = json_or_null(manifest.loss_scaler_json, "loss_scaler_json");
     j["fp8"] = json_or_null(manifest.fp8_json, "fp8_json");
@@ -502,6 +504,11 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
              m.model.n_head, m.model.n_embd);
     m.train_config_json = text_of(top.at("train_config"));
     m.data_position = top.integer("data_position", 0, kMaxDataPosition);
+    if (top.has("train_data")) {
+        const JsonObject data = top.object("train_data");
+        m.train_shards = (int)data.integer("shards", 0, INT_MAX);
+        m.train_tokens = data.integer("tokens", 0, INT64_MAX);
+    }
     m.rng_state = top.string("rng_state");
     if (!m.rng_state.empty() && !Rng(0).set_state(m.rng_state))
         fail("%s: \"rng_state\" is not the state of the sampler's random numbers (rng.h)", p);

@@ -60,10 +60,14 @@ struct CheckpointManifest {
     int world_size = 1;              // ranks that wrote it (informational: loading does not depend on it)
     std::string train_config_json;   // the resolved run configuration
     int64_t data_position = 0;       // train loader position: global sample index
-    std::string rng_state;           // the sampler's random numbers (rng.h Rng::state); "" = none saved
-    std::string loss_scaler_json;    // fp16 dynamic loss-scale state (train_state.h)
-    std::string fp8_json;            // FP8 delayed-scaling state (amax histories, scales)
-    std::string extra_json;          // the trainer's counters (train_state.h)
+    // the training data the position is in: its shards and tokens (-1: a checkpoint from before
+    // they were recorded). A resume on other data is noticed (train_gpt.cu load_checkpoint).
+    int train_shards = -1;
+    int64_t train_tokens = -1;
+    std::string rng_state;          // the sampler's random numbers (rng.h Rng::state); "" = none saved
+    std::string loss_scaler_json;   // fp16 dynamic loss-scale state (train_state.h)
+    std::string fp8_json;           // FP8 delayed-scaling state (amax histories, scales)
+    std::string extra_json;         // the trainer's counters (train_state.h)
     struct FileRecord {
         uint64_t bytes = 0;
         uint64_t xxh3 = 0;   // XXH3_64bits of the whole file, seed 0
