@@ -212,6 +212,8 @@ TEST(HostileInputs, ManifestValuesOfTheWrongTypeOrOutOfRangeAreRefused) {
         // or 0, trained silently and went into the new checkpoints)
         {"/model/n_head", "3", "\"model.n_head\" 3 does not divide \"model.n_embd\" 32"},
         {"/model/n_head", "64", "\"model.n_head\" 64 does not divide \"model.n_embd\" 32"},
+        // one that divides it: against the run's configuration (round 17: a 4-head model sampled silently)
+        {"/model/n_head", "4", "\"model.n_head\" 4 disagrees with \"train_config.n_head\" 2: the manifest was edited"},
         {"/data_position", "-1", "\"data_position\" must be an integer in [0,"},
         {"/data_position", "1e300", "\"data_position\" must be an integer"},
         {"/rng_state", "7", "\"rng_state\" must be a string"},

@@ -503,6 +503,19 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
         fail("%s: \"model.n_head\" %d does not divide \"model.n_embd\" %d (the heads split the width evenly)", p,
              m.model.n_head, m.model.n_embd);
     m.train_config_json = text_of(top.at("train_config"));
+    // the run's configuration records the shape too: an edit of one of them is caught here (the
+    // head count is in no tensor's shape)
+    if (const nlohmann::json& run = top.at("train_config"); run.is_object()) {
+        const std::pair<const char*, int> recorded[] = {
+            {"n_layer", m.model.n_layer}, {"n_head", m.model.n_head}, {"n_embd", m.model.n_embd}};
+        for (const auto& [key, value] : recorded) {
+            const auto it = run.find(key);
+            if (it != run.end() && it->is_number_integer() && it->get<int64_t>() != value) {
+                fail("%s: \"model.%s\" %d disagrees with \"train_config.%s\" %lld: the manifest was edited", p, key,
+                     value, key, (long long)it->get<int64_t>());
+            }
+        }
+    }
     m.data_position = top.integer("data_position", 0, kMaxDataPosition);
     if (top.has("train_data")) {
         const JsonObject data = top.object("train_data");
