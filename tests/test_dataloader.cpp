@@ -803,6 +803,25 @@ TEST(DataLoaderPrepareText, ASecondRunInTheSameOutputDirIsRefused) {
     EXPECT_CONTAINS(output, "(2 resumed)");
 }
 
+// Integer options are decimal (round 17: --shard-tokens 010 wrote 8-token shards, CLI11 reading
+// a leading 0 as octal).
+TEST(DataLoaderPrepareText, IntegerOptionsAreDecimal) {
+    ScratchDir dir;
+    write_text(dir.file("in.txt"), sample_text(50));
+    std::string output;
+    ASSERT_EQ(run_command(tool_command("--input " + dir.file("in.txt") + " --out-dir " + dir.file("o") +
+                                       " --shard-tokens 0100 --val-fraction 0.5"),
+                          &output),
+              0)
+        << output;
+    EXPECT_EQ(read_shard_header(dir.file("o/data_train_000000.bin")).num_tokens, 100);
+    EXPECT_EQ(
+        run_command(tool_command("--input " + dir.file("in.txt") + " --out-dir " + dir.file("p") + " --threads 0x2"),
+                    &output),
+        1);
+    EXPECT_CONTAINS(output, "--threads: '0x2' is not a decimal integer");
+}
+
 TEST(DataLoaderPrepareText, JsonlErrorsNameTheFileAndLine) {
     ScratchDir dir;
     std::string lines;

@@ -15,6 +15,7 @@
 // Every command runs under `timeout` (SIGKILL 10 s after its SIGTERM, which a training run
 // handles), so a regression that hangs fails instead of blocking.
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/init_from.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "rng.h"
@@ -22,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <dirent.h>
@@ -892,6 +894,29 @@ TEST(Faults, AShardTruncatedWhileTrainingIsNamed) {
     EXPECT_CONTAINS(job.output(), "error: " + shard + " was truncated or changed while the run read it");
 }
 
+// Round 17: a shard written in place while the run reads it (the same size, valid ids: another
+// shard copied over it) was trained on silently, though its pages were checked at start with
+// other content; it ends the run naming the shard, as a truncation does.
+TEST(Faults, AShardWrittenInPlaceWhileTrainingIsNamed) {
+    Corpus c;
+    std::string text;
+    for (int i = 0; i < 20000; i++)
+        text += "In the beginning was the word. ";
+    std::vector<uint32_t> tokens(text.begin(), text.end());
+    const std::string shard = c.dir.file("big_000000.bin");
+    write_shard(shard, tokens.data(), (int64_t)tokens.size(), 2);
+    const std::string out = c.dir.file("out");
+    Background job(c.train_gpt(out, "-x 100000 --checkpoint-every 50000 -i '" + shard + "'"), c.dir.file("job.txt"));
+    ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 2; })) << job.output();
+    std::reverse(tokens.begin(), tokens.end());   // other text, the same tokens and size
+    const std::string other = c.dir.file("other.bin");
+    write_shard(other, tokens.data(), (int64_t)tokens.size(), 2);
+    // over the old bytes, never shorter (cp's O_TRUNC would end it in a bus error, the case above)
+    ASSERT_EQ(run("dd if='" + other + "' of='" + shard + "' conv=notrunc status=none").rc, 0);
+    EXPECT_EQ(job.wait(300), 1) << job.output();
+    EXPECT_CONTAINS(job.output(), "error: " + shard + " was truncated or changed while the run read it");
+}
+
 // An allocation that fails names what asked for it (before: "out of host memory allocating N
 // bytes", naming neither the model nor its sizes).
 TEST(Faults, AModelThatDoesNotFitInMemoryIsNamedWithItsSizes) {
@@ -1196,6 +1221,21 @@ TEST(Faults, AResumeWithAShorterSeqLenReadsOnFromTheSameToken) {
                     "samples, the same place in the token stream");
     const auto manifest = nlohmann::json::parse(read_text(out + "/checkpoints/step_00000012/manifest.json"));
     EXPECT_EQ(manifest["data_position"], 40 + 2 * 2) << "token 320, then two steps of 2 samples";
+}
+
+// Round 16 (A-D7): --init-from the checkpoint root of a live run, which pruned the newest
+// checkpoint (--keep-checkpoints) while this run read it, failed saying a file "does not exist".
+// It says what happened. The race made deterministic: the step directory found is removed before
+// its weights are read.
+TEST(Faults, AnInitFromCheckpointPrunedWhileItIsReadSaysSo) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 2 --checkpoint-every 2")).rc, 0);
+    const ModelDir m = find_model_dir(out + "/checkpoints");
+    std::filesystem::remove_all(m.dir);
+    EXPECT_CONTAINS(error_of([&] { read_model_weights(m); }), "--init-from " + out +
+                                                                  "/checkpoints: its newest checkpoint, " + m.dir +
+                                                                  ", was removed while this run read it");
 }
 
 // Round 17: a resume on other training data (a shard removed, or prepare_text re-run with other

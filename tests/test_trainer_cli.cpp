@@ -508,6 +508,16 @@ TEST(TrainerCli, AFlagThisRunDoesNotUseSaysItHasNoEffect) {
     EXPECT_CONTAINS(output, "notice: --fp8-recipe has no effect in this run: it applies with -p fp8 only");
     EXPECT_CONTAINS(output, "notice: --eval-every has no effect in this run: it applies with --hellaswag FILE only");
     EXPECT_CONTAINS(output, "notice: --temperature has no effect in this run: it applies with -g N (N > 0) only");
+    // round 17's: fp16's loss scaling, pruning without checkpoints, the CUDA kernel set's flags
+    ASSERT_EQ(
+        run_command(run + " -g 0 --loss-scaling false --keep-checkpoints 5 --fused-kernels true --overwrite-output",
+                    &output),
+        0)
+        << output;
+    EXPECT_CONTAINS(output, "notice: --loss-scaling has no effect in this run: it applies with -p fp16 only");
+    EXPECT_CONTAINS(output, "notice: --keep-checkpoints has no effect in this run: it applies with -n N (N > 0) only");
+    EXPECT_CONTAINS(output,
+                    "notice: --fused-kernels has no effect in this run: it applies with the CUDA kernel set only");
     const auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
     EXPECT_TRUE(config.at("temperature").is_null());
     EXPECT_TRUE(config.at("fp8_recipe").is_null());
@@ -595,8 +605,30 @@ TEST(TrainerCli, UnknownFlagIsRejected) { EXPECT_CONTAINS(expect_failure("--no-s
 TEST(TrainerCli, NonNumericValueIsRejected) {
     std::string out = expect_failure("--batch-size abc");
     EXPECT_CONTAINS(out, "--batch-size");
-    EXPECT_CONTAINS(out, "'abc' is not a number");
-    EXPECT_CONTAINS(expect_failure("--lr 1e-3x"), "--lr");
+    EXPECT_CONTAINS(out, "'abc' is not a decimal integer");
+    EXPECT_CONTAINS(expect_failure("--lr 1e-3x"), "'1e-3x' is not a number");
+}
+
+// Integer flags are read in decimal (round 17: CLI11 read "010" as octal 8 and "0x10" as 16, after
+// the checks had read them as decimal, so a zero-padded seed sweep ran other seeds than it named,
+// and "08" failed to convert); an integer flag's error speaks of integers, not of FP32.
+TEST(TrainerCli, IntegerFlagsAreDecimal) {
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(
+        run_command(train_gpt_binary() + corpus.args() + " -x 010 --seed 010 -t 08 -v 0 -g 0 --threads 1", &output), 0)
+        << output;
+    const auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
+    EXPECT_EQ(config.at("steps"), 10);
+    EXPECT_EQ(config.at("seed"), 10u);
+    EXPECT_EQ(config.at("seq_len"), 8);
+    EXPECT_EQ(summarize_log(corpus.dir.file("out/log.jsonl")).loss.size(), 10u) << "ten steps";
+    EXPECT_CONTAINS(expect_failure("-x 0x10"), "--steps: '0x10' is not a decimal integer");
+    EXPECT_CONTAINS(expect_failure("-m 1e-320"), "--val-batches: '1e-320' is not a decimal integer");
+    EXPECT_CONTAINS(expect_failure("-x 1e3"), "--steps: '1e3' is not a decimal integer");
+    EXPECT_CONTAINS(expect_failure("-b 99999999999"), "--batch-size: '99999999999' is out of range");
+    EXPECT_CONTAINS(expect_failure("--seed -1"), "--seed: '-1' is not a decimal integer >= 0");
+    EXPECT_CONTAINS(expect_failure(corpus.args() + " -y 01"), "--resume: no checkpoint in");   // -y 01 is -y 1
 }
 
 TEST(TrainerCli, OutOfRangeValueIsRejected) {

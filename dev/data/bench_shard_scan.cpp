@@ -8,6 +8,7 @@
 // posix_fadvise(DONTNEED), so the disk is read): read() of the whole file into a buffer, and
 // mmap + the scan. The best of --repeat runs counts. One JSON line.
 #include "data/shard.h"
+#include "cli_decimal.h"
 #include "utils.h"
 
 #include <CLI/CLI.hpp>
@@ -70,9 +71,10 @@ int main(int argc, char** argv) {
     int repeat = 3;
     CLI::App app{"bench_shard_scan: the start-up token scan against reading the shard once"};
     app.add_option("--shard", shard, "An existing shard ('' = write a uint16 shard of --tokens tokens in /tmp)");
-    app.add_option("--tokens", tokens, "Tokens of the generated shard")
+    train_gpt::add_decimal_option(app, "--tokens", tokens, "Tokens of the generated shard")
         ->check(CLI::Range(int64_t(1), int64_t(INT32_MAX)));
-    app.add_option("--repeat", repeat, "Runs of each measurement (the best counts)")->check(CLI::PositiveNumber);
+    train_gpt::add_decimal_option(app, "--repeat", repeat, "Runs of each measurement (the best counts)")
+        ->check(CLI::Range(1, 1000000));
     CLI11_PARSE(app, argc, argv);
     try {
         bool generated = false;

@@ -8,6 +8,7 @@
 // (dev/data/tiktoken_oracle.py bench) on the same text and prints the ratio.
 #include "data/bpe.h"
 #include "dev/data/bpe_train.h"
+#include "cli_decimal.h"
 #include "utils.h"
 
 #include <CLI/CLI.hpp>
@@ -40,10 +41,18 @@ int main(int argc, char** argv) {
     int repeat = 3, train_vocab = 0, threads = 1;
     CLI::App app{"bench_tokenizer: BPE encoding throughput (one thread) or training time"};
     app.add_option("--input", input, "text file")->required();
-    app.add_option("--bpe-dir", bpe_dir, "encode with this vocabulary (encoder.json + vocab.bpe, or .tiktoken)");
-    app.add_option("--repeat", repeat, "encoding repeats; the best counts")->capture_default_str();
-    app.add_option("--train-vocab", train_vocab, "instead: train a BPE of this size on the file and time it");
-    app.add_option("--threads", threads, "training threads")->capture_default_str();
+    CLI::Option* bpe_option =
+        app.add_option("--bpe-dir", bpe_dir, "encode with this vocabulary (encoder.json + vocab.bpe, or .tiktoken)");
+    train_gpt::add_decimal_option(app, "--repeat", repeat, "encoding repeats; the best counts")
+        ->check(CLI::Range(1, 1000000))
+        ->capture_default_str();
+    train_gpt::add_decimal_option(app, "--train-vocab", train_vocab,
+                                  "instead: train a BPE of this size on the file and time it")
+        ->check(CLI::Range(257, 1 << 24))
+        ->excludes(bpe_option);
+    train_gpt::add_decimal_option(app, "--threads", threads, "training threads")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     try {
         const std::string text = read_all(input);

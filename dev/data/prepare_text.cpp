@@ -35,6 +35,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "train/run_lock.h"
+#include "cli_decimal.h"
 #include "utils.h"
 
 #include <CLI/CLI.hpp>
@@ -754,32 +755,35 @@ int main(int argc, char** argv) {
     app.add_option("--val-fraction", opt.val_fraction,
                    "fraction of the token stream, taken from its end, for validation; 0 = none")
         ->capture_default_str();
-    app.add_option("--shard-tokens", opt.shard_tokens, "maximum tokens per shard")->capture_default_str();
+    add_decimal_option(app, "--shard-tokens", opt.shard_tokens, "maximum tokens per shard")->capture_default_str();
     app.add_option("--tokenizer", opt.tokenizer,
                    "byte (vocab 257) | bpe (train, or reuse --bpe-dir) | gpt2 (GPT-2's vocabulary from --bpe-dir)")
         ->check(CLI::IsMember({"byte", "bpe", "gpt2"}))
         ->capture_default_str();
-    app.add_option("--vocab-size", opt.vocab_size, "bpe: vocabulary size to train (256 bytes + merges + <|endoftext|>)")
+    add_decimal_option(app, "--vocab-size", opt.vocab_size,
+                       "bpe: vocabulary size to train (256 bytes + merges + <|endoftext|>)")
         ->capture_default_str();
     app.add_option(
         "--bpe-dir", opt.bpe_dir,
         "bpe/gpt2: directory with encoder.json + vocab.bpe, or a .tiktoken file, to use instead of training");
-    app.add_option("--train-bytes", opt.train_bytes, "bpe: train on this many bytes from the start of the inputs")
+    add_decimal_option(app, "--train-bytes", opt.train_bytes,
+                       "bpe: train on this many bytes from the start of the inputs")
         ->capture_default_str();
     app.add_option("--format", opt.format, "auto (.jsonl files are JSONL) | text | jsonl")
         ->check(CLI::IsMember({"auto", "text", "jsonl"}))
         ->capture_default_str();
     app.add_option("--jsonl-field", opt.jsonl_field, "JSONL: the field holding each document's text")
         ->capture_default_str();
-    app.add_option("--threads", opt.threads, "tokenizer threads, at most 1024 (0 = all cores)")
+    add_decimal_option(app, "--threads", opt.threads, "tokenizer threads, at most 1024 (0 = all cores)")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
-    app.add_option("--token-bytes", opt.token_bytes,
-                   "shard token width: 0 = auto (uint16 if the vocabulary fits), 2, 4")
+    add_decimal_option(app, "--token-bytes", opt.token_bytes,
+                       "shard token width: 0 = auto (uint16 if the vocabulary fits), 2, 4")
         ->check(CLI::IsMember({0, 2, 4}))
         ->capture_default_str();
-    app.add_option("--chunk-bytes", opt.chunk_bytes, "input bytes per resumable part")->capture_default_str();
-    app.add_option("--stop-after-parts", opt.stop_after_parts, "testing: fail after tokenizing N parts")->group("");
+    add_decimal_option(app, "--chunk-bytes", opt.chunk_bytes, "input bytes per resumable part")->capture_default_str();
+    add_decimal_option(app, "--stop-after-parts", opt.stop_after_parts, "testing: fail after tokenizing N parts")
+        ->group("");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -15,6 +15,23 @@ namespace {
 
 bool is_directory(const std::string& path) { return file_exists(path + "/."); }
 
+// Runs read(), which reads m's step directory. Where m is the newest checkpoint of a root and read()
+// failed because the directory is gone, a live run writing there pruned it (--keep-checkpoints)
+// while this run read it: says so, rather than that a file does not exist.
+template <class Read>
+void reading(const ModelDir& m, Read read) {
+    try {
+        read();
+    } catch (const Error&) {
+        if (m.root.empty() || file_exists(m.dir + "/manifest.json")) throw;
+        fail(
+            "--init-from %s: its newest checkpoint, %s, was removed while this run read it (a run still "
+            "writing there prunes its older checkpoints, --keep-checkpoints); start again to take the "
+            "newest now, or copy a step directory out first",
+            m.root.c_str(), m.dir.c_str());
+    }
+}
+
 }   // namespace
 
 GPTConfig gpt_config_from_hf(const std::string& path) {
@@ -92,7 +109,8 @@ ModelDir find_model_dir(const std::string& path) {
     } else if (std::optional<std::string> newest = latest_checkpoint(path)) {   // a checkpoint root
         m.dir = *newest;
         m.checkpoint = true;
-        m.model = read_manifest(*newest).model;
+        m.root = path;
+        reading(m, [&] { m.model = read_manifest(*newest).model; });
         m.description = "checkpoint " + *newest + " (the newest in " + path + ")";
     } else if (file_exists(path + "/config.json") &&
                (file_exists(path + "/model.safetensors") || file_exists(path + "/model.safetensors.index.json"))) {
@@ -107,7 +125,7 @@ ModelDir find_model_dir(const std::string& path) {
     }
     // the shape the config or manifest claims, against the weights' headers, before any model of
     // that shape is allocated
-    check_weights(m.dir, m.model, m.dir + (m.checkpoint ? "/manifest.json" : "/config.json"));
+    reading(m, [&] { check_weights(m.dir, m.model, m.dir + (m.checkpoint ? "/manifest.json" : "/config.json")); });
     return m;
 }
 
@@ -116,11 +134,13 @@ std::vector<float> read_model_weights(const ModelDir& m) {
     if (!m.checkpoint) {
         w = read_weights(m.dir, m.model);
     } else {
-        open_checkpoint(m.dir, m.model);   // every file's checksum
-        size_t n = 0;
-        for (size_t s : param_tensor_sizes(m.model))
-            n += s;
-        w = read_state_range(m.dir, m.model, StateTensor::Master, 0, n);
+        reading(m, [&] {
+            open_checkpoint(m.dir, m.model);   // every file's checksum
+            size_t n = 0;
+            for (size_t s : param_tensor_sizes(m.model))
+                n += s;
+            w = read_state_range(m.dir, m.model, StateTensor::Master, 0, n);
+        });
     }
     // a model that holds NaN or inf would train with every step skipped, or sample nothing
     const auto offsets = param_tensor_offsets(m.model);

@@ -22,6 +22,7 @@ struct ModelDir {
     bool checkpoint = false;   // a train_gpt checkpoint (else a transformers directory)
     GPTConfig model;
     std::string description;   // for the start-up lines: what was found where
+    std::string root;          // the checkpoint root it is the newest of; "": given itself
 };
 
 // Resolves --init-from PATH; fails naming the path when it is none of the three.

@@ -21,6 +21,7 @@ struct DataLoader::MappedShard {
     void* base = nullptr;   // the whole file: header (1024 bytes) then tokens
     size_t mapped_bytes = 0;
     const unsigned char* tokens = nullptr;   // (N,) of info.token_bytes each
+    struct stat opened {};                   // the file as mapped: its identity, size and mtime
 
     explicit MappedShard(const std::string& path) {
         info = read_shard_header(path);   // validates magic, version, exact size
@@ -31,6 +32,7 @@ struct DataLoader::MappedShard {
             ::close(fd);
             fail("%s: cannot stat: %s", path.c_str(), std::strerror(err));
         }
+        opened = st;
         mapped_bytes = static_cast<size_t>(st.st_size);
         const int64_t expected = kShardHeaderBytes + info.num_tokens * info.token_bytes;
         if (static_cast<int64_t>(mapped_bytes) != expected) {   // changed since the header check
@@ -58,6 +60,22 @@ struct DataLoader::MappedShard {
     }
     MappedShard(const MappedShard&) = delete;
     MappedShard& operator=(const MappedShard&) = delete;
+
+    // Fails naming the shard if its path no longer names the file as it was mapped (checked at
+    // start): written in place (another mtime; the mapping may show the new bytes), truncated, or
+    // replaced by another file (the mapping still reads the old one, a resume would read the new).
+    void check_unchanged() const {
+        struct stat now {};
+        const bool same = ::stat(info.path.c_str(), &now) == 0 && now.st_dev == opened.st_dev &&
+                          now.st_ino == opened.st_ino && now.st_size == opened.st_size &&
+                          now.st_mtim.tv_sec == opened.st_mtim.tv_sec && now.st_mtim.tv_nsec == opened.st_mtim.tv_nsec;
+        if (!same) {
+            fail(
+                "%s was truncated or changed while the run read it (it is not the file checked at start: written "
+                "in place, replaced or removed); its data cannot be trusted: restore the file, then --resume",
+                info.path.c_str());
+        }
+    }
 
     uint32_t token(int64_t i) const {   // i in [0, N)
         if (info.token_bytes == 2) {
@@ -206,10 +224,14 @@ int64_t DataLoader::sample_at(int64_t global_index) {
     return order_for_epoch(global_index / samples_per_epoch_)[slot];
 }
 
-void DataLoader::load_sample(int32_t* inputs, int32_t* targets, int64_t sample) const {
+size_t DataLoader::shard_of(int64_t sample) const {
     // shard s with first_sample_[s] <= sample < first_sample_[s + 1]
     const auto it = std::upper_bound(first_sample_.begin(), first_sample_.end(), sample);
-    const size_t s = static_cast<size_t>(it - first_sample_.begin()) - 1;
+    return static_cast<size_t>(it - first_sample_.begin()) - 1;
+}
+
+void DataLoader::load_sample(int32_t* inputs, int32_t* targets, int64_t sample) const {
+    const size_t s = shard_of(sample);
     const MappedShard& shard = *shards_[s];
     const int64_t start = (sample - first_sample_[s]) * T_;   // token offset in the shard
     for (int64_t t = 0; t <= T_; t++) {                       // T + 1 tokens
@@ -225,9 +247,15 @@ void DataLoader::load_sample(int32_t* inputs, int32_t* targets, int64_t sample) 
 
 void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
     const int64_t first = position_ + static_cast<int64_t>(rank_) * B_;   // this rank's slice
+    size_t checked = shards_.size();   // the shard last checked: consecutive samples share one
     for (int b = 0; b < B_; b++) {
-        load_sample(inputs + static_cast<int64_t>(b) * T_, targets + static_cast<int64_t>(b) * T_,
-                    sample_at(first + b));
+        const int64_t sample = sample_at(first + b);
+        load_sample(inputs + static_cast<int64_t>(b) * T_, targets + static_cast<int64_t>(b) * T_, sample);
+        // after the read: a change before or during it is seen (a stat, about a microsecond)
+        if (const size_t s = shard_of(sample); s != checked) {
+            shards_[s]->check_unchanged();
+            checked = s;
+        }
     }
     position_ += static_cast<int64_t>(world_size_) * B_;
 }

@@ -44,6 +44,8 @@ class DataLoader {
     DataLoader& operator=(const DataLoader&) = delete;
 
     // inputs: (B, T), targets: (B, T), row-major; targets[b][t] = token after inputs[b][t].
+    // Fails naming the shard when one it read from is not the file it mapped at start (written in
+    // place, truncated, replaced or removed since).
     void next_batch(int32_t* inputs, int32_t* targets);
 
     void reset();   // p = 0: global sample 0 of epoch 0
@@ -77,6 +79,7 @@ class DataLoader {
     struct MappedShard;
     // Copies sample `sample` (T + 1 tokens) into inputs (T,) and targets (T,).
     void load_sample(int32_t* inputs, int32_t* targets, int64_t sample) const;
+    size_t shard_of(int64_t sample) const;   // the shard holding sample `sample`
     const std::vector<int64_t>& order_for_epoch(int64_t epoch);
 
     std::string glob_;

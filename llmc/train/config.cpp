@@ -1,6 +1,7 @@
 // config.cpp — command line (CLI11) and the resolved-configuration table / JSON (nlohmann-json).
 #include "train/config.h"
 
+#include "cli_decimal.h"
 #include "precision/fp8_scaling.h"
 
 #include "train/flags.h"
@@ -46,10 +47,14 @@ void add_flags(CLI::App& app, TrainConfig& c) {
         CLI::Option* opt = std::visit(
             [&](auto member) -> CLI::Option* {
                 auto& field = c.*member;
-                if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
+                using T = std::decay_t<decltype(field)>;
+                if constexpr (std::is_same_v<T, bool>) {
                     if (flag.is_switch) return app.add_flag(flag.names, field, flag.help);
                 }
-                return app.add_option(flag.names, field, flag.help);
+                CLI::Option* option = app.add_option(flag.names, field, flag.help);
+                if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+                    option->transform(decimal_integer<T>());   // "010" is 10, not octal (cli_decimal.h)
+                return option;
             },
             flag.field);
         opt->group(flag.group);
@@ -66,6 +71,7 @@ void add_flags(CLI::App& app, TrainConfig& c) {
     // llm.c's spelling of --resume; not a flag of its own (it records nothing)
     app.add_option_function<int>(
            "-y", [&c](const int& y) { c.resume = y != 0; }, "llm.c's form of --resume: -y 1")
+        ->transform(decimal_integer<int>())
         ->check(CLI::IsMember({0, 1}))
         ->option_text(" 0|1")
         ->group("Distributed and checkpoints");
@@ -405,6 +411,7 @@ std::string evaluation_flags_of(const std::string& saved_config_json, TrainConfi
             if (ch == '-') ch = '_';
         }
         if (c.given.count(flag) || !saved.contains(key) || !saved[key].is_number_integer()) continue;
+        if (std::string(flag) == "val-batches" && c.val_data.empty()) continue;   // no val loss to measure
         const int64_t value = saved[key].get<int64_t>();
         if (value < 1 || value > INT32_MAX) continue;
         *field = (int)value;

@@ -102,7 +102,11 @@ using P = RunPlan;
 // The runs some flags apply to (Flag::only_for): the others show "-" for them.
 bool fp8_run(const C&, const P& p) { return p.precision.precision == Precision::FP8; }
 bool fp16_scaled(const C& c, const P& p) { return p.precision.precision == Precision::FP16 && c.loss_scaling; }
+bool fp16_run(const C&, const P& p) { return p.precision.precision == Precision::FP16; }
 bool hellaswag_run(const C& c, const P&) { return !c.hellaswag.empty(); }
+bool checkpointing_run(const C& c, const P&) { return c.checkpoint_every > 0; }
+bool validating_run(const C& c, const P&) { return !c.val_data.empty(); }
+bool cuda_run(const C&, const P& p) { return p.device == "cuda"; }
 bool sampling_run(const C& c, const P&) { return c.sample_tokens > 0; }
 
 // FlagRows of a single row
@@ -224,7 +228,7 @@ std::vector<Flag> make_table() {
             }),
         Flag("-w,--master-weights", precision, "BOOL", "Keep FP32 master weights (bf16/fp16/fp8)", &C::master_weights),
         Flag("--loss-scaling", precision, "BOOL", "fp16: dynamic loss scaling", &C::loss_scaling)
-            .config([](const C& c, const P& p) { return Rows{bool_row("loss_scaling", fp16_scaled(c, p))}; }),
+            .only_for(fp16_run, "-p fp16"),
         Flag("--loss-scale-init", precision, "S", "fp16: initial loss scale", &C::loss_scale_init)
             .checked(positive, "> 0")
             .config(one_row([](const C& c, const P&) { return number_row("loss_scale_init", c.loss_scale_init); }))
@@ -299,7 +303,8 @@ std::vector<Flag> make_table() {
              &C::val_every)
             .checked(non_negative, ">= 0"),
         Flag("-m,--val-batches", evaluation, "N", "Micro-batches per val-loss evaluation", &C::val_batches)
-            .checked(positive, "> 0"),
+            .checked(positive, "> 0")
+            .only_for(validating_run, "-j GLOB"),
         Flag("--hellaswag", evaluation, "FILE",
              "HellaSwag jsonl (dev/data/hellaswag.sh) to evaluate as llm.c does (acc_norm), at the end and every "
              "--eval-every steps ('' = none)",
@@ -354,7 +359,8 @@ std::vector<Flag> make_table() {
             .config([](const C&, const P& p) { return Rows{text_row("checkpoint_dir", p.checkpoint_dir)}; }),
         Flag("--keep-checkpoints", checkpoints, "N", "Complete checkpoints to keep (older ones are deleted)",
              &C::keep_checkpoints)
-            .checked(positive, "> 0"),
+            .checked(positive, "> 0")
+            .only_for(checkpointing_run, "-n N (N > 0)"),
         Flag("--resume", checkpoints, "",
              "Continue the run of the newest checkpoint in --checkpoint-dir: its flags, with those given here on top. "
              "No checkpoint there, or a damaged one: an error (llm.c's -y 1 is the same)",
@@ -402,7 +408,8 @@ std::vector<Flag> make_table() {
         Flag("--fused-kernels", runtime, "BOOL",
              "CUDA: run fused ops as one kernel (FP8 casts in their producers, residual add + layernorm, bias "
              "gradients in layernorm and GELU backward; experimental); false: the separate kernels, the same bits",
-             &C::fused_kernels),
+             &C::fused_kernels)
+            .only_for(cuda_run, "the CUDA kernel set"),
         Flag("--gemm-epilogues", runtime, "BOOL",
              "Fold GELU and the bias gradients into the GEMMs: cuBLASLt's GELU_AUX_BIAS, DGELU and BGRADB epilogues "
              "on the CUDA kernel set, their twins on the CPU (fp32/bf16/fp16 with --recompute 0; in 16 bits the GELU "
@@ -412,7 +419,8 @@ std::vector<Flag> make_table() {
              "CUDA: time cuBLASLt's candidate algorithms once per GEMM shape and keep the fastest (logged); default: "
              "the heuristic's first (experimental)",
              &C::gemm_autotune)
-            .no_value(),
+            .no_value()
+            .only_for(cuda_run, "the CUDA kernel set"),
         Flag("--threads", runtime, "N", "CPU threads, at most 1024 (0 = OpenMP default)", &C::threads)
             .checked(numeric(0, 1024), "0 to 1024"),
         Flag("--seed", runtime, "N", "Seed for initialisation, shuffling and sampling", &C::seed)
