@@ -30,7 +30,8 @@ CLI::Validator decimal_integer() {
                 return "'" + text + "' is not a decimal integer" + (std::is_signed_v<T> ? "" : " >= 0");
             }
             const size_t first = digits.find_first_not_of('0');
-            const std::string decimal = (negative ? "-" : "") + (first == std::string::npos ? "0" : digits.substr(first));
+            const std::string decimal =
+                (negative ? "-" : "") + (first == std::string::npos ? "0" : digits.substr(first));
             errno = 0;
             bool fits;
             if constexpr (std::is_signed_v<T>) {

@@ -1238,6 +1238,28 @@ TEST(Faults, AnInitFromCheckpointPrunedWhileItIsReadSaysSo) {
                                                                   ", was removed while this run read it");
 }
 
+// Round 17: a bit flipped in manifest.json (a data position 8 → 9, a learning rate) was resumed
+// from silently: the manifest held the files' checksums but none of its own. It does now, and a
+// manifest that does not match it is a damaged checkpoint.
+TEST(Faults, AManifestAlteredAfterItWasWrittenIsADamagedCheckpoint) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 4 --checkpoint-every 2")).rc, 0);
+    const std::string manifest = out + "/checkpoints/step_00000004/manifest.json";
+    std::string text = read_text(manifest);
+    const size_t at = text.find("\"data_position\": 8,");
+    ASSERT_NE(at, std::string::npos) << text;
+    text[at + std::string("\"data_position\": ").size()] ^= 1;   // '8' → '9'
+    write_text(manifest, text);
+    const CommandResult refused = run(c.train_gpt(out, "-x 6 --resume"));
+    EXPECT_EQ(refused.rc, 1) << refused.output;
+    EXPECT_CONTAINS(refused.output, manifest + ": checksum mismatch: its checksum is XXH3 ");
+    EXPECT_CONTAINS(refused.output, "(the manifest was altered or corrupted after it was written)");
+    const CommandResult intact = run(c.train_gpt(out, "-x 6 --resume --resume-from-intact"));
+    ASSERT_EQ(intact.rc, 0) << intact.output;
+    EXPECT_CONTAINS(intact.output, "resuming from " + out + "/checkpoints/step_00000002");
+}
+
 // Round 17: a resume on other training data (a shard removed, or prepare_text re-run with other
 // inputs) said nothing, and its data position, a sample index, fell elsewhere in the text. The
 // checkpoint records the shards and tokens its run read; a resume on others says so.

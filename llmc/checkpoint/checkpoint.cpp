@@ -35,7 +35,8 @@ constexpr const char* kManifestName = "manifest.json";
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleWeightsName = "model.safetensors";   // transformers' unsharded save
 constexpr const char* kManifestFormat = "train_gpt checkpoint";
-constexpr int kManifestVersion = 1;
+// 2: the manifest holds its own checksum, "manifest_xxh3"; 1 (read still): without it
+constexpr int kManifestVersion = 2;
 // The largest data position a manifest may hold: far beyond any run (2^62 samples), with room to
 // count on from it without overflow.
 constexpr int64_t kMaxDataPosition = int64_t(1) << 62;
@@ -95,6 +96,14 @@ std::string read_whole(const std::string& path) {
 }
 
 std::string hex64(uint64_t x) { return format("%016llx", (unsigned long long)x); }
+
+// A manifest's own checksum: XXH3 of its JSON without the "manifest_xxh3" field, dumped as the
+// writer dumps it (fields in their order, 2-space indent), so that whitespace does not count.
+std::string manifest_self_checksum(nlohmann::ordered_json j) {
+    j.erase("manifest_xxh3");
+    const std::string text = j.dump(2);
+    return hex64(XXH3_64bits(text.data(), text.size()));
+}
 
 // "step_00001000" → 1000; -1 if `name` is not step_<digits>.
 int64_t parse_step_name(const std::string& name) {
@@ -433,6 +442,7 @@ void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_di
     j["files"] = nlohmann::ordered_json::object();
     for (const auto& [name, r] : manifest.files)
         j["files"][name] = {{"bytes", r.bytes}, {"xxh3_64", hex64(r.xxh3)}};
+    j["manifest_xxh3"] = manifest_self_checksum(j);
     const std::string text = j.dump(2) + "\n";
     write_file_atomic(tmp_dir + "/" + kManifestName, text.data(), text.size());
     fsync_path(tmp_dir);
@@ -483,9 +493,19 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
     }
     const JsonObject top(j, path);
     const int64_t version = top.integer("version", 0, INT_MAX);
-    if (version != kManifestVersion)
-        fail("%s: manifest version %lld, this build reads %d", p, (long long)version, kManifestVersion);
+    if (version < 1 || version > kManifestVersion)
+        fail("%s: manifest version %lld, this build reads 1 to %d", p, (long long)version, kManifestVersion);
     CheckpointManifest m;
+    if (version >= 2) {
+        const auto ordered = nlohmann::ordered_json::parse(text);
+        const auto recorded = ordered.find("manifest_xxh3");
+        if (recorded == ordered.end() || !recorded->is_string()) {
+            m.self_check = "it has no \"manifest_xxh3\", its own checksum";
+        } else if (const std::string actual = manifest_self_checksum(ordered); *recorded != actual) {
+            m.self_check = format("its checksum is XXH3 %s, \"manifest_xxh3\" records %s", actual.c_str(),
+                                  recorded->get<std::string>().c_str());
+        }
+    }
     m.step = top.integer("step", 0, INT_MAX);   // the trainer counts steps in an int
     m.world_size = (int)top.integer("world_size", 1, INT_MAX);
     const JsonObject model = top.object("model");
@@ -595,6 +615,10 @@ void check_model_config(const CheckpointManifest& manifest, const GPTConfig& exp
 }
 
 void verify_checkpoint(const std::string& dir, const CheckpointManifest& manifest) {
+    if (!manifest.self_check.empty()) {
+        fail("%s/%s: checksum mismatch: %s (the manifest was altered or corrupted after it was written)", dir.c_str(),
+             kManifestName, manifest.self_check.c_str());
+    }
     std::vector<std::string> names;
     for (const auto& entry : manifest.files)
         names.push_back(entry.first);

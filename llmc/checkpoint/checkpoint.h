@@ -73,6 +73,10 @@ struct CheckpointManifest {
         uint64_t xxh3 = 0;   // XXH3_64bits of the whole file, seed 0
     };
     std::map<std::string, FileRecord> files;   // every file but manifest.json; filled by finalize
+    // manifest.json's own checksum ("manifest_xxh3", version 2): "" when the manifest read matches
+    // it, else what is wrong. Checked with the files' checksums (verify_checkpoint), so that a flip
+    // of a data position or a learning rate in it is a damaged checkpoint, not a silent change.
+    std::string self_check;
 };
 
 // ---- directories --------------------------------------------------------------------------
