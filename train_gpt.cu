@@ -564,7 +564,10 @@ void evaluate_as_trained(const ModelDir& model, TrainConfig& cfg) {
 // the differences are printed (train/resume.h).
 std::vector<FlagOverride> restore_run_flags(int argc, char** argv, const std::string& checkpoint, TrainConfig& cfg) {
     bool recorded = false;
-    std::vector<FlagOverride> overrides = resume_run_flags(argc, argv, checkpoint, cfg, &recorded);
+    std::vector<std::string> notices;
+    std::vector<FlagOverride> overrides = resume_run_flags(argc, argv, checkpoint, cfg, &recorded, &notices);
+    for (const std::string& n : notices)
+        print0("notice: %s\n", n.c_str());
     if (!recorded) {
         print0("notice: %s records no flags (an older checkpoint); the run is this command line's\n",
                checkpoint.c_str());

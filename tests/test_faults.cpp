@@ -1260,6 +1260,38 @@ TEST(Faults, AManifestAlteredAfterItWasWrittenIsADamagedCheckpoint) {
     EXPECT_CONTAINS(intact.output, "resuming from " + out + "/checkpoints/step_00000002");
 }
 
+// Round 17 (HIGH): a checkpoint records its run's paths as typed, and a resume started in another
+// directory read its relative -i from there: other data, silently. They are read from where the
+// checkpoint's run was started, with a notice; -o too, so its log goes on in the run's directory.
+TEST(Faults, AResumeFromAnotherDirectoryReadsTheRunsRelativePathsFromItsOwn) {
+    Corpus c;
+    const std::string first = c.dir.file("rel/a/b"), second = c.dir.file("rel/c");
+    make_dirs(first);
+    make_dirs(second);
+    make_dirs(c.dir.file("rel/data"));
+    make_dirs(c.dir.file("data"));
+    const std::vector<uint32_t> ours(3000, 'a'), decoy(5000, 'b');
+    write_shard(c.dir.file("rel/data/x_train_000000.bin"), ours.data(), (int64_t)ours.size(), 2);
+    write_shard(c.dir.file("data/x_train_000000.bin"), decoy.data(), (int64_t)decoy.size(),
+                2);   // ../../data from rel/c
+    const std::string flags = " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
+                              c.dir.file("tokenizer.bin") + "' ";
+    auto in = [&](const std::string& cwd, const std::string& args) {
+        return run("sh -c \"cd '" + cwd + "' && " + train_gpt_binary() + flags + args + "\"");
+    };
+    ASSERT_EQ(in(first, "-i '../../data/x_train_*.bin' -o out -x 2 --checkpoint-every 2").rc, 0);
+    const CommandResult resumed = in(second, "--resume --checkpoint-dir ../a/b/out/checkpoints -x 4");
+    ASSERT_EQ(resumed.rc, 0) << resumed.output;
+    EXPECT_CONTAINS(resumed.output,
+                    "notice: --train-data ../../data/x_train_*.bin is relative to where the "
+                    "checkpoint's run was started: read as " +
+                        first + "/../../data/x_train_*.bin");
+    EXPECT_CONTAINS(resumed.output, "train: 3000 tokens in 1 shard(s)");
+    EXPECT_EQ(resumed.output.find("training data is not"), std::string::npos) << resumed.output;
+    EXPECT_FALSE(file_exists(second + "/out")) << "the run's -o is its own directory's out";
+    EXPECT_CONTAINS(read_text(first + "/out/log.jsonl"), "\"step\":4");
+}
+
 // Round 17: a resume on other training data (a shard removed, or prepare_text re-run with other
 // inputs) said nothing, and its data position, a sample index, fell elsewhere in the text. The
 // checkpoint records the shards and tokens its run read; a resume on others says so.

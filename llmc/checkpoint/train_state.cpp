@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <chrono>
 #include <climits>
+#include <filesystem>
 #include <limits>
 #include <random>
 
@@ -36,7 +37,13 @@ std::string trainer_state_to_json(const TrainCounters& c, const std::string& fla
                              {"grad_norm_seen", c.grad_norm_seen},
                              {"grad_norm_in_spike", c.grad_norm_in_spike ? 1 : 0}};
     if (!c.run_id.empty()) j["run_id"] = c.run_id;
-    if (!flags_json.empty()) j["flags"] = nlohmann::ordered_json::parse(flags_json);
+    if (!flags_json.empty()) {
+        j["flags"] = nlohmann::ordered_json::parse(flags_json);
+        // where its relative paths are (train/config.h, parse_resumed_command_line)
+        std::error_code ec;
+        const std::string here = std::filesystem::current_path(ec).string();
+        if (!ec) j["working_dir"] = here;
+    }
     return j.dump();
 }
 
@@ -70,6 +77,12 @@ TrainCounters counters_from_json(const std::string& text, const std::string& ori
         }
     }
     return c;
+}
+
+std::string run_working_dir_from_json(const std::string& text, const std::string& origin) {
+    const nlohmann::json j = parse(text, origin, "extra");
+    const JsonObject o(j, origin, "extra");
+    return o.has("working_dir") ? o.string("working_dir") : "";
 }
 
 std::string run_flags_from_json(const std::string& text, const std::string& origin) {

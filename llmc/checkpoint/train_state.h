@@ -33,11 +33,15 @@ struct TrainCounters {
 // A new run identity (16 hex digits from the system's random device and the clock).
 std::string new_run_id();
 
-// The manifest's trainer record: the counters and the run's flags (train/config.h: flags_json).
+// The manifest's trainer record: the counters and the run's flags (train/config.h: flags_json),
+// with the process's working directory beside them.
 std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json);
 // The counters (tokens, seconds, skip_streak, loss_level, spike_since and grad_norm_* 0 where a
 // checkpoint has none).
 TrainCounters counters_from_json(const std::string& json, const std::string& origin = "checkpoint");
+// The working directory of the run that saved the checkpoint, where its relative paths are ("":
+// a checkpoint from before it was recorded).
+std::string run_working_dir_from_json(const std::string& json, const std::string& origin = "checkpoint");
 // The run's flags as flags_json() wrote them, or "" where the checkpoint records none.
 std::string run_flags_from_json(const std::string& json, const std::string& origin = "checkpoint");
 std::string loss_scaler_to_json(const LossScaler& s);

@@ -14,12 +14,15 @@
 
 #include <cctype>
 #include <cfloat>
+#include <filesystem>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 namespace train_gpt {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -136,6 +139,14 @@ bool restored_on_resume(const std::string& name) {
     return true;
 }
 
+// A flag that names a file, directory or glob (its value in --help: FILE, DIR, GLOB).
+bool is_path_flag(const std::string& name) {
+    for (const Flag& flag : flag_table()) {
+        if (flag.long_name() == name) return flag.value == "FILE" || flag.value == "DIR" || flag.value == "GLOB";
+    }
+    return false;
+}
+
 // Two texts of one flag mean the same value: equal, or equal numbers ("2e-3", "0.002").
 bool same_value(const std::string& a, const std::string& b) {
     if (a == b) return true;
@@ -222,7 +233,9 @@ std::string flags_json(const TrainConfig& c) {
 }
 
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
-                                                     const std::string& checkpoint_root, TrainConfig& c) {
+                                                     const std::string& checkpoint_root, TrainConfig& c,
+                                                     const std::string& saved_working_dir,
+                                                     std::vector<std::string>* notices) {
     nlohmann::json saved;
     try {
         saved = nlohmann::json::parse(saved_json);
@@ -236,10 +249,24 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
     TrainConfig resumed;
     CLI::App app = make_app();
     add_flags(app, resumed);
+    // the checkpoint's run's working directory, where its relative paths are: used when this run
+    // is elsewhere and it still exists
+    std::error_code ec;
+    const fs::path here = fs::current_path(ec);
+    const bool elsewhere = !saved_working_dir.empty() && fs::is_directory(saved_working_dir, ec) &&
+                           !fs::equivalent(saved_working_dir, here, ec);
     // the checkpoint's flags first, then this command line's: a flag given twice takes the last value
     std::vector<std::string> args = {argc > 0 ? argv[0] : "train_gpt"};
     for (const auto& [name, value] : saved.items()) {
-        const std::string text = value.get<std::string>();
+        std::string text = value.get<std::string>();
+        if (elsewhere && is_path_flag(name) && !text.empty() && text[0] != '/' && !c.given.count(name)) {
+            const std::string there = saved_working_dir + "/" + text;
+            if (notices) {
+                notices->push_back(format("--%s %s is relative to where the checkpoint's run was started: read as %s",
+                                          name.c_str(), text.c_str(), there.c_str()));
+            }
+            text = there;
+        }
         const CLI::Option* opt = nullptr;
         for (const CLI::Option* o : app.get_options()) {
             if (long_name(o) == name) opt = o;

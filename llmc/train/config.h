@@ -135,8 +135,14 @@ std::string first_flag_difference(const std::string& flags, const std::string& r
 struct FlagOverride {
     std::string flag, saved, now;   // long name; the checkpoint's run's text, this command line's
 };
+// A relative path the checkpoint's run was given (-i, -j, --tokenizer, --hellaswag, -o) names a
+// file of its working directory, `saved_working_dir`: a resume started elsewhere reads it from
+// there (before: the same text named other data), with a line in *notices saying so; where that
+// directory no longer exists (a moved tree), or none is recorded, the text is taken as it is.
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
-                                                     const std::string& checkpoint_root, TrainConfig& cfg);
+                                                     const std::string& checkpoint_root, TrainConfig& cfg,
+                                                     const std::string& saved_working_dir = "",
+                                                     std::vector<std::string>* notices = nullptr);
 
 // Evaluating a checkpoint without training (-x 0): its val loss as the checkpoint's run measured
 // it, over the same tokens: -b, -t and -m from `saved_config_json` (its config.json) where not

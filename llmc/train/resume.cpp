@@ -16,13 +16,15 @@
 namespace train_gpt {
 
 std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, const std::string& checkpoint,
-                                           TrainConfig& cfg, bool* recorded) {
-    const std::string saved = run_flags_from_json(read_manifest(checkpoint).extra_json);
+                                           TrainConfig& cfg, bool* recorded, std::vector<std::string>* notices) {
+    const std::string extra = read_manifest(checkpoint).extra_json;
+    const std::string saved = run_flags_from_json(extra);
     *recorded = !saved.empty();
     if (saved.empty()) return {};
     const std::string root =
         checkpoint.substr(0, checkpoint.find_last_of('/') == std::string::npos ? 0 : checkpoint.find_last_of('/'));
-    return parse_resumed_command_line(argc, argv, saved, root.empty() ? "." : root, cfg);
+    return parse_resumed_command_line(argc, argv, saved, root.empty() ? "." : root, cfg,
+                                      run_working_dir_from_json(extra), notices);
 }
 
 std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bool fallback) {

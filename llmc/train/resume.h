@@ -40,9 +40,10 @@ std::string set_aside_damaged_checkpoint(const std::string& dir);
 // cfg (this command line, parsed) becomes the run of `checkpoint` (a step directory) with the
 // flags given now on top, and --checkpoint-dir the directory the checkpoint was found in, unless
 // given. Returns the flags given now that differ from the checkpoint's run. *recorded: false for
-// a checkpoint that records no flags (cfg is then left as it is).
+// a checkpoint that records no flags (cfg is then left as it is). *notices: the relative paths
+// taken from where the checkpoint's run was started (parse_resumed_command_line).
 std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, const std::string& checkpoint,
-                                           TrainConfig& cfg, bool* recorded);
+                                           TrainConfig& cfg, bool* recorded, std::vector<std::string>* notices);
 
 // What a run's log.jsonl says about the run that wrote it (a missing file: nothing): the
 // checkpoints it saved (step, path; oldest first) and whether it finished (a summary record).
