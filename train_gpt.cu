@@ -415,8 +415,8 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
         for (const auto& [dir, problem] : choice->damaged) {
             std::fprintf(stderr,
                          "warning: %s is damaged (%s); resuming from %s instead (--resume-from-intact); it "
-                         "will be kept as %s.damaged\n",
-                         dir.c_str(), problem.c_str(), chosen.c_str(), dir.c_str());
+                         "will be kept as %s\n",
+                         dir.c_str(), problem.c_str(), chosen.c_str(), damaged_checkpoint_name(dir).c_str());
         }
     }
     uint64_t length = chosen.size();

@@ -1255,9 +1255,14 @@ TEST(Faults, AManifestAlteredAfterItWasWrittenIsADamagedCheckpoint) {
     EXPECT_EQ(refused.rc, 1) << refused.output;
     EXPECT_CONTAINS(refused.output, manifest + ": checksum mismatch: its checksum is XXH3 ");
     EXPECT_CONTAINS(refused.output, "(the manifest was altered or corrupted after it was written)");
+    // a .damaged of that step from before: the warning names the one it is kept as (round 17: it
+    // said .damaged, then renamed it .damaged.2)
+    make_dirs(out + "/checkpoints/step_00000004.damaged");
     const CommandResult intact = run(c.train_gpt(out, "-x 6 --resume --resume-from-intact"));
     ASSERT_EQ(intact.rc, 0) << intact.output;
     EXPECT_CONTAINS(intact.output, "resuming from " + out + "/checkpoints/step_00000002");
+    EXPECT_CONTAINS(intact.output, "will be kept as " + out + "/checkpoints/step_00000004.damaged.2\n");
+    EXPECT_TRUE(file_exists(out + "/checkpoints/step_00000004.damaged.2/manifest.json"));
 }
 
 // Round 17 (HIGH): a checkpoint records its run's paths as typed, and a resume started in another

@@ -43,8 +43,8 @@ std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bo
                 fail(
                     "the newest checkpoint, %s, is damaged: %s. Nothing was changed. To resume from the newest intact "
                     "checkpoint before it instead, add --resume-from-intact (the damaged one is then kept as "
-                    "%s.damaged)",
-                    dir.c_str(), e.what(), dir.c_str());
+                    "%s)",
+                    dir.c_str(), e.what(), damaged_checkpoint_name(dir).c_str());
             }
             choice.damaged.emplace_back(dir, e.what());
         }
@@ -55,10 +55,15 @@ std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bo
     fail("no intact checkpoint in %s; every one is damaged:%s", root.c_str(), list.c_str());
 }
 
-std::string set_aside_damaged_checkpoint(const std::string& dir) {
+std::string damaged_checkpoint_name(const std::string& dir) {
     std::string to = dir + ".damaged";
     for (int k = 2; file_exists(to); k++)
         to = dir + ".damaged." + std::to_string(k);
+    return to;
+}
+
+std::string set_aside_damaged_checkpoint(const std::string& dir) {
+    const std::string to = damaged_checkpoint_name(dir);
     if (std::rename(dir.c_str(), to.c_str()) != 0) {
         fail("cannot rename the damaged checkpoint %s to %s: %s", dir.c_str(), to.c_str(), std::strerror(errno));
     }

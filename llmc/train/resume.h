@@ -36,6 +36,8 @@ std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bo
 // step_00000600 → step_00000600.damaged (.damaged.2, ... when taken). Nothing in it is changed or
 // deleted; checkpoint listings and pruning ignore the new name. Returns the new path.
 std::string set_aside_damaged_checkpoint(const std::string& dir);
+// The name set_aside_damaged_checkpoint gives `dir`: dir.damaged, or .damaged.2, ... where taken.
+std::string damaged_checkpoint_name(const std::string& dir);
 
 // cfg (this command line, parsed) becomes the run of `checkpoint` (a step directory) with the
 // flags given now on top, and --checkpoint-dir the directory the checkpoint was found in, unless
