@@ -1265,6 +1265,23 @@ TEST(Faults, AManifestAlteredAfterItWasWrittenIsADamagedCheckpoint) {
     EXPECT_TRUE(file_exists(out + "/checkpoints/step_00000004.damaged.2/manifest.json"));
 }
 
+// Round 18 (HIGH): a --checkpoint-dir that is the parent of -o, both new, was never locked (the
+// output's make_dirs created it between the passes that lock existing, then new, directories), so
+// a second run resumed and saved among the live run's checkpoints. Both are locked now.
+TEST(Faults, ACheckpointDirThatIsTheOutputDirsParentIsLockedToo) {
+    Corpus c;
+    const std::string ck = c.dir.file("ck");
+    const CommandResult first =
+        run(c.train_gpt(ck + "/inner", "-x 2 --checkpoint-every 2 --checkpoint-dir '" + ck + "'"));
+    ASSERT_EQ(first.rc, 0) << first.output;
+    EXPECT_TRUE(file_exists(ck + "/train_gpt.lock")) << "the checkpoint dir's lock";
+    EXPECT_TRUE(file_exists(ck + "/inner/train_gpt.lock")) << "the output dir's lock";
+    // held: a second run there is refused while one holds it
+    const CommandResult held = run("flock -n '" + ck + "/train_gpt.lock' " +
+                                   c.train_gpt(c.dir.file("other"), "-x 4 --resume --checkpoint-dir '" + ck + "'"));
+    expect_refused(held, {ck + " is in use by another run"});
+}
+
 // Round 17 (HIGH): a checkpoint records its run's paths as typed, and a resume started in another
 // directory read its relative -i from there: other data, silently. They are read from where the
 // checkpoint's run was started, with a notice; -o too, so its log goes on in the run's directory.

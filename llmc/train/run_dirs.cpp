@@ -182,14 +182,16 @@ HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resu
                 "new plain directory %s; to write elsewhere, give -o",
                 dirs.output.c_str(), target, to.c_str(), dirs.output.c_str()));
     }
-    // Directories that exist are locked first: a run refused there creates no directory.
-    std::vector<std::string> todo;
+    // Directories that exist are locked first: a run refused there creates no directory. Which
+    // exist is decided before any is made (one may be the other's parent: --checkpoint-dir ck
+    // -o ck/inner, whose make_dirs creates ck; before, ck was then skipped by both passes, unlocked).
+    std::vector<std::pair<std::string, bool>> todo;   // (directory, it existed)
     for (const std::string& dir : {dirs.output, dirs.checkpoints}) {
-        if (!dir.empty() && (todo.empty() || todo[0] != dir)) todo.push_back(dir);
+        if (!dir.empty() && (todo.empty() || todo[0].first != dir)) todo.emplace_back(dir, file_exists(dir));
     }
     for (int pass = 0; pass < 2; pass++) {
-        for (const std::string& dir : todo) {
-            if ((pass == 0) != file_exists(dir)) continue;
+        for (const auto& [dir, existed] : todo) {
+            if ((pass == 0) != existed) continue;
             make_dirs(dir);
             std::string warning;
             if (auto lock = DirLock::acquire(dir, command, &warning)) held.locks.push_back(std::move(lock));
