@@ -803,6 +803,30 @@ TEST(DataLoaderPrepareText, ASecondRunInTheSameOutputDirIsRefused) {
     EXPECT_CONTAINS(output, "(2 resumed)");
 }
 
+// Round 18: the stale-shard sweep was a glob of --out-dir and --name, so --name '[c]' removed the
+// shards of dataset c beside it, and an --out-dir 'od[1]' removed none of its own stale shards
+// (which then joined the next run's data). Glob characters in --name are refused; the sweep
+// compares names literally; the printed command escapes the directory's glob characters.
+TEST(DataLoaderPrepareText, GlobCharactersInNamesNeverReachOtherShards) {
+    ScratchDir dir;
+    write_text(dir.file("in.txt"), sample_text(200));
+    write_text(dir.file("short.txt"), sample_text(20));
+    const std::string od = dir.file("od[1]");
+    std::string output;
+    auto prepare = [&](const std::string& input, const std::string& args) {
+        return run_command(tool_command("--input " + dir.file(input) + " --out-dir '" + od + "' " + args), &output);
+    };
+    ASSERT_EQ(prepare("in.txt", "--name c --shard-tokens 1000"), 0) << output;
+    ASSERT_TRUE(file_exists(od + "/c_train_000002.bin"));
+    EXPECT_EQ(prepare("short.txt", "--name '[c]'"), 1);
+    EXPECT_CONTAINS(output, "--name must be non-empty and contain none of / * ? [ ] \\");
+    EXPECT_TRUE(file_exists(od + "/c_train_000002.bin")) << "dataset c untouched";
+    ASSERT_EQ(prepare("short.txt", "--name c --shard-tokens 1000"), 0) << output;
+    EXPECT_CONTAINS(output, "removed stale shard " + od + "/c_train_000002.bin");
+    EXPECT_FALSE(file_exists(od + "/c_train_000002.bin"));
+    EXPECT_CONTAINS(output, "next: ./train_gpt -i '" + dir.file("od\\[1\\]") + "/c_train_*.bin'");
+}
+
 // Integer options are decimal (round 17: --shard-tokens 010 wrote 8-token shards, CLI11 reading
 // a leading 0 as octal).
 TEST(DataLoaderPrepareText, IntegerOptionsAreDecimal) {

@@ -471,8 +471,11 @@ void run(const Options& opt) {
     if (opt.shard_tokens < 1 || opt.shard_tokens > INT32_MAX) {
         fail("--shard-tokens must be in [1, %d], got %lld", INT32_MAX, (long long)opt.shard_tokens);
     }
-    if (opt.name.empty() || opt.name.find('/') != std::string::npos) {
-        fail("--name must be non-empty and contain no '/', got '%s'", opt.name.c_str());
+    // the shards are found by glob (the trainer's -i, the stale-shard sweep): a name with glob
+    // characters would match other datasets' shards
+    if (opt.name.empty() || opt.name.find_first_of("/*?[]\\") != std::string::npos) {
+        fail("--name must be non-empty and contain none of / * ? [ ] \\ (shards are found by glob), got '%s'",
+             opt.name.c_str());
     }
     if (opt.chunk_bytes < 1 || opt.chunk_bytes > (int64_t(1) << 30)) {
         fail("--chunk-bytes must be in [1, 2^30], got %lld", (long long)opt.chunk_bytes);
@@ -701,12 +704,20 @@ void run(const Options& opt) {
     // Shards left by an earlier run with more shards would silently join the split's glob.
     for (const std::string split : {"train", "val"}) {
         const std::vector<std::string>& written = split == "train" ? train : val;
-        const std::string pattern = format("%s/%s_%s_[0-9]*.bin", opt.out_dir.c_str(), opt.name.c_str(), split.c_str());
+        // NAME_SPLIT_<digits>.bin, compared literally (--out-dir may hold glob characters: runs[1])
+        const std::string prefix = opt.name + "_" + split + "_";
         std::vector<std::string> existing;
-        try {
-            existing = expand_glob(pattern);
-        } catch (const Error&) {   // nothing matches: nothing stale
+        std::error_code ec;
+        for (const auto& entry : std::filesystem::directory_iterator(opt.out_dir, ec)) {
+            const std::string file = entry.path().filename().string();
+            const std::string digits = file.size() > prefix.size() + 4 && file.rfind(prefix, 0) == 0 &&
+                                               file.compare(file.size() - 4, 4, ".bin") == 0
+                                           ? file.substr(prefix.size(), file.size() - prefix.size() - 4)
+                                           : "";
+            if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos)
+                existing.push_back(format("%s/%s", opt.out_dir.c_str(), file.c_str()));
         }
+        std::sort(existing.begin(), existing.end());
         for (const std::string& path : existing) {
             if (std::find(written.begin(), written.end(), path) != written.end()) continue;
             if (std::remove(path.c_str()) != 0) fail("cannot remove stale shard %s", path.c_str());
@@ -736,8 +747,14 @@ void run(const Options& opt) {
         const std::string last = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
         if (!last.empty() && last != "." && last != "..") run_name = last;
     }
-    const std::string val_glob = val.empty() ? "" : format("%s/%s_val_*.bin", opt.out_dir.c_str(), opt.name.c_str());
-    std::printf("next: ./train_gpt -i '%s/%s_train_*.bin' -j '%s' -o out/%s\n", opt.out_dir.c_str(), opt.name.c_str(),
+    // the directory's own glob characters escaped, so that the globs name its shards only
+    std::string dir_glob;
+    for (const char ch : opt.out_dir) {
+        if (std::strchr("*?[]\\", ch)) dir_glob += '\\';
+        dir_glob += ch;
+    }
+    const std::string val_glob = val.empty() ? "" : format("%s/%s_val_*.bin", dir_glob.c_str(), opt.name.c_str());
+    std::printf("next: ./train_gpt -i '%s/%s_train_*.bin' -j '%s' -o out/%s\n", dir_glob.c_str(), opt.name.c_str(),
                 val_glob.c_str(), run_name.c_str());
 }
 
