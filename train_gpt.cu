@@ -353,7 +353,7 @@ bool save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
         manifest.train_tokens = loader.num_tokens();
         manifest.loss_scaler_json = scaler ? loss_scaler_to_json(*scaler) : "";
         manifest.fp8_json = model.fp8_state_json();
-        manifest.extra_json = trainer_state_to_json(counters, flags_json(cfg));
+        manifest.extra_json = trainer_state_to_json(counters, flags_json(cfg), path_dirs_json(cfg));
         manifest.rng_state = sample_rng_state;
         finalize_checkpoint(tmp, checkpoint_dir(dir, step), manifest);
         prune_checkpoints(dir, keep, healthy_checkpoint);

@@ -63,7 +63,7 @@ for step in sorted(d for d in os.listdir(root) if d.startswith("step_")):   # no
         state["extra"].pop("seconds", None)   # wall time
         state["extra"].pop("flags", None)     # the run's flags (paths of this script's scratch directory)
         state["extra"].pop("run_id", None)    # the run's identity, drawn when it starts
-        state["extra"].pop("working_dir", None)   # where it ran (this script's scratch directory)
+        state["extra"].pop("path_dirs", None)   # where its relative paths are (this script's scratch directory)
     print(step, "manifest", hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16])
     for name, rec in sorted(m["files"].items()):
         if name.startswith("tokenizer") or name in ("vocab.json", "merges.txt", "special_tokens_map.json", "config.json"):

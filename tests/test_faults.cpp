@@ -1305,13 +1305,22 @@ TEST(Faults, AResumeFromAnotherDirectoryReadsTheRunsRelativePathsFromItsOwn) {
     const CommandResult resumed = in(second, "--resume --checkpoint-dir ../a/b/out/checkpoints -x 4");
     ASSERT_EQ(resumed.rc, 0) << resumed.output;
     EXPECT_CONTAINS(resumed.output,
-                    "notice: --train-data ../../data/x_train_*.bin is relative to where the "
-                    "checkpoint's run was started: read as " +
-                        first + "/../../data/x_train_*.bin");
+                    "notice: --train-data ../../data/x_train_*.bin is relative to where the run "
+                    "was given it, " +
+                        first + ": read as " + first + "/../../data/x_train_*.bin");
     EXPECT_CONTAINS(resumed.output, "train: 3000 tokens in 1 shard(s)");
     EXPECT_EQ(resumed.output.find("training data is not"), std::string::npos) << resumed.output;
+    EXPECT_EQ(resumed.output.find("--checkpoint-dir ../a/b/out/checkpoints is relative"), std::string::npos)
+        << "a flag this command line gives is not the checkpoint's (round 18)";
     EXPECT_FALSE(file_exists(second + "/out")) << "the run's -o is its own directory's out";
     EXPECT_CONTAINS(read_text(first + "/out/log.jsonl"), "\"step\":4");
+    // round 18: that resume's checkpoint keeps the text and its directory (before: the path made
+    // absolute), so the tree moved afterwards resumes as typed from the new place
+    const std::string moved = c.dir.file("moved");
+    ASSERT_EQ(std::rename(c.dir.file("rel").c_str(), moved.c_str()), 0);
+    const CommandResult after_move = in(moved + "/a/b", "--resume -o out -x 6");
+    ASSERT_EQ(after_move.rc, 0) << after_move.output;
+    EXPECT_CONTAINS(after_move.output, "train: 3000 tokens in 1 shard(s)");
 }
 
 // Round 17: a resume on other training data (a shard removed, or prepare_text re-run with other

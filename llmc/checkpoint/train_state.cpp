@@ -7,7 +7,6 @@
 #include <cfloat>
 #include <chrono>
 #include <climits>
-#include <filesystem>
 #include <limits>
 #include <random>
 
@@ -25,7 +24,8 @@ nlohmann::json parse(const std::string& text, const std::string& origin, const c
 
 }   // namespace
 
-std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json) {
+std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json,
+                                  const std::string& path_dirs_json) {
     nlohmann::ordered_json j{{"updates", c.updates},
                              {"skipped", c.skipped},
                              {"tokens", c.tokens},
@@ -37,13 +37,8 @@ std::string trainer_state_to_json(const TrainCounters& c, const std::string& fla
                              {"grad_norm_seen", c.grad_norm_seen},
                              {"grad_norm_in_spike", c.grad_norm_in_spike ? 1 : 0}};
     if (!c.run_id.empty()) j["run_id"] = c.run_id;
-    if (!flags_json.empty()) {
-        j["flags"] = nlohmann::ordered_json::parse(flags_json);
-        // where its relative paths are (train/config.h, parse_resumed_command_line)
-        std::error_code ec;
-        const std::string here = std::filesystem::current_path(ec).string();
-        if (!ec) j["working_dir"] = here;
-    }
+    if (!flags_json.empty()) j["flags"] = nlohmann::ordered_json::parse(flags_json);
+    if (!path_dirs_json.empty()) j["path_dirs"] = nlohmann::ordered_json::parse(path_dirs_json);
     return j.dump();
 }
 
@@ -79,10 +74,15 @@ TrainCounters counters_from_json(const std::string& text, const std::string& ori
     return c;
 }
 
-std::string run_working_dir_from_json(const std::string& text, const std::string& origin) {
+std::map<std::string, std::string> run_path_dirs_from_json(const std::string& text, const std::string& origin) {
     const nlohmann::json j = parse(text, origin, "extra");
     const JsonObject o(j, origin, "extra");
-    return o.has("working_dir") ? o.string("working_dir") : "";
+    std::map<std::string, std::string> dirs;
+    if (!o.has("path_dirs")) return dirs;
+    const JsonObject paths = o.object("path_dirs");
+    for (const auto& [flag, dir] : paths.value().items())
+        dirs[flag] = paths.string(flag);
+    return dirs;
 }
 
 std::string run_flags_from_json(const std::string& text, const std::string& origin) {

@@ -10,6 +10,7 @@
 #include "precision/loss_scaler.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace train_gpt {
@@ -33,15 +34,17 @@ struct TrainCounters {
 // A new run identity (16 hex digits from the system's random device and the clock).
 std::string new_run_id();
 
-// The manifest's trainer record: the counters and the run's flags (train/config.h: flags_json),
-// with the process's working directory beside them.
-std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json);
+// The manifest's trainer record: the counters, the run's flags and the directories its relative
+// paths are relative to (train/config.h: flags_json, path_dirs_json).
+std::string trainer_state_to_json(const TrainCounters& c, const std::string& flags_json,
+                                  const std::string& path_dirs_json = "");
 // The counters (tokens, seconds, skip_streak, loss_level, spike_since and grad_norm_* 0 where a
 // checkpoint has none).
 TrainCounters counters_from_json(const std::string& json, const std::string& origin = "checkpoint");
-// The working directory of the run that saved the checkpoint, where its relative paths are ("":
-// a checkpoint from before it was recorded).
-std::string run_working_dir_from_json(const std::string& json, const std::string& origin = "checkpoint");
+// The directories the run's relative path flags are relative to, by flag ("train-data" →
+// "/home/me/project"; {} for a checkpoint from before they were recorded).
+std::map<std::string, std::string> run_path_dirs_from_json(const std::string& json,
+                                                           const std::string& origin = "checkpoint");
 // The run's flags as flags_json() wrote them, or "" where the checkpoint records none.
 std::string run_flags_from_json(const std::string& json, const std::string& origin = "checkpoint");
 std::string loss_scaler_to_json(const LossScaler& s);

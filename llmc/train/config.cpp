@@ -234,7 +234,7 @@ std::string flags_json(const TrainConfig& c) {
 
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
                                                      const std::string& checkpoint_root, TrainConfig& c,
-                                                     const std::string& saved_working_dir,
+                                                     const std::map<std::string, std::string>& saved_path_dirs,
                                                      std::vector<std::string>* notices) {
     nlohmann::json saved;
     try {
@@ -249,30 +249,33 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
     TrainConfig resumed;
     CLI::App app = make_app();
     add_flags(app, resumed);
-    // the checkpoint's run's working directory, where its relative paths are: used when this run
-    // is elsewhere and it still exists
     std::error_code ec;
     const fs::path here = fs::current_path(ec);
-    const bool elsewhere = !saved_working_dir.empty() && fs::is_directory(saved_working_dir, ec) &&
-                           !fs::equivalent(saved_working_dir, here, ec);
+    std::map<std::string, std::string> kept_dirs;   // restored relative paths read from their run's directory
     // the checkpoint's flags first, then this command line's: a flag given twice takes the last value
     std::vector<std::string> args = {argc > 0 ? argv[0] : "train_gpt"};
     for (const auto& [name, value] : saved.items()) {
         std::string text = value.get<std::string>();
-        if (elsewhere && is_path_flag(name) && !text.empty() && text[0] != '/' && !c.given.count(name)) {
-            const std::string there = saved_working_dir + "/" + text;
-            if (notices) {
-                notices->push_back(format("--%s %s is relative to where the checkpoint's run was started: read as %s",
-                                          name.c_str(), text.c_str(), there.c_str()));
-            }
-            text = there;
-        }
         const CLI::Option* opt = nullptr;
         for (const CLI::Option* o : app.get_options()) {
             if (long_name(o) == name) opt = o;
         }
         if (opt == nullptr || !restored_on_resume(name) || c.given.count(name))
             continue;   // not a flag of this version
+        // a relative path: from the directory of the run that was given it, while that exists
+        const auto dir = saved_path_dirs.find(name);
+        if (is_path_flag(name) && !text.empty() && text[0] != '/' && dir != saved_path_dirs.end() &&
+            fs::is_directory(dir->second, ec)) {
+            kept_dirs[name] = dir->second;
+            if (!fs::equivalent(dir->second, here, ec)) {
+                const std::string there = dir->second + "/" + text;
+                if (notices) {
+                    notices->push_back(format("--%s %s is relative to where the run was given it, %s: read as %s",
+                                              name.c_str(), text.c_str(), dir->second.c_str(), there.c_str()));
+                }
+                text = there;
+            }
+        }
         if (is_flag(opt)) {
             args.push_back("--" + name + "=" + text);
         } else {
@@ -296,6 +299,10 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
     }
     record_flags(app, resumed);
     resumed.given = c.given;
+    for (const auto& [name, dir] : kept_dirs) {   // the text as given, relative to its directory
+        resumed.flag_texts[name] = saved[name].get<std::string>();
+        resumed.path_dirs[name] = dir;
+    }
     std::vector<FlagOverride> overrides;
     for (const std::string& name : c.given) {
         if (!saved.contains(name) || !restored_on_resume(name)) continue;
@@ -304,6 +311,21 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
     }
     c = resumed;
     return overrides;
+}
+
+std::string path_dirs_json(const TrainConfig& c) {
+    std::error_code ec;
+    const std::string here = fs::current_path(ec).string();
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& [name, text] : c.flag_texts) {
+        if (!is_path_flag(name) || text.empty() || text[0] == '/') continue;
+        const auto kept = c.path_dirs.find(name);
+        if (kept != c.path_dirs.end())
+            j[name] = kept->second;
+        else if (!ec)
+            j[name] = here;
+    }
+    return j.dump();
 }
 
 std::string first_flag_difference(const std::string& flags, const std::string& reference) {

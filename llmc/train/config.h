@@ -108,6 +108,9 @@ struct TrainConfig {
     // ("steps" → "120"), and the long names given on the command line
     std::map<std::string, std::string> flag_texts;
     std::set<std::string> given;
+    // relative path flags a resume took from its checkpoint → the directory they are relative to
+    // (parse_resumed_command_line); the others are relative to this process's working directory
+    std::map<std::string, std::string> path_dirs;
 
     // --inject-nonfinite-step: whether the run poisons a gradient at `step` (0-based)
     bool injects_nonfinite_at(int step) const;
@@ -135,14 +138,20 @@ std::string first_flag_difference(const std::string& flags, const std::string& r
 struct FlagOverride {
     std::string flag, saved, now;   // long name; the checkpoint's run's text, this command line's
 };
-// A relative path the checkpoint's run was given (-i, -j, --tokenizer, --hellaswag, -o) names a
-// file of its working directory, `saved_working_dir`: a resume started elsewhere reads it from
-// there (before: the same text named other data), with a line in *notices saying so; where that
-// directory no longer exists (a moved tree), or none is recorded, the text is taken as it is.
+// A relative path the checkpoint's run took (-i, -j, --tokenizer, --hellaswag, -o) is relative to
+// the directory `saved_path_dirs` records for it (the working directory of the run that was given
+// it): a resume started elsewhere reads it from there (before: the same text named other data),
+// with a line in *notices saying so, and keeps the text and that directory for its own checkpoints
+// (cfg.path_dirs). Where that directory no longer exists (a moved tree), or none is recorded, the
+// text is taken as it is, relative to this run's directory.
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
                                                      const std::string& checkpoint_root, TrainConfig& cfg,
-                                                     const std::string& saved_working_dir = "",
+                                                     const std::map<std::string, std::string>& saved_path_dirs = {},
                                                      std::vector<std::string>* notices = nullptr);
+// The directory each relative path flag of cfg is relative to, as JSON ({"train-data": "/home/me"}):
+// cfg.path_dirs' for those a resume took from its checkpoint, this process's working directory
+// for the others.
+std::string path_dirs_json(const TrainConfig& cfg);
 
 // Evaluating a checkpoint without training (-x 0): its val loss as the checkpoint's run measured
 // it, over the same tokens: -b, -t and -m from `saved_config_json` (its config.json) where not

@@ -23,8 +23,8 @@ std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, co
     if (saved.empty()) return {};
     const std::string root =
         checkpoint.substr(0, checkpoint.find_last_of('/') == std::string::npos ? 0 : checkpoint.find_last_of('/'));
-    return parse_resumed_command_line(argc, argv, saved, root.empty() ? "." : root, cfg,
-                                      run_working_dir_from_json(extra), notices);
+    return parse_resumed_command_line(argc, argv, saved, root.empty() ? "." : root, cfg, run_path_dirs_from_json(extra),
+                                      notices);
 }
 
 std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bool fallback) {
