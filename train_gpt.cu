@@ -1066,6 +1066,12 @@ void open_outputs(Run& run, int argc, char** argv) {
     }
     if (resume_from) {
         print0("resuming from %s (step %lld)\n", resume_from->dir.c_str(), (long long)run.start.step);
+        if (resume_from->manifest.version < 2) {
+            print0(
+                "notice: %s/manifest.json is of version 1, written before manifests held their own checksum: its "
+                "files are verified, its own values cannot be\n",
+                resume_from->dir.c_str());
+        }
         const std::string change =
             schedule_change_notice(run.plan.schedule, resume_from->manifest.train_config_json, run.start.step);
         if (!change.empty()) print0("notice: %s\n", change.c_str());

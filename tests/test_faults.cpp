@@ -1255,6 +1255,23 @@ TEST(Faults, AManifestAlteredAfterItWasWrittenIsADamagedCheckpoint) {
     EXPECT_EQ(refused.rc, 1) << refused.output;
     EXPECT_CONTAINS(refused.output, manifest + ": checksum mismatch: its checksum is XXH3 ");
     EXPECT_CONTAINS(refused.output, "(the manifest was altered or corrupted after it was written)");
+    // round 18: "version": 1 beside the checksum (a version 1 never wrote one) is checked all the same
+    std::string downgraded = text;
+    downgraded.replace(downgraded.find("\"version\": 2"), 12, "\"version\": 1");
+    write_text(manifest, downgraded);
+    expect_refused(run(c.train_gpt(out, "-x 6 --resume")), {manifest + ": checksum mismatch: its checksum is XXH3 "});
+    // without it, as a version 1 wrote it: read, and said to be unverifiable
+    {
+        auto j = nlohmann::ordered_json::parse(text);
+        j.erase("manifest_xxh3");
+        j["version"] = 1;
+        j["data_position"] = 8;
+        write_text(manifest, j.dump(2));
+        const CommandResult v1 = run(c.train_gpt(out, "-x 6 --resume -n 0"));
+        ASSERT_EQ(v1.rc, 0) << v1.output;
+        EXPECT_CONTAINS(v1.output, "/manifest.json is of version 1, written before manifests held their own checksum");
+        write_text(manifest, text);
+    }
     // a .damaged of that step from before: the warning names the one it is kept as (round 17: it
     // said .damaged, then renamed it .damaged.2)
     make_dirs(out + "/checkpoints/step_00000004.damaged");

@@ -496,7 +496,9 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
     if (version < 1 || version > kManifestVersion)
         fail("%s: manifest version %lld, this build reads 1 to %d", p, (long long)version, kManifestVersion);
     CheckpointManifest m;
-    if (version >= 2) {
+    m.version = (int)version;
+    // checked wherever present: a version 1 never wrote one, so "version": 1 beside one is an edit
+    if (version >= 2 || j.contains("manifest_xxh3")) {
         const auto ordered = nlohmann::ordered_json::parse(text);
         const auto recorded = ordered.find("manifest_xxh3");
         if (recorded == ordered.end() || !recorded->is_string()) {
@@ -530,9 +532,9 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
             {"n_layer", m.model.n_layer}, {"n_head", m.model.n_head}, {"n_embd", m.model.n_embd}};
         for (const auto& [key, value] : recorded) {
             const auto it = run.find(key);
-            if (it != run.end() && it->is_number_integer() && it->get<int64_t>() != value) {
-                fail("%s: \"model.%s\" %d disagrees with \"train_config.%s\" %lld: the manifest was edited", p, key,
-                     value, key, (long long)it->get<int64_t>());
+            if (it != run.end() && (!it->is_number_integer() || it->get<int64_t>() != value)) {
+                fail("%s: \"model.%s\" %d disagrees with \"train_config.%s\" %s: the manifest was edited", p, key,
+                     value, key, it->dump().c_str());
             }
         }
     }

@@ -77,6 +77,7 @@ struct CheckpointManifest {
     // it, else what is wrong. Checked with the files' checksums (verify_checkpoint), so that a flip
     // of a data position or a learning rate in it is a damaged checkpoint, not a silent change.
     std::string self_check;
+    int version = 0;   // 1: written before manifests held their own checksum (nothing to verify it by)
 };
 
 // ---- directories --------------------------------------------------------------------------
