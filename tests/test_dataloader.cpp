@@ -827,6 +827,21 @@ TEST(DataLoaderPrepareText, GlobCharactersInNamesNeverReachOtherShards) {
     EXPECT_CONTAINS(output, "next: ./train_gpt -i '" + dir.file("od\\[1\\]") + "/c_train_*.bin'");
 }
 
+// Round 18: a <name>.parts directory of the user's (without prepare_text's plan) lost its files
+// when the run removed its parts at the end; it is left alone, and the run refused.
+TEST(DataLoaderPrepareText, APartsDirectoryItDidNotWriteIsLeftAlone) {
+    ScratchDir dir;
+    write_text(dir.file("in.txt"), sample_text(20));
+    make_dirs(dir.file("o/data.parts"));
+    write_text(dir.file("o/data.parts/mine.txt"), "the user's");
+    std::string output;
+    EXPECT_EQ(run_command(tool_command("--input " + dir.file("in.txt") + " --out-dir " + dir.file("o")), &output), 1);
+    EXPECT_CONTAINS(output, dir.file("o/data.parts") + " holds " + dir.file("o/data.parts/mine.txt") +
+                                ", which prepare_text did not write");
+    EXPECT_EQ(read_text(dir.file("o/data.parts/mine.txt")), "the user's");
+    EXPECT_FALSE(file_exists(dir.file("o/data_train_000000.bin")));
+}
+
 // Integer options are decimal (round 17: --shard-tokens 010 wrote 8-token shards, CLI11 reading
 // a leading 0 as octal).
 TEST(DataLoaderPrepareText, IntegerOptionsAreDecimal) {

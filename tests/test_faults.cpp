@@ -1340,6 +1340,27 @@ TEST(Faults, AResumeFromAnotherDirectoryReadsTheRunsRelativePathsFromItsOwn) {
     EXPECT_CONTAINS(after_move.output, "train: 3000 tokens in 1 shard(s)");
 }
 
+// Round 18: --init-from a step directory read its tokenizer.bin before any checksum: a flipped byte
+// was reported as a tokenizer differing from the BPE files beside it (whose removal it advised).
+// The manifest and the small files are verified first; prepare_text refuses a model directory as
+// --out-dir (it replaced the checkpoint's tokenizer.bin).
+TEST(Faults, InitFromVerifiesTheTokenizerFilesBeforeReadingThem) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 2 --checkpoint-every 2")).rc, 0);
+    const std::string step = out + "/checkpoints/step_00000002";
+    std::string bytes = read_text(step + "/tokenizer.bin");
+    bytes[bytes.size() - 3] ^= 1;
+    write_text(step + "/tokenizer.bin", bytes);
+    expect_refused(run(train_gpt_binary() + " --device cpu -x 0 -g 2 -j '' --threads 1 --init-from '" + step +
+                       "' -o '" + c.dir.file("eval") + "'"),
+                   {step + "/tokenizer.bin: checksum mismatch"});
+    expect_refused(
+        run(build_dir() + "/prepare_text --input '" + c.dir.file("tokenizer.bin") + "' --out-dir '" + step + "'"),
+        {"--out-dir " + step + " is a model directory"});
+    EXPECT_EQ(read_text(step + "/tokenizer.bin"), bytes) << "nothing replaced";
+}
+
 // Round 17: a resume on other training data (a shard removed, or prepare_text re-run with other
 // inputs) said nothing, and its data position, a sample index, fell elsewhere in the text. The
 // checkpoint records the shards and tokens its run read; a resume on others says so.

@@ -453,11 +453,36 @@ bool matches_its_sum(const std::string& path, const std::string& made_by) {
     return file_exists(path + ".sum") && read_file_text(path + ".sum") == sum_line(path, made_by);
 }
 
+// The names prepare_text writes into its parts directory: plan.json, part_NNNNNN.bin, encoder.json,
+// vocab.bpe, each with its .sum, and the .tmp of any of them (write_file_atomic's).
+bool written_by_prepare_text(std::string name) {
+    for (const char* suffix : {".tmp", ".sum"}) {
+        const size_t n = std::strlen(suffix);
+        if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) name.resize(name.size() - n);
+    }
+    if (name == "plan.json" || name == "encoder.json" || name == "vocab.bpe") return true;
+    return name.size() == 15 && name.rfind("part_", 0) == 0 && name.compare(11, 4, ".bin") == 0 &&
+           name.substr(5, 6).find_first_not_of("0123456789") == std::string::npos;
+}
+
+// The entries of the parts directory prepare_text did not write (none if it does not exist).
+std::vector<std::string> foreign_files(const std::string& dir) {
+    std::vector<std::string> foreign;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* e = ::readdir(d)) {
+            const std::string n = e->d_name;
+            if (n != "." && n != ".." && !written_by_prepare_text(n)) foreign.push_back(n);
+        }
+        ::closedir(d);
+    }
+    return foreign;
+}
+
 void remove_dir(const std::string& dir) {   // the parts directory: only files we wrote
     if (DIR* d = ::opendir(dir.c_str())) {
         while (const dirent* e = ::readdir(d)) {
             const std::string n = e->d_name;
-            if (n != "." && n != "..") std::remove((dir + "/" + n).c_str());
+            if (written_by_prepare_text(n)) std::remove((dir + "/" + n).c_str());
         }
         ::closedir(d);
     }
@@ -507,7 +532,7 @@ void run(const Options& opt) {
         };
         const bool in_out_dir = p.parent_path() == out_dir;
         if ((in_out_dir && (is_shard("_train_") || is_shard("_val_") || file == "tokenizer.bin" ||
-                            file == "encoder.json" || file == "vocab.bpe")) ||
+                            file == "encoder.json" || file == "vocab.bpe" || file == "train_gpt.lock")) ||
             p.parent_path() == out_dir / (opt.name + ".parts")) {
             fail(
                 "input %s is a file this run writes or removes in --out-dir %s; it would be overwritten: move it, "
@@ -549,6 +574,16 @@ void run(const Options& opt) {
     const std::string plan_text = plan.dump();
     const std::string plan_hash =
         format("plan:%016llx", (unsigned long long)XXH3_64bits(plan_text.data(), plan_text.size()));
+    // a model directory (a checkpoint's step, a transformers model) holds the model's tokenizer:
+    // shards and a tokenizer.bin written there would replace it
+    if (file_exists(opt.out_dir + "/manifest.json") ||
+        (file_exists(opt.out_dir + "/config.json") && (file_exists(opt.out_dir + "/model.safetensors") ||
+                                                       file_exists(opt.out_dir + "/model.safetensors.index.json")))) {
+        fail(
+            "--out-dir %s is a model directory (a checkpoint step or a transformers model): its tokenizer would be "
+            "replaced; give another --out-dir",
+            opt.out_dir.c_str());
+    }
     make_dirs(opt.out_dir);
     // one prepare_text (or trainer) per --out-dir: a second one, a requeued job while the first
     // still runs, would remove or rename the parts under it
@@ -556,6 +591,14 @@ void run(const Options& opt) {
     const std::unique_ptr<DirLock> lock = DirLock::acquire(opt.out_dir, opt.command, &lock_warning);
     if (!lock_warning.empty()) std::fprintf(stderr, "prepare_text: warning: %s\n", lock_warning.c_str());
     const std::string parts_dir = format("%s/%s.parts", opt.out_dir.c_str(), opt.name.c_str());
+    // the parts directory is prepare_text's, removed when it starts afresh and when it is done:
+    // one holding anything else (a directory of the user's by that name) is left alone
+    if (const std::vector<std::string> foreign = foreign_files(parts_dir); !foreign.empty()) {
+        fail(
+            "%s holds %s, which prepare_text did not write; it keeps its resumable parts there and removes the "
+            "directory when done: move that away, or give another --name or --out-dir",
+            parts_dir.c_str(), (parts_dir + "/" + foreign[0]).c_str());
+    }
     const std::string plan_path = parts_dir + "/plan.json";
     bool resuming = false;
     if (file_exists(plan_path)) {

@@ -155,6 +155,10 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
 void check_model_config(const CheckpointManifest& manifest, const GPTConfig& expected, const std::string& dir);
 // Checks that every file the manifest lists exists with its recorded size and XXH3 checksum.
 void verify_checkpoint(const std::string& dir, const CheckpointManifest& manifest);
+// The manifest's own checksum and the small files' (all but the *.safetensors: the tokenizer,
+// config.json), before a run reads any of them: --init-from, whose weights are verified as they
+// are read.
+void verify_checkpoint_metadata(const std::string& dir, const CheckpointManifest& manifest);
 // The same for the files `names` of the manifest (a rank checks what it reads).
 void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& manifest,
                              const std::vector<std::string>& names);

@@ -104,13 +104,19 @@ ModelDir find_model_dir(const std::string& path) {
     if (file_exists(path + "/manifest.json")) {   // a step directory
         m.dir = path;
         m.checkpoint = true;
-        m.model = read_manifest(path).model;
+        const CheckpointManifest manifest = read_manifest(path);
+        verify_checkpoint_metadata(path, manifest);   // before its tokenizer is read
+        m.model = manifest.model;
         m.description = "checkpoint " + path;
     } else if (std::optional<std::string> newest = latest_checkpoint(path)) {   // a checkpoint root
         m.dir = *newest;
         m.checkpoint = true;
         m.root = path;
-        reading(m, [&] { m.model = read_manifest(*newest).model; });
+        reading(m, [&] {
+            const CheckpointManifest manifest = read_manifest(*newest);
+            verify_checkpoint_metadata(*newest, manifest);   // before its tokenizer is read
+            m.model = manifest.model;
+        });
         m.description = "checkpoint " + *newest + " (the newest in " + path + ")";
     } else if (file_exists(path + "/config.json") &&
                (file_exists(path + "/model.safetensors") || file_exists(path + "/model.safetensors.index.json"))) {
