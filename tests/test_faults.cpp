@@ -1361,6 +1361,31 @@ TEST(Faults, InitFromVerifiesTheTokenizerFilesBeforeReadingThem) {
     EXPECT_EQ(read_text(step + "/tokenizer.bin"), bytes) << "nothing replaced";
 }
 
+// Round 18: a checkpoint of a build before integer flags were decimal records the texts as typed
+// ("--seed 010", which that build read as octal 8); a resume re-read them in decimal (seed 10, a
+// run other than the one saved), or refused them ("0x5"), so a requeue never started again. They
+// are resumed as that build read them, with a notice. (Such a checkpoint is of manifest version 1.)
+TEST(Faults, FlagsOfAnOlderBuildResumeAsThatBuildReadThem) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 2 --checkpoint-every 2")).rc, 0);
+    const std::string manifest = out + "/checkpoints/step_00000002/manifest.json";
+    auto j = nlohmann::ordered_json::parse(read_text(manifest));
+    j.erase("manifest_xxh3");
+    j["version"] = 1;
+    j["extra"]["flags"]["seed"] = "010";
+    j["extra"]["flags"]["top-k"] = "0x5";
+    write_text(manifest, j.dump(2));
+    const CommandResult resumed = run(c.train_gpt(out, "-x 4 --resume"));
+    ASSERT_EQ(resumed.rc, 0) << resumed.output;
+    EXPECT_CONTAINS(resumed.output,
+                    "the checkpoint records --seed 010, which the build that wrote it read as 8 (a "
+                    "leading 0 octal, 0x hex): resumed with 8");
+    const auto config = nlohmann::json::parse(read_text(out + "/config.json"));
+    EXPECT_EQ(config.at("seed"), 8u);
+    EXPECT_CONTAINS(resumed.output, "records --top-k 0x5");
+}
+
 // Round 17: a resume on other training data (a shard removed, or prepare_text re-run with other
 // inputs) said nothing, and its data position, a sample index, fell elsewhere in the text. The
 // checkpoint records the shards and tokens its run read; a resume on others says so.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cctype>
+#include <cerrno>
 #include <cfloat>
 #include <filesystem>
 #include <climits>
@@ -147,6 +148,38 @@ bool is_path_flag(const std::string& name) {
     return false;
 }
 
+// A flag whose field is an integer (not a bool).
+bool is_integer_flag(const std::string& name) {
+    for (const Flag& flag : flag_table()) {
+        if (flag.long_name() != name) continue;
+        return std::visit(
+            [](auto member) {
+                using T = std::decay_t<decltype(TrainConfig{}.*member)>;
+                return std::is_integral_v<T> && !std::is_same_v<T, bool>;
+            },
+            flag.field);
+    }
+    return false;
+}
+
+// An integer flag's text recorded by a build before integers were read in decimal (cli_decimal.h),
+// as that build read it: C's strtoll/strtoull with base 0 ("010" octal 8, "0x10" 16, "+5" 5),
+// in decimal; "" where the text is canonical decimal already, or not a number of that form.
+std::string integer_as_read_before(const std::string& text) {
+    const bool canonical = !text.empty() &&
+                           (text == "0" || text.find_first_of("123456789") == (text[0] == '-' ? 1u : 0u)) &&
+                           text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) == std::string::npos;
+    if (canonical) return "";
+    errno = 0;
+    char* end = nullptr;
+    if (!text.empty() && text[0] != '-') {
+        const unsigned long long v = std::strtoull(text.c_str(), &end, 0);
+        return errno == 0 && end != text.c_str() && *end == '\0' ? std::to_string(v) : "";
+    }
+    const long long v = std::strtoll(text.c_str(), &end, 0);
+    return errno == 0 && end != text.c_str() && *end == '\0' ? std::to_string(v) : "";
+}
+
 // Two texts of one flag mean the same value: equal, or equal numbers ("2e-3", "0.002").
 bool same_value(const std::string& a, const std::string& b) {
     if (a == b) return true;
@@ -262,6 +295,18 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
         }
         if (opt == nullptr || !restored_on_resume(name) || c.given.count(name))
             continue;   // not a flag of this version
+        // "010" recorded by a build that read it as octal 8: resumed as 8, what that run trained with
+        if (is_integer_flag(name)) {
+            if (const std::string before = integer_as_read_before(text); !before.empty()) {
+                if (notices) {
+                    notices->push_back(
+                        format("the checkpoint records --%s %s, which the build that wrote it read as "
+                               "%s (a leading 0 octal, 0x hex): resumed with %s",
+                               name.c_str(), text.c_str(), before.c_str(), before.c_str()));
+                }
+                text = before;
+            }
+        }
         // a relative path: from the directory of the run that was given it, while that exists
         const auto dir = saved_path_dirs.find(name);
         if (is_path_flag(name) && !text.empty() && text[0] != '/' && dir != saved_path_dirs.end() &&
