@@ -912,7 +912,11 @@ TEST(Faults, AShardWrittenInPlaceWhileTrainingIsNamed) {
     const std::string other = c.dir.file("other.bin");
     write_shard(other, tokens.data(), (int64_t)tokens.size(), 2);
     // over the old bytes, never shorter (cp's O_TRUNC would end it in a bus error, the case above)
-    ASSERT_EQ(run("dd if='" + other + "' of='" + shard + "' conv=notrunc status=none").rc, 0);
+    // and its mtime put back after (round 18: touch -r hid the write; the ctime still moves)
+    ASSERT_EQ(run("touch -r '" + shard + "' '" + other + ".time' && dd if='" + other + "' of='" + shard +
+                  "' conv=notrunc status=none && touch -r '" + other + ".time' '" + shard + "'")
+                  .rc,
+              0);
     EXPECT_EQ(job.wait(300), 1) << job.output();
     EXPECT_CONTAINS(job.output(), "error: " + shard + " was truncated or changed while the run read it");
 }
@@ -1297,6 +1301,19 @@ TEST(Faults, ACheckpointDirThatIsTheOutputDirsParentIsLockedToo) {
     const CommandResult held = run("flock -n '" + ck + "/train_gpt.lock' " +
                                    c.train_gpt(c.dir.file("other"), "-x 4 --resume --checkpoint-dir '" + ck + "'"));
     expect_refused(held, {ck + " is in use by another run"});
+}
+
+// Round 18: -o and --checkpoint-dir naming one directory two ways (a symbolic link) were refused
+// as "in use by another run", naming this run's own pid. It is locked once.
+TEST(Faults, OneDirectoryUnderTwoNamesIsLockedOnce) {
+    Corpus c;
+    const std::string s = c.dir.file("s");
+    make_dirs(s);
+    ASSERT_EQ(::symlink(s.c_str(), c.dir.file("s_link").c_str()), 0);
+    const CommandResult r =
+        run(c.train_gpt(s, "-x 2 --checkpoint-every 2 --checkpoint-dir '" + c.dir.file("s_link") + "'"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_TRUE(file_exists(s + "/step_00000002/manifest.json"));
 }
 
 // Round 17 (HIGH): a checkpoint records its run's paths as typed, and a resume started in another

@@ -609,6 +609,19 @@ TEST(TrainerCli, NonNumericValueIsRejected) {
     EXPECT_CONTAINS(expect_failure("--lr 1e-3x"), "'1e-3x' is not a number");
 }
 
+// A true/false flag takes true, false, 1, 0, yes, no, on or off (round 18: '' and -1 were false and 2
+// true, so `-w ''` turned FP32 master weights off).
+TEST(TrainerCli, BooleanFlagsTakeTrueOrFalse) {
+    EXPECT_CONTAINS(expect_failure("-w ''"), "--master-weights: '' is not true or false");
+    EXPECT_CONTAINS(expect_failure("--loss-scaling 2"), "--loss-scaling: '2' is not true or false");
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --threads 1 -p bf16 -w Off", &output),
+              0)
+        << output;
+    EXPECT_EQ(nlohmann::json::parse(read_text(corpus.dir.file("out/config.json"))).at("master_weights"), false);
+}
+
 // Integer flags are read in decimal (round 17: CLI11 read "010" as octal 8 and "0x10" as 16, after
 // the checks had read them as decimal, so a zero-padded seed sweep ran other seeds than it named,
 // and "08" failed to convert); an integer flag's error speaks of integers, not of FP32.

@@ -68,7 +68,10 @@ struct DataLoader::MappedShard {
         struct stat now {};
         const bool same = ::stat(info.path.c_str(), &now) == 0 && now.st_dev == opened.st_dev &&
                           now.st_ino == opened.st_ino && now.st_size == opened.st_size &&
-                          now.st_mtim.tv_sec == opened.st_mtim.tv_sec && now.st_mtim.tv_nsec == opened.st_mtim.tv_nsec;
+                          now.st_mtim.tv_sec == opened.st_mtim.tv_sec &&
+                          now.st_mtim.tv_nsec == opened.st_mtim.tv_nsec &&
+                          // a write with the mtime set back after it (touch -r) still moves the ctime
+                          now.st_ctim.tv_sec == opened.st_ctim.tv_sec && now.st_ctim.tv_nsec == opened.st_ctim.tv_nsec;
         if (!same) {
             fail(
                 "%s was truncated or changed while the run read it (it is not the file checked at start: written "

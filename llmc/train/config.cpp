@@ -42,6 +42,31 @@ class HelpFormatter : public CLI::Formatter {
 
 // Every flag of the table (train/flags.h), bound to the fields of c: the parser and --help. Each
 // option shows its value's name, its range and its default in --help.
+// A true/false flag's value: true, false, 1, 0, yes, no, on, off (any case), as "true" or "false".
+// (CLI11 alone took '' and -1 as false and 2 as true, so `-w ''` turned FP32 master weights off.)
+CLI::Validator boolean_value() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            std::string lower;
+            for (const char ch : text)
+                lower += (char)std::tolower((unsigned char)ch);
+            for (const char* yes : {"true", "1", "yes", "on"}) {
+                if (lower == yes) {
+                    text = "true";
+                    return "";
+                }
+            }
+            for (const char* no : {"false", "0", "no", "off"}) {
+                if (lower == no) {
+                    text = "false";
+                    return "";
+                }
+            }
+            return "'" + text + "' is not true or false";
+        },
+        "", "BOOLEAN");
+}
+
 void add_flags(CLI::App& app, TrainConfig& c) {
     app.option_defaults()->always_capture_default();
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);   // later flags override earlier ones
@@ -56,7 +81,9 @@ void add_flags(CLI::App& app, TrainConfig& c) {
                     if (flag.is_switch) return app.add_flag(flag.names, field, flag.help);
                 }
                 CLI::Option* option = app.add_option(flag.names, field, flag.help);
-                if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+                if constexpr (std::is_same_v<T, bool>)
+                    option->transform(boolean_value());
+                else if constexpr (std::is_integral_v<T>)
                     option->transform(decimal_integer<T>());   // "010" is 10, not octal (cli_decimal.h)
                 return option;
             },

@@ -63,7 +63,7 @@ std::string GradNormWatch::observe(int64_t step, double norm, bool finite) {
         s.in_spike = true;
         if (!first) return "";
         return format(
-            "step %lld: the gradient norm %.4g is %.0fx its running level %.4g (--grad-norm-spike-factor "
+            "step %lld: the gradient norm %.4g is %.1fx its running level %.4g (--grad-norm-spike-factor "
             "%g): a spike, which the loss often follows; lower the learning rate or --grad-clip if it does",
             (long long)step, norm, norm / s.level, s.level, factor_);
     }

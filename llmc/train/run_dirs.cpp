@@ -5,6 +5,7 @@
 #include "train/resume.h"
 #include "utils.h"
 
+#include <filesystem>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -193,9 +194,23 @@ HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resu
         for (const auto& [dir, existed] : todo) {
             if ((pass == 0) != existed) continue;
             make_dirs(dir);
-            std::string warning;
-            if (auto lock = DirLock::acquire(dir, command, &warning)) held.locks.push_back(std::move(lock));
-            if (!warning.empty()) held.warnings.push_back(warning);
+            // one directory under two names (-o s --checkpoint-dir s_link): locked once (before, the
+            // second lock was refused as "in use" by this very run)
+            std::string held_as;
+            for (const std::unique_ptr<DirLock>& lock : held.locks) {
+                std::error_code ec;
+                if (std::filesystem::equivalent(dir, std::filesystem::path(lock->path()).parent_path(), ec))
+                    held_as = lock->path();
+            }
+            if (held_as.empty()) {
+                std::string warning;
+                if (auto lock = DirLock::acquire(dir, command, &warning)) {
+                    held_as = lock->path();
+                    held.locks.push_back(std::move(lock));
+                }
+                if (!warning.empty()) held.warnings.push_back(warning);
+            }
+            if (dir == dirs.checkpoints) held.checkpoint_lock = held_as;
         }
     }
     check_previous_run(dirs, cfg, resuming);
@@ -203,7 +218,7 @@ HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resu
 }
 
 void fail_if_checkpoint_dir_moved(const HeldRunDirs& held, const std::string& checkpoints, int64_t step) {
-    const std::string lock_file = lock_file_of(checkpoints);
+    const std::string lock_file = held.checkpoint_lock.empty() ? lock_file_of(checkpoints) : held.checkpoint_lock;
     for (const std::unique_ptr<DirLock>& lock : held.locks) {
         if (lock->path() != lock_file) continue;
         const std::string where = lock->moved_or_deleted();

@@ -45,6 +45,9 @@ struct HeldRunDirs {
     std::vector<std::unique_ptr<DirLock>> locks;
     std::vector<std::string> warnings;
     std::string moved_to;   // where a previous run in the default output directory went; "": none moved
+    // the lock file held for the checkpoint directory: its own, or the output directory's where the
+    // two are one directory under two names (a symbolic link, "x" and "../p/x"); "": none held
+    std::string checkpoint_lock;
 };
 HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming, const std::string& command);
 
