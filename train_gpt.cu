@@ -1320,6 +1320,13 @@ void finish(Run& run, RunSummary& summary, const TrainCounters& counters, const 
     summary.seconds = clock.elapsed();   // the final evaluation and sample included
     summary.process_seconds = clock.here();
     summary.max_seq_len = run.plan.model.max_seq_len;
+    if (!run.tokenizer) {
+        summary.checkpoint_holds = "weights (the run has no tokenizer)";
+    } else if (!hf_tokenizer_writable(*run.tokenizer)) {
+        summary.checkpoint_holds =
+            "weights, and the tokenizer as tokenizer.bin only (it has no merges list, as one read from a .tiktoken "
+            "file: transformers' tokenizer files cannot be written)";
+    }
     summary.sample_tokens = cfg.sample_tokens;
     if (this_process_step_seconds > 0) {
         summary.mean_tokens_per_second = this_process_tokens / this_process_step_seconds;

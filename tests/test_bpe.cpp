@@ -2,6 +2,7 @@
 // ids on every document of the KJV (Debian's bible-kjv) plus non-ASCII and random Unicode text,
 // with GPT-2's own vocabulary (../shared/data/gpt2) and with one trained here; round trips,
 // invalid UTF-8, training by hand on a tiny corpus, determinism, and the vocabulary files.
+#include "checkpoint/hf_tokenizer.h"
 #include "data/bpe.h"
 #include "dev/data/bpe_train.h"
 #include "test_util.h"
@@ -446,4 +447,22 @@ TEST(Bpe, BadVocabularyFilesNameTheFileAndLine) {
     EXPECT_CONTAINS(msg, "invalid base64");
     write_text(tk, "IQ== 0\nIg== 2\n");
     EXPECT_CONTAINS(error_of([&] { Bpe::load(tk); }), "rank 1 is missing");
+}
+
+// A BPE read from a .tiktoken file has no merges list, so a checkpoint gets tokenizer.bin alone,
+// not transformers' files; the run's summary says so (round 18: it said "weights and tokenizer").
+TEST(Bpe, ATiktokenVocabularyHasNoTransformersTokenizerFiles) {
+    ScratchDir dir;
+    static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string ranks;
+    for (int b = 0; b < 256; b++) {   // one byte: two base64 digits and "=="
+        ranks += std::string{b64[b >> 2], b64[(b & 3) << 4], '=', '='} + " " + std::to_string(b) + "\n";
+    }
+    ranks += "dGg= 256\naGU= 257\n";   // "th", "he": merges that only the ranks hold
+    write_text(dir.file("v.tiktoken"), ranks);
+    const Tokenizer tiktoken =
+        Tokenizer::from_bpe(std::make_shared<const Bpe>(Bpe::load_tiktoken(dir.file("v.tiktoken"))));
+    EXPECT_FALSE(hf_tokenizer_writable(tiktoken));
+    EXPECT_FALSE(write_hf_tokenizer(dir.path, tiktoken, 64));
+    EXPECT_TRUE(hf_tokenizer_writable(Tokenizer::byte_level()));
 }

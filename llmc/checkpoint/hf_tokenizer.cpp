@@ -24,11 +24,16 @@ void write_text_file(const std::string& path, const std::string& text) {
 
 }   // namespace
 
+bool hf_tokenizer_writable(const Tokenizer& tok) {
+    const Bpe* bpe = tok.bpe();
+    return (bpe != nullptr && !bpe->merges().empty()) || tok.is_byte_level();
+}
+
 bool write_hf_tokenizer(const std::string& dir, const Tokenizer& tok, int model_max_length) {
     tok.save(dir + "/tokenizer.bin");
     const Bpe* bpe = tok.bpe();
     const bool has_merges = bpe != nullptr && !bpe->merges().empty();
-    if (!has_merges && !tok.is_byte_level()) return false;
+    if (!hf_tokenizer_writable(tok)) return false;
     const int V = tok.vocab_size(), eot = tok.eot_token();
     const std::string eot_text = tok.token_bytes(eot);
 

@@ -22,6 +22,8 @@
 
 namespace train_gpt {
 
+// Whether the files above can be written for `tokenizer`: a BPE with its merges list, or the byte-level one.
+bool hf_tokenizer_writable(const Tokenizer& tokenizer);
 // Writes the files above into dir. Returns false when only tokenizer.bin could be written.
 bool write_hf_tokenizer(const std::string& dir, const Tokenizer& tokenizer, int model_max_length);
 

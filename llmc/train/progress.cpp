@@ -81,7 +81,7 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
     if (!s.log_path.empty())
         lines.push_back("log:        " + s.log_path + "   (plot it: scripts/plot_run.py " + s.log_path + ")");
     if (s.checkpoint) {
-        std::string what = "a Hugging Face model directory: weights and tokenizer";
+        std::string what = "a Hugging Face model directory: " + s.checkpoint_holds;
         // transformers' generate stops at n_positions tokens; the engine's sampling slides its window
         if (s.max_seq_len > 0 && s.max_seq_len < 1024) {
             what += format(
