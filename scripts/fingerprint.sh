@@ -58,12 +58,14 @@ import hashlib, json, os, sys
 root = sys.argv[1]
 for step in sorted(d for d in os.listdir(root) if d.startswith("step_")):   # not train_gpt.lock
     m = json.load(open(os.path.join(root, step, "manifest.json")))
-    state = {k: v for k, v in m.items() if k not in ("train_config", "files")}
+    # (and its own checksum, which covers the wall time and identity dropped below)
+    state = {k: v for k, v in m.items() if k not in ("train_config", "files", "manifest_xxh3")}
     if isinstance(state.get("extra"), dict):
         state["extra"].pop("seconds", None)   # wall time
         state["extra"].pop("flags", None)     # the run's flags (paths of this script's scratch directory)
         state["extra"].pop("run_id", None)    # the run's identity, drawn when it starts
-        state["extra"].pop("path_dirs", None)   # where its relative paths are (this script's scratch directory)
+        state["extra"].pop("path_dirs", None)     # where its relative paths are (this script's scratch directory)
+        state["extra"].pop("working_dir", None)   # the same, as the reference commit records it
     print(step, "manifest", hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16])
     for name, rec in sorted(m["files"].items()):
         if name.startswith("tokenizer") or name in ("vocab.json", "merges.txt", "special_tokens_map.json", "config.json"):
