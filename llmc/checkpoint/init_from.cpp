@@ -104,19 +104,13 @@ ModelDir find_model_dir(const std::string& path) {
     if (file_exists(path + "/manifest.json")) {   // a step directory
         m.dir = path;
         m.checkpoint = true;
-        const CheckpointManifest manifest = read_manifest(path);
-        verify_checkpoint_metadata(path, manifest);   // before its tokenizer is read
-        m.model = manifest.model;
+        m.model = read_manifest(path).model;
         m.description = "checkpoint " + path;
     } else if (std::optional<std::string> newest = latest_checkpoint(path)) {   // a checkpoint root
         m.dir = *newest;
         m.checkpoint = true;
         m.root = path;
-        reading(m, [&] {
-            const CheckpointManifest manifest = read_manifest(*newest);
-            verify_checkpoint_metadata(*newest, manifest);   // before its tokenizer is read
-            m.model = manifest.model;
-        });
+        reading(m, [&] { m.model = read_manifest(*newest).model; });
         m.description = "checkpoint " + *newest + " (the newest in " + path + ")";
     } else if (file_exists(path + "/config.json") &&
                (file_exists(path + "/model.safetensors") || file_exists(path + "/model.safetensors.index.json"))) {
@@ -131,7 +125,12 @@ ModelDir find_model_dir(const std::string& path) {
     }
     // the shape the config or manifest claims, against the weights' headers, before any model of
     // that shape is allocated
-    reading(m, [&] { check_weights(m.dir, m.model, m.dir + (m.checkpoint ? "/manifest.json" : "/config.json")); });
+    reading(m, [&] {
+        check_weights(m.dir, m.model, m.dir + (m.checkpoint ? "/manifest.json" : "/config.json"));
+        // the manifest and the small files (the tokenizer, config.json) before the run reads any;
+        // the weights are verified as they are read (read_model_weights)
+        if (m.checkpoint) verify_checkpoint_metadata(m.dir, read_manifest(m.dir));
+    });
     return m;
 }
 

@@ -42,7 +42,8 @@ class HelpFormatter : public CLI::Formatter {
 
 // Every flag of the table (train/flags.h), bound to the fields of c: the parser and --help. Each
 // option shows its value's name, its range and its default in --help.
-// A true/false flag's value: true, false, 1, 0, yes, no, on, off (any case), as "true" or "false".
+// A true/false flag's value: true, false, 1, 0, yes, no, on, off (any case); yes/no/on/off become
+// true/false, the others stay (lowercased: 0 and 1 are CLI11's own texts of a bool default).
 // (CLI11 alone took '' and -1 as false and 2 as true, so `-w ''` turned FP32 master weights off.)
 CLI::Validator boolean_value() {
     return CLI::Validator(
@@ -50,17 +51,13 @@ CLI::Validator boolean_value() {
             std::string lower;
             for (const char ch : text)
                 lower += (char)std::tolower((unsigned char)ch);
-            for (const char* yes : {"true", "1", "yes", "on"}) {
-                if (lower == yes) {
-                    text = "true";
-                    return "";
-                }
+            if (lower == "true" || lower == "false" || lower == "1" || lower == "0") {
+                text = lower;
+                return "";
             }
-            for (const char* no : {"false", "0", "no", "off"}) {
-                if (lower == no) {
-                    text = "false";
-                    return "";
-                }
+            if (lower == "yes" || lower == "on" || lower == "no" || lower == "off") {
+                text = lower == "yes" || lower == "on" ? "true" : "false";
+                return "";
             }
             return "'" + text + "' is not true or false";
         },
