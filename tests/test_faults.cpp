@@ -1314,6 +1314,25 @@ TEST(Faults, OneDirectoryUnderTwoNamesIsLockedOnce) {
         run(c.train_gpt(s, "-x 2 --checkpoint-every 2 --checkpoint-dir '" + c.dir.file("s_link") + "'"));
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_TRUE(file_exists(s + "/step_00000002/manifest.json"));
+    // round 19 (HIGH): the link re-pointed under a live run, at another run's checkpoints: the saves
+    // and the pruning, which go through the link, stop (before: they went on there and pruned that
+    // run's checkpoints, the check looking at the -o name only)
+    const std::string other = c.dir.file("other"), live_dir = c.dir.file("live"), link = c.dir.file("live_link");
+    ASSERT_EQ(run(c.train_gpt(other, "-x 3 --checkpoint-every 1 --checkpoint-dir '" + other + "'")).rc, 0);
+    const auto others = directory_snapshot(other);
+    make_dirs(live_dir);
+    ASSERT_EQ(::symlink(live_dir.c_str(), link.c_str()), 0);
+    Background live(
+        c.train_gpt(live_dir, "-x 100000 --checkpoint-every 5000 --keep-checkpoints 1 --checkpoint-dir '" + link + "'"),
+        c.dir.file("live.txt"));
+    ASSERT_TRUE(wait_until([&] { return file_exists(live_dir + "/step_00005000/manifest.json"); })) << live.output();
+    kill(live.pid, SIGSTOP);
+    ASSERT_EQ(std::remove(link.c_str()), 0);
+    ASSERT_EQ(::symlink(other.c_str(), link.c_str()), 0);
+    kill(live.pid, SIGCONT);
+    ASSERT_EQ(live.wait(300), 1) << live.output();
+    EXPECT_CONTAINS(live.output(), "error: --checkpoint-dir " + link + " was moved or deleted while this run was live");
+    EXPECT_EQ(directory_snapshot(other), others) << "the other run's checkpoints, untouched";
 }
 
 // Round 17 (HIGH): a checkpoint records its run's paths as typed, and a resume started in another

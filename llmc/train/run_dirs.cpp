@@ -221,8 +221,14 @@ void fail_if_checkpoint_dir_moved(const HeldRunDirs& held, const std::string& ch
     const std::string lock_file = held.checkpoint_lock.empty() ? lock_file_of(checkpoints) : held.checkpoint_lock;
     for (const std::unique_ptr<DirLock>& lock : held.locks) {
         if (lock->path() != lock_file) continue;
-        const std::string where = lock->moved_or_deleted();
-        if (where.empty()) return;
+        // the name the saves and the pruning use must still lead to the lock this run holds (a
+        // symbolic link re-pointed under the run leads elsewhere, though the lock file itself stays)
+        if (lock->held_at(lock_file_of(checkpoints))) return;
+        std::string where = lock->moved_or_deleted();
+        if (where.empty()) {
+            where = "the name leads elsewhere now; the directory this run holds is " +
+                    lock->path().substr(0, lock->path().find_last_of('/'));
+        }
         const bool gone = where == "it was deleted";
         fail(
             "--checkpoint-dir %s was moved or deleted while this run was live (%s): the checkpoint of step %lld is "

@@ -103,6 +103,11 @@ std::string DirLock::moved_or_deleted() const {
     return "it was deleted";
 }
 
+bool DirLock::held_at(const std::string& lock_file) const {
+    struct stat st;
+    return ::stat(lock_file.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
+}
+
 DirLock::~DirLock() {
     if (fd_ >= 0) ::close(fd_);   // releases the lock; the file stays, naming its last holder
 }

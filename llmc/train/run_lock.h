@@ -32,6 +32,9 @@ class DirLock {
     // <dir>" with where the held file went, or "it was deleted". A run checks this before it writes
     // into a directory again, so that it never writes (or prunes) among another run's files.
     std::string moved_or_deleted() const;
+    // Whether `lock_file` (another name of the directory: a symbolic link, "../p/x") is the file
+    // this run holds.
+    bool held_at(const std::string& lock_file) const;
 
   private:
     DirLock(std::string path, int fd);
