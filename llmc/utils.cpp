@@ -217,6 +217,15 @@ uint64_t hash_file(const std::string& path, uint64_t* bytes) {
     return XXH3_64bits_digest(state.get());
 }
 
+std::string glob_escaped(const std::string& text) {
+    std::string escaped;
+    for (const char ch : text) {
+        if (std::strchr("*?[]\\", ch)) escaped += '\\';
+        escaped += ch;
+    }
+    return escaped;
+}
+
 std::string shell_quoted(const std::string& text) {
     const bool plain = !text.empty() && text.find_first_not_of(
                                             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

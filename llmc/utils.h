@@ -59,6 +59,9 @@ std::string resolved_path(const std::string& path);
 // _ . / - + = : , @ %, else in single quotes (a quote inside written '\''), so a printed command can
 // be pasted.
 std::string shell_quoted(const std::string& text);
+// `text` with the glob characters * ? [ ] \ escaped by a backslash: a directory's name as the
+// literal start of a glob (expand_glob).
+std::string glob_escaped(const std::string& text);
 // mkdir -p; fails naming the path if it cannot be created or exists as something other than a
 // directory (a file, a FIFO).
 void make_dirs(const std::string& path);

@@ -1422,6 +1422,27 @@ TEST(Faults, FlagsOfAnOlderBuildResumeAsThatBuildReadThem) {
     EXPECT_CONTAINS(resumed.output, "records --top-k 0x5");
 }
 
+// Round 19 (HIGH): the directory a relative -i is read from was joined into the glob unescaped, so
+// for a run started in "e[1]" a resume from elsewhere read e1's shards (the class [1] matching "1").
+TEST(Faults, ARelativeGlobOfARunStartedInADirectoryWithGlobCharactersStaysLiteral) {
+    Corpus c;
+    const std::string first = c.dir.file("e[1]");
+    make_dirs(first + "/data");
+    make_dirs(c.dir.file("e1/data"));
+    const std::vector<uint32_t> ours(3000, 'a'), decoy(5000, 'b');
+    write_shard(first + "/data/x_train_000000.bin", ours.data(), (int64_t)ours.size(), 2);
+    write_shard(c.dir.file("e1/data/x_train_000000.bin"), decoy.data(), (int64_t)decoy.size(), 2);
+    const std::string flags = " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
+                              c.dir.file("tokenizer.bin") + "' ";
+    auto in = [&](const std::string& cwd, const std::string& args) {
+        return run("sh -c \"cd '" + cwd + "' && " + train_gpt_binary() + flags + args + "\"");
+    };
+    ASSERT_EQ(in(first, "-i 'data/x_train_*.bin' -o out -x 2 --checkpoint-every 2").rc, 0);
+    const CommandResult resumed = in(c.dir.path, "--resume --checkpoint-dir 'e[1]/out/checkpoints' -x 4");
+    ASSERT_EQ(resumed.rc, 0) << resumed.output;
+    EXPECT_CONTAINS(resumed.output, "train: 3000 tokens in 1 shard(s)");
+}
+
 // Round 17: a resume on other training data (a shard removed, or prepare_text re-run with other
 // inputs) said nothing, and its data position, a sample index, fell elsewhere in the text. The
 // checkpoint records the shards and tokens its run read; a resume on others says so.

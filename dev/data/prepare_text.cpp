@@ -791,11 +791,7 @@ void run(const Options& opt) {
         if (!last.empty() && last != "." && last != "..") run_name = last;
     }
     // the directory's own glob characters escaped, so that the globs name its shards only
-    std::string dir_glob;
-    for (const char ch : opt.out_dir) {
-        if (std::strchr("*?[]\\", ch)) dir_glob += '\\';
-        dir_glob += ch;
-    }
+    const std::string dir_glob = glob_escaped(opt.out_dir);
     const std::string val_glob = val.empty() ? "" : format("%s/%s_val_*.bin", dir_glob.c_str(), opt.name.c_str());
     std::printf("next: ./train_gpt -i '%s/%s_train_*.bin' -j '%s' -o out/%s\n", dir_glob.c_str(), opt.name.c_str(),
                 val_glob.c_str(), run_name.c_str());

@@ -204,6 +204,14 @@ std::string integer_as_read_before(const std::string& text) {
     return errno == 0 && end != text.c_str() && *end == '\0' ? std::to_string(v) : "";
 }
 
+// A flag whose value is a glob (its value in --help: GLOB).
+bool is_glob_flag(const std::string& name) {
+    for (const Flag& flag : flag_table()) {
+        if (flag.long_name() == name) return flag.value == "GLOB";
+    }
+    return false;
+}
+
 // Two texts of one flag mean the same value: equal, or equal numbers ("2e-3", "0.002").
 bool same_value(const std::string& a, const std::string& b) {
     if (a == b) return true;
@@ -337,7 +345,8 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
             fs::is_directory(dir->second, ec)) {
             kept_dirs[name] = dir->second;
             if (!fs::equivalent(dir->second, here, ec)) {
-                const std::string there = dir->second + "/" + text;
+                // a glob's directory is literal: its own [ ] * ? escaped (a run started in "e[1]")
+                const std::string there = (is_glob_flag(name) ? glob_escaped(dir->second) : dir->second) + "/" + text;
                 if (notices) {
                     notices->push_back(format("--%s %s is relative to where the run was given it, %s: read as %s",
                                               name.c_str(), text.c_str(), dir->second.c_str(), there.c_str()));
