@@ -827,6 +827,42 @@ TEST(DataLoaderPrepareText, GlobCharactersInNamesNeverReachOtherShards) {
     EXPECT_CONTAINS(output, "next: ./train_gpt -i '" + dir.file("od\\[1\\]") + "/c_train_*.bin'");
 }
 
+// Round 19: datasets side by side in one --out-dir. --name a beside a_val: a's printed -j a_val_*.bin
+// took a_val's shards too (HIGH: it trained and evaluated on them silently); a dataset of another
+// tokenizer replaced the tokenizer.bin of the one beside it. Both are refused. And the printed
+// command is quoted for a shell as a whole (a name with a quote or a ';' broke it, or ran commands).
+TEST(DataLoaderPrepareText, DatasetsSideBySideNeverTakeEachOthersShardsOrTokenizer) {
+    ScratchDir dir;
+    write_text(dir.file("in.txt"), sample_text(40));
+    const std::string two = dir.file("two");
+    std::string output;
+    auto prepare = [&](const std::string& args) {
+        return run_command(tool_command("--input " + dir.file("in.txt") + " --out-dir '" + two + "' " + args), &output);
+    };
+    ASSERT_EQ(prepare("--name a"), 0) << output;
+    const std::string tokenizer = read_text(two + "/tokenizer.bin");
+    EXPECT_EQ(prepare("--name a_val"), 1);
+    EXPECT_CONTAINS(output, "--name a_val beside the dataset a in " + two +
+                                ": the globs of one (NAME_train_*.bin, NAME_val_*.bin) would match the other's shards");
+    EXPECT_EQ(prepare("--name b --tokenizer bpe --vocab-size 300"), 1);
+    EXPECT_CONTAINS(output, two + "/tokenizer.bin is the tokenizer of the dataset a beside this one");
+    EXPECT_EQ(read_text(two + "/tokenizer.bin"), tokenizer) << "a's tokenizer, kept";
+    ASSERT_EQ(prepare("--name b"), 0) << output;   // the same tokenizer: side by side
+    // the printed command, pasted into a shell, gives the trainer these arguments
+    ASSERT_EQ(run_command(tool_command("--input " + dir.file("in.txt") + " --out-dir '" + dir.file("q") +
+                                       "' --name \"it's;x\""),
+                          &output),
+              0)
+        << output;
+    const size_t at = output.find("next: ./train_gpt ");
+    ASSERT_NE(at, std::string::npos) << output;
+    const std::string args = output.substr(at + 18, output.find('\n', at) - at - 18);
+    write_text(dir.file("next.sh"), "printf '%s\\n' " + args + "\n");
+    ASSERT_EQ(run_command("sh '" + dir.file("next.sh") + "'", &output), 0) << output;
+    EXPECT_EQ(output, "-i\n" + dir.file("q") + "/it's;x_train_*.bin\n-j\n" + dir.file("q") +
+                          "/it's;x_val_*.bin\n-o\nout/it's;x\n");
+}
+
 // Round 18: a <name>.parts directory of the user's (without prepare_text's plan) lost its files
 // when the run removed its parts at the end; it is left alone, and the run refused.
 TEST(DataLoaderPrepareText, APartsDirectoryItDidNotWriteIsLeftAlone) {

@@ -489,6 +489,31 @@ void remove_dir(const std::string& dir) {   // the parts directory: only files w
     if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) fail("cannot remove %s: %s", dir.c_str(), std::strerror(errno));
 }
 
+// The datasets beside this one in --out-dir: the NAME of every NAME_train_N.bin / NAME_val_N.bin
+// there other than `name`'s own.
+std::set<std::string> other_datasets(const std::string& out_dir, const std::string& name) {
+    std::set<std::string> names;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(out_dir, ec)) {
+        const std::string file = entry.path().filename().string();
+        if (file.size() < 5 || file.compare(file.size() - 4, 4, ".bin") != 0) continue;
+        for (const char* split : {"_train_", "_val_"}) {
+            const size_t at = file.rfind(split);
+            if (at == std::string::npos || at == 0) continue;
+            const std::string digits = file.substr(at + std::strlen(split), file.size() - 4 - at - std::strlen(split));
+            if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+            if (file.substr(0, at) != name) names.insert(file.substr(0, at));
+        }
+    }
+    return names;
+}
+
+// Whether the globs of dataset `a` (a_train_*.bin, a_val_*.bin) match the shards of dataset `b`.
+bool globs_match_shards_of(const std::string& a, const std::string& b) {
+    const std::string shard = b + "_";
+    return shard.rfind(a + "_train_", 0) == 0 || shard.rfind(a + "_val_", 0) == 0;
+}
+
 void run(const Options& opt) {
     if (!(opt.val_fraction >= 0.0 && opt.val_fraction < 1.0)) {
         fail("--val-fraction must be in [0, 1), got %g", opt.val_fraction);
@@ -498,9 +523,13 @@ void run(const Options& opt) {
     }
     // the shards are found by glob (the trainer's -i, the stale-shard sweep): a name with glob
     // characters would match other datasets' shards
-    if (opt.name.empty() || opt.name.find_first_of("/*?[]\\") != std::string::npos) {
-        fail("--name must be non-empty and contain none of / * ? [ ] \\ (shards are found by glob), got '%s'",
-             opt.name.c_str());
+    const bool control =
+        std::any_of(opt.name.begin(), opt.name.end(), [](char ch) { return (unsigned char)ch < 0x20; });
+    if (opt.name.empty() || control || opt.name.find_first_of("/*?[]\\") != std::string::npos) {
+        fail(
+            "--name must be non-empty and contain none of / * ? [ ] \\ or control characters (shards are found by "
+            "glob), got '%s'",
+            opt.name.c_str());
     }
     if (opt.chunk_bytes < 1 || opt.chunk_bytes > (int64_t(1) << 30)) {
         fail("--chunk-bytes must be in [1, 2^30], got %lld", (long long)opt.chunk_bytes);
@@ -590,6 +619,17 @@ void run(const Options& opt) {
     std::string lock_warning;
     const std::unique_ptr<DirLock> lock = DirLock::acquire(opt.out_dir, opt.command, &lock_warning);
     if (!lock_warning.empty()) std::fprintf(stderr, "prepare_text: warning: %s\n", lock_warning.c_str());
+    // datasets side by side: neither's globs may match the other's shards (--name a beside a_val:
+    // a's -j a_val_*.bin took a_val's shards too)
+    const std::set<std::string> beside = other_datasets(opt.out_dir, opt.name);
+    for (const std::string& other : beside) {
+        if (globs_match_shards_of(opt.name, other) || globs_match_shards_of(other, opt.name)) {
+            fail(
+                "--name %s beside the dataset %s in %s: the globs of one (NAME_train_*.bin, NAME_val_*.bin) would "
+                "match the other's shards; give another --name or --out-dir",
+                opt.name.c_str(), other.c_str(), opt.out_dir.c_str());
+        }
+    }
     const std::string parts_dir = format("%s/%s.parts", opt.out_dir.c_str(), opt.name.c_str());
     // the parts directory is prepare_text's, removed when it starts afresh and when it is done:
     // one holding anything else (a directory of the user's by that name) is left alone
@@ -660,6 +700,20 @@ void run(const Options& opt) {
         }
     }
     const Tokenizer tokenizer = bpe ? Tokenizer::from_bpe(bpe) : Tokenizer::byte_level();
+    // one tokenizer.bin per directory: another dataset's beside this one must be this tokenizer
+    // (before, it was replaced, and that dataset's shards no longer matched the tokenizer beside them)
+    if (!beside.empty() && file_exists(opt.out_dir + "/tokenizer.bin")) {
+        const Tokenizer there = Tokenizer::load(opt.out_dir + "/tokenizer.bin");
+        if (there.fingerprint() != tokenizer.fingerprint()) {
+            fail(
+                "%s/tokenizer.bin is the tokenizer of the dataset %s beside this one, and this run's is another "
+                "(vocab %d, fingerprint %016llx; there: vocab %d, %016llx): a directory holds one tokenizer; give "
+                "another --out-dir",
+                opt.out_dir.c_str(), beside.begin()->c_str(), tokenizer.vocab_size(),
+                (unsigned long long)tokenizer.fingerprint(), there.vocab_size(),
+                (unsigned long long)there.fingerprint());
+        }
+    }
     const uint32_t eot = static_cast<uint32_t>(tokenizer.eot_token());
     const int vocab_bytes = token_bytes_for_vocab(tokenizer.vocab_size());
     if (opt.token_bytes == 2 && vocab_bytes > 2) {
@@ -793,8 +847,10 @@ void run(const Options& opt) {
     // the directory's own glob characters escaped, so that the globs name its shards only
     const std::string dir_glob = glob_escaped(opt.out_dir);
     const std::string val_glob = val.empty() ? "" : format("%s/%s_val_*.bin", dir_glob.c_str(), opt.name.c_str());
-    std::printf("next: ./train_gpt -i '%s/%s_train_*.bin' -j '%s' -o out/%s\n", dir_glob.c_str(), opt.name.c_str(),
-                val_glob.c_str(), run_name.c_str());
+    // quoted for a shell as a whole, so that it can be pasted whatever the names hold
+    std::printf("next: ./train_gpt -i %s -j %s -o %s\n",
+                shell_quoted(format("%s/%s_train_*.bin", dir_glob.c_str(), opt.name.c_str())).c_str(),
+                shell_quoted(val_glob).c_str(), shell_quoted("out/" + run_name).c_str());
 }
 
 }   // namespace
