@@ -1411,6 +1411,8 @@ TEST(Faults, FlagsOfAnOlderBuildResumeAsThatBuildReadThem) {
     j["version"] = 1;
     j["extra"]["flags"]["seed"] = "010";
     j["extra"]["flags"]["top-k"] = "0x5";
+    j["extra"]["flags"]["warmup-steps"] = " -1";    // round 19: strtoll skipped the blank (it wrapped)
+    j["extra"]["flags"]["master-weights"] = "-1";   // round 19: CLI11 took it as false
     write_text(manifest, j.dump(2));
     const CommandResult resumed = run(c.train_gpt(out, "-x 4 --resume"));
     ASSERT_EQ(resumed.rc, 0) << resumed.output;
@@ -1420,6 +1422,21 @@ TEST(Faults, FlagsOfAnOlderBuildResumeAsThatBuildReadThem) {
     const auto config = nlohmann::json::parse(read_text(out + "/config.json"));
     EXPECT_EQ(config.at("seed"), 8u);
     EXPECT_CONTAINS(resumed.output, "records --top-k 0x5");
+    EXPECT_CONTAINS(resumed.output, "records --warmup-steps  -1, which the build that wrote it read as -1");
+    EXPECT_CONTAINS(resumed.output, "records --master-weights '-1', which the build that wrote it read as false");
+}
+
+// Round 19: --init-from a checkpoint root whose newest step directory is incomplete (no manifest)
+// said it "was removed while this run read it", which no retry changes; it says what is wrong.
+TEST(Faults, InitFromARootWhoseNewestStepIsIncompleteSaysSo) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 2 --checkpoint-every 2")).rc, 0);
+    make_dirs(out + "/checkpoints/step_00000009");
+    const CommandResult r = run(train_gpt_binary() + " --device cpu -x 0 -g 2 -j '' --threads 1 --init-from '" + out +
+                                "/checkpoints' -o '" + c.dir.file("eval") + "'");
+    expect_refused(r, {out + "/checkpoints/step_00000009 is not a checkpoint: it has no manifest.json"});
+    EXPECT_EQ(r.output.find("was removed while this run read it"), std::string::npos) << r.output;
 }
 
 // Round 19 (HIGH): the directory a relative -i is read from was joined into the glob unescaped, so

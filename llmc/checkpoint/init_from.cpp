@@ -23,7 +23,7 @@ void reading(const ModelDir& m, Read read) {
     try {
         read();
     } catch (const Error&) {
-        if (m.root.empty() || file_exists(m.dir + "/manifest.json")) throw;
+        if (m.root.empty() || file_exists(m.dir)) throw;   // there, but damaged: the reader's own error
         fail(
             "--init-from %s: its newest checkpoint, %s, was removed while this run read it (a run still "
             "writing there prunes its older checkpoints, --keep-checkpoints); start again to take the "

@@ -186,14 +186,40 @@ bool is_integer_flag(const std::string& name) {
     return false;
 }
 
+// A flag whose field is a bool.
+bool is_bool_flag(const std::string& name) {
+    for (const Flag& flag : flag_table()) {
+        if (flag.long_name() != name) continue;
+        return std::visit(
+            [](auto member) { return std::is_same_v<std::decay_t<decltype(TrainConfig{}.*member)>, bool>; },
+            flag.field);
+    }
+    return false;
+}
+
+// A true/false flag's text recorded by a build before boolean_value(), as that build read it
+// (CLI11: '' false, a number true when above 0, t/y/enable/+ true, f/n/disable/- false), "true"
+// or "false"; "" where boolean_value() takes the text, or that build refused it too.
+std::string bool_as_read_before(const std::string& text) {
+    std::string probe = text;
+    if (boolean_value()(probe).empty()) return "";
+    if (text.empty()) return "false";
+    try {
+        return CLI::detail::to_flag_value(text) > 0 ? "true" : "false";
+    } catch (const std::exception&) {
+        return "";
+    }
+}
+
 // An integer flag's text recorded by a build before integers were read in decimal (cli_decimal.h),
 // as that build read it: C's strtoll/strtoull with base 0 ("010" octal 8, "0x10" 16, "+5" 5),
 // in decimal; "" where the text is canonical decimal already, or not a number of that form.
-std::string integer_as_read_before(const std::string& text) {
+std::string integer_as_read_before(std::string text) {
     const bool canonical = !text.empty() &&
                            (text == "0" || text.find_first_of("123456789") == (text[0] == '-' ? 1u : 0u)) &&
                            text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) == std::string::npos;
     if (canonical) return "";
+    text.erase(0, text.find_first_not_of(" \t\n\v\f\r"));   // strtoll skipped them, and then took the sign
     errno = 0;
     char* end = nullptr;
     if (!text.empty() && text[0] != '-') {
@@ -327,6 +353,18 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
         }
         if (opt == nullptr || !restored_on_resume(name) || c.given.count(name))
             continue;   // not a flag of this version
+        // a true/false text that build took ('' and -1 false, 2 true): resumed as it read it
+        if (is_bool_flag(name) && !is_flag(opt)) {
+            if (const std::string before = bool_as_read_before(text); !before.empty()) {
+                if (notices) {
+                    notices->push_back(
+                        format("the checkpoint records --%s '%s', which the build that wrote it read "
+                               "as %s: resumed with %s",
+                               name.c_str(), text.c_str(), before.c_str(), before.c_str()));
+                }
+                text = before;
+            }
+        }
         // "010" recorded by a build that read it as octal 8: resumed as 8, what that run trained with
         if (is_integer_flag(name)) {
             if (const std::string before = integer_as_read_before(text); !before.empty()) {
