@@ -1320,6 +1320,7 @@ void finish(Run& run, RunSummary& summary, const TrainCounters& counters, const 
     summary.seconds = clock.elapsed();   // the final evaluation and sample included
     summary.process_seconds = clock.here();
     summary.max_seq_len = run.plan.model.max_seq_len;
+    summary.tokenizer_encodes = run.tokenizer && run.tokenizer->can_encode();
     if (!run.tokenizer) {
         summary.checkpoint_holds = "weights (the run has no tokenizer)";
     } else if (!hf_tokenizer_writable(*run.tokenizer)) {

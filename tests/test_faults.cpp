@@ -1426,6 +1426,22 @@ TEST(Faults, FlagsOfAnOlderBuildResumeAsThatBuildReadThem) {
     EXPECT_CONTAINS(resumed.output, "records --master-weights '-1', which the build that wrote it read as false");
 }
 
+// Round 19: the summary's sampling command for a checkpoint whose tokenizer cannot encode (or of a
+// run without one) gave --sample-prompt, which such a run refuses; it leaves it out there.
+TEST(Faults, TheSummarysSamplingCommandWorksWithoutAnEncodingTokenizer) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    make_dirs(c.dir.file("bare"));   // shards with no tokenizer beside them
+    const std::vector<uint32_t> tokens(3000, 'a');
+    write_shard(c.dir.file("bare/x_train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+    const CommandResult r =
+        run(train_gpt_binary() + " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" +
+            c.dir.file("bare/x_train_*.bin") + "' --vocab-size 257 -x 2 -n 2 -o '" + out + "'");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "(a Hugging Face model directory: weights (the run has no tokenizer);");
+    EXPECT_CONTAINS(r.output, " -x 0 -g 200   (sample from it)");
+}
+
 // Round 19: --init-from a checkpoint root whose newest step directory is incomplete (no manifest)
 // said it "was removed while this run read it", which no retry changes; it says what is wrong.
 TEST(Faults, InitFromARootWhoseNewestStepIsIncompleteSaysSo) {

@@ -156,3 +156,12 @@ TEST(Resume, ALogWithoutTheCheckpointRecordKeepsWhatCameBeforeTheStep) {
     truncate_log_for_resume(dir.file("missing.jsonl"), 2);
     EXPECT_FALSE(file_exists(dir.file("missing.jsonl")));
 }
+
+// A true/false flag given now in another spelling of the saved value is no change (round 19:
+// "--master-weights true (the checkpoint's run: 1)" was listed as one).
+TEST(Resume, AnEqualTrueOrFalseInAnotherSpellingIsNoOverride) {
+    const std::string saved = flags_json(parse({"-w", "1", "--loss-scaling", "false"}));
+    TrainConfig resumed;
+    EXPECT_TRUE(resume({"--resume", "-w", "true", "--loss-scaling", "0"}, saved, &resumed).empty());
+    EXPECT_EQ(resume({"--resume", "-w", "off"}, saved, &resumed).size(), 1u);
+}

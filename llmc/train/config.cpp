@@ -241,6 +241,12 @@ bool is_glob_flag(const std::string& name) {
 // Two texts of one flag mean the same value: equal, or equal numbers ("2e-3", "0.002").
 bool same_value(const std::string& a, const std::string& b) {
     if (a == b) return true;
+    // true/false in any of boolean_value()'s spellings ("1" and "true")
+    std::string bool_a = a, bool_b = b;
+    if (boolean_value()(bool_a).empty() && boolean_value()(bool_b).empty()) {
+        auto truth = [](const std::string& t) { return t == "true" || t == "1"; };
+        return truth(bool_a) == truth(bool_b);
+    }
     char *end_a = nullptr, *end_b = nullptr;
     const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
     return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;

@@ -90,8 +90,8 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
                 s.max_seq_len, s.max_seq_len);
         }
         lines.push_back("checkpoint: " + *s.checkpoint + "   (" + what + ")");
-        lines.push_back("next:       ./train_gpt --init-from " + shell_quoted(s.checkpoint_dir) +
-                        " -x 0 -g 200 --sample-prompt 'Text to continue'   (sample from it)");
+        lines.push_back("next:       ./train_gpt --init-from " + shell_quoted(s.checkpoint_dir) + " -x 0 -g 200" +
+                        (s.tokenizer_encodes ? " --sample-prompt 'Text to continue'" : "") + "   (sample from it)");
         const std::string where = s.checkpoint_dir == s.output_dir + "/checkpoints"
                                       ? ""
                                       : " --checkpoint-dir " + shell_quoted(s.checkpoint_dir);

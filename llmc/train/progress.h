@@ -64,7 +64,8 @@ struct RunSummary {
     int max_seq_len = 0;                 // the model's position table (the export's n_positions)
     // what a checkpoint's step directory holds besides the weights ("and tokenizer", ...)
     std::string checkpoint_holds = "weights and tokenizer";
-    int sample_tokens = 0;   // tokens per sample (-g); a run that trains nothing says so
+    bool tokenizer_encodes = true;   // a prompt can be given to sample from a checkpoint
+    int sample_tokens = 0;           // tokens per sample (-g); a run that trains nothing says so
     std::optional<double> final_loss, final_val_loss, best_val_loss, hellaswag_acc_norm;
     int best_val_step = 0;
     std::optional<std::string> checkpoint;              // the newest one written
