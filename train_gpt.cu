@@ -321,7 +321,7 @@ bool healthy_checkpoint(const CheckpointManifest& m) {
 bool save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& comm, const TrainConfig& cfg,
                      const RunPlan& plan, const DataLoader& loader, const TrainCounters& counters,
                      const std::optional<LossScaler>& scaler, const std::optional<Tokenizer>& tokenizer, int keep,
-                     const std::string& sample_rng_state) {
+                     const std::string& sample_rng_state, std::string* manifest_hash_written) {
     const std::vector<float> weights = model.weights();   // collective under ZeRO-1
     const GPT::StateShare share = model.checkpoint_share();
     float non_finite = all_finite(share.master) && all_finite(share.m) && all_finite(share.v) &&
@@ -355,7 +355,10 @@ bool save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
         manifest.fp8_json = model.fp8_state_json();
         manifest.extra_json = trainer_state_to_json(counters, flags_json(cfg), path_dirs_json(cfg));
         manifest.rng_state = sample_rng_state;
-        finalize_checkpoint(tmp, checkpoint_dir(dir, step), manifest);
+        // its identity in the log, from the text written (not read back by path: the directory
+        // may be moved by then)
+        *manifest_hash_written =
+            format("%016llx", (unsigned long long)finalize_checkpoint(tmp, checkpoint_dir(dir, step), manifest));
         prune_checkpoints(dir, keep, healthy_checkpoint);
     }
     comm.barrier();
@@ -1247,8 +1250,9 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
         // the steps logged so far on disk before the checkpoint is: after a power loss a durable
         // checkpoint never has its steps missing from the log (a resume would see a gap)
         if (run.log) run.log->sync();
+        std::string written;
         saved = save_checkpoint(plan.checkpoint_dir, step + 1, *run.model, comm, cfg, plan, *run.train_loader, counters,
-                                run.scaler, run.tokenizer, cfg.keep_checkpoints, run.sample_rng.state());
+                                run.scaler, run.tokenizer, cfg.keep_checkpoints, run.sample_rng.state(), &written);
         if (saved) {
             const int64_t streak = counters.skip_streak;
             print0("checkpoint: %s%s\n", path.c_str(),
@@ -1260,7 +1264,7 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
             run.write_log(LogRecord("checkpoint")
                               .num("step", step + 1)
                               .str("path", resolved_path(path))
-                              .str("manifest", manifest_hash(path))
+                              .str("manifest", written)
                               .str("run_id", counters.run_id));
             if (run.log) run.log->sync();   // the log, up to this checkpoint, on disk with it
         } else {

@@ -385,7 +385,9 @@ TEST(Checkpoint, StateSavedByAnyWorldSizeReadsBackAsAnyRange) {
     CheckpointManifest man;
     man.step = 99;
     man.model = cfg;
-    finalize_checkpoint(tmp, checkpoint_dir(out.path, 99), man);
+    const uint64_t written = finalize_checkpoint(tmp, checkpoint_dir(out.path, 99), man);
+    uint64_t bytes = 0;   // the identity the run's log records: the manifest's hash, from the text written
+    EXPECT_EQ(written, hash_file(checkpoint_dir(out.path, 99) + "/manifest.json", &bytes));
     EXPECT_EQ(read_state_range(checkpoint_dir(out.path, 99), cfg, StateTensor::M, 2000, n)[0], state.m[2000]);
     EXPECT_CONTAINS(error_of([&] { read_state_range(checkpoint_dir(out.path, 99), cfg, StateTensor::M, 500, 2500); }),
                     "no m state for parameters [1000, 2500)");

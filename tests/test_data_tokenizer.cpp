@@ -100,12 +100,12 @@ TEST(DataTokenizer, ATokenizerThatDidNotMakeTheDataIsRefusedNamingBoth) {
     EXPECT_CONTAINS(output, "give --tokenizer " + dir.file("a/tokenizer.bin") + ", or no --tokenizer");
     EXPECT_EQ(read_text(dir.file("out/log.jsonl")), "previous run\n") << "nothing written";
 
-    // another prepare_text run into the same directory replaces tokenizer.bin: the shards still
-    // know theirs, and the one beside them is refused
-    prepare(dir, "--out-dir '" + dir.file("a") + "' --name other --tokenizer bpe --vocab-size 280");
+    // another tokenizer.bin put beside the shards (prepare_text refuses to write one there since
+    // round 19): the shards still know theirs, and the one beside them is refused
+    write_text(dir.file("a/tokenizer.bin"), read_text(dir.file("b/tokenizer.bin")));
     ASSERT_NE(run_command(train_gpt_binary() + data + kTinyRun + " -o '" + dir.file("out") + "'", &output), 0)
         << output;
-    EXPECT_CONTAINS(output, dir.file("a/tokenizer.bin") + " (beside the shards) (vocab 280");
+    EXPECT_CONTAINS(output, dir.file("a/tokenizer.bin") + " (beside the shards) (vocab 300");
     EXPECT_CONTAINS(output, "is not the tokenizer " + dir.file("a/a_train_000000.bin") + " was made with (vocab 257");
 
     // shards that record a tokenizer with none beside them

@@ -400,7 +400,7 @@ void write_state_shard(const std::string& tmp_dir, const GPTConfig& cfg, int wri
                        {"global_end", std::to_string(global_begin + n)}});
 }
 
-void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_dir, CheckpointManifest manifest) {
+uint64_t finalize_checkpoint(const std::string& tmp_dir, const std::string& final_dir, CheckpointManifest manifest) {
     if (file_exists(final_dir))
         fail("checkpoint %s already exists; checkpoints are never overwritten", final_dir.c_str());
     std::vector<std::string> names;
@@ -451,6 +451,7 @@ void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_di
     }
     const std::string parent = fs::path(final_dir).parent_path().string();
     fsync_path(parent.empty() ? "." : parent);
+    return XXH3_64bits(text.data(), text.size());   // what hash_file of it gives
 }
 
 // ---- reading ----------------------------------------------------------------------------------

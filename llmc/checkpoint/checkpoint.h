@@ -138,7 +138,8 @@ void write_state_shard(const std::string& tmp_dir, const GPTConfig& cfg, int wri
 
 // Rank 0, after every rank has written: hashes every file, writes manifest.json (recording the
 // files), fsyncs, renames tmp_dir → final_dir and fsyncs the parent. Fails if final_dir exists.
-void finalize_checkpoint(const std::string& tmp_dir, const std::string& final_dir, CheckpointManifest manifest);
+// Returns the XXH3 of the manifest.json it wrote (the checkpoint's identity in the run's log).
+uint64_t finalize_checkpoint(const std::string& tmp_dir, const std::string& final_dir, CheckpointManifest manifest);
 
 // ---- reading ----------------------------------------------------------------------------------
 
