@@ -164,37 +164,44 @@ bool restored_on_resume(const std::string& name) {
     return true;
 }
 
+// The flag of the table with this long name; null for none.
+const Flag* find_flag(const std::string& name) {
+    for (const Flag& flag : flag_table()) {
+        if (flag.long_name() == name) return &flag;
+    }
+    return nullptr;
+}
+
+// Whether the flag's field is of a type `Pred` accepts.
+template <class Pred>
+bool field_type_is(const std::string& name, Pred pred) {
+    const Flag* flag = find_flag(name);
+    return flag &&
+           std::visit([&](auto member) { return pred((std::decay_t<decltype(TrainConfig{}.*member)>*)nullptr); },
+                      flag->field);
+}
+
 // A flag that names a file, directory or glob (its value in --help: FILE, DIR, GLOB).
 bool is_path_flag(const std::string& name) {
-    for (const Flag& flag : flag_table()) {
-        if (flag.long_name() == name) return flag.value == "FILE" || flag.value == "DIR" || flag.value == "GLOB";
-    }
-    return false;
+    const Flag* flag = find_flag(name);
+    return flag && (flag->value == "FILE" || flag->value == "DIR" || flag->value == "GLOB");
 }
 
-// A flag whose field is an integer (not a bool).
+// A flag whose value is a glob (its value in --help: GLOB).
+bool is_glob_flag(const std::string& name) {
+    const Flag* flag = find_flag(name);
+    return flag && flag->value == "GLOB";
+}
+
+// A flag whose field is an integer (not a bool); one whose field is a bool.
 bool is_integer_flag(const std::string& name) {
-    for (const Flag& flag : flag_table()) {
-        if (flag.long_name() != name) continue;
-        return std::visit(
-            [](auto member) {
-                using T = std::decay_t<decltype(TrainConfig{}.*member)>;
-                return std::is_integral_v<T> && !std::is_same_v<T, bool>;
-            },
-            flag.field);
-    }
-    return false;
+    return field_type_is(name, [](auto* t) {
+        using T = std::remove_pointer_t<decltype(t)>;
+        return std::is_integral_v<T> && !std::is_same_v<T, bool>;
+    });
 }
-
-// A flag whose field is a bool.
 bool is_bool_flag(const std::string& name) {
-    for (const Flag& flag : flag_table()) {
-        if (flag.long_name() != name) continue;
-        return std::visit(
-            [](auto member) { return std::is_same_v<std::decay_t<decltype(TrainConfig{}.*member)>, bool>; },
-            flag.field);
-    }
-    return false;
+    return field_type_is(name, [](auto* t) { return std::is_same_v<std::remove_pointer_t<decltype(t)>, bool>; });
 }
 
 // A true/false flag's text recorded by a build before boolean_value(), as that build read it
@@ -228,14 +235,6 @@ std::string integer_as_read_before(std::string text) {
     }
     const long long v = std::strtoll(text.c_str(), &end, 0);
     return errno == 0 && end != text.c_str() && *end == '\0' ? std::to_string(v) : "";
-}
-
-// A flag whose value is a glob (its value in --help: GLOB).
-bool is_glob_flag(const std::string& name) {
-    for (const Flag& flag : flag_table()) {
-        if (flag.long_name() == name) return flag.value == "GLOB";
-    }
-    return false;
 }
 
 // Two texts of one flag mean the same value: equal, or equal numbers ("2e-3", "0.002").
@@ -359,29 +358,22 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
         }
         if (opt == nullptr || !restored_on_resume(name) || c.given.count(name))
             continue;   // not a flag of this version
-        // a true/false text that build took ('' and -1 false, 2 true): resumed as it read it
-        if (is_bool_flag(name) && !is_flag(opt)) {
-            if (const std::string before = bool_as_read_before(text); !before.empty()) {
-                if (notices) {
-                    notices->push_back(
-                        format("the checkpoint records --%s '%s', which the build that wrote it read "
-                               "as %s: resumed with %s",
-                               name.c_str(), text.c_str(), before.c_str(), before.c_str()));
-                }
-                text = before;
+        // a text an older build took that this one reads otherwise or refuses ("010" octal 8; '' and
+        // -1 false, 2 true): resumed as that build read it, what its run trained with
+        const bool integer = is_integer_flag(name), boolean = !integer && is_bool_flag(name) && !is_flag(opt);
+        const std::string before = integer   ? integer_as_read_before(text)
+                                   : boolean ? bool_as_read_before(text)
+                                             : std::string();
+        if (!before.empty()) {
+            if (notices) {
+                const char* quote = boolean ? "'" : "";
+                notices->push_back(
+                    format("the checkpoint records --%s %s%s%s, which the build that wrote it read as "
+                           "%s%s: resumed with %s",
+                           name.c_str(), quote, text.c_str(), quote, before.c_str(),
+                           integer ? " (a leading 0 octal, 0x hex)" : "", before.c_str()));
             }
-        }
-        // "010" recorded by a build that read it as octal 8: resumed as 8, what that run trained with
-        if (is_integer_flag(name)) {
-            if (const std::string before = integer_as_read_before(text); !before.empty()) {
-                if (notices) {
-                    notices->push_back(
-                        format("the checkpoint records --%s %s, which the build that wrote it read as "
-                               "%s (a leading 0 octal, 0x hex): resumed with %s",
-                               name.c_str(), text.c_str(), before.c_str(), before.c_str()));
-                }
-                text = before;
-            }
+            text = before;
         }
         // a relative path: from the directory of the run that was given it, while that exists
         const auto dir = saved_path_dirs.find(name);
