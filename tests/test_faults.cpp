@@ -1376,6 +1376,36 @@ TEST(Faults, AResumeFromAnotherDirectoryReadsTheRunsRelativePathsFromItsOwn) {
     EXPECT_CONTAINS(after_move.output, "train: 3000 tokens in 1 shard(s)");
 }
 
+// Round 19 (A6): a run tree moved, and a new directory made at its old place: a resume from the moved
+// tree read the restored -o from the old place (its recorded directory exists again), so the log
+// went on in the other tree, and the run's own -o was refused afterwards as a branch. The -o of a
+// run of the default layout follows its checkpoints: it is their parent, which holds the log.
+TEST(Faults, AMovedRunTreeKeepsItsLogBesideItsCheckpoints) {
+    Corpus c;
+    const std::string tree = c.dir.file("P/a"), moved = c.dir.file("P/a3");
+    make_dirs(tree);
+    auto in = [&](const std::string& cwd, const std::string& args) { return run(c.train_gpt_in(cwd, args)); };
+    ASSERT_EQ(in(tree, "-o r -x 2 --checkpoint-every 2").rc, 0);
+    ASSERT_EQ(std::rename(tree.c_str(), moved.c_str()), 0);
+    make_dirs(tree);   // another tree at the old place
+    const CommandResult resumed = in(moved, "--resume --checkpoint-dir r/checkpoints -x 4");
+    ASSERT_EQ(resumed.rc, 0) << resumed.output;
+    EXPECT_CONTAINS(resumed.output, "the run's directory was moved; its --output-dir is " + moved + "/r\n");
+    EXPECT_FALSE(file_exists(tree + "/r")) << "nothing written into the other tree";
+    EXPECT_CONTAINS(read_text(moved + "/r/log.jsonl"), "\"step\":4");
+    // and on from there with the run's -o as typed (it was refused as another run's branch)
+    const CommandResult again = in(moved, "--resume -o r -x 6");
+    ASSERT_EQ(again.rc, 0) << again.output;
+    EXPECT_CONTAINS(read_text(moved + "/r/log.jsonl"), "\"step\":6");
+    // from elsewhere, with the old place still standing: the checkpoint keeps -o as typed, with the
+    // moved tree as its directory
+    const CommandResult elsewhere = in(c.dir.path, "--resume --checkpoint-dir '" + moved + "/r/checkpoints' -x 8");
+    ASSERT_EQ(elsewhere.rc, 0) << elsewhere.output;
+    EXPECT_FALSE(file_exists(tree + "/r"));
+    EXPECT_FALSE(file_exists(c.dir.file("r")));
+    EXPECT_CONTAINS(read_text(moved + "/r/log.jsonl"), "\"step\":8");
+}
+
 // Round 18: --init-from a step directory read its tokenizer.bin before any checksum: a flipped byte
 // was reported as a tokenizer differing from the BPE files beside it (whose removal it advised).
 // The manifest and the small files are verified first; prepare_text refuses a model directory as

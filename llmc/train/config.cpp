@@ -328,6 +328,47 @@ std::string flags_json(const TrainConfig& c) {
     return j.dump();
 }
 
+// A run of the default layout (no --checkpoint-dir) saved into <output-dir>/checkpoints. Where the
+// checkpoints resumed from are in a directory named so whose parent holds a log.jsonl and the
+// restored -o holds none, the run's directory was moved (and another may stand at its old place):
+// its -o is the checkpoints' parent, not the old place read anew (round 19: the log went on in a
+// new directory at the run's old path, and the run's own -o was refused afterwards as a branch).
+static void follow_checkpoints_with_output_dir(TrainConfig& resumed, std::vector<std::string>* notices) {
+    std::error_code ec;
+    fs::path root = fs::absolute(resumed.checkpoint_dir, ec).lexically_normal();
+    if (ec) return;
+    if (!root.has_filename()) root = root.parent_path();   // "x/checkpoints/"
+    const fs::path parent = root.parent_path();
+    if (root.filename() != "checkpoints" || !fs::exists(parent / "log.jsonl", ec) ||
+        fs::exists(fs::path(resumed.output_dir) / "log.jsonl", ec) || fs::equivalent(parent, resumed.output_dir, ec))
+        return;
+    const std::string text = resumed.flag_texts["output-dir"], was = resumed.output_dir;
+    // keep the text as typed where the new place ends with it (a moved tree), relative to the
+    // directory that now precedes it
+    const fs::path typed = fs::path(text).lexically_normal();
+    fs::path base = parent;
+    bool keeps_text = !text.empty() && text[0] != '/';
+    for (auto part = typed.end(); keeps_text && part != typed.begin();) {
+        --part;
+        if (part->empty() || *part == ".") continue;
+        keeps_text = base.filename() == *part;
+        base = base.parent_path();
+    }
+    resumed.output_dir = parent.string();
+    if (keeps_text) {
+        resumed.path_dirs["output-dir"] = base.string();
+    } else {
+        resumed.flag_texts["output-dir"] = parent.string();
+        resumed.path_dirs.erase("output-dir");
+    }
+    if (notices) {
+        notices->push_back(format("the checkpoints are in %s, beside the run's log, and not under --output-dir %s "
+                                  "(read as %s), which holds no log: the run's directory was moved; its "
+                                  "--output-dir is %s",
+                                  root.string().c_str(), text.c_str(), was.c_str(), parent.string().c_str()));
+    }
+}
+
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
                                                      const std::string& checkpoint_root, TrainConfig& c,
                                                      const std::map<std::string, std::string>& saved_path_dirs,
@@ -417,6 +458,9 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
         resumed.flag_texts[name] = saved[name].get<std::string>();
         resumed.path_dirs[name] = dir;
     }
+    if (!c.given.count("output-dir") && saved.contains("checkpoint-dir") &&
+        saved["checkpoint-dir"].get<std::string>().empty())
+        follow_checkpoints_with_output_dir(resumed, notices);
     std::vector<FlagOverride> overrides;
     for (const std::string& name : c.given) {
         if (!saved.contains(name) || !restored_on_resume(name)) continue;
