@@ -1406,6 +1406,28 @@ TEST(Faults, AMovedRunTreeKeepsItsLogBesideItsCheckpoints) {
     EXPECT_CONTAINS(read_text(moved + "/r/log.jsonl"), "\"step\":8");
 }
 
+// Round 19 (A4): a checkpoint of a newer build (a later manifest version) was called damaged, with
+// the advice to add --resume-from-intact, which would have stepped back past it and renamed it
+// .damaged. It is refused as not this build's, with or without --resume-from-intact.
+TEST(Faults, ACheckpointOfANewerBuildIsNotCalledDamaged) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 4 --checkpoint-every 2")).rc, 0);
+    const std::string step = out + "/checkpoints/step_00000004";
+    auto j = nlohmann::ordered_json::parse(read_text(step + "/manifest.json"));
+    j.erase("manifest_xxh3");
+    j["version"] = 3;
+    write_text(step + "/manifest.json", j.dump(2));
+    const auto before = directory_snapshot(out + "/checkpoints");
+    for (const char* how : {"", " --resume-from-intact"}) {
+        const CommandResult r = run(c.train_gpt(out, std::string("-x 6 --resume") + how));
+        expect_refused(r, {"the checkpoint " + step + " is not this build's: " + step +
+                           "/manifest.json: manifest version 3, written by a newer build of train_gpt"});
+        EXPECT_EQ(r.output.find("damaged"), std::string::npos) << r.output;
+        EXPECT_EQ(directory_snapshot(out + "/checkpoints"), before) << "nothing renamed";
+    }
+}
+
 // Round 18: --init-from a step directory read its tokenizer.bin before any checksum: a flipped byte
 // was reported as a tokenizer differing from the BPE files beside it (whose removal it advised).
 // The manifest and the small files are verified first; prepare_text refuses a model directory as

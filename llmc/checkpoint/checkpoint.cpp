@@ -494,8 +494,12 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
     }
     const JsonObject top(j, path);
     const int64_t version = top.integer("version", 0, INT_MAX);
-    if (version < 1 || version > kManifestVersion)
-        fail("%s: manifest version %lld, this build reads 1 to %d", p, (long long)version, kManifestVersion);
+    if (version > kManifestVersion) {
+        throw NewerBuildError(format("%s: manifest version %lld, written by a newer build of train_gpt (this build "
+                                     "reads 1 to %d): use that build",
+                                     p, (long long)version, kManifestVersion));
+    }
+    if (version < 1) fail("%s: manifest version %lld, this build reads 1 to %d", p, (long long)version, kManifestVersion);
     CheckpointManifest m;
     m.version = (int)version;
     // checked wherever present: a version 1 never wrote one, so "version": 1 beside one is an edit

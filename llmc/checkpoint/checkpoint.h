@@ -41,6 +41,7 @@
 #pragma once
 
 #include "model/layout.h"
+#include "utils.h"   // Error
 
 #include <cstdint>
 #include <functional>
@@ -144,7 +145,11 @@ uint64_t finalize_checkpoint(const std::string& tmp_dir, const std::string& fina
 // ---- reading ----------------------------------------------------------------------------------
 
 // Reads manifest.json (fails if `dir` is not a checkpoint, or the manifest is malformed), with the
-// checks of parse_manifest, and that a step_<N> directory's manifest records step N.
+// checks of parse_manifest, and that a step_<N> directory's manifest records step N. A manifest of
+// a later version than this build reads throws NewerBuildError: the checkpoint is not damaged.
+struct NewerBuildError : Error {
+    using Error::Error;
+};
 CheckpointManifest read_manifest(const std::string& dir);
 // The manifest in `text` (the contents of `path`), every field checked before use: present, of its
 // type and in range (the step and the model's shape positive ints, positions and sizes

@@ -38,6 +38,9 @@ std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bo
             verify_checkpoint(dir, choice.manifest);
             choice.dir = dir;
             return choice;
+        } catch (const NewerBuildError& e) {
+            // not damaged: never passed over (nor renamed .damaged) by --resume-from-intact
+            fail("the checkpoint %s is not this build's: %s. Nothing was changed", dir.c_str(), e.what());
         } catch (const Error& e) {
             if (!fallback) {
                 fail(
