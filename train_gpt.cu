@@ -675,6 +675,10 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
     const std::string log = cfg.output_dir + "/log.jsonl";
     if (cfg.output_dir.empty() || !file_exists(log)) return false;
     const LoggedRun logged = read_logged_run(log);   // fails naming a line that is no record
+    if (logged.record_count == 0) {   // an empty file (a disk that filled up): no run's records to mix or lose
+        print0("notice: %s holds no record (an empty file): the resumed run's records start it\n", log.c_str());
+        return false;
+    }
     const std::string id = counters_from_json(from.manifest.extra_json, from.dir + "/manifest.json").run_id;
     const int64_t step = from.manifest.step;
     const auto recorded =

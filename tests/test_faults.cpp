@@ -1428,6 +1428,22 @@ TEST(Faults, ACheckpointOfANewerBuildIsNotCalledDamaged) {
     }
 }
 
+// Round 19 (B11): an empty log.jsonl (a disk that filled up) was refused as "the log.jsonl of another
+// run", sending the user looking for a second run, while a missing one resumed. It holds nothing
+// to mix or lose: the resume goes on, with a notice, and its records start the log.
+TEST(Faults, AnEmptyLogIsNoOtherRunsLog) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 2 --checkpoint-every 2")).rc, 0);
+    write_text(out + "/log.jsonl", "");
+    const CommandResult r = run(c.train_gpt(out, "-x 4 --resume"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "notice: " + out + "/log.jsonl holds no record (an empty file)");
+    const std::string log = read_text(out + "/log.jsonl");
+    EXPECT_CONTAINS(log, "\"type\":\"resume\"");
+    EXPECT_CONTAINS(log, "\"step\":4");
+}
+
 // Round 18: --init-from a step directory read its tokenizer.bin before any checksum: a flipped byte
 // was reported as a tokenizer differing from the BPE files beside it (whose removal it advised).
 // The manifest and the small files are verified first; prepare_text refuses a model directory as

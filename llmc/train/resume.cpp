@@ -117,6 +117,7 @@ LoggedRun read_logged_run(const std::string& path) {
     std::vector<std::string> lines;
     std::vector<nlohmann::json> records;
     read_log(path, lines, records);
+    run.record_count = (int64_t)records.size();
     for (const nlohmann::json& j : records) {
         const std::string type = type_of(j);
         if (type == "step") run.last_step = std::max(run.last_step, step_of(j));

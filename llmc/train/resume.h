@@ -63,6 +63,7 @@ struct LoggedRun {
     int64_t last_step = -1;              // the last step record's step (-1: none)
     int64_t summary_step = -1;           // the step of its last summary (-1: none)
     bool finished = false;
+    int64_t record_count = 0;   // how many records it holds (0: an empty file, nothing to lose)
     bool saved(const std::string& checkpoint) const;   // a checkpoint record of this step directory
     bool saved_step(int64_t step) const;               // a checkpoint record of this step
     // a checkpoint or resume record of this step directory, at its path or (moved) by its manifest's hash
