@@ -620,6 +620,16 @@ TEST(TrainerCli, BooleanFlagsTakeTrueOrFalse) {
               0)
         << output;
     EXPECT_EQ(nlohmann::json::parse(read_text(corpus.dir.file("out/config.json"))).at("master_weights"), false);
+    // round 19 (B4): a switch's =value too (--shuffle=2 was true, --shuffle=0x1 false)
+    EXPECT_CONTAINS(expect_failure("--shuffle=2"), "--shuffle: '2' is not true or false");
+    EXPECT_CONTAINS(expect_failure("--shuffle=0x1"), "--shuffle: '0x1' is not true or false");
+    EXPECT_CONTAINS(expect_failure("--stop-on-loss-spike=5"), "'5' is not true or false");
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --threads 1 --overwrite-output "
+                                                               "--shuffle=off",
+                          &output),
+              0)
+        << output;
+    EXPECT_EQ(nlohmann::json::parse(read_text(corpus.dir.file("out/config.json"))).at("shuffle"), false);
 }
 
 // Integer flags are read in decimal (round 17: CLI11 read "010" as octal 8 and "0x10" as 16, after
@@ -693,12 +703,22 @@ TEST(TrainerCli, FlashBackwardWideNeedsTheFlashAttention) {
 }
 
 // llm.c's -y 0 ("start afresh") beside --resume or --auto-resume is a contradiction (before: it
-// cancelled --resume silently, a fresh run, and left --auto-resume resuming).
+// cancelled --resume silently, a fresh run, and left --auto-resume resuming); so is -y 1 beside
+// --resume=false (round 19, B10: it resumed), while -y 0 with --resume=false agree.
 TEST(TrainerCli, MinusYZeroAndAResumeFlagContradictEachOther) {
     for (const char* args : {"--resume -y 0", "-y 0 --resume"})
-        EXPECT_CONTAINS(expect_failure(args), "-y 0 (llm.c's: start afresh) and --resume contradict each other");
+        EXPECT_CONTAINS(expect_failure(args), "-y 0 (llm.c's: start afresh) and --resume=true contradict each other");
     EXPECT_CONTAINS(expect_failure("-y 0 --auto-resume"),
-                    "-y 0 (llm.c's: start afresh) and --auto-resume contradict each other");
+                    "-y 0 (llm.c's: start afresh) and --auto-resume=true contradict each other");
+    for (const char* args : {"-y 1 --resume=false", "--resume=false -y 1"})
+        EXPECT_CONTAINS(expect_failure(args), "-y 1 (llm.c's: resume) and --resume=false contradict each other");
+    TinyCorpus corpus;
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --threads 1 -y 0 --resume=false "
+                                                               "--auto-resume=false",
+                          &output),
+              0)
+        << output;
 }
 
 TEST(TrainerCli, MissingTokenizerFileIsNamed) {

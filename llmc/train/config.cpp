@@ -75,7 +75,8 @@ void add_flags(CLI::App& app, TrainConfig& c) {
                 auto& field = c.*member;
                 using T = std::decay_t<decltype(field)>;
                 if constexpr (std::is_same_v<T, bool>) {
-                    if (flag.is_switch) return app.add_flag(flag.names, field, flag.help);
+                    // --shuffle=2 and --shuffle=0x1 (false) were taken too
+                    if (flag.is_switch) return app.add_flag(flag.names, field, flag.help)->transform(boolean_value());
                 }
                 CLI::Option* option = app.add_option(flag.names, field, flag.help);
                 if constexpr (std::is_same_v<T, bool>)
@@ -297,11 +298,18 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
     }
     record_flags(app, c);
     // -y 0 (llm.c's "do not resume") beside --resume or --auto-resume: it used to cancel --resume
-    // silently (a fresh run) and leave --auto-resume as it was
-    if (const CLI::Option* y = app.get_option("-y"); y->count() > 0 && y->as<int>() == 0) {
-        for (const char* resume : {"--resume", "--auto-resume"})
-            if (app.get_option(resume)->count() > 0)
-                fail("-y 0 (llm.c's: start afresh) and %s contradict each other: give one of them", resume);
+    // silently (a fresh run) and leave --auto-resume as it was; -y 1 beside --resume=false resumed
+    if (const CLI::Option* y = app.get_option("-y"); y->count() > 0) {
+        const bool y_resumes = y->as<int>() != 0;
+        for (const char* resume : {"--resume", "--auto-resume"}) {
+            const CLI::Option* opt = app.get_option(resume);
+            if (opt->count() == 0) continue;
+            const bool resumes = opt->as<bool>();
+            if (y_resumes ? !resumes && std::string(resume) == "--resume" : resumes) {
+                fail("-y %d (llm.c's: %s) and %s=%s contradict each other: give one of them", y_resumes ? 1 : 0,
+                     y_resumes ? "resume" : "start afresh", resume, resumes ? "true" : "false");
+            }
+        }
     }
     // config.json, the log and the checkpoints' manifests are JSON, which holds UTF-8 only: a value
     // that is not (a latin-1 path, prompt) is refused here, naming its flag (before: a bare JSON
