@@ -876,6 +876,14 @@ TEST(DataLoaderPrepareText, APartsDirectoryItDidNotWriteIsLeftAlone) {
                                 ", which prepare_text did not write");
     EXPECT_EQ(read_text(dir.file("o/data.parts/mine.txt")), "the user's");
     EXPECT_FALSE(file_exists(dir.file("o/data_train_000000.bin")));
+    // round 19 (B2): a symbolic link by that name, to an empty directory, is refused before any
+    // work (it failed after writing the shards, "cannot remove ... Not a directory", every run)
+    make_dirs(dir.file("elsewhere"));
+    make_dirs(dir.file("p"));
+    ASSERT_EQ(::symlink("../elsewhere", dir.file("p/data.parts").c_str()), 0);
+    EXPECT_EQ(run_command(tool_command("--input " + dir.file("in.txt") + " --out-dir " + dir.file("p")), &output), 1);
+    EXPECT_CONTAINS(output, dir.file("p/data.parts") + " is a symbolic link");
+    EXPECT_FALSE(file_exists(dir.file("p/data_train_000000.bin")));
 }
 
 // Integer options are decimal (round 17: --shard-tokens 010 wrote 8-token shards, CLI11 reading

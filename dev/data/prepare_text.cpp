@@ -632,7 +632,13 @@ void run(const Options& opt) {
     }
     const std::string parts_dir = format("%s/%s.parts", opt.out_dir.c_str(), opt.name.c_str());
     // the parts directory is prepare_text's, removed when it starts afresh and when it is done:
-    // one holding anything else (a directory of the user's by that name) is left alone
+    // one holding anything else (a directory of the user's by that name) is left alone, and so is
+    // a symbolic link by that name (one to an empty directory failed after all the work, every run)
+    if (struct stat link; ::lstat(parts_dir.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+        fail("%s is a symbolic link; prepare_text keeps its resumable parts in a directory of its own by that name "
+             "and removes it when done: remove the link, or give another --name or --out-dir",
+             parts_dir.c_str());
+    }
     if (const std::vector<std::string> foreign = foreign_files(parts_dir); !foreign.empty()) {
         fail(
             "%s holds %s, which prepare_text did not write; it keeps its resumable parts there and removes the "
