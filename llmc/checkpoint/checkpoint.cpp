@@ -728,6 +728,7 @@ struct WeightFiles {
         const std::string model = format("(n_layer %d, n_head %d, n_embd %d, vocab_size %d, n_positions %d)",
                                          cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.vocab_size, cfg.max_seq_len);
         // a layer the config does not have: its tensors would be ignored, the model another
+        long held_layers = 0;   // 1 + the highest layer the weights hold
         for (const auto& entry : weight_map.items()) {
             std::string name = entry.key();
             if (name.rfind("transformer.", 0) == 0) name = name.substr(12);
@@ -737,6 +738,7 @@ struct WeightFiles {
             if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
                 continue;
             const long layer = std::stol(digits);
+            held_layers = std::max(held_layers, layer + 1);
             if (layer >= cfg.n_layer) {
                 fail("%s: holds tensor %s of layer %ld, but %s describes %d layers %s", index_path.c_str(),
                      entry.key().c_str(), layer, described_by.c_str(), cfg.n_layer, model.c_str());
@@ -747,6 +749,10 @@ struct WeightFiles {
             std::string name = t.name;
             if (!weight_map.contains(name) && name.rfind("transformer.", 0) == 0) name = name.substr(12);
             if (!weight_map.contains(name) || !weight_map[name].is_string()) {
+                if (t.layer >= held_layers) {   // fewer layers than the config says: it is the config that differs
+                    fail("%s: holds %ld layers, but %s describes %d layers %s (no tensor %s)", index_path.c_str(),
+                         held_layers, described_by.c_str(), cfg.n_layer, model.c_str(), t.name.c_str());
+                }
                 fail("%s: no file for tensor %s", index_path.c_str(), t.name.c_str());
             }
             const std::string file = weight_map[name].get<std::string>();
