@@ -855,6 +855,12 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     else if (!cfg.init_from.empty())
         run.start_model = find_model_dir(cfg.init_from);
     const std::optional<ModelDir>& start_model = run.start_model;
+    if (start_model && start_model->checkpoint && start_model->manifest_version < 2) {   // resumed or --init-from
+        print0(
+            "notice: %s/manifest.json is of version 1, written before manifests held their own checksum: its "
+            "files are verified, its own values cannot be\n",
+            start_model->dir.c_str());
+    }
     if (start_model && !resume_from && cfg.steps == 0) evaluate_as_trained(*start_model, cfg);
     run.data = run_data(cfg);   // the shards it reads: none to train on with -x 0
     warn_if_val_is_trained_on(run.data);
@@ -1073,12 +1079,6 @@ void open_outputs(Run& run, int argc, char** argv) {
     }
     if (resume_from) {
         print0("resuming from %s (step %lld)\n", resume_from->dir.c_str(), (long long)run.start.step);
-        if (resume_from->manifest.version < 2) {
-            print0(
-                "notice: %s/manifest.json is of version 1, written before manifests held their own checksum: its "
-                "files are verified, its own values cannot be\n",
-                resume_from->dir.c_str());
-        }
         const std::string change =
             schedule_change_notice(run.plan.schedule, resume_from->manifest.train_config_json, run.start.step);
         if (!change.empty()) print0("notice: %s\n", change.c_str());

@@ -1274,6 +1274,12 @@ TEST(Faults, AManifestAlteredAfterItWasWrittenIsADamagedCheckpoint) {
         const CommandResult v1 = run(c.train_gpt(out, "-x 6 --resume -n 0"));
         ASSERT_EQ(v1.rc, 0) << v1.output;
         EXPECT_CONTAINS(v1.output, "/manifest.json is of version 1, written before manifests held their own checksum");
+        // round 19 (A3): --init-from it says so too (it took the manifest's values silently)
+        const CommandResult init =
+            run(train_gpt_binary() + " --device cpu -x 0 -g 2 -j '' --threads 1 --init-from '" + out +
+                "/checkpoints/step_00000004' -o '" + c.dir.file("eval") + "'");
+        ASSERT_EQ(init.rc, 0) << init.output;
+        EXPECT_CONTAINS(init.output, "notice: " + out + "/checkpoints/step_00000004/manifest.json is of version 1");
         write_text(manifest, text);
     }
     // a .damaged of that step from before: the warning names the one it is kept as (round 17: it

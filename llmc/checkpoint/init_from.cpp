@@ -129,7 +129,11 @@ ModelDir find_model_dir(const std::string& path) {
         check_weights(m.dir, m.model, m.dir + (m.checkpoint ? "/manifest.json" : "/config.json"));
         // the manifest and the small files (the tokenizer, config.json) before the run reads any;
         // the weights are verified as they are read (read_model_weights)
-        if (m.checkpoint) verify_checkpoint_metadata(m.dir, read_manifest(m.dir));
+        if (m.checkpoint) {
+            const CheckpointManifest manifest = read_manifest(m.dir);
+            verify_checkpoint_metadata(m.dir, manifest);
+            m.manifest_version = manifest.version;
+        }
     });
     return m;
 }
