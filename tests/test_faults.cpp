@@ -1487,9 +1487,13 @@ TEST(Faults, FlagsOfAnOlderBuildResumeAsThatBuildReadThem) {
     j["extra"]["flags"]["top-k"] = "0x5";
     j["extra"]["flags"]["warmup-steps"] = " -1";    // round 19: strtoll skipped the blank (it wrapped)
     j["extra"]["flags"]["master-weights"] = "-1";   // round 19: CLI11 took it as false
+    j["extra"]["flags"]["keep-checkpoints"] = "010";
     write_text(manifest, j.dump(2));
-    const CommandResult resumed = run(c.train_gpt(out, "-x 4 --resume"));
+    const CommandResult resumed = run(c.train_gpt(out, "-x 4 --resume --keep-checkpoints 8"));
     ASSERT_EQ(resumed.rc, 0) << resumed.output;
+    // round 19 (A8): the value given is the one that build read, no change (it was listed as one)
+    EXPECT_EQ(resumed.output.find("--keep-checkpoints 8 (the checkpoint's run"), std::string::npos)
+        << resumed.output;
     EXPECT_CONTAINS(resumed.output,
                     "the checkpoint records --seed 010, which the build that wrote it read as 8 (a "
                     "leading 0 octal, 0x hex): resumed with 8");

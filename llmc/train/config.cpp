@@ -473,7 +473,11 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
     for (const std::string& name : c.given) {
         if (!saved.contains(name) || !restored_on_resume(name)) continue;
         const std::string was = saved[name].get<std::string>(), now = resumed.flag_texts[name];
-        if (!same_value(was, now)) overrides.push_back({name, was, now});
+        // as the build that wrote it read it ("010" was 8: -x 8 changes nothing)
+        const std::string read = is_integer_flag(name) ? integer_as_read_before(was)
+                                 : is_bool_flag(name)  ? bool_as_read_before(was)
+                                                       : std::string();
+        if (!same_value(read.empty() ? was : read, now)) overrides.push_back({name, was, now});
     }
     c = resumed;
     return overrides;
