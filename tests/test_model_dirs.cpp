@@ -227,6 +227,12 @@ TEST(ModelDirs, AConfigsShapeIsCheckedAgainstTheWeightsBeforeAnythingIsAllocated
         return run_timed("timeout 300 " + train_gpt_binary() + " --init-from '" + model + "' -x 0 -g 4 --threads 1");
     };
     ASSERT_EQ(init_from(hf).rc, 0) << "the directory as saved loads";
+    // round 19 (B13): another tool's manifest.json beside it: the refusal says why and what to do
+    write_text(hf + "/manifest.json", "{\"name\": \"foo\", \"version\": \"1.0\"}");
+    expect_refused(init_from(hf), {hf + "/manifest.json: not a train_gpt checkpoint manifest",
+                                   "to load the transformers model of its config.json and weights, move "
+                                   "manifest.json out of it"});
+    ASSERT_EQ(std::remove((hf + "/manifest.json").c_str()), 0);
     for (auto [field, value, named] :
          {std::tuple{"n_positions", 8000000, "tensor transformer.wpe.weight has shape [16, 32]"},
           {"n_layer", 1, "holds tensor transformer.h.1."},

@@ -97,6 +97,26 @@ GPTConfig gpt_config_from_hf(const std::string& path) {
     return cfg;
 }
 
+namespace {
+bool has_transformers_files(const std::string& dir) {
+    return file_exists(dir + "/config.json") &&
+           (file_exists(dir + "/model.safetensors") || file_exists(dir + "/model.safetensors.index.json"));
+}
+
+// A manifest.json that is some other tool's (a JSON object without a "format" field), in a
+// directory that also holds a transformers model: what the refusal should tell (round 19: the
+// model could not be loaded, and nothing said why).
+bool foreign_manifest_beside_a_transformers_model(const std::string& dir) {
+    if (!has_transformers_files(dir)) return false;
+    try {
+        const nlohmann::json j = nlohmann::json::parse(read_file_text(dir + "/manifest.json"));
+        return j.is_object() && !j.contains("format");
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+}   // namespace
+
 ModelDir find_model_dir(const std::string& path) {
     if (!file_exists(path)) fail("--init-from %s: no such file or directory", path.c_str());
     if (!is_directory(path)) fail("--init-from %s: not a directory", path.c_str());
@@ -104,7 +124,15 @@ ModelDir find_model_dir(const std::string& path) {
     if (file_exists(path + "/manifest.json")) {   // a step directory
         m.dir = path;
         m.checkpoint = true;
-        m.model = read_manifest(path).model;
+        try {
+            m.model = read_manifest(path).model;
+        } catch (const Error& e) {
+            if (!foreign_manifest_beside_a_transformers_model(path)) throw;
+            fail(
+                "%s; a directory that holds a manifest.json is read as a train_gpt checkpoint: to load the "
+                "transformers model of its config.json and weights, move manifest.json out of it",
+                e.what());
+        }
         m.description = "checkpoint " + path;
     } else if (std::optional<std::string> newest = latest_checkpoint(path)) {   // a checkpoint root
         m.dir = *newest;
@@ -112,8 +140,7 @@ ModelDir find_model_dir(const std::string& path) {
         m.root = path;
         reading(m, [&] { m.model = read_manifest(*newest).model; });
         m.description = "checkpoint " + *newest + " (the newest in " + path + ")";
-    } else if (file_exists(path + "/config.json") &&
-               (file_exists(path + "/model.safetensors") || file_exists(path + "/model.safetensors.index.json"))) {
+    } else if (has_transformers_files(path)) {
         m.dir = path;
         m.model = gpt_config_from_hf(path + "/config.json");
         m.description = "transformers model " + path;
