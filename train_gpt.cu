@@ -422,11 +422,23 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
                          dir.c_str(), problem.c_str(), chosen.c_str(), damaged_checkpoint_name(dir).c_str());
         }
     }
-    uint64_t length = chosen.size();
-    comm.broadcast(&length, sizeof length, 0);
-    chosen.resize(length);
-    comm.broadcast(chosen.data(), length, 0);
-    if (comm.rank() != 0 && !chosen.empty()) choice = ResumeChoice{chosen, read_manifest(chosen), {}};
+    // the choice, and the damaged checkpoints passed over (which every rank's log check leaves out)
+    std::string passed_over;   // their directories, each ended by '\0'
+    if (choice) {
+        for (const auto& damaged : choice->damaged)
+            passed_over += damaged.first + '\0';
+    }
+    for (std::string* text : {&chosen, &passed_over}) {
+        uint64_t length = text->size();
+        comm.broadcast(&length, sizeof length, 0);
+        text->resize(length);
+        comm.broadcast(text->data(), length, 0);
+    }
+    if (comm.rank() != 0 && !chosen.empty()) {
+        choice = ResumeChoice{chosen, read_manifest(chosen), {}};
+        for (size_t at = 0, end; (end = passed_over.find('\0', at)) != std::string::npos; at = end + 1)
+            choice->damaged.emplace_back(passed_over.substr(at, end - at), "damaged (rank 0 verified it)");
+    }
     // every rank reads the manifest rank 0 verified: the same bytes, or the ranks see different
     // checkpoints under one name (node-local storage)
     if (!chosen.empty()) {

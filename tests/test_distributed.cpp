@@ -361,3 +361,22 @@ TEST(Distributed, BadCheckpointsAreRefusedAndNothingIsDeleted) {
     EXPECT_CONTAINS(output, "model.safetensors.index.json");
     EXPECT_TRUE(file_exists(ckpt + "/manifest.json"));
 }
+
+// Round 20: --resume-from-intact under MPI: rank 0 passed over the damaged newest checkpoint, the
+// other ranks did not know it had, and their log check took it for a later save of the run
+// ("its log.jsonl records a later save"), so every such requeue ended in MPI_ABORT. Rank 0's list
+// of damaged checkpoints goes with its choice.
+TEST(Distributed, ResumeFromIntactPassesOverADamagedCheckpointOnEveryRank) {
+    Corpus c;
+    const std::string out = c.dir.file("run");
+    run_ok(c.train_gpt(2, 2, out, "-x 4 --checkpoint-every 2"));
+    const std::string newest = out + "/checkpoints/step_00000004";
+    std::string state = read_text(newest + "/state-00001.safetensors");
+    state[state.size() - 3] ^= 1;
+    write_text(newest + "/state-00001.safetensors", state);
+    std::string output;
+    ASSERT_EQ(run_command(c.train_gpt(2, 2, out, "-x 6 --resume --resume-from-intact"), &output), 0) << output;
+    EXPECT_CONTAINS(output, "resuming from " + out + "/checkpoints/step_00000002");
+    EXPECT_TRUE(file_exists(newest + ".damaged/manifest.json")) << output;
+    EXPECT_EQ(losses_of(out + "/log.jsonl").count(6), 1u);
+}

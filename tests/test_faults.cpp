@@ -1396,7 +1396,8 @@ TEST(Faults, AMovedRunTreeKeepsItsLogBesideItsCheckpoints) {
     make_dirs(tree);   // another tree at the old place
     const CommandResult resumed = in(moved, "--resume --checkpoint-dir r/checkpoints -x 4");
     ASSERT_EQ(resumed.rc, 0) << resumed.output;
-    EXPECT_CONTAINS(resumed.output, "the run's directory was moved; its --output-dir is " + moved + "/r\n");
+    EXPECT_CONTAINS(resumed.output, "the run's directory was moved or copied; its log goes on beside them, in " +
+                                        moved + "/r\n");
     EXPECT_FALSE(file_exists(tree + "/r")) << "nothing written into the other tree";
     EXPECT_CONTAINS(read_text(moved + "/r/log.jsonl"), "\"step\":4");
     // and on from there with the run's -o as typed (it was refused as another run's branch)
@@ -1410,6 +1411,69 @@ TEST(Faults, AMovedRunTreeKeepsItsLogBesideItsCheckpoints) {
     EXPECT_FALSE(file_exists(tree + "/r"));
     EXPECT_FALSE(file_exists(c.dir.file("r")));
     EXPECT_CONTAINS(read_text(moved + "/r/log.jsonl"), "\"step\":8");
+}
+
+// Round 20: the same for a run resumed before (its checkpoints record --checkpoint-dir
+// out/checkpoints: the log stayed at the old place), with another run's log standing there (refused,
+// with advice that replaced that run's log), and its relative -i, which is read from the moved
+// directory where it exists there (it read the decoy shards at the old place); a copy of the tree
+// resumes into the copy (it wrote its log into the original's directory).
+TEST(Faults, ARequeuedRunFollowsItsMovedOrCopiedDirectory) {
+    Corpus c;
+    const std::string tree = c.dir.file("q/t"), moved = c.dir.file("q/m"), copy = c.dir.file("q/c");
+    auto shards = [&](const std::string& dir, size_t count, char token) {
+        make_dirs(dir + "/data");
+        const std::vector<uint32_t> tokens(count, (uint32_t)token);
+        write_shard(dir + "/data/x_train_000000.bin", tokens.data(), (int64_t)tokens.size(), 2);
+    };
+    auto in = [&](const std::string& cwd, const std::string& args) {
+        return run("sh -c \"cd '" + cwd + "' && " + train_gpt_binary() +
+                   " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
+                   c.dir.file("tokenizer.bin") + "' " + args + "\"");
+    };
+    shards(tree, 3000, 'a');
+    ASSERT_EQ(in(tree, "-i 'data/x_train_*.bin' -x 2 -n 2").rc, 0);
+    ASSERT_EQ(in(tree, "--resume -x 4").rc, 0);
+    ASSERT_EQ(std::rename(tree.c_str(), moved.c_str()), 0);
+    shards(tree, 5000, 'b');   // another project at the old place, with a run of its own
+    ASSERT_EQ(in(tree, "-i 'data/x_train_*.bin' -x 2 -n 2").rc, 0);
+    const std::string others_log = read_text(tree + "/out/log.jsonl");
+    const CommandResult requeued = in(moved, "--auto-resume -x 6 -n 2");
+    ASSERT_EQ(requeued.rc, 0) << requeued.output;
+    EXPECT_CONTAINS(requeued.output, "its log goes on beside them, in " + moved + "/out\n");
+    EXPECT_CONTAINS(requeued.output, "train: 3000 tokens in 1 shard(s)");
+    EXPECT_CONTAINS(read_text(moved + "/out/log.jsonl"), "\"step\":6");
+    EXPECT_EQ(read_text(tree + "/out/log.jsonl"), others_log) << "the other run's log, untouched";
+    // a copy resumes into itself, and the original goes on as well
+    ASSERT_EQ(run("cp -r '" + moved + "' '" + copy + "'").rc, 0);
+    const std::string originals_log = read_text(moved + "/out/log.jsonl");
+    const CommandResult copied = in(copy, "--resume -x 8");
+    ASSERT_EQ(copied.rc, 0) << copied.output;
+    EXPECT_CONTAINS(read_text(copy + "/out/log.jsonl"), "\"step\":8");
+    EXPECT_EQ(read_text(moved + "/out/log.jsonl"), originals_log);
+    const CommandResult original = in(moved, "--resume -x 8");
+    ASSERT_EQ(original.rc, 0) << original.output;
+    EXPECT_CONTAINS(read_text(moved + "/out/log.jsonl"), "\"step\":8");
+    // round 20 (HIGH): moved again, its old place gone, resumed from another directory that holds
+    // data by that relative name: the run's own data, from where its directory is now (it read the
+    // other directory's, silently)
+    const std::string again = c.dir.file("q/again");
+    ASSERT_EQ(std::rename(copy.c_str(), again.c_str()), 0);
+    shards(c.dir.path, 5000, 'b');
+    const CommandResult elsewhere = in(c.dir.path, "--resume --checkpoint-dir '" + again + "/out/checkpoints' -x 10");
+    ASSERT_EQ(elsewhere.rc, 0) << elsewhere.output;
+    EXPECT_CONTAINS(elsewhere.output, "--train-data data/x_train_*.bin is relative to the run's directory, now " +
+                                          again + ": read as " + again + "/data/x_train_*.bin");
+    EXPECT_CONTAINS(elsewhere.output, "train: 3000 tokens in 1 shard(s)");
+    EXPECT_CONTAINS(read_text(again + "/out/log.jsonl"), "\"step\":10");
+    // where the run's directory holds no such data, the text is read here, and said so
+    const std::string bare = c.dir.file("q/bare");
+    ASSERT_EQ(run("mv '" + again + "' '" + bare + "' && rm -r '" + bare + "/data'").rc, 0);
+    const CommandResult no_data = in(c.dir.path, "--resume --checkpoint-dir '" + bare + "/out/checkpoints' -x 12");
+    ASSERT_EQ(no_data.rc, 0) << no_data.output;
+    EXPECT_CONTAINS(no_data.output, "--train-data data/x_train_*.bin is relative to where the run was given it, " +
+                                        again + ", which no longer exists: read from this directory, " + c.dir.path);
+    EXPECT_CONTAINS(no_data.output, "notice: the training data is not the checkpoint's");
 }
 
 // Round 19 (A4): a checkpoint of a newer build (a later manifest version) was called damaged, with
@@ -1830,15 +1894,19 @@ TEST(Faults, MovedRunsAreFoundWhereverTheyWent) {
     const std::string br4 = branch_from(e_v1 + "/checkpoints/step_00000006", "br4");
     expect_refused(resume(e_v1, "--checkpoint-dir '" + br4 + "' -x 8 -l 3e-3"),
                    {"its log.jsonl records a later save of this run, " + e_v1 + "/checkpoints/step_00000008"});
-    // resumed by its checkpoints alone after a move: said; the moved log then refuses the gap
+    // resumed by its checkpoints alone after a move: its log goes on beside them (round 19; before:
+    // afresh at the old place, and the moved log then refused the gap), and on from there
     const std::string r1 = c.dir.file("r1"), r2 = c.dir.file("r2");
     ASSERT_EQ(run(c.train_gpt(r1, "-x 4 --checkpoint-every 2 --keep-checkpoints 4")).rc, 0);
     ASSERT_EQ(run("mv '" + r1 + "' '" + r2 + "'").rc, 0);
     const CommandResult by_checkpoints =
         run(train_gpt_binary() + " --resume --checkpoint-dir '" + r2 + "/checkpoints' -x 6");
     ASSERT_EQ(by_checkpoints.rc, 0) << by_checkpoints.output;
-    EXPECT_CONTAINS(by_checkpoints.output, "notice: --output-dir " + r1 + ", the checkpoint's run's, no longer exists");
-    expect_refused(resume(r2, "-x 8"), {"ends at step 4, before its step 6 (a continuation logged elsewhere?)"});
+    EXPECT_CONTAINS(by_checkpoints.output, "its log goes on beside them, in " + r2 + "\n");
+    EXPECT_FALSE(file_exists(r1));
+    const CommandResult on = resume(r2, "-x 8");
+    ASSERT_EQ(on.rc, 0) << on.output;
+    EXPECT_CONTAINS(read_text(r2 + "/log.jsonl"), "\"step\":8");
     // a rollback after two moves with a resume between them
     const std::string m1 = c.dir.file("m1"), m2 = c.dir.file("m2"), m3 = c.dir.file("m3");
     ASSERT_EQ(run(c.train_gpt(m1, "-x 4 --checkpoint-every 2 --keep-checkpoints 10")).rc, 0);

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <glob.h>
 
 namespace train_gpt {
 
@@ -336,46 +337,84 @@ std::string flags_json(const TrainConfig& c) {
     return j.dump();
 }
 
-// A run of the default layout (no --checkpoint-dir) saved into <output-dir>/checkpoints. Where the
-// checkpoints resumed from are in a directory named so whose parent holds a log.jsonl and the
-// restored -o holds none, the run's directory was moved (and another may stand at its old place):
-// its -o is the checkpoints' parent, not the old place read anew (round 19: the log went on in a
-// new directory at the run's old path, and the run's own -o was refused afterwards as a branch).
-static void follow_checkpoints_with_output_dir(TrainConfig& resumed, std::vector<std::string>* notices) {
+namespace {
+// `p` absolute and lexically normal, without a trailing separator ("x/checkpoints/" → ".../x/checkpoints")
+fs::path normal_absolute(const fs::path& p) {
     std::error_code ec;
-    fs::path root = fs::absolute(resumed.checkpoint_dir, ec).lexically_normal();
-    if (ec) return;
-    if (!root.has_filename()) root = root.parent_path();   // "x/checkpoints/"
-    const fs::path parent = root.parent_path();
-    if (root.filename() != "checkpoints" || !fs::exists(parent / "log.jsonl", ec) ||
-        fs::exists(fs::path(resumed.output_dir) / "log.jsonl", ec) || fs::equivalent(parent, resumed.output_dir, ec))
-        return;
-    const std::string text = resumed.flag_texts["output-dir"], was = resumed.output_dir;
-    // keep the text as typed where the new place ends with it (a moved tree), relative to the
-    // directory that now precedes it
-    const fs::path typed = fs::path(text).lexically_normal();
-    fs::path base = parent;
-    bool keeps_text = !text.empty() && text[0] != '/';
-    for (auto part = typed.end(); keeps_text && part != typed.begin();) {
-        --part;
-        if (part->empty() || *part == ".") continue;
-        keeps_text = base.filename() == *part;
-        base = base.parent_path();
-    }
-    resumed.output_dir = parent.string();
-    if (keeps_text) {
-        resumed.path_dirs["output-dir"] = base.string();
-    } else {
-        resumed.flag_texts["output-dir"] = parent.string();
-        resumed.path_dirs.erase("output-dir");
-    }
-    if (notices) {
-        notices->push_back(format("the checkpoints are in %s, beside the run's log, and not under --output-dir %s "
-                                  "(read as %s), which holds no log: the run's directory was moved; its "
-                                  "--output-dir is %s",
-                                  root.string().c_str(), text.c_str(), was.c_str(), parent.string().c_str()));
-    }
+    fs::path n = fs::absolute(p, ec).lexically_normal();
+    if (!n.has_filename() && n.has_parent_path() && n != n.root_path()) n = n.parent_path();
+    return n;
 }
+
+// Where a checkpoint's run is now, when its checkpoints were found elsewhere than it wrote them:
+// its directory was moved or copied (and another may stand at its old place).
+struct MovedRun {
+    fs::path checkpoints;     // where they are now
+    fs::path output_dir;      // their parent, which holds the log: the run's -o now
+    fs::path was;             // the -o the checkpoint records (absolute)
+    std::string old_base;     // the directory the run's relative -o was given in ("": not recorded)
+    std::string new_base;     // where that directory is now ("": -o absolute, or not a suffix of output_dir)
+};
+
+// A run of the layout where checkpoints go into <output-dir>/checkpoints (no --checkpoint-dir, or
+// one naming just that, as a resume records it) keeps its log beside its checkpoints: where the
+// checkpoints resumed from (in `root`) are in a directory named "checkpoints" whose parent holds a
+// log.jsonl, and that parent is not the -o the checkpoint records, the run's directory moved
+// (round 19: the log went on at the old place, in another tree standing there, or in the
+// original of a copy, and the run's own -o was refused afterwards as a branch).
+std::optional<MovedRun> moved_run(const nlohmann::json& saved, const std::map<std::string, std::string>& saved_dirs,
+                                  const std::string& root, const std::set<std::string>& given) {
+    if (given.count("output-dir") || !saved.contains("output-dir") || !saved.contains("checkpoint-dir"))
+        return std::nullopt;
+    std::error_code ec;
+    auto recorded = [&](const std::string& name) {   // a path flag's text as the checkpoint's run read it
+        const fs::path text = saved[name].get<std::string>();
+        const auto dir = saved_dirs.find(name);
+        return normal_absolute(text.is_absolute() || dir == saved_dirs.end() ? text : fs::path(dir->second) / text);
+    };
+    const std::string output_text = saved["output-dir"].get<std::string>();
+    if (output_text.empty()) return std::nullopt;
+    const fs::path was = recorded("output-dir");
+    if (!saved["checkpoint-dir"].get<std::string>().empty() && recorded("checkpoint-dir") != was / "checkpoints")
+        return std::nullopt;   // checkpoints of their own place: the log need not be beside them
+    MovedRun m;
+    m.checkpoints = fs::canonical(root, ec);   // a link to them leads to where they are
+    if (ec) return std::nullopt;
+    m.output_dir = m.checkpoints.parent_path();
+    if (m.checkpoints.filename() != "checkpoints" || !fs::exists(m.output_dir / "log.jsonl", ec) ||
+        m.output_dir == was || fs::equivalent(m.output_dir, was, ec))
+        return std::nullopt;
+    m.was = was;
+    if (output_text[0] != '/') {   // the text as typed, relative to the directory now before it
+        const fs::path typed = fs::path(output_text).lexically_normal();
+        fs::path base = m.output_dir;
+        bool suffix = true;
+        for (auto part = typed.end(); suffix && part != typed.begin();) {
+            --part;
+            if (part->empty() || *part == ".") continue;
+            suffix = base.filename() == *part;
+            base = base.parent_path();
+        }
+        if (suffix) m.new_base = base.string();
+        const auto dir = saved_dirs.find("output-dir");
+        if (dir != saved_dirs.end()) m.old_base = dir->second;
+    }
+    return m;
+}
+
+// A relative path flag's text exists under `dir` (a glob: matches a file there).
+bool exists_under(const std::string& dir, const std::string& name, const std::string& text) {
+    if (is_glob_flag(name)) {
+        glob_t g{};
+        const int rc = ::glob((glob_escaped(dir) + "/" + text).c_str(), 0, nullptr, &g);
+        const bool found = rc == 0 && g.gl_pathc > 0;
+        globfree(&g);
+        return found;
+    }
+    std::error_code ec;
+    return fs::exists(fs::path(dir) / text, ec);
+}
+}   // namespace
 
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
                                                      const std::string& checkpoint_root, TrainConfig& c,
@@ -397,6 +436,13 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
     std::error_code ec;
     const fs::path here = fs::current_path(ec);
     std::map<std::string, std::string> kept_dirs;   // restored relative paths read from their run's directory
+    const std::optional<MovedRun> moved =
+        moved_run(saved, saved_path_dirs, c.given.count("checkpoint-dir") ? c.checkpoint_dir : checkpoint_root, c.given);
+    if (moved && notices) {
+        notices->push_back(format("the checkpoints are in %s, not under the --output-dir their run wrote, %s: the "
+                                  "run's directory was moved or copied; its log goes on beside them, in %s",
+                                  moved->checkpoints.c_str(), moved->was.c_str(), moved->output_dir.c_str()));
+    }
     // the checkpoint's flags first, then this command line's: a flag given twice takes the last value
     std::vector<std::string> args = {argc > 0 ? argv[0] : "train_gpt"};
     for (const auto& [name, value] : saved.items()) {
@@ -424,19 +470,36 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
             }
             text = before;
         }
-        // a relative path: from the directory of the run that was given it, while that exists
-        const auto dir = saved_path_dirs.find(name);
-        if (is_path_flag(name) && !text.empty() && text[0] != '/' && dir != saved_path_dirs.end() &&
-            fs::is_directory(dir->second, ec)) {
-            kept_dirs[name] = dir->second;
-            if (!fs::equivalent(dir->second, here, ec)) {
-                // a glob's directory is literal: its own [ ] * ? escaped (a run started in "e[1]")
-                const std::string there = (is_glob_flag(name) ? glob_escaped(dir->second) : dir->second) + "/" + text;
-                if (notices) {
-                    notices->push_back(format("--%s %s is relative to where the run was given it, %s: read as %s",
-                                              name.c_str(), text.c_str(), dir->second.c_str(), there.c_str()));
+        // a relative path: from the directory of the run that was given it, while that exists; of
+        // a run whose directory moved, from where it is now (-o always, the others where they exist)
+        if (moved && name == "output-dir" && moved->new_base.empty()) {
+            text = moved->output_dir.string();
+        } else if (is_path_flag(name) && !text.empty() && text[0] != '/') {
+            const auto recorded = saved_path_dirs.find(name);
+            const std::string recorded_dir = recorded == saved_path_dirs.end() ? "" : recorded->second;
+            std::string dir = fs::is_directory(recorded_dir, ec) ? recorded_dir : "";
+            const bool follows = moved && !moved->new_base.empty() &&
+                                 (name == "output-dir" ||
+                                  (recorded_dir == moved->old_base && exists_under(moved->new_base, name, text)));
+            if (follows) dir = moved->new_base;
+            if (dir.empty() && !recorded_dir.empty() && notices) {   // a moved tree: as typed, here
+                notices->push_back(format("--%s %s is relative to where the run was given it, %s, which no longer "
+                                          "exists: read from this directory, %s",
+                                          name.c_str(), text.c_str(), recorded_dir.c_str(), here.c_str()));
+            }
+            if (!dir.empty()) {
+                kept_dirs[name] = dir;
+                if (!fs::equivalent(dir, here, ec)) {
+                    // a glob's directory is literal: its own [ ] * ? escaped (a run started in "e[1]")
+                    const std::string there = (is_glob_flag(name) ? glob_escaped(dir) : dir) + "/" + text;
+                    if (notices) {
+                        notices->push_back(format("--%s %s is relative to %s %s: read as %s", name.c_str(),
+                                                  text.c_str(),
+                                                  follows ? "the run's directory, now" : "where the run was given it,",
+                                                  dir.c_str(), there.c_str()));
+                    }
+                    text = there;
                 }
-                text = there;
             }
         }
         if (is_flag(opt)) {
@@ -466,9 +529,6 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
         resumed.flag_texts[name] = saved[name].get<std::string>();
         resumed.path_dirs[name] = dir;
     }
-    if (!c.given.count("output-dir") && saved.contains("checkpoint-dir") &&
-        saved["checkpoint-dir"].get<std::string>().empty())
-        follow_checkpoints_with_output_dir(resumed, notices);
     std::vector<FlagOverride> overrides;
     for (const std::string& name : c.given) {
         if (!saved.contains(name) || !restored_on_resume(name)) continue;
