@@ -704,7 +704,7 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
     // moved: by its manifest's hash); a copy of the log under another -o may name the original's
     const std::string hash = manifest_hash(from.dir);
     const bool saved_here =
-        own_dir ? logged.knows(from.dir, hash) : logged.knows(from.dir, hash) || logged.saved_step(step);
+        own_dir ? logged.knows(from.dir, hash) : logged.knows(from.dir, hash) || logged.saved_step(step, hash);
     const bool ids_known = !id.empty() && !logged.run_ids.empty();
     const bool elsewhere =   // the checkpoint's run logged under another -o (for the message)
         recorded != overrides.end() && resolved_path(recorded->saved) != resolved_path(cfg.output_dir);

@@ -153,7 +153,9 @@ bool LoggedRun::saved(const std::string& checkpoint) const {
 bool LoggedRun::knows(const std::string& checkpoint, const std::string& manifest_hash) const {
     const std::string target = resolved_path(checkpoint);
     for (const auto& [path, hash] : known)
-        if (path == target || (!manifest_hash.empty() && hash == manifest_hash)) return true;
+        // by hash where both have one (a branch's checkpoint put at a path this log saved another
+        // at is no checkpoint of it), else by path
+        if (!manifest_hash.empty() && !hash.empty() ? hash == manifest_hash : path == target) return true;
     return false;
 }
 
@@ -180,9 +182,12 @@ std::string manifest_hash(const std::string& checkpoint) {
     }
 }
 
-bool LoggedRun::saved_step(int64_t step) const {
-    for (const auto& [s, path] : checkpoints)
-        if (s == step) return true;
+bool LoggedRun::saved_step(int64_t step, const std::string& manifest_hash) const {
+    for (size_t i = 0; i < checkpoints.size(); i++) {   // saves[i] is the same record's (path, hash)
+        const std::string& hash = i < saves.size() ? saves[i].second : std::string();
+        if (checkpoints[i].first == step && (manifest_hash.empty() || hash.empty() || hash == manifest_hash))
+            return true;
+    }
     return false;
 }
 

@@ -65,8 +65,10 @@ struct LoggedRun {
     bool finished = false;
     int64_t record_count = 0;   // how many records it holds (0: an empty file, nothing to lose)
     bool saved(const std::string& checkpoint) const;   // a checkpoint record of this step directory
-    bool saved_step(int64_t step) const;               // a checkpoint record of this step
-    // a checkpoint or resume record of this step directory, at its path or (moved) by its manifest's hash
+    // a checkpoint record of this step (of this manifest's hash, where both have one)
+    bool saved_step(int64_t step, const std::string& manifest_hash = "") const;
+    // a checkpoint or resume record of this step directory: by its manifest's hash where both have one
+    // (found after a move; another checkpoint at its path is not it), else by its path
     bool knows(const std::string& checkpoint, const std::string& manifest_hash) const;
     // a checkpoint record (a save, not a resume) of this checkpoint, strictly: by its manifest's hash
     // where both sides have one, else by path. A log that saved it holds the steps before it.
