@@ -19,6 +19,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "rng.h"
+#include "train/resume.h"
 #include "test_util.h"
 
 #include <nlohmann/json.hpp>
@@ -83,6 +84,24 @@ int last_step(const std::string& log_path) {
         }
     }
     return step;
+}
+
+// A checkpoint's manifest.json replaced by `text`, as an older build wrote it: the run's log then
+// records that manifest's hash for it (a resume takes a checkpoint the log records by another hash
+// for another's).
+void write_manifest_as_written(const std::string& step_dir, const std::string& log, const std::string& text) {
+    write_text(step_dir + "/manifest.json", text);
+    std::istringstream in(read_text(log));
+    std::string records;
+    for (std::string line; std::getline(in, line);) {
+        auto j = nlohmann::ordered_json::parse(line);
+        for (const char* names : {"path", "checkpoint"}) {
+            if (j.contains(names) && j[names] == step_dir && j.contains("manifest"))
+                j["manifest"] = manifest_hash(step_dir);
+        }
+        records += j.dump() + "\n";
+    }
+    write_text(log, records);
 }
 
 // A byte-level corpus and tokenizer in a scratch directory, and the flags of a tiny CPU run on it.
@@ -1270,7 +1289,7 @@ TEST(Faults, AManifestAlteredAfterItWasWrittenIsADamagedCheckpoint) {
         j.erase("manifest_xxh3");
         j["version"] = 1;
         j["data_position"] = 8;
-        write_text(manifest, j.dump(2));
+        write_manifest_as_written(out + "/checkpoints/step_00000004", out + "/log.jsonl", j.dump(2));
         const CommandResult v1 = run(c.train_gpt(out, "-x 6 --resume -n 0"));
         ASSERT_EQ(v1.rc, 0) << v1.output;
         EXPECT_CONTAINS(v1.output, "/manifest.json is of version 1, written before manifests held their own checksum");
@@ -1476,6 +1495,44 @@ TEST(Faults, ARequeuedRunFollowsItsMovedOrCopiedDirectory) {
     EXPECT_CONTAINS(no_data.output, "notice: the training data is not the checkpoint's");
 }
 
+// Round 20: a branch's checkpoint put where the run's own of that step was (the same path, another
+// manifest) was resumed, splicing the branch's weights onto the run's log: the log's record of that
+// path matched by path alone, though both sides have manifest hashes, which differ.
+TEST(Faults, ABranchsCheckpointAtTheRunsOwnPathIsNoCheckpointOfTheRun) {
+    Corpus c;
+    const std::string r = c.dir.file("r"), b = c.dir.file("b");
+    ASSERT_EQ(run(c.train_gpt(r, "-x 4 --checkpoint-every 2")).rc, 0);
+    ASSERT_EQ(run("cp -r '" + r + "' '" + b + "' && rm -r '" + b + "/checkpoints/step_00000004'").rc, 0);
+    const CommandResult branch = run(c.train_gpt(b, "-x 4 --resume --lr 0.01"));
+    ASSERT_EQ(branch.rc, 0) << branch.output;
+    ASSERT_EQ(run("rm -r '" + r + "/checkpoints/step_00000004' && cp -r '" + b + "/checkpoints/step_00000004' '" + r +
+                  "/checkpoints/'")
+                  .rc,
+              0);
+    const std::string log = read_text(r + "/log.jsonl");
+    expect_refused(run(c.train_gpt(r, "-x 6 --resume")),
+                   {"holds this run's log.jsonl, which records neither saving nor resuming " + r +
+                    "/checkpoints/step_00000004"});
+    EXPECT_EQ(read_text(r + "/log.jsonl"), log) << "the log, untouched";
+}
+
+// Round 20: a fine-tune from the previous run's checkpoints into the default `out` moved its own
+// start model aside (to out.previous-*), and recorded the old name, which its own checkpoints then
+// took. Refused before anything moves.
+TEST(Faults, AFineTuneFromTheDefaultOutputDirIntoItIsRefused) {
+    Corpus c;
+    const std::string cwd = c.dir.file("w");
+    make_dirs(cwd);
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 2 -n 2")).rc, 0);
+    const auto before = directory_snapshot(cwd);
+    expect_refused(run(c.train_gpt_in(cwd, "--init-from out/checkpoints -x 2 -n 2")),
+                   {"--init-from out/checkpoints is inside out, the default --output-dir, whose previous run this run "
+                    "would move aside",
+                    "give this run its own --output-dir"});
+    EXPECT_EQ(directory_snapshot(cwd), before) << "nothing moved";
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "--init-from out/checkpoints -x 2 -o tune")).rc, 0);
+}
+
 // Round 19 (A4): a checkpoint of a newer build (a later manifest version) was called damaged, with
 // the advice to add --resume-from-intact, which would have stepped back past it and renamed it
 // .damaged. It is refused as not this build's, with or without --resume-from-intact.
@@ -1552,7 +1609,7 @@ TEST(Faults, FlagsOfAnOlderBuildResumeAsThatBuildReadThem) {
     j["extra"]["flags"]["warmup-steps"] = " -1";    // round 19: strtoll skipped the blank (it wrapped)
     j["extra"]["flags"]["master-weights"] = "-1";   // round 19: CLI11 took it as false
     j["extra"]["flags"]["keep-checkpoints"] = "010";
-    write_text(manifest, j.dump(2));
+    write_manifest_as_written(out + "/checkpoints/step_00000002", out + "/log.jsonl", j.dump(2));
     const CommandResult resumed = run(c.train_gpt(out, "-x 4 --resume --keep-checkpoints 8"));
     ASSERT_EQ(resumed.rc, 0) << resumed.output;
     // round 19 (A8): the value given is the one that build read, no change (it was listed as one)

@@ -261,6 +261,8 @@ TEST(Fp8Scaling, ConfigValidationAndNames) {
     Fp8ScalingConfig c;
     c.amax_history = 0;
     EXPECT_CONTAINS(error_of([&] { c.validate(); }), "--fp8-amax-history");
+    c.amax_history = kMaxAmaxHistory + 1;
+    EXPECT_CONTAINS(error_of([&] { c.validate(); }), "--fp8-amax-history must be in [1, 65536]");
     c.amax_history = 4;
     c.margin = -1;
     EXPECT_CONTAINS(error_of([&] { c.validate(); }), "--fp8-margin");

@@ -233,6 +233,11 @@ TEST(ModelDirs, AConfigsShapeIsCheckedAgainstTheWeightsBeforeAnythingIsAllocated
                                    "to load the transformers model of its config.json and weights, move "
                                    "manifest.json out of it"});
     ASSERT_EQ(std::remove((hf + "/manifest.json").c_str()), 0);
+    // round 20: model.safetensors beside an index: transformers loads the one, this engine loaded
+    // the other's files (two models under one name); refused, naming both
+    ASSERT_EQ(run_command("cp '" + hf + "/model-00001-of-00001.safetensors' '" + hf + "/model.safetensors'", &out), 0);
+    expect_refused(init_from(hf), {hf + " holds both model.safetensors and model.safetensors.index.json"});
+    ASSERT_EQ(std::remove((hf + "/model.safetensors").c_str()), 0);
     for (auto [field, value, named] :
          {std::tuple{"n_positions", 8000000, "tensor transformer.wpe.weight has shape [16, 32]"},
           {"n_layer", 1, "holds tensor transformer.h.1."},

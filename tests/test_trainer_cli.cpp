@@ -665,6 +665,14 @@ TEST(TrainerCli, OutOfRangeValueIsRejected) {
 TEST(TrainerCli, ValuesWhereTheMathsIsUndefinedOrUnderflowsAreRejected) {
     EXPECT_CONTAINS(expect_failure("--beta1 1"), "--beta1: 1 must be < 1");
     EXPECT_CONTAINS(expect_failure("--beta2 1"), "--beta2: 1 must be < 1");
+    // round 20: below 1 in double, 1.0f in the optimizer (every step after the first was NaN)
+    EXPECT_CONTAINS(expect_failure("--beta2 0.99999999"),
+                    "--beta2: 0.99999999 rounds to 1 in FP32, which is excluded: give at most 0.99999994");
+    EXPECT_CONTAINS(expect_failure("--beta1 0.99999998"), "--beta1: 0.99999998 rounds to 1 in FP32");
+    // round 20: an amax history of 10^8 took 4.9 GB for a 76k-parameter model; the margin's
+    // range was checked only when the model was built
+    EXPECT_CONTAINS(expect_failure("--fp8-amax-history 100000000"), "--fp8-amax-history: 100000000 must be <= 65536");
+    EXPECT_CONTAINS(expect_failure("--fp8-margin 65"), "--fp8-margin: 65 must be <= 64");
     EXPECT_CONTAINS(expect_failure("--lr 1e-50"), "--lr: 1e-50 underflows FP32");
     EXPECT_CONTAINS(expect_failure("--lr 1e-50"), "give 0 or a larger value");
     EXPECT_CONTAINS(expect_failure("--adam-eps 1e-45"), "--adam-eps: 1e-45 underflows FP32");

@@ -710,6 +710,13 @@ struct WeightFiles {
         // sharded (an index names each tensor's file), or one model.safetensors
         index_path = dir + "/" + kIndexName;
         nlohmann::json weight_map = nlohmann::json::object();
+        // both: transformers loads model.safetensors, this engine the index's files, each another
+        // model where they differ
+        if (file_exists(index_path) && file_exists(dir + "/" + kSingleWeightsName)) {
+            fail("%s holds both %s and %s, which transformers and this engine would read as two models (transformers "
+                 "loads %s): remove the one that is not this model's",
+                 dir.c_str(), kSingleWeightsName, kIndexName, kSingleWeightsName);
+        }
         if (!file_exists(index_path) && file_exists(dir + "/" + kSingleWeightsName)) {
             index_path = dir + "/" + kSingleWeightsName;
             auto single = std::make_unique<SafetensorsFile>(index_path);

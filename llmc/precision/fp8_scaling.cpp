@@ -61,7 +61,8 @@ std::string fp8_gemms_name(unsigned gemms) {
 }
 
 void Fp8ScalingConfig::validate() const {
-    if (amax_history < 1) fail("--fp8-amax-history must be at least 1 (got %d)", amax_history);
+    if (amax_history < 1 || amax_history > kMaxAmaxHistory)
+        fail("--fp8-amax-history must be in [1, %d] (got %d)", kMaxAmaxHistory, amax_history);
     // 2^-margin must stay a normal float factor; real margins are 0..4
     if (margin < 0 || margin > 64) fail("--fp8-margin must be in [0, 64] (got %d)", margin);
     // gemms may be 0: --fp8-gemms auto found no GEMM faster in FP8 (fp8 mode then runs bf16 GEMMs)

@@ -135,8 +135,12 @@ TG_HD inline void fp8_end_step_rule(Fp8ScaleSlot& slot, float* history, float am
     }
 }
 
+// The longest amax history: a window far past any recipe's (Transformer Engine's default is
+// 1024); each entry is kept per scaled tensor, so 10^8 took gigabytes for a small model.
+constexpr int kMaxAmaxHistory = 65536;
+
 struct Fp8ScalingConfig {
-    int amax_history = 16;                   // H, --fp8-amax-history (≥ 1)
+    int amax_history = 16;                   // H, --fp8-amax-history (1..kMaxAmaxHistory)
     Fp8AmaxAlgo algo = Fp8AmaxAlgo::Max;     // --fp8-amax-algo
     int margin = 0;                          // --fp8-margin (≥ 0): s is backed off by 2^-margin
     Fp8Recipe recipe = Fp8Recipe::Delayed;   // --fp8-recipe

@@ -29,6 +29,10 @@ FlagCheck numeric(double lo, double hi = 1e300, bool lo_exclusive = false, bool 
             return format("%s must be %s %g", text.c_str(), lo_exclusive ? ">" : ">=", lo);
         if (hi_exclusive ? !(x < hi) : x > hi)
             return format("%s must be %s %g", text.c_str(), hi_exclusive ? "<" : "<=", hi);
+        if (hi_exclusive && !((float)x < (float)hi)) {   // --beta2 0.99999999 is 1.0f: 0/0 in the bias correction
+            return format("%s rounds to %g in FP32, which is excluded: give at most %.9g", text.c_str(), (double)(float)x,
+                          (double)std::nextafter((float)hi, 0.0f));
+        }
         if (std::fabs(x) > FLT_MAX)
             return format("%s is beyond FP32's range (at most %g)", text.c_str(), (double)FLT_MAX);
         if (x != 0 && std::fabs(x) < FLT_MIN) {
@@ -93,7 +97,6 @@ std::string injected_steps_check(const std::string& text) {
 ConfigRow text_row(const char* key, const std::string& v) { return {ConfigRow::kText, key, v}; }
 ConfigRow integer_row(const char* key, int64_t v) { return {ConfigRow::kInteger, key, std::to_string(v)}; }
 ConfigRow number_row(const char* key, double v) { return {ConfigRow::kNumber, key, format("%g", v)}; }
-ConfigRow bool_row(const char* key, bool v) { return {ConfigRow::kBool, key, v ? "true" : "false"}; }
 
 using Rows = std::vector<ConfigRow>;
 using C = TrainConfig;
@@ -251,7 +254,7 @@ std::vector<Flag> make_table() {
                 [](const C&, const P& p) { return text_row("fp8_recipe", fp8_recipe_name(p.precision.fp8.recipe)); }))
             .only_for(fp8_run, "-p fp8"),
         Flag("--fp8-amax-history", precision, "N", "fp8: amax history length", &C::fp8_amax_history)
-            .checked(positive, "> 0")
+            .checked(numeric(1, kMaxAmaxHistory), "1 to " + std::to_string(kMaxAmaxHistory))
             .config(one_row(
                 [](const C&, const P& p) { return integer_row("fp8_amax_history", p.precision.fp8.amax_history); }))
             .only_for(fp8_run, "-p fp8"),
@@ -262,7 +265,7 @@ std::vector<Flag> make_table() {
             }))
             .only_for(fp8_run, "-p fp8"),
         Flag("--fp8-margin", precision, "N", "fp8: back the scale off by 2^-margin", &C::fp8_margin)
-            .checked(non_negative, ">= 0")
+            .checked(numeric(0, 64), "0 to 64")
             .config(one_row([](const C&, const P& p) { return integer_row("fp8_margin", p.precision.fp8.margin); }))
             .only_for(fp8_run, "-p fp8"),
         Flag("--fp8-gemms", precision, "LIST",

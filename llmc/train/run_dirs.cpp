@@ -70,6 +70,18 @@ void check_path_room(const std::string& dir, size_t room, const char* flag) {
 }
 
 void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
+    if (dirs.move_previous && !cfg.init_from.empty()) {
+        // a fine-tune from the previous run's checkpoints, into the default directory: moving that
+        // run aside took this run's start model away from the name it records (config.json,
+        // manifests), which its own checkpoints then took
+        const std::string from = resolved_path(cfg.init_from), out = resolved_path(dirs.output);
+        if (from == out || from.compare(0, out.size() + 1, out + "/") == 0) {
+            fail(
+                "--init-from %s is inside %s, the default --output-dir, whose previous run this run would move "
+                "aside (to %s.previous-<time>): give this run its own --output-dir",
+                cfg.init_from.c_str(), dirs.output.c_str(), dirs.output.c_str());
+        }
+    }
     if (resuming || dirs.move_previous) return;
     // --auto-resume that found no checkpoint restarts a run killed before its first one: the same
     // command again (a requeued job), whose log and config it replaces (the trainer says so)
