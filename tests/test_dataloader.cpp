@@ -848,6 +848,15 @@ TEST(DataLoaderPrepareText, DatasetsSideBySideNeverTakeEachOthersShardsOrTokeniz
     EXPECT_CONTAINS(output, two + "/tokenizer.bin is the tokenizer of the dataset a beside this one");
     EXPECT_EQ(read_text(two + "/tokenizer.bin"), tokenizer) << "a's tokenizer, kept";
     ASSERT_EQ(prepare("--name b"), 0) << output;   // the same tokenizer: side by side
+    // round 20: with tokenizer.bin removed, the other datasets' shards still record theirs (another
+    // was written beside them, and a BPE dataset's encoder.json and vocab.bpe removed)
+    ASSERT_EQ(std::remove((two + "/tokenizer.bin").c_str()), 0);
+    EXPECT_EQ(prepare("--name c --tokenizer bpe --vocab-size 300"), 1);
+    EXPECT_CONTAINS(output, "the dataset a beside this one in " + two + " was made with another tokenizer (" + two +
+                                "/a_");
+    EXPECT_FALSE(file_exists(two + "/tokenizer.bin")) << "none written";
+    EXPECT_FALSE(file_exists(two + "/c_train_000000.bin"));
+    write_text(two + "/tokenizer.bin", tokenizer);
     // the printed command, pasted into a shell, gives the trainer these arguments
     ASSERT_EQ(run_command(tool_command("--input " + dir.file("in.txt") + " --out-dir '" + dir.file("q") +
                                        "' --name \"it's;x\""),
