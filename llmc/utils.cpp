@@ -237,4 +237,24 @@ std::string shell_quoted(const std::string& text) {
     return quoted + "'";
 }
 
+bool decode_utf8(const std::string& s, std::vector<uint32_t>* code_points) {
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    const size_t n = s.size();
+    for (size_t i = 0; i < n;) {
+        const unsigned c = p[i];
+        int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        if (len == 0 || i + len > n) return false;
+        unsigned cp = len == 1 ? c : c & (0x7f >> len);
+        for (int k = 1; k < len; k++) {
+            if ((p[i + k] & 0xc0) != 0x80) return false;
+            cp = (cp << 6) | (p[i + k] & 0x3f);
+        }
+        static const unsigned kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+        if (code_points) code_points->push_back(cp);
+        i += len;
+    }
+    return true;
+}
+
 }   // namespace train_gpt

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace train_gpt {
 
@@ -49,6 +50,11 @@ void write_all(int fd, const void* bytes, size_t size, const std::string& path);
 // either the old file or the complete new one, never a torn one; a failed write (a full disk)
 // removes the .tmp file again and fails naming it and the reason.
 void write_file_atomic(const std::string& path, const void* bytes, size_t size);
+
+// Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF);
+// its code points appended to *code_points (when not null).
+bool decode_utf8(const std::string& s, std::vector<uint32_t>* code_points = nullptr);
+inline bool valid_utf8(const std::string& s) { return decode_utf8(s); }
 
 bool file_exists(const std::string& path);
 // path made absolute with its existing part resolved (symlinks, ..): two names of one file compare

@@ -819,8 +819,15 @@ TEST(DataLoaderPrepareText, GlobCharactersInNamesNeverReachOtherShards) {
     ASSERT_EQ(prepare("in.txt", "--name c --shard-tokens 1000"), 0) << output;
     ASSERT_TRUE(file_exists(od + "/c_train_000002.bin"));
     EXPECT_EQ(prepare("short.txt", "--name '[c]'"), 1);
-    EXPECT_CONTAINS(output, "--name must be non-empty and contain none of / * ? [ ] \\");
+    EXPECT_CONTAINS(output, "contain none of / * ? [ ] \\");
     EXPECT_TRUE(file_exists(od + "/c_train_000002.bin")) << "dataset c untouched";
+    // round 20: names that the printed command shows as another (DEL, C1 controls, U+202E), that
+    // are no UTF-8, or that are the directory itself (.., printed as -o out/..)
+    for (const char* name : {"'a\x7f'", "'a\xc2\x85'", "'a\xe2\x80\xae" "b'", "'a\xff'", ".."}) {
+        SCOPED_TRACE(name);
+        EXPECT_EQ(prepare("short.txt", std::string("--name ") + name), 1);
+        EXPECT_CONTAINS(output, "--name must be non-empty UTF-8, not . or ..");
+    }
     ASSERT_EQ(prepare("short.txt", "--name c --shard-tokens 1000"), 0) << output;
     EXPECT_CONTAINS(output, "removed stale shard " + od + "/c_train_000002.bin");
     EXPECT_FALSE(file_exists(od + "/c_train_000002.bin"));

@@ -115,12 +115,15 @@ TEST(Progress, TheSummarysCommandsAreShellQuotedAndAResumeAtTheEndSaysSo) {
     s.output_dir = "my run";
     s.checkpoint_dir = "it's/checkpoints";
     s.checkpoint = "it's/checkpoints/step_00000008";
+    s.log_path = "my run/log.jsonl";
     std::string text;
     for (const std::string& line : summary_lines(s))
         text += line + "\n";
     EXPECT_CONTAINS(text, "this process: no step (resumed at step 8)");
     EXPECT_CONTAINS(text, "./train_gpt --init-from 'it'\\''s/checkpoints' -x 0");
     EXPECT_CONTAINS(text, "./train_gpt --resume -o 'my run' --checkpoint-dir 'it'\\''s/checkpoints' -x 16");
+    // round 20: the plotting command too (it was not quoted)
+    EXPECT_CONTAINS(text, "(plot it: scripts/plot_run.py 'my run/log.jsonl')");
     EXPECT_EQ(shell_quoted("out/checkpoints"), "out/checkpoints");
     EXPECT_EQ(shell_quoted(""), "''");
 }

@@ -524,13 +524,21 @@ void run(const Options& opt) {
     }
     // the shards are found by glob (the trainer's -i, the stale-shard sweep): a name with glob
     // characters would match other datasets' shards
-    const bool control =
-        std::any_of(opt.name.begin(), opt.name.end(), [](char ch) { return (unsigned char)ch < 0x20; });
-    if (opt.name.empty() || control || opt.name.find_first_of("/*?[]\\") != std::string::npos) {
+    // and the printed command shows it on a terminal: no control characters (C0, DEL, C1), no
+    // characters that reorder or hide text (bidi controls: U+202E showed another name), UTF-8 only
+    std::vector<uint32_t> code_points;
+    const bool utf8 = decode_utf8(opt.name, &code_points);
+    const bool hidden = std::any_of(code_points.begin(), code_points.end(), [](uint32_t cp) {
+        return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x200e || cp == 0x200f ||
+               (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+    });
+    if (opt.name.empty() || !utf8 || hidden || opt.name == "." || opt.name == ".." ||
+        opt.name.find_first_of("/*?[]\\") != std::string::npos) {
         fail(
-            "--name must be non-empty and contain none of / * ? [ ] \\ or control characters (shards are found by "
-            "glob), got '%s'",
-            opt.name.c_str());
+            "--name must be non-empty UTF-8, not . or .., and contain none of / * ? [ ] \\, control or "
+            "bidirectional-text characters (shards are found by glob, and the printed command is read on a "
+            "terminal), got %s",
+            printable(opt.name).c_str());
     }
     if (opt.chunk_bytes < 1 || opt.chunk_bytes > (int64_t(1) << 30)) {
         fail("--chunk-bytes must be in [1, 2^30], got %lld", (long long)opt.chunk_bytes);

@@ -135,26 +135,6 @@ void record_flags(const CLI::App& app, TrainConfig& c) {
     }
 }
 
-// Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
-bool valid_utf8(const std::string& s) {
-    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-    const size_t n = s.size();
-    for (size_t i = 0; i < n;) {
-        const unsigned c = p[i];
-        int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-        if (len == 0 || i + len > n) return false;
-        unsigned cp = len == 1 ? c : c & (0x7f >> len);
-        for (int k = 1; k < len; k++) {
-            if ((p[i + k] & 0xc0) != 0x80) return false;
-            cp = (cp << 6) | (p[i + k] & 0x3f);
-        }
-        static const unsigned kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-        i += len;
-    }
-    return true;
-}
-
 // Flags a resumed run takes from the command line only: how it was started and found its
 // checkpoint, and what this process writes for inspection (a trace is one process's: taking it
 // from the checkpoint would replace the earlier process's trace).
