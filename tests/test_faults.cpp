@@ -1621,7 +1621,7 @@ TEST(Faults, FlagsOfAnOlderBuildResumeAsThatBuildReadThem) {
     const auto config = nlohmann::json::parse(read_text(out + "/config.json"));
     EXPECT_EQ(config.at("seed"), 8u);
     EXPECT_CONTAINS(resumed.output, "records --top-k 0x5");
-    EXPECT_CONTAINS(resumed.output, "records --warmup-steps  -1, which the build that wrote it read as -1");
+    EXPECT_CONTAINS(resumed.output, "records --warmup-steps ' -1', which the build that wrote it read as -1: resumed");
     EXPECT_CONTAINS(resumed.output, "records --master-weights '-1', which the build that wrote it read as false");
 }
 

@@ -441,12 +441,15 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
                                              : std::string();
         if (!before.empty()) {
             if (notices) {
-                const char* quote = boolean ? "'" : "";
+                const char* quote = boolean || text.find_first_of(" \t") != std::string::npos ? "'" : "";
+                const size_t digits = text.find_first_not_of(" \t+-");
+                const bool base = integer && digits != std::string::npos && text[digits] == '0' &&
+                                  digits + 1 < text.size();   // "010", "0x5": not " -1"
                 notices->push_back(
                     format("the checkpoint records --%s %s%s%s, which the build that wrote it read as "
                            "%s%s: resumed with %s",
                            name.c_str(), quote, text.c_str(), quote, before.c_str(),
-                           integer ? " (a leading 0 octal, 0x hex)" : "", before.c_str()));
+                           base ? " (a leading 0 octal, 0x hex)" : "", before.c_str()));
             }
             text = before;
         }
