@@ -863,6 +863,20 @@ TEST(DataLoaderPrepareText, DatasetsSideBySideNeverTakeEachOthersShardsOrTokeniz
                                 "/a_");
     EXPECT_FALSE(file_exists(two + "/tokenizer.bin")) << "none written";
     EXPECT_FALSE(file_exists(two + "/c_train_000000.bin"));
+    // round 21: a damaged shard among them is no leave to write another tokenizer (only one was
+    // read, and passed over where it could not be)
+    const std::vector<std::string> shards = {"/a_train_000000.bin", "/a_val_000000.bin", "/b_train_000000.bin",
+                                             "/b_val_000000.bin"};
+    std::map<std::string, std::string> kept;
+    for (const std::string& name : shards) {
+        kept[name] = read_text(two + name);
+        write_text(two + name, kept[name].substr(0, 100));
+    }
+    EXPECT_EQ(prepare("--name c --tokenizer bpe --vocab-size 300"), 1);
+    EXPECT_CONTAINS(output, "beside this one in " + two + " has a shard whose tokenizer cannot be read");
+    EXPECT_FALSE(file_exists(two + "/tokenizer.bin")) << "none written";
+    for (const auto& [name, bytes] : kept)
+        write_text(two + name, bytes);
     write_text(two + "/tokenizer.bin", tokenizer);
     // the printed command, pasted into a shell, gives the trainer these arguments
     ASSERT_EQ(run_command(tool_command("--input " + dir.file("in.txt") + " --out-dir '" + dir.file("q") +

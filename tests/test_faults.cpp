@@ -1530,6 +1530,14 @@ TEST(Faults, AFineTuneFromTheDefaultOutputDirIntoItIsRefused) {
                     "would move aside",
                     "give this run its own --output-dir"});
     EXPECT_EQ(directory_snapshot(cwd), before) << "nothing moved";
+    // round 21: a root of its own whose newest step is a link into out
+    make_dirs(cwd + "/mine");
+    ASSERT_EQ(::symlink("../out/checkpoints/step_00000002", (cwd + "/mine/step_00000002").c_str()), 0);
+    const auto with_link = directory_snapshot(cwd);
+    expect_refused(run(c.train_gpt_in(cwd, "--init-from mine -x 2 -n 2")),
+                   {"--init-from mine (its newest checkpoint, mine/step_00000002, a link to " + cwd +
+                    "/out/checkpoints/step_00000002) is inside out"});
+    EXPECT_EQ(directory_snapshot(cwd), with_link) << "nothing moved";
     ASSERT_EQ(run(c.train_gpt_in(cwd, "--init-from out/checkpoints -x 2 -o tune")).rc, 0);
 }
 

@@ -491,9 +491,9 @@ void remove_dir(const std::string& dir) {   // the parts directory: only files w
 }
 
 // The datasets beside this one in --out-dir: the NAME of every NAME_train_N.bin / NAME_val_N.bin
-// there other than `name`'s own, with one of its shards.
-std::map<std::string, std::string> other_datasets(const std::string& out_dir, const std::string& name) {
-    std::map<std::string, std::string> names;
+// there other than `name`'s own, with its shards.
+std::map<std::string, std::vector<std::string>> other_datasets(const std::string& out_dir, const std::string& name) {
+    std::map<std::string, std::vector<std::string>> names;
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(out_dir, ec)) {
         const std::string file = entry.path().filename().string();
@@ -503,7 +503,7 @@ std::map<std::string, std::string> other_datasets(const std::string& out_dir, co
             if (at == std::string::npos || at == 0) continue;
             const std::string digits = file.substr(at + std::strlen(split), file.size() - 4 - at - std::strlen(split));
             if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-            if (file.substr(0, at) != name) names.emplace(file.substr(0, at), entry.path().string());
+            if (file.substr(0, at) != name) names[file.substr(0, at)].push_back(entry.path().string());
         }
     }
     return names;
@@ -630,8 +630,8 @@ void run(const Options& opt) {
     if (!lock_warning.empty()) std::fprintf(stderr, "prepare_text: warning: %s\n", lock_warning.c_str());
     // datasets side by side: neither's globs may match the other's shards (--name a beside a_val:
     // a's -j a_val_*.bin took a_val's shards too)
-    const std::map<std::string, std::string> beside = other_datasets(opt.out_dir, opt.name);
-    for (const auto& [other, shard] : beside) {
+    const std::map<std::string, std::vector<std::string>> beside = other_datasets(opt.out_dir, opt.name);
+    for (const auto& [other, shards] : beside) {
         if (globs_match_shards_of(opt.name, other) || globs_match_shards_of(other, opt.name)) {
             fail(
                 "--name %s beside the dataset %s in %s: the globs of one (NAME_train_*.bin, NAME_val_*.bin) would "
@@ -731,21 +731,28 @@ void run(const Options& opt) {
     }
     // ... and the tokenizer its shards record, tokenizer.bin there or not (round 20: with it
     // removed, another was written beside that dataset, and its BPE files, the last copy, removed)
-    for (const auto& [other, shard] : beside) {
-        ShardTokenizer made_with;
-        try {
-            made_with = read_shard_header(shard).tokenizer;
-        } catch (const Error&) {
-            continue;   // not a shard of ours: the trainer says so when it reads it
-        }
-        if (made_with.recorded() && made_with.fingerprint != tokenizer.fingerprint()) {
-            fail(
-                "the dataset %s beside this one in %s was made with another tokenizer (%s records vocab %d, "
-                "fingerprint %016llx; this run's: vocab %d, %016llx): a directory holds one tokenizer; give another "
-                "--out-dir",
-                other.c_str(), opt.out_dir.c_str(), shard.c_str(), made_with.vocab_size,
-                (unsigned long long)made_with.fingerprint, tokenizer.vocab_size(),
-                (unsigned long long)tokenizer.fingerprint());
+    // Every shard's header (1 KB each): one that cannot be read does not tell its tokenizer, and is
+    // no leave to write another (round 21: one damaged shard passed the check)
+    for (const auto& [other, shards] : beside) {
+        for (const std::string& shard : shards) {
+            ShardTokenizer made_with;
+            try {
+                made_with = read_shard_header(shard).tokenizer;
+            } catch (const Error& e) {
+                fail(
+                    "the dataset %s beside this one in %s has a shard whose tokenizer cannot be read (%s): a "
+                    "directory holds one tokenizer; fix or remove that shard, or give another --out-dir",
+                    other.c_str(), opt.out_dir.c_str(), e.what());
+            }
+            if (made_with.recorded() && made_with.fingerprint != tokenizer.fingerprint()) {
+                fail(
+                    "the dataset %s beside this one in %s was made with another tokenizer (%s records vocab %d, "
+                    "fingerprint %016llx; this run's: vocab %d, %016llx): a directory holds one tokenizer; give "
+                    "another --out-dir",
+                    other.c_str(), opt.out_dir.c_str(), shard.c_str(), made_with.vocab_size,
+                    (unsigned long long)made_with.fingerprint, tokenizer.vocab_size(),
+                    (unsigned long long)tokenizer.fingerprint());
+            }
         }
     }
     const uint32_t eot = static_cast<uint32_t>(tokenizer.eot_token());

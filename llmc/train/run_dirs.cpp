@@ -74,12 +74,26 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         // a fine-tune from the previous run's checkpoints, into the default directory: moving that
         // run aside took this run's start model away from the name it records (config.json,
         // manifests), which its own checkpoints then took
-        const std::string from = resolved_path(cfg.init_from), out = resolved_path(dirs.output);
-        if (from == out || from.compare(0, out.size() + 1, out + "/") == 0) {
+        const std::string out = resolved_path(dirs.output);
+        auto inside = [&](const std::string& path) {
+            const std::string p = resolved_path(path);
+            return p == out || p.compare(0, out.size() + 1, out + "/") == 0;
+        };
+        // the root given, or the step it starts from (a link into out: round 21)
+        std::error_code ec;
+        const std::optional<std::string> newest =
+            std::filesystem::is_directory(cfg.init_from, ec) ? latest_checkpoint(cfg.init_from) : std::nullopt;
+        const bool through_link = !inside(cfg.init_from) && newest && inside(*newest);
+        if (inside(cfg.init_from) || through_link) {
             fail(
-                "--init-from %s is inside %s, the default --output-dir, whose previous run this run would move "
+                "--init-from %s%s is inside %s, the default --output-dir, whose previous run this run would move "
                 "aside (to %s.previous-<time>): give this run its own --output-dir",
-                cfg.init_from.c_str(), dirs.output.c_str(), dirs.output.c_str());
+                cfg.init_from.c_str(),
+                through_link ? format(" (its newest checkpoint, %s, a link to %s)", newest->c_str(),
+                                      resolved_path(*newest).c_str())
+                                   .c_str()
+                             : "",
+                dirs.output.c_str(), dirs.output.c_str());
         }
     }
     if (resuming || dirs.move_previous) return;
