@@ -766,6 +766,20 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
                              .c_str()
                        : "");
     }
+    // a copy of a checkpoint this log saved, the original still where the log recorded it: the
+    // copy's continuation is another history, which the original's log must not take (round 21:
+    // it went into that log, and the original could not be resumed afterwards)
+    if (named_here && !hash.empty()) {
+        for (const auto& [path, saved_hash] : logged.saves) {
+            if (saved_hash == hash && path != resolved_path(from.dir) && manifest_hash(path) == hash) {
+                fail(
+                    "%s is a copy of %s, which the log.jsonl in --output-dir %s saved and which is still there: "
+                    "resuming the copy would write its continuation into that run's log. Give the copy its own "
+                    "--output-dir, or resume the original",
+                    from.dir.c_str(), path.c_str(), cfg.output_dir.c_str());
+            }
+        }
+    }
     // this run's log, which never saved or resumed this checkpoint: only a crash between its save
     // and the log's record of it leaves that (the log then ends at its step, unfinished); a log
     // that goes on past it holds a branch's history, a log that ends before it misses the steps a

@@ -1463,7 +1463,8 @@ TEST(Faults, ARequeuedRunFollowsItsMovedOrCopiedDirectory) {
     EXPECT_CONTAINS(requeued.output, "train: 3000 tokens in 1 shard(s)");
     EXPECT_CONTAINS(read_text(moved + "/out/log.jsonl"), "\"step\":6");
     EXPECT_EQ(read_text(tree + "/out/log.jsonl"), others_log) << "the other run's log, untouched";
-    // a copy resumes into itself, and the original goes on as well
+    // a copy resumes into itself (reading the data where the original's directory holds it, round
+    // 21), and the original goes on as well
     ASSERT_EQ(run("cp -r '" + moved + "' '" + copy + "'").rc, 0);
     const std::string originals_log = read_text(moved + "/out/log.jsonl");
     const CommandResult copied = in(copy, "--resume -x 8");
@@ -1477,7 +1478,7 @@ TEST(Faults, ARequeuedRunFollowsItsMovedOrCopiedDirectory) {
     // data by that relative name: the run's own data, from where its directory is now (it read the
     // other directory's, silently)
     const std::string again = c.dir.file("q/again");
-    ASSERT_EQ(std::rename(copy.c_str(), again.c_str()), 0);
+    ASSERT_EQ(std::rename(moved.c_str(), again.c_str()), 0);
     shards(c.dir.path, 5000, 'b');
     const CommandResult elsewhere = in(c.dir.path, "--resume --checkpoint-dir '" + again + "/out/checkpoints' -x 10");
     ASSERT_EQ(elsewhere.rc, 0) << elsewhere.output;
@@ -1493,6 +1494,58 @@ TEST(Faults, ARequeuedRunFollowsItsMovedOrCopiedDirectory) {
     EXPECT_CONTAINS(no_data.output, "--train-data data/x_train_*.bin is relative to where the run was given it, " +
                                         again + ", which no longer exists: read from this directory, " + c.dir.path);
     EXPECT_CONTAINS(no_data.output, "notice: the training data is not the checkpoint's");
+}
+
+// Round 21: a copy of a run's output directory in another project read that project's data by the
+// run's relative -i (the same token count: no notice); <out>/checkpoints a link to storage whose
+// directory holds another run's log was taken for a moved run (refused, with advice that replaced
+// that log); a copy whose checkpoints directory was renamed wrote its continuation into the
+// original's log (and the original could not resume afterwards).
+TEST(Faults, ACopiedOrLinkedRunKeepsItsOwnDataAndLog) {
+    Corpus c;
+    const std::string w = c.dir.file("w"), p2 = c.dir.file("p2");
+    auto shards = [&](const std::string& dir, char token) {
+        make_dirs(dir + "/data");
+        const std::vector<uint32_t> tokens(3000, (uint32_t)token);
+        write_shard(dir + "/data/x_train_000000.bin", tokens.data(), (int64_t)tokens.size(), 2);
+    };
+    auto in = [&](const std::string& cwd, const std::string& args) {
+        return run("sh -c \"cd '" + cwd + "' && " + train_gpt_binary() +
+                   " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
+                   c.dir.file("tokenizer.bin") + "' " + args + "\"");
+    };
+    shards(w, 'a');
+    shards(p2, 'b');
+    ASSERT_EQ(in(w, "-i 'data/x_train_*.bin' -o runs/A -x 2 -n 2").rc, 0);
+    const std::string originals_log = read_text(w + "/runs/A/log.jsonl");
+    ASSERT_EQ(run("mkdir -p '" + p2 + "/runs' && cp -a '" + w + "/runs/A' '" + p2 + "/runs/A'").rc, 0);
+    const CommandResult copied = in(p2, "--resume --checkpoint-dir runs/A/checkpoints -x 4");
+    ASSERT_EQ(copied.rc, 0) << copied.output;
+    EXPECT_CONTAINS(copied.output, "--train-data data/x_train_*.bin is relative to where the run was given it, " + w +
+                                       ": read as " + w + "/data/x_train_*.bin");
+    EXPECT_CONTAINS(read_text(p2 + "/runs/A/log.jsonl"), "\"step\":4");
+    EXPECT_EQ(read_text(w + "/runs/A/log.jsonl"), originals_log);
+    // a copy with its checkpoints renamed: refused, the original's log untouched
+    ASSERT_EQ(run("cp -a '" + w + "/runs/A' '" + w + "/runs/R' && mv '" + w + "/runs/R/checkpoints' '" + w +
+                  "/runs/R/ck'")
+                  .rc,
+              0);
+    expect_refused(in(w, "--resume --checkpoint-dir runs/R/ck -x 4"),
+                   {"runs/R/ck/step_00000002 is a copy of " + w + "/runs/A/checkpoints/step_00000002"});
+    EXPECT_EQ(read_text(w + "/runs/A/log.jsonl"), originals_log);
+    ASSERT_EQ(in(w, "--resume -o runs/A -x 4").rc, 0) << "the original resumes";
+    // <out>/checkpoints a link into storage beside another run's log: nothing moved
+    ASSERT_EQ(in(w, "-i 'data/x_train_*.bin' -o store/E -x 2").rc, 0);
+    const std::string others_log = read_text(w + "/store/E/log.jsonl");
+    make_dirs(w + "/store/E/checkpoints");
+    make_dirs(w + "/runs/F");
+    ASSERT_EQ(::symlink("../../store/E/checkpoints", (w + "/runs/F/checkpoints").c_str()), 0);
+    ASSERT_EQ(in(w, "-i 'data/x_train_*.bin' -o runs/F -x 2 -n 2").rc, 0);
+    const CommandResult linked = in(w, "--resume --checkpoint-dir runs/F/checkpoints -x 4");
+    ASSERT_EQ(linked.rc, 0) << linked.output;
+    EXPECT_EQ(linked.output.find("moved or copied"), std::string::npos) << linked.output;
+    EXPECT_CONTAINS(read_text(w + "/runs/F/log.jsonl"), "\"step\":4");
+    EXPECT_EQ(read_text(w + "/store/E/log.jsonl"), others_log);
 }
 
 // Round 20: a branch's checkpoint put where the run's own of that step was (the same path, another

@@ -334,6 +334,7 @@ struct MovedRun {
     fs::path was;             // the -o the checkpoint records (absolute)
     std::string old_base;     // the directory the run's relative -o was given in ("": not recorded)
     std::string new_base;     // where that directory is now ("": -o absolute, or not a suffix of output_dir)
+    bool copy = false;        // the recorded -o still holds the run's log: the original stands
 };
 
 // A run of the layout where checkpoints go into <output-dir>/checkpoints (no --checkpoint-dir, or
@@ -343,7 +344,8 @@ struct MovedRun {
 // (round 19: the log went on at the old place, in another tree standing there, or in the
 // original of a copy, and the run's own -o was refused afterwards as a branch).
 std::optional<MovedRun> moved_run(const nlohmann::json& saved, const std::map<std::string, std::string>& saved_dirs,
-                                  const std::string& root, const std::set<std::string>& given) {
+                                  const std::string& root, const std::set<std::string>& given,
+                                  const std::function<bool(const std::string&)>& holds_run_log) {
     if (given.count("output-dir") || !saved.contains("output-dir") || !saved.contains("checkpoint-dir"))
         return std::nullopt;
     std::error_code ec;
@@ -357,14 +359,25 @@ std::optional<MovedRun> moved_run(const nlohmann::json& saved, const std::map<st
     const fs::path was = recorded("output-dir");
     if (!saved["checkpoint-dir"].get<std::string>().empty() && recorded("checkpoint-dir") != was / "checkpoints")
         return std::nullopt;   // checkpoints of their own place: the log need not be beside them
+    // the checkpoints as named (<out>/checkpoints may be a link to storage elsewhere: nothing moved),
+    // else where a link to them leads
     MovedRun m;
-    m.checkpoints = fs::canonical(root, ec);   // a link to them leads to where they are
-    if (ec) return std::nullopt;
-    m.output_dir = m.checkpoints.parent_path();
-    if (m.checkpoints.filename() != "checkpoints" || !fs::exists(m.output_dir / "log.jsonl", ec) ||
-        m.output_dir == was || fs::equivalent(m.output_dir, was, ec))
-        return std::nullopt;
+    bool found = false;
+    for (const fs::path& checkpoints : {normal_absolute(root), fs::canonical(root, ec)}) {
+        if (checkpoints.empty()) continue;
+        const fs::path parent = checkpoints.parent_path();
+        if (checkpoints.filename() != "checkpoints") continue;
+        if (parent == was || fs::equivalent(parent, was, ec)) return std::nullopt;   // where the run wrote them
+        if (fs::exists(parent / "log.jsonl", ec)) {
+            m.checkpoints = checkpoints;
+            m.output_dir = parent;
+            found = true;
+            break;
+        }
+    }
+    if (!found) return std::nullopt;
     m.was = was;
+    m.copy = holds_run_log && holds_run_log(was.string());
     if (output_text[0] != '/') {   // the text as typed, relative to the directory now before it
         const fs::path typed = fs::path(output_text).lexically_normal();
         fs::path base = m.output_dir;
@@ -399,7 +412,8 @@ bool exists_under(const std::string& dir, const std::string& name, const std::st
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
                                                      const std::string& checkpoint_root, TrainConfig& c,
                                                      const std::map<std::string, std::string>& saved_path_dirs,
-                                                     std::vector<std::string>* notices) {
+                                                     std::vector<std::string>* notices,
+                                                     const std::function<bool(const std::string&)>& holds_run_log) {
     nlohmann::json saved;
     try {
         saved = nlohmann::json::parse(saved_json);
@@ -417,7 +431,8 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
     const fs::path here = fs::current_path(ec);
     std::map<std::string, std::string> kept_dirs;   // restored relative paths read from their run's directory
     const std::optional<MovedRun> moved =
-        moved_run(saved, saved_path_dirs, c.given.count("checkpoint-dir") ? c.checkpoint_dir : checkpoint_root, c.given);
+        moved_run(saved, saved_path_dirs, c.given.count("checkpoint-dir") ? c.checkpoint_dir : checkpoint_root, c.given,
+                  holds_run_log);
     if (moved && notices) {
         notices->push_back(format("the checkpoints are in %s, not under the --output-dir their run wrote, %s: the "
                                   "run's directory was moved or copied; its log goes on beside them, in %s",
@@ -461,9 +476,13 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
             const auto recorded = saved_path_dirs.find(name);
             const std::string recorded_dir = recorded == saved_path_dirs.end() ? "" : recorded->second;
             std::string dir = fs::is_directory(recorded_dir, ec) ? recorded_dir : "";
-            const bool follows = moved && !moved->new_base.empty() &&
-                                 (name == "output-dir" ||
-                                  (recorded_dir == moved->old_base && exists_under(moved->new_base, name, text)));
+            // of a moved run, where it is now; of a copy, where the original's directory still
+            // holds it (the run's data, not what stands beside the copy: round 21)
+            const bool follows =
+                moved && !moved->new_base.empty() &&
+                (name == "output-dir" || (recorded_dir == moved->old_base &&
+                                          !(moved->copy && !dir.empty() && exists_under(dir, name, text)) &&
+                                          exists_under(moved->new_base, name, text)));
             if (follows) dir = moved->new_base;
             if (dir.empty() && !recorded_dir.empty() && notices) {   // a moved tree: as typed, here
                 notices->push_back(format("--%s %s is relative to where the run was given it, %s, which no longer "

@@ -8,6 +8,7 @@
 #include "train/schedule.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -144,10 +145,15 @@ struct FlagOverride {
 // with a line in *notices saying so, and keeps the text and that directory for its own checkpoints
 // (cfg.path_dirs). Where that directory no longer exists (a moved tree), or none is recorded, the
 // text is taken as it is, relative to this run's directory.
+// A run of the <output-dir>/checkpoints layout whose checkpoints are found under another directory
+// that holds a log (moved or copied) keeps its log there: -o is that directory. Its other relative
+// paths are read from the moved directory where they exist there and, for a copy (the recorded -o
+// still holds this run's log: `holds_run_log(dir)`), only where the original's directory lost them.
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
                                                      const std::string& checkpoint_root, TrainConfig& cfg,
                                                      const std::map<std::string, std::string>& saved_path_dirs = {},
-                                                     std::vector<std::string>* notices = nullptr);
+                                                     std::vector<std::string>* notices = nullptr,
+                                                     const std::function<bool(const std::string&)>& holds_run_log = {});
 // The directory each relative path flag of cfg is relative to, as JSON ({"train-data": "/home/me"}):
 // cfg.path_dirs' for those a resume took from its checkpoint, this process's working directory
 // for the others.

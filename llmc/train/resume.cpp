@@ -23,8 +23,17 @@ std::vector<FlagOverride> resume_run_flags(int argc, const char* const* argv, co
     if (saved.empty()) return {};
     const std::string root =
         checkpoint.substr(0, checkpoint.find_last_of('/') == std::string::npos ? 0 : checkpoint.find_last_of('/'));
+    // the run's own log in a directory: its original, where the checkpoints are a copy's
+    const std::string run_id = counters_from_json(extra, checkpoint + "/manifest.json").run_id;
+    auto holds_run_log = [&](const std::string& dir) {
+        try {
+            return !run_id.empty() && read_logged_run(dir + "/log.jsonl").run_ids.count(run_id) > 0;
+        } catch (const Error&) {
+            return false;
+        }
+    };
     return parse_resumed_command_line(argc, argv, saved, root.empty() ? "." : root, cfg, run_path_dirs_from_json(extra),
-                                      notices);
+                                      notices, holds_run_log);
 }
 
 std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bool fallback) {
