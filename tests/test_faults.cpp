@@ -1360,6 +1360,19 @@ TEST(Faults, OneDirectoryUnderTwoNamesIsLockedOnce) {
     EXPECT_EQ(directory_snapshot(other), others) << "the other run's checkpoints, untouched";
 }
 
+// Round 21: a train_gpt.lock that is a symbolic link (cp -rs makes them) was followed: its target was
+// emptied and the holder's line written into it. Refused, the target untouched.
+TEST(Faults, ALockFileThatIsALinkIsNeverFollowed) {
+    Corpus c;
+    const std::string out = c.dir.file("out"), victim = c.dir.file("victim.txt");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 2 --checkpoint-every 2")).rc, 0);
+    write_text(victim, "keep me");
+    ASSERT_EQ(std::remove((out + "/train_gpt.lock").c_str()), 0);
+    ASSERT_EQ(::symlink(victim.c_str(), (out + "/train_gpt.lock").c_str()), 0);
+    expect_refused(run(c.train_gpt(out, "-x 4 --resume")), {out + "/train_gpt.lock is a symbolic link"});
+    EXPECT_EQ(read_text(victim), "keep me");
+}
+
 // Round 17 (HIGH): a checkpoint records its run's paths as typed, and a resume started in another
 // directory read its relative -i from there: other data, silently. They are read from where the
 // checkpoint's run was started, with a notice; -o too, so its log goes on in the run's directory.

@@ -45,7 +45,13 @@ void DirLock::fail_if_held(const std::string& dir) {
 
 std::unique_ptr<DirLock> DirLock::acquire(const std::string& dir, const std::string& command, std::string* warning) {
     const std::string path = lock_file_of(dir);
-    const int fd = open_regular_file(path, O_RDWR | O_CREAT);
+    // a link (a copy made with cp -rs holds the original's): its target would be truncated and
+    // written, and the lock taken on another directory's file
+    if (struct stat link; ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+        fail("%s is a symbolic link; a directory's lock file is its own: remove the link (a run writes a new one)",
+             path.c_str());
+    }
+    const int fd = open_regular_file(path, O_RDWR | O_CREAT | O_NOFOLLOW);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
         if (err == EWOULDBLOCK) fail_in_use(dir, path, fd);
