@@ -525,12 +525,14 @@ void run(const Options& opt) {
     // the shards are found by glob (the trainer's -i, the stale-shard sweep): a name with glob
     // characters would match other datasets' shards
     // and the printed command shows it on a terminal: no control characters (C0, DEL, C1), no
-    // characters that reorder or hide text (bidi controls: U+202E showed another name), UTF-8 only
+    // characters that reorder, hide or break text (bidi controls: U+202E showed another name;
+    // zero-width ones, the BOM, line and paragraph separators), UTF-8 only
     std::vector<uint32_t> code_points;
     const bool utf8 = decode_utf8(opt.name, &code_points);
     const bool hidden = std::any_of(code_points.begin(), code_points.end(), [](uint32_t cp) {
-        return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x200e || cp == 0x200f ||
-               (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+        return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) ||
+               cp == 0x2028 || cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2069) ||
+               cp == 0xfeff;
     });
     if (opt.name.empty() || !utf8 || hidden || opt.name == "." || opt.name == ".." ||
         opt.name.find_first_of("/*?[]\\") != std::string::npos) {
