@@ -673,6 +673,9 @@ TEST(TrainerCli, ValuesWhereTheMathsIsUndefinedOrUnderflowsAreRejected) {
     // range was checked only when the model was built
     EXPECT_CONTAINS(expect_failure("--fp8-amax-history 100000000"), "--fp8-amax-history: 100000000 must be <= 65536");
     EXPECT_CONTAINS(expect_failure("--fp8-margin 65"), "--fp8-margin: 65 must be <= 64");
+    // round 21: above 1 in double, 1.0f as the factor (the stop then named a bound the parser refuses)
+    EXPECT_CONTAINS(expect_failure("--loss-spike-factor 1.00000001"), "must be 0 (off) or a number above 1");
+    EXPECT_CONTAINS(expect_failure("--grad-norm-spike-factor 1.00000001"), "must be 0 (off) or a number above 1");
     EXPECT_CONTAINS(expect_failure("--lr 1e-50"), "--lr: 1e-50 underflows FP32");
     EXPECT_CONTAINS(expect_failure("--lr 1e-50"), "give 0 or a larger value");
     EXPECT_CONTAINS(expect_failure("--adam-eps 1e-45"), "--adam-eps: 1e-45 underflows FP32");

@@ -47,8 +47,9 @@ FlagCheck numeric(double lo, double hi = 1e300, bool lo_exclusive = false, bool 
 std::string spike_factor_check(const std::string& text) {
     char* end = nullptr;
     const double x = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !(x == 0 || (x > 1 && x <= FLT_MAX))) {
-        return "'" + text + "' must be 0 (off) or a number above 1";
+    // above 1 in FP32 (the factor's type): 1.00000001 is 1.0f
+    if (text.empty() || *end != '\0' || !(x == 0 || ((float)x > 1.0f && x <= FLT_MAX))) {
+        return "'" + text + "' must be 0 (off) or a number above 1 (in FP32: at least 1.00000012)";
     }
     return "";
 }
