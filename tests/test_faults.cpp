@@ -1601,9 +1601,26 @@ TEST(Faults, AFineTuneFromTheDefaultOutputDirIntoItIsRefused) {
     ASSERT_EQ(::symlink("../out/checkpoints/step_00000002", (cwd + "/mine/step_00000002").c_str()), 0);
     const auto with_link = directory_snapshot(cwd);
     expect_refused(run(c.train_gpt_in(cwd, "--init-from mine -x 2 -n 2")),
-                   {"--init-from mine (its newest checkpoint, mine/step_00000002, a link to " + cwd +
+                   {"--init-from mine (mine/step_00000002, through links into " + cwd +
                     "/out/checkpoints/step_00000002) is inside out"});
     EXPECT_EQ(directory_snapshot(cwd), with_link) << "nothing moved";
+    // round 22 (HIGH): a step directory of its own whose files are links into out (cp -rs)
+    ASSERT_EQ(run("cp -rs '" + cwd + "/out/checkpoints' '" + cwd + "/shadow'").rc, 0);
+    const auto with_shadow = directory_snapshot(cwd);
+    for (const char* from : {"shadow", "shadow/step_00000002"}) {
+        SCOPED_TRACE(from);
+        expect_refused(run(c.train_gpt_in(cwd, std::string("--init-from ") + from + " -x 2 -n 2")),
+                       {"is inside out, the default --output-dir"});
+        EXPECT_EQ(directory_snapshot(cwd), with_shadow) << "nothing moved";
+    }
+    // a default out that is a link moves as a link: a start model where it points stays put
+    const std::string linked = c.dir.file("linked");
+    make_dirs(linked + "/storage");
+    ASSERT_EQ(::symlink("storage", (linked + "/out").c_str()), 0);
+    ASSERT_EQ(run(c.train_gpt_in(linked, "-x 2 -n 2")).rc, 0);
+    const CommandResult tune = run(c.train_gpt_in(linked, "--init-from storage/checkpoints -x 2"));
+    ASSERT_EQ(tune.rc, 0) << tune.output;
+    EXPECT_TRUE(file_exists(linked + "/storage/checkpoints/step_00000002/manifest.json"));
     ASSERT_EQ(run(c.train_gpt_in(cwd, "--init-from out/checkpoints -x 2 -o tune")).rc, 0);
 }
 

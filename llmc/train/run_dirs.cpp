@@ -70,7 +70,9 @@ void check_path_room(const std::string& dir, size_t room, const char* flag) {
 }
 
 void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
-    if (dirs.move_previous && !cfg.init_from.empty()) {
+    struct stat link;   // a link to the previous run moves as a link: the run's files stay where they are
+    const bool output_is_link = ::lstat(dirs.output.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
+    if (dirs.move_previous && !cfg.init_from.empty() && !output_is_link) {
         // a fine-tune from the previous run's checkpoints, into the default directory: moving that
         // run aside took this run's start model away from the name it records (config.json,
         // manifests), which its own checkpoints then took
@@ -83,14 +85,22 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         std::error_code ec;
         const std::optional<std::string> newest =
             std::filesystem::is_directory(cfg.init_from, ec) ? latest_checkpoint(cfg.init_from) : std::nullopt;
-        const bool through_link = !inside(cfg.init_from) && newest && inside(*newest);
+        // ... or any of the files it reads there (links to them: cp -rs makes such a tree)
+        auto links_inside = [&](const std::string& dir) {
+            for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+                if (inside(entry.path().string())) return true;
+            }
+            return false;
+        };
+        const std::string step = newest ? *newest : cfg.init_from;
+        const bool through_link =
+            !inside(cfg.init_from) && (inside(step) || (std::filesystem::is_directory(step, ec) && links_inside(step)));
         if (inside(cfg.init_from) || through_link) {
             fail(
                 "--init-from %s%s is inside %s, the default --output-dir, whose previous run this run would move "
                 "aside (to %s.previous-<time>): give this run its own --output-dir",
                 cfg.init_from.c_str(),
-                through_link ? format(" (its newest checkpoint, %s, a link to %s)", newest->c_str(),
-                                      resolved_path(*newest).c_str())
+                through_link ? format(" (%s, through links into %s)", step.c_str(), resolved_path(step).c_str())
                                    .c_str()
                              : "",
                 dirs.output.c_str(), dirs.output.c_str());
