@@ -769,14 +769,18 @@ bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
     // a copy of a checkpoint this log saved, the original still where the log recorded it: the
     // copy's continuation is another history, which the original's log must not take (round 21:
     // it went into that log, and the original could not be resumed afterwards)
-    if (named_here && !hash.empty()) {
+    // (the original looked for where the log recorded it and where a move of the run took it: a
+    // copy taken after a move was let in, round 22)
+    if (own_dir && !hash.empty()) {
         for (const auto& [path, saved_hash] : logged.saves) {
-            if (saved_hash == hash && path != resolved_path(from.dir) && manifest_hash(path) == hash) {
+            if (saved_hash != hash) continue;
+            const std::string original = later_save_state(path, hash, logged, this_dir, from_parent).found;
+            if (!original.empty() && resolved_path(original) != resolved_path(from.dir)) {
                 fail(
                     "%s is a copy of %s, which the log.jsonl in --output-dir %s saved and which is still there: "
                     "resuming the copy would write its continuation into that run's log. Give the copy its own "
                     "--output-dir, or resume the original",
-                    from.dir.c_str(), path.c_str(), cfg.output_dir.c_str());
+                    from.dir.c_str(), original.c_str(), cfg.output_dir.c_str());
             }
         }
     }

@@ -1561,6 +1561,51 @@ TEST(Faults, ACopiedOrLinkedRunKeepsItsOwnDataAndLog) {
     EXPECT_EQ(read_text(w + "/store/E/log.jsonl"), others_log);
 }
 
+// Round 22: a moved run with an absolute -o, resumed from another project with data of its own by
+// the same relative name, read that project's data (only the -o followed the move); a checkpoint
+// dir recorded through a linked spelling of -o's parent turned the following off for good; a copy
+// of a checkpoint taken after the run moved was resumed into the moved run's log.
+TEST(Faults, AMovedRunsDataFollowsItWhateverItsPathsSpelling) {
+    Corpus c;
+    const std::string pb = c.dir.file("pb"), moved = c.dir.file("pbM"), px = c.dir.file("px");
+    auto shards = [&](const std::string& dir, size_t count, char token) {
+        make_dirs(dir + "/data");
+        const std::vector<uint32_t> tokens(count, (uint32_t)token);
+        write_shard(dir + "/data/x_train_000000.bin", tokens.data(), (int64_t)tokens.size(), 2);
+    };
+    auto in = [&](const std::string& cwd, const std::string& args) {
+        return run("sh -c \"cd '" + cwd + "' && " + train_gpt_binary() +
+                   " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
+                   c.dir.file("tokenizer.bin") + "' " + args + "\"");
+    };
+    shards(pb, 3000, 'a');
+    shards(px, 5000, 'b');
+    ASSERT_EQ(in(pb, "-i 'data/x_train_*.bin' -o '" + pb + "/out' -x 2 -n 2").rc, 0);
+    // a resume through a linked spelling of the project's directory
+    ASSERT_EQ(::symlink(pb.c_str(), c.dir.file("plink").c_str()), 0);
+    ASSERT_EQ(in(pb, "--resume --checkpoint-dir '" + c.dir.file("plink") + "/out/checkpoints' -x 4").rc, 0);
+    ASSERT_EQ(std::rename(pb.c_str(), moved.c_str()), 0);
+    const CommandResult r = in(px, "--resume --checkpoint-dir '" + moved + "/out/checkpoints' -x 6");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "its log goes on beside them, in " + moved + "/out\n");
+    EXPECT_CONTAINS(r.output, "--train-data data/x_train_*.bin is relative to the run's directory, now " + moved +
+                                  ": read as " + moved + "/data/x_train_*.bin");
+    EXPECT_CONTAINS(r.output, "train: 3000 tokens in 1 shard(s)");
+    EXPECT_FALSE(file_exists(px + "/out"));
+    EXPECT_CONTAINS(read_text(moved + "/out/log.jsonl"), "\"step\":6");
+    // a copy of its newest checkpoint, taken after the move: refused into the moved run's log
+    const std::string log = read_text(moved + "/out/log.jsonl");
+    ASSERT_EQ(run("mkdir -p '" + c.dir.file("stash/checkpoints") + "' && cp -r '" + moved +
+                  "/out/checkpoints/step_00000006' '" + c.dir.file("stash/checkpoints") + "/'")
+                  .rc,
+              0);
+    expect_refused(in(moved, "--resume -o out --checkpoint-dir '" + c.dir.file("stash/checkpoints") + "' -x 8"),
+                   {c.dir.file("stash/checkpoints") + "/step_00000006 is a copy of " + moved +
+                    "/out/checkpoints/step_00000006"});
+    EXPECT_EQ(read_text(moved + "/out/log.jsonl"), log);
+    ASSERT_EQ(in(moved, "--resume -o out -x 8").rc, 0) << "the run itself goes on";
+}
+
 // Round 20: a branch's checkpoint put where the run's own of that step was (the same path, another
 // manifest) was resumed, splicing the branch's weights onto the run's log: the log's record of that
 // path matched by path alone, though both sides have manifest hashes, which differ.

@@ -332,9 +332,24 @@ struct MovedRun {
     fs::path checkpoints;     // where they are now
     fs::path output_dir;      // their parent, which holds the log: the run's -o now
     fs::path was;             // the -o the checkpoint records (absolute)
-    std::string old_base;     // the directory the run's relative -o was given in ("": not recorded)
     std::string new_base;     // where that directory is now ("": -o absolute, or not a suffix of output_dir)
     bool copy = false;        // the recorded -o still holds the run's log: the original stands
+    // what moved: `was` and `output_dir` without the trailing components they share (/w/p/out →
+    // /w/q/out: /w/p → /w/q); a directory under old_prefix is now under new_prefix
+    fs::path old_prefix, new_prefix;
+    // where a directory the run recorded is now ("" if it was not under what moved)
+    std::string moved_dir(const std::string& recorded) const {
+        if (recorded.empty()) return "";
+        const fs::path r = normal_absolute(recorded);
+        auto at = r.begin();
+        for (auto part = old_prefix.begin(); part != old_prefix.end(); ++part, ++at) {
+            if (at == r.end() || *at != *part) return "";
+        }
+        fs::path now = new_prefix;
+        for (; at != r.end(); ++at)
+            now /= *at;
+        return now.string();
+    }
 };
 
 // A run of the layout where checkpoints go into <output-dir>/checkpoints (no --checkpoint-dir, or
@@ -357,8 +372,16 @@ std::optional<MovedRun> moved_run(const nlohmann::json& saved, const std::map<st
     const std::string output_text = saved["output-dir"].get<std::string>();
     if (output_text.empty()) return std::nullopt;
     const fs::path was = recorded("output-dir");
-    if (!saved["checkpoint-dir"].get<std::string>().empty() && recorded("checkpoint-dir") != was / "checkpoints")
-        return std::nullopt;   // checkpoints of their own place: the log need not be beside them
+    // the layout: the recorded checkpoint dir is <-o>/checkpoints, as spelled or through links (a
+    // resume from a linked spelling recorded that: round 22), or (the links gone after a move) by
+    // the names of its last two components
+    if (!saved["checkpoint-dir"].get<std::string>().empty()) {
+        const fs::path k = recorded("checkpoint-dir");
+        const bool layout = k == was / "checkpoints" ||
+                            fs::weakly_canonical(k, ec) == fs::weakly_canonical(was, ec) / "checkpoints" ||
+                            (k.filename() == "checkpoints" && k.parent_path().filename() == was.filename());
+        if (!layout) return std::nullopt;   // checkpoints of their own place: the log need not be beside them
+    }
     // the checkpoints as named (<out>/checkpoints may be a link to storage elsewhere: nothing moved),
     // else where a link to them leads
     MovedRun m;
@@ -378,6 +401,13 @@ std::optional<MovedRun> moved_run(const nlohmann::json& saved, const std::map<st
     if (!found) return std::nullopt;
     m.was = was;
     m.copy = holds_run_log && holds_run_log(was.string());
+    m.old_prefix = was;
+    m.new_prefix = m.output_dir;
+    while (m.old_prefix.has_relative_path() && m.new_prefix.has_relative_path() &&
+           m.old_prefix.filename() == m.new_prefix.filename()) {
+        m.old_prefix = m.old_prefix.parent_path();
+        m.new_prefix = m.new_prefix.parent_path();
+    }
     if (output_text[0] != '/') {   // the text as typed, relative to the directory now before it
         const fs::path typed = fs::path(output_text).lexically_normal();
         fs::path base = m.output_dir;
@@ -389,8 +419,6 @@ std::optional<MovedRun> moved_run(const nlohmann::json& saved, const std::map<st
             base = base.parent_path();
         }
         if (suffix) m.new_base = base.string();
-        const auto dir = saved_dirs.find("output-dir");
-        if (dir != saved_dirs.end()) m.old_base = dir->second;
     }
     return m;
 }
@@ -478,12 +506,12 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
             std::string dir = fs::is_directory(recorded_dir, ec) ? recorded_dir : "";
             // of a moved run, where it is now; of a copy, where the original's directory still
             // holds it (the run's data, not what stands beside the copy: round 21)
-            const bool follows =
-                moved && !moved->new_base.empty() &&
-                (name == "output-dir" || (recorded_dir == moved->old_base &&
-                                          !(moved->copy && !dir.empty() && exists_under(dir, name, text)) &&
-                                          exists_under(moved->new_base, name, text)));
-            if (follows) dir = moved->new_base;
+            const std::string moved_dir =
+                !moved ? "" : name == "output-dir" ? moved->new_base : moved->moved_dir(recorded_dir);
+            const bool follows = !moved_dir.empty() &&
+                                 (name == "output-dir" || (!(moved->copy && !dir.empty() && exists_under(dir, name, text)) &&
+                                                           exists_under(moved_dir, name, text)));
+            if (follows) dir = moved_dir;
             if (dir.empty() && !recorded_dir.empty() && notices) {   // a moved tree: as typed, here
                 notices->push_back(format("--%s %s is relative to where the run was given it, %s, which no longer "
                                           "exists: read from this directory, %s",
