@@ -823,8 +823,10 @@ TEST(DataLoaderPrepareText, GlobCharactersInNamesNeverReachOtherShards) {
     EXPECT_TRUE(file_exists(od + "/c_train_000002.bin")) << "dataset c untouched";
     // round 20: names that the printed command shows as another (DEL, C1 controls, U+202E), that
     // are no UTF-8, or that are the directory itself (.., printed as -o out/..)
-    for (const char* name : {"'a\x7f'", "'a\xc2\x85'", "'a\xe2\x80\xae" "b'", "'a\xff'", "..",
-                             "'a\xd8\x9c'", "'a\xe2\x80\x8b'", "'a\xef\xbb\xbf'", "'a\xe2\x80\xa8'"}) {
+    for (const char* name : {"'a\x7f'", "'a\xc2\x85'",
+                             "'a\xe2\x80\xae"
+                             "b'",
+                             "'a\xff'", "..", "'a\xd8\x9c'", "'a\xe2\x80\x8b'", "'a\xef\xbb\xbf'", "'a\xe2\x80\xa8'"}) {
         SCOPED_TRACE(name);
         EXPECT_EQ(prepare("short.txt", std::string("--name ") + name), 1);
         EXPECT_CONTAINS(output, "--name must be non-empty UTF-8, not . or ..");
@@ -860,8 +862,8 @@ TEST(DataLoaderPrepareText, DatasetsSideBySideNeverTakeEachOthersShardsOrTokeniz
     // was written beside them, and a BPE dataset's encoder.json and vocab.bpe removed)
     ASSERT_EQ(std::remove((two + "/tokenizer.bin").c_str()), 0);
     EXPECT_EQ(prepare("--name c --tokenizer bpe --vocab-size 300"), 1);
-    EXPECT_CONTAINS(output, "the dataset a beside this one in " + two + " was made with another tokenizer (" + two +
-                                "/a_");
+    EXPECT_CONTAINS(output,
+                    "the dataset a beside this one in " + two + " was made with another tokenizer (" + two + "/a_");
     EXPECT_FALSE(file_exists(two + "/tokenizer.bin")) << "none written";
     EXPECT_FALSE(file_exists(two + "/c_train_000000.bin"));
     // round 21: a damaged shard among them is no leave to write another tokenizer (only one was

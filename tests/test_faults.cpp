@@ -1294,9 +1294,8 @@ TEST(Faults, AManifestAlteredAfterItWasWrittenIsADamagedCheckpoint) {
         ASSERT_EQ(v1.rc, 0) << v1.output;
         EXPECT_CONTAINS(v1.output, "/manifest.json is of version 1, written before manifests held their own checksum");
         // round 19 (A3): --init-from it says so too (it took the manifest's values silently)
-        const CommandResult init =
-            run(train_gpt_binary() + " --device cpu -x 0 -g 2 -j '' --threads 1 --init-from '" + out +
-                "/checkpoints/step_00000004' -o '" + c.dir.file("eval") + "'");
+        const CommandResult init = run(train_gpt_binary() + " --device cpu -x 0 -g 2 -j '' --threads 1 --init-from '" +
+                                       out + "/checkpoints/step_00000004' -o '" + c.dir.file("eval") + "'");
         ASSERT_EQ(init.rc, 0) << init.output;
         EXPECT_CONTAINS(init.output, "notice: " + out + "/checkpoints/step_00000004/manifest.json is of version 1");
         write_text(manifest, text);
@@ -1428,8 +1427,8 @@ TEST(Faults, AMovedRunTreeKeepsItsLogBesideItsCheckpoints) {
     make_dirs(tree);   // another tree at the old place
     const CommandResult resumed = in(moved, "--resume --checkpoint-dir r/checkpoints -x 4");
     ASSERT_EQ(resumed.rc, 0) << resumed.output;
-    EXPECT_CONTAINS(resumed.output, "the run's directory was moved or copied; its log goes on beside them, in " +
-                                        moved + "/r\n");
+    EXPECT_CONTAINS(resumed.output,
+                    "the run's directory was moved or copied; its log goes on beside them, in " + moved + "/r\n");
     EXPECT_FALSE(file_exists(tree + "/r")) << "nothing written into the other tree";
     EXPECT_CONTAINS(read_text(moved + "/r/log.jsonl"), "\"step\":4");
     // and on from there with the run's -o as typed (it was refused as another run's branch)
@@ -1539,10 +1538,10 @@ TEST(Faults, ACopiedOrLinkedRunKeepsItsOwnDataAndLog) {
     EXPECT_CONTAINS(read_text(p2 + "/runs/A/log.jsonl"), "\"step\":4");
     EXPECT_EQ(read_text(w + "/runs/A/log.jsonl"), originals_log);
     // a copy with its checkpoints renamed: refused, the original's log untouched
-    ASSERT_EQ(run("cp -a '" + w + "/runs/A' '" + w + "/runs/R' && mv '" + w + "/runs/R/checkpoints' '" + w +
-                  "/runs/R/ck'")
-                  .rc,
-              0);
+    ASSERT_EQ(
+        run("cp -a '" + w + "/runs/A' '" + w + "/runs/R' && mv '" + w + "/runs/R/checkpoints' '" + w + "/runs/R/ck'")
+            .rc,
+        0);
     expect_refused(in(w, "--resume --checkpoint-dir runs/R/ck -x 4"),
                    {"runs/R/ck/step_00000002 is a copy of " + w + "/runs/A/checkpoints/step_00000002"});
     EXPECT_EQ(read_text(w + "/runs/A/log.jsonl"), originals_log);
@@ -1599,9 +1598,9 @@ TEST(Faults, AMovedRunsDataFollowsItWhateverItsPathsSpelling) {
                   "/out/checkpoints/step_00000006' '" + c.dir.file("stash/checkpoints") + "/'")
                   .rc,
               0);
-    expect_refused(in(moved, "--resume -o out --checkpoint-dir '" + c.dir.file("stash/checkpoints") + "' -x 8"),
-                   {c.dir.file("stash/checkpoints") + "/step_00000006 is a copy of " + moved +
-                    "/out/checkpoints/step_00000006"});
+    expect_refused(
+        in(moved, "--resume -o out --checkpoint-dir '" + c.dir.file("stash/checkpoints") + "' -x 8"),
+        {c.dir.file("stash/checkpoints") + "/step_00000006 is a copy of " + moved + "/out/checkpoints/step_00000006"});
     EXPECT_EQ(read_text(moved + "/out/log.jsonl"), log);
     ASSERT_EQ(in(moved, "--resume -o out -x 8").rc, 0) << "the run itself goes on";
 }
@@ -1621,9 +1620,9 @@ TEST(Faults, ABranchsCheckpointAtTheRunsOwnPathIsNoCheckpointOfTheRun) {
                   .rc,
               0);
     const std::string log = read_text(r + "/log.jsonl");
-    expect_refused(run(c.train_gpt(r, "-x 6 --resume")),
-                   {"holds this run's log.jsonl, which records neither saving nor resuming " + r +
-                    "/checkpoints/step_00000004"});
+    expect_refused(
+        run(c.train_gpt(r, "-x 6 --resume")),
+        {"holds this run's log.jsonl, which records neither saving nor resuming " + r + "/checkpoints/step_00000004"});
     EXPECT_EQ(read_text(r + "/log.jsonl"), log) << "the log, untouched";
 }
 
@@ -1749,8 +1748,7 @@ TEST(Faults, FlagsOfAnOlderBuildResumeAsThatBuildReadThem) {
     const CommandResult resumed = run(c.train_gpt(out, "-x 4 --resume --keep-checkpoints 8"));
     ASSERT_EQ(resumed.rc, 0) << resumed.output;
     // round 19 (A8): the value given is the one that build read, no change (it was listed as one)
-    EXPECT_EQ(resumed.output.find("--keep-checkpoints 8 (the checkpoint's run"), std::string::npos)
-        << resumed.output;
+    EXPECT_EQ(resumed.output.find("--keep-checkpoints 8 (the checkpoint's run"), std::string::npos) << resumed.output;
     EXPECT_CONTAINS(resumed.output,
                     "the checkpoint records --seed 010, which the build that wrote it read as 8 (a "
                     "leading 0 octal, 0x hex): resumed with 8");

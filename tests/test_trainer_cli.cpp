@@ -624,8 +624,9 @@ TEST(TrainerCli, BooleanFlagsTakeTrueOrFalse) {
     EXPECT_CONTAINS(expect_failure("--shuffle=2"), "--shuffle: '2' is not true or false");
     EXPECT_CONTAINS(expect_failure("--shuffle=0x1"), "--shuffle: '0x1' is not true or false");
     EXPECT_CONTAINS(expect_failure("--stop-on-loss-spike=5"), "'5' is not true or false");
-    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --threads 1 --overwrite-output "
-                                                               "--shuffle=off",
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() +
+                              " -x 1 -v 0 -g 0 --threads 1 --overwrite-output "
+                              "--shuffle=off",
                           &output),
               0)
         << output;
@@ -725,8 +726,9 @@ TEST(TrainerCli, MinusYZeroAndAResumeFlagContradictEachOther) {
         EXPECT_CONTAINS(expect_failure(args), "-y 1 (llm.c's: resume) and --resume=false contradict each other");
     TinyCorpus corpus;
     std::string output;
-    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --threads 1 -y 0 --resume=false "
-                                                               "--auto-resume=false",
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() +
+                              " -x 1 -v 0 -g 0 --threads 1 -y 0 --resume=false "
+                              "--auto-resume=false",
                           &output),
               0)
         << output;

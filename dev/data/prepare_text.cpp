@@ -646,9 +646,10 @@ void run(const Options& opt) {
     // one holding anything else (a directory of the user's by that name) is left alone, and so is
     // a symbolic link by that name (one to an empty directory failed after all the work, every run)
     if (struct stat link; ::lstat(parts_dir.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
-        fail("%s is a symbolic link; prepare_text keeps its resumable parts in a directory of its own by that name "
-             "and removes it when done: remove the link, or give another --name or --out-dir",
-             parts_dir.c_str());
+        fail(
+            "%s is a symbolic link; prepare_text keeps its resumable parts in a directory of its own by that name "
+            "and removes it when done: remove the link, or give another --name or --out-dir",
+            parts_dir.c_str());
     }
     if (const std::vector<std::string> foreign = foreign_files(parts_dir); !foreign.empty()) {
         fail(

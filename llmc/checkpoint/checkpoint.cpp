@@ -495,11 +495,13 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
     const JsonObject top(j, path);
     const int64_t version = top.integer("version", 0, INT_MAX);
     if (version > kManifestVersion) {
-        throw NewerBuildError(format("%s: manifest version %lld, written by a newer build of train_gpt (this build "
-                                     "reads 1 to %d): use that build",
-                                     p, (long long)version, kManifestVersion));
+        throw NewerBuildError(
+            format("%s: manifest version %lld, written by a newer build of train_gpt (this build "
+                   "reads 1 to %d): use that build",
+                   p, (long long)version, kManifestVersion));
     }
-    if (version < 1) fail("%s: manifest version %lld, this build reads 1 to %d", p, (long long)version, kManifestVersion);
+    if (version < 1)
+        fail("%s: manifest version %lld, this build reads 1 to %d", p, (long long)version, kManifestVersion);
     CheckpointManifest m;
     m.version = (int)version;
     // checked wherever present: a version 1 never wrote one, so "version": 1 beside one is an edit
@@ -713,9 +715,10 @@ struct WeightFiles {
         // both: transformers loads model.safetensors, this engine the index's files, each another
         // model where they differ
         if (file_exists(index_path) && file_exists(dir + "/" + kSingleWeightsName)) {
-            fail("%s holds both %s and %s, which transformers and this engine would read as two models (transformers "
-                 "loads %s): remove the one that is not this model's",
-                 dir.c_str(), kSingleWeightsName, kIndexName, kSingleWeightsName);
+            fail(
+                "%s holds both %s and %s, which transformers and this engine would read as two models (transformers "
+                "loads %s): remove the one that is not this model's",
+                dir.c_str(), kSingleWeightsName, kIndexName, kSingleWeightsName);
         }
         if (!file_exists(index_path) && file_exists(dir + "/" + kSingleWeightsName)) {
             index_path = dir + "/" + kSingleWeightsName;

@@ -21,9 +21,9 @@ struct ModelDir {
     std::string dir;           // the step directory or the transformers directory
     bool checkpoint = false;   // a train_gpt checkpoint (else a transformers directory)
     GPTConfig model;
-    std::string description;   // for the start-up lines: what was found where
-    std::string root;          // the checkpoint root it is the newest of; "": given itself
-    int manifest_version = 0;  // a checkpoint's (1: no checksum of its own values); 0 for a transformers dir
+    std::string description;    // for the start-up lines: what was found where
+    std::string root;           // the checkpoint root it is the newest of; "": given itself
+    int manifest_version = 0;   // a checkpoint's (1: no checksum of its own values); 0 for a transformers dir
 };
 
 // Resolves --init-from PATH; fails naming the path when it is none of the three.

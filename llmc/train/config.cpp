@@ -329,11 +329,11 @@ fs::path normal_absolute(const fs::path& p) {
 // Where a checkpoint's run is now, when its checkpoints were found elsewhere than it wrote them:
 // its directory was moved or copied (and another may stand at its old place).
 struct MovedRun {
-    fs::path checkpoints;     // where they are now
-    fs::path output_dir;      // their parent, which holds the log: the run's -o now
-    fs::path was;             // the -o the checkpoint records (absolute)
-    std::string new_base;     // where that directory is now ("": -o absolute, or not a suffix of output_dir)
-    bool copy = false;        // the recorded -o still holds the run's log: the original stands
+    fs::path checkpoints;   // where they are now
+    fs::path output_dir;    // their parent, which holds the log: the run's -o now
+    fs::path was;           // the -o the checkpoint records (absolute)
+    std::string new_base;   // where that directory is now ("": -o absolute, or not a suffix of output_dir)
+    bool copy = false;      // the recorded -o still holds the run's log: the original stands
     // what moved: `was` and `output_dir` without the trailing components they share (/w/p/out →
     // /w/q/out: /w/p → /w/q); a directory under old_prefix is now under new_prefix
     fs::path old_prefix, new_prefix;
@@ -462,9 +462,10 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
         moved_run(saved, saved_path_dirs, c.given.count("checkpoint-dir") ? c.checkpoint_dir : checkpoint_root, c.given,
                   holds_run_log);
     if (moved && notices) {
-        notices->push_back(format("the checkpoints are in %s, not under the --output-dir their run wrote, %s: the "
-                                  "run's directory was moved or copied; its log goes on beside them, in %s",
-                                  moved->checkpoints.c_str(), moved->was.c_str(), moved->output_dir.c_str()));
+        notices->push_back(
+            format("the checkpoints are in %s, not under the --output-dir their run wrote, %s: the "
+                   "run's directory was moved or copied; its log goes on beside them, in %s",
+                   moved->checkpoints.c_str(), moved->was.c_str(), moved->output_dir.c_str()));
     }
     // the checkpoint's flags first, then this command line's: a flag given twice takes the last value
     std::vector<std::string> args = {argc > 0 ? argv[0] : "train_gpt"};
@@ -506,16 +507,19 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
             std::string dir = fs::is_directory(recorded_dir, ec) ? recorded_dir : "";
             // of a moved run, where it is now; of a copy, where the original's directory still
             // holds it (the run's data, not what stands beside the copy: round 21)
-            const std::string moved_dir =
-                !moved ? "" : name == "output-dir" ? moved->new_base : moved->moved_dir(recorded_dir);
-            const bool follows = !moved_dir.empty() &&
-                                 (name == "output-dir" || (!(moved->copy && !dir.empty() && exists_under(dir, name, text)) &&
-                                                           exists_under(moved_dir, name, text)));
+            const std::string moved_dir = !moved                 ? ""
+                                          : name == "output-dir" ? moved->new_base
+                                                                 : moved->moved_dir(recorded_dir);
+            const bool follows =
+                !moved_dir.empty() &&
+                (name == "output-dir" || (!(moved->copy && !dir.empty() && exists_under(dir, name, text)) &&
+                                          exists_under(moved_dir, name, text)));
             if (follows) dir = moved_dir;
             if (dir.empty() && !recorded_dir.empty() && notices) {   // a moved tree: as typed, here
-                notices->push_back(format("--%s %s is relative to where the run was given it, %s, which no longer "
-                                          "exists: read from this directory, %s",
-                                          name.c_str(), text.c_str(), recorded_dir.c_str(), here.c_str()));
+                notices->push_back(
+                    format("--%s %s is relative to where the run was given it, %s, which no longer "
+                           "exists: read from this directory, %s",
+                           name.c_str(), text.c_str(), recorded_dir.c_str(), here.c_str()));
             }
             if (!dir.empty()) {
                 kept_dirs[name] = dir;

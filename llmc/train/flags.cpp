@@ -30,8 +30,8 @@ FlagCheck numeric(double lo, double hi = 1e300, bool lo_exclusive = false, bool 
         if (hi_exclusive ? !(x < hi) : x > hi)
             return format("%s must be %s %g", text.c_str(), hi_exclusive ? "<" : "<=", hi);
         if (hi_exclusive && !((float)x < (float)hi)) {   // --beta2 0.99999999 is 1.0f: 0/0 in the bias correction
-            return format("%s rounds to %g in FP32, which is excluded: give at most %.9g", text.c_str(), (double)(float)x,
-                          (double)std::nextafter((float)hi, 0.0f));
+            return format("%s rounds to %g in FP32, which is excluded: give at most %.9g", text.c_str(),
+                          (double)(float)x, (double)std::nextafter((float)hi, 0.0f));
         }
         if (std::fabs(x) > FLT_MAX)
             return format("%s is beyond FP32's range (at most %g)", text.c_str(), (double)FLT_MAX);

@@ -79,7 +79,8 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
     if (s.hellaswag_acc_norm) lines.push_back(format("hellaswag:  acc_norm %.4f (end)", *s.hellaswag_acc_norm));
     if (s.steps == 0 && s.sample_tokens > 0) lines.push_back(format("sample:     %d tokens (above)", s.sample_tokens));
     if (!s.log_path.empty())
-        lines.push_back("log:        " + s.log_path + "   (plot it: scripts/plot_run.py " + shell_quoted(s.log_path) + ")");
+        lines.push_back("log:        " + s.log_path + "   (plot it: scripts/plot_run.py " + shell_quoted(s.log_path) +
+                        ")");
     if (s.checkpoint) {
         std::string what = "a Hugging Face model directory: " + s.checkpoint_holds;
         // transformers' generate stops at n_positions tokens; the engine's sampling slides its window

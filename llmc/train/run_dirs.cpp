@@ -100,8 +100,7 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
                 "--init-from %s%s is inside %s, the default --output-dir, whose previous run this run would move "
                 "aside (to %s.previous-<time>): give this run its own --output-dir",
                 cfg.init_from.c_str(),
-                through_link ? format(" (%s, through links into %s)", step.c_str(), resolved_path(step).c_str())
-                                   .c_str()
+                through_link ? format(" (%s, through links into %s)", step.c_str(), resolved_path(step).c_str()).c_str()
                              : "",
                 dirs.output.c_str(), dirs.output.c_str());
         }
