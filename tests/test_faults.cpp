@@ -104,6 +104,13 @@ void write_manifest_as_written(const std::string& step_dir, const std::string& l
     write_text(log, records);
 }
 
+// A project's training shard, DIR/data/x_train_000000.bin: `count` tokens, each `token`.
+void write_project_shard(const std::string& dir, size_t count, char token) {
+    make_dirs(dir + "/data");
+    const std::vector<uint32_t> tokens(count, (uint32_t)token);
+    write_shard(dir + "/data/x_train_000000.bin", tokens.data(), (int64_t)tokens.size(), 2);
+}
+
 // A byte-level corpus and tokenizer in a scratch directory, and the flags of a tiny CPU run on it.
 struct Corpus {
     ScratchDir dir;
@@ -121,6 +128,12 @@ struct Corpus {
     }
     std::string train_gpt(const std::string& out, const std::string& extra) const {
         return train_gpt_binary() + flags(out, extra);
+    }
+    // a run in working directory `cwd` with neither -i nor -o: a project's own relative paths
+    std::string train_gpt_project_in(const std::string& cwd, const std::string& extra) const {
+        return "sh -c \"cd '" + cwd + "' && " + train_gpt_binary() +
+               " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
+               dir.file("tokenizer.bin") + "' " + extra + "\"";
     }
     // a run in working directory `cwd` without -o: into the default `out` there
     std::string train_gpt_in(const std::string& cwd, const std::string& extra) const {
@@ -1452,16 +1465,8 @@ TEST(Faults, AMovedRunTreeKeepsItsLogBesideItsCheckpoints) {
 TEST(Faults, ARequeuedRunFollowsItsMovedOrCopiedDirectory) {
     Corpus c;
     const std::string tree = c.dir.file("q/t"), moved = c.dir.file("q/m"), copy = c.dir.file("q/c");
-    auto shards = [&](const std::string& dir, size_t count, char token) {
-        make_dirs(dir + "/data");
-        const std::vector<uint32_t> tokens(count, (uint32_t)token);
-        write_shard(dir + "/data/x_train_000000.bin", tokens.data(), (int64_t)tokens.size(), 2);
-    };
-    auto in = [&](const std::string& cwd, const std::string& args) {
-        return run("sh -c \"cd '" + cwd + "' && " + train_gpt_binary() +
-                   " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
-                   c.dir.file("tokenizer.bin") + "' " + args + "\"");
-    };
+    auto shards = [](const std::string& dir, size_t count, char token) { write_project_shard(dir, count, token); };
+    auto in = [&](const std::string& cwd, const std::string& args) { return run(c.train_gpt_project_in(cwd, args)); };
     shards(tree, 3000, 'a');
     ASSERT_EQ(in(tree, "-i 'data/x_train_*.bin' -x 2 -n 2").rc, 0);
     ASSERT_EQ(in(tree, "--resume -x 4").rc, 0);
@@ -1516,16 +1521,8 @@ TEST(Faults, ARequeuedRunFollowsItsMovedOrCopiedDirectory) {
 TEST(Faults, ACopiedOrLinkedRunKeepsItsOwnDataAndLog) {
     Corpus c;
     const std::string w = c.dir.file("w"), p2 = c.dir.file("p2");
-    auto shards = [&](const std::string& dir, char token) {
-        make_dirs(dir + "/data");
-        const std::vector<uint32_t> tokens(3000, (uint32_t)token);
-        write_shard(dir + "/data/x_train_000000.bin", tokens.data(), (int64_t)tokens.size(), 2);
-    };
-    auto in = [&](const std::string& cwd, const std::string& args) {
-        return run("sh -c \"cd '" + cwd + "' && " + train_gpt_binary() +
-                   " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
-                   c.dir.file("tokenizer.bin") + "' " + args + "\"");
-    };
+    auto shards = [](const std::string& dir, char token) { write_project_shard(dir, 3000, token); };
+    auto in = [&](const std::string& cwd, const std::string& args) { return run(c.train_gpt_project_in(cwd, args)); };
     shards(w, 'a');
     shards(p2, 'b');
     ASSERT_EQ(in(w, "-i 'data/x_train_*.bin' -o runs/A -x 2 -n 2").rc, 0);
@@ -1567,16 +1564,8 @@ TEST(Faults, ACopiedOrLinkedRunKeepsItsOwnDataAndLog) {
 TEST(Faults, AMovedRunsDataFollowsItWhateverItsPathsSpelling) {
     Corpus c;
     const std::string pb = c.dir.file("pb"), moved = c.dir.file("pbM"), px = c.dir.file("px");
-    auto shards = [&](const std::string& dir, size_t count, char token) {
-        make_dirs(dir + "/data");
-        const std::vector<uint32_t> tokens(count, (uint32_t)token);
-        write_shard(dir + "/data/x_train_000000.bin", tokens.data(), (int64_t)tokens.size(), 2);
-    };
-    auto in = [&](const std::string& cwd, const std::string& args) {
-        return run("sh -c \"cd '" + cwd + "' && " + train_gpt_binary() +
-                   " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
-                   c.dir.file("tokenizer.bin") + "' " + args + "\"");
-    };
+    auto shards = [](const std::string& dir, size_t count, char token) { write_project_shard(dir, count, token); };
+    auto in = [&](const std::string& cwd, const std::string& args) { return run(c.train_gpt_project_in(cwd, args)); };
     shards(pb, 3000, 'a');
     shards(px, 5000, 'b');
     ASSERT_EQ(in(pb, "-i 'data/x_train_*.bin' -o '" + pb + "/out' -x 2 -n 2").rc, 0);
