@@ -1385,6 +1385,30 @@ TEST(Faults, ALockFileThatIsALinkIsNeverFollowed) {
     EXPECT_EQ(read_text(victim), "keep me");
 }
 
+// Round 23 (HIGH): a fresh log in a copy made of links (cp -rs, cp -al) truncated the log it
+// linked to, the original run's, and wrote the copy's records into it (the original's resume was
+// then refused as another run's). A fresh log replaces what stands at its path.
+TEST(Faults, AFreshLogInALinkedCopyLeavesTheOriginalsLogAlone) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 4 --checkpoint-every 2")).rc, 0);
+    const std::string originals_log = read_text(out + "/log.jsonl");
+    for (const char* how : {"-rs", "-al"}) {
+        const std::string copy = c.dir.file(std::string("copy") + how);
+        ASSERT_EQ(run(std::string("cp ") + how + " '" + out + "' '" + copy + "' && rm -f '" + copy +
+                      "/train_gpt.lock' '" + copy + "/checkpoints/train_gpt.lock'")
+                      .rc,
+                  0);
+        const CommandResult fresh = run(c.train_gpt(copy, "-x 2 --seed 5 --overwrite-output"));
+        ASSERT_EQ(fresh.rc, 0) << fresh.output;
+        EXPECT_EQ(read_text(out + "/log.jsonl"), originals_log) << how;
+        EXPECT_CONTAINS(read_text(copy + "/log.jsonl"), copy);   // the copy's own start record
+    }
+    const CommandResult resumed = run(c.train_gpt(out, "-x 6 --resume"));
+    ASSERT_EQ(resumed.rc, 0) << resumed.output;
+    EXPECT_EQ(last_step(out + "/log.jsonl"), 6);
+}
+
 // Round 17 (HIGH): a checkpoint records its run's paths as typed, and a resume started in another
 // directory read its relative -i from there: other data, silently. They are read from where the
 // checkpoint's run was started, with a notice; -o too, so its log goes on in the run's directory.

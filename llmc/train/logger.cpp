@@ -35,8 +35,25 @@ std::string LogRecord::to_json() const {
     return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-JsonlLog::JsonlLog(const std::string& path, bool append)
-    : path_(path), fd_(open_regular_file(path, O_WRONLY | O_CREAT | O_APPEND | (append ? 0 : O_TRUNC))) {
+namespace {
+
+// The log is a file of the run's own. Whatever stands at `path` for a fresh log is replaced, not
+// truncated: a link there (a `cp -rs` or `cp -al` copy of another run's directory) would carry the
+// truncation and the new records into that run's log. A continued log is the file a resume has
+// just rewritten (truncate_log_for_resume replaces it too); a link there now is a dangling one,
+// replaced as well.
+int open_own_log(const std::string& path, bool append) {
+    struct stat st;
+    const bool exists = ::lstat(path.c_str(), &st) == 0;
+    if (exists && (!append || S_ISLNK(st.st_mode)) && ::unlink(path.c_str()) != 0) {
+        fail("%s: cannot replace the log: %s", path.c_str(), std::strerror(errno));
+    }
+    return open_regular_file(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | (append ? 0 : O_EXCL));
+}
+
+}   // namespace
+
+JsonlLog::JsonlLog(const std::string& path, bool append) : path_(path), fd_(open_own_log(path, append)) {
     struct stat st;
     if (::fstat(fd_, &st) != 0) {
         const int err = errno;

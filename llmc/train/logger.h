@@ -39,7 +39,8 @@ class LogRecord {
 
 class JsonlLog {
   public:
-    // Truncates (or, with append, continues a resumed run's log); fails naming the path.
+    // Starts a new file at `path`, replacing what was there (a link is never written through), or,
+    // with append, continues a resumed run's log; fails naming the path.
     explicit JsonlLog(const std::string& path, bool append = false);
     ~JsonlLog();
     JsonlLog(const JsonlLog&) = delete;
