@@ -1678,6 +1678,17 @@ TEST(Faults, AFineTuneFromTheDefaultOutputDirIntoItIsRefused) {
     const CommandResult tune = run(c.train_gpt_in(linked, "--init-from storage/checkpoints -x 2"));
     ASSERT_EQ(tune.rc, 0) << tune.output;
     EXPECT_TRUE(file_exists(linked + "/storage/checkpoints/step_00000002/manifest.json"));
+    // round 23: ... but one spelled through the link's name was refused only after the move
+    const std::string relinked = c.dir.file("relinked");
+    make_dirs(relinked + "/storage");
+    ASSERT_EQ(::symlink("storage", (relinked + "/out").c_str()), 0);
+    ASSERT_EQ(run(c.train_gpt_in(relinked, "-x 2 -n 2")).rc, 0);
+    const auto with_linked_out = directory_snapshot(relinked);
+    expect_refused(run(c.train_gpt_in(relinked, "--init-from out/checkpoints -x 2")),
+                   {"--init-from out/checkpoints is inside out, the default --output-dir (a link to " + relinked +
+                        "/storage)",
+                    "give the start model as " + relinked + "/storage/checkpoints"});
+    EXPECT_EQ(directory_snapshot(relinked), with_linked_out) << "nothing moved";
     ASSERT_EQ(run(c.train_gpt_in(cwd, "--init-from out/checkpoints -x 2 -o tune")).rc, 0);
 }
 

@@ -72,6 +72,19 @@ void check_path_room(const std::string& dir, size_t room, const char* flag) {
 void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
     struct stat link;   // a link to the previous run moves as a link: the run's files stay where they are
     const bool output_is_link = ::lstat(dirs.output.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
+    if (dirs.move_previous && !cfg.init_from.empty() && output_is_link) {
+        // ... so a start model is taken away only where its path is spelled through the link's
+        // name, which the move gives to a new, empty directory
+        auto spelled = [](const std::string& path) { return std::filesystem::absolute(path).lexically_normal(); };
+        const std::string out = spelled(dirs.output).string(), from = spelled(cfg.init_from).string();
+        if (from == out || from.compare(0, out.size() + 1, out + "/") == 0) {
+            fail(
+                "--init-from %s is inside %s, the default --output-dir (a link to %s), which this run would move "
+                "aside (to %s.previous-<time>): give the start model as %s, or this run its own --output-dir",
+                cfg.init_from.c_str(), dirs.output.c_str(), resolved_path(dirs.output).c_str(), dirs.output.c_str(),
+                resolved_path(cfg.init_from).c_str());
+        }
+    }
     if (dirs.move_previous && !cfg.init_from.empty() && !output_is_link) {
         // a fine-tune from the previous run's checkpoints, into the default directory: moving that
         // run aside took this run's start model away from the name it records (config.json,
