@@ -1684,10 +1684,10 @@ TEST(Faults, AFineTuneFromTheDefaultOutputDirIntoItIsRefused) {
     ASSERT_EQ(::symlink("storage", (relinked + "/out").c_str()), 0);
     ASSERT_EQ(run(c.train_gpt_in(relinked, "-x 2 -n 2")).rc, 0);
     const auto with_linked_out = directory_snapshot(relinked);
-    expect_refused(run(c.train_gpt_in(relinked, "--init-from out/checkpoints -x 2")),
-                   {"--init-from out/checkpoints is inside out, the default --output-dir (a link to " + relinked +
-                        "/storage)",
-                    "give the start model as " + relinked + "/storage/checkpoints"});
+    expect_refused(
+        run(c.train_gpt_in(relinked, "--init-from out/checkpoints -x 2")),
+        {"--init-from out/checkpoints is inside out, the default --output-dir (a link to " + relinked + "/storage)",
+         "give the start model as " + relinked + "/storage/checkpoints"});
     EXPECT_EQ(directory_snapshot(relinked), with_linked_out) << "nothing moved";
     ASSERT_EQ(run(c.train_gpt_in(cwd, "--init-from out/checkpoints -x 2 -o tune")).rc, 0);
 }
