@@ -7,8 +7,8 @@
 # 0.5M tokens per step (B=64 × T=1024 × ranks × accumulation), 10B tokens ≈ 19k steps, bf16,
 # ZeRO-1, a checkpoint every 1000 steps. After a crash or a SIGUSR1 / SIGTERM stop (exit 75, a
 # checkpoint written): the same command with --resume (a fresh run into out/gpt2_124M is refused).
-# A SIGTERM or SIGINT to this script reaches the ranks as SIGUSR1 (scripts/stoppable.sh): they
-# checkpoint and exit 75, and so does the script.
+# A SIGTERM or SIGINT to this script (or Ctrl-C in its terminal) reaches the ranks as SIGUSR1
+# (scripts/stoppable.sh): they checkpoint and exit 75, and so does the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gpus=${1:-8}; shift || true

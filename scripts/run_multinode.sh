@@ -7,8 +7,8 @@
 # checkout (a shared filesystem, or the same path on each) with ./train_gpt built, and the data
 # and output directories on a filesystem all nodes see (checkpoints are written by every rank).
 # Ranks are placed node by node; each rank uses the GPU of its local rank (rank within the node).
-# A SIGTERM or SIGINT to this script reaches the ranks as SIGUSR1 (scripts/stoppable.sh): they
-# checkpoint and exit 75, and so does the script.
+# A SIGTERM or SIGINT to this script (or Ctrl-C in its terminal) reaches the ranks as SIGUSR1
+# (scripts/stoppable.sh): they checkpoint and exit 75, and so does the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${HOSTFILE:?set HOSTFILE to an Open MPI hostfile}"

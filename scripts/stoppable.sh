@@ -3,11 +3,16 @@
 # run_stoppable COMMAND...: runs COMMAND (mpirun) in the background and waits for it, turning a
 # SIGTERM or SIGINT sent to the script into SIGUSR1 for COMMAND. Open MPI's mpirun forwards
 # SIGUSR1 to every rank, which then finishes its step, writes a checkpoint and exits 75
-# (docs/distributed.md); a SIGTERM it forwards itself is followed by a kill about 2 s later, too
-# soon for a large checkpoint. The script exits with COMMAND's status.
+# (docs/distributed.md); a SIGTERM or SIGINT it gets itself makes it forward SIGTERM and kill the
+# ranks about 2 s later, too soon for a large checkpoint. So COMMAND runs in a process group of its
+# own (job control, set -m): a Ctrl-C in the terminal, or a signal to the script's whole group,
+# reaches the script only. Its stdin is /dev/null (a background group reading the terminal would be
+# stopped). The script exits with COMMAND's status.
 run_stoppable() {
-    "$@" &
+    set -m
+    "$@" </dev/null &
     local pid=$! rc=0 again
+    set +m
     trap 'kill -USR1 "$pid" 2>/dev/null' TERM INT
     while :; do
         wait "$pid" && rc=0 || rc=$?

@@ -321,14 +321,26 @@ TEST(TrainerCli, LaunchScriptsStartMpirunAsRoot) {
 
 // A SIGTERM to a launch script reaches mpirun as SIGUSR1 (which Open MPI forwards to every rank:
 // checkpoint, exit 75), and the script exits with mpirun's status. Before: the script exec'd
-// mpirun, whose own SIGTERM handling kills the ranks ~2 s later and exits 1. mpirun is a stub that
-// exits 75 on SIGUSR1 (and 1 on SIGTERM, as Open MPI's does).
+// mpirun, whose own SIGTERM handling kills the ranks ~2 s later and exits 1. Round 23: so does a
+// Ctrl-C, which the terminal sends to the script's whole process group (before: mpirun, in that
+// group, got the SIGINT too and killed the ranks mid-save). mpirun is a stub that exits 75 on
+// SIGUSR1 and 1 on SIGTERM or SIGINT, as Open MPI's does; it is Python, whose handlers take over a
+// signal ignored at its start, as mpirun's do (a shell's trap cannot).
 TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
     ScratchDir dir;
     make_dirs(dir.file("bin"));
     write_text(dir.file("bin/mpirun"),
-               "#!/bin/sh\ntrap 'echo stub: SIGUSR1; exit 75' USR1\ntrap 'echo stub: SIGTERM; exit 1' TERM\n"
-               "echo \"mpirun $*\"\nwhile :; do sleep 0.05; done\n");
+               "#!/usr/bin/env python3\nimport signal, sys, time\n"
+               "def on(name, rc):\n"
+               "    def handler(signum, frame):\n"
+               "        print('stub: ' + name, flush=True)\n"
+               "        sys.exit(rc)\n"
+               "    return handler\n"
+               "signal.signal(signal.SIGUSR1, on('SIGUSR1', 75))\n"
+               "signal.signal(signal.SIGTERM, on('SIGTERM', 1))\n"
+               "signal.signal(signal.SIGINT, on('SIGINT', 1))\n"
+               "print('mpirun ' + ' '.join(sys.argv[1:]), flush=True)\n"
+               "while True:\n    time.sleep(0.05)\n");
     write_text(dir.file("bin/make"), "#!/bin/sh\nexit 0\n");
     write_text(dir.file("hosts.txt"), "node1 slots=2\n");
     std::string out;
@@ -337,15 +349,21 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
     for (const std::string& script : {env + repo_root() + "/scripts/run_gpt2_124M.sh 2 -x 1",
                                       env + "HOSTFILE='" + dir.file("hosts.txt") + "' GPUS_PER_NODE=2 " + repo_root() +
                                           "/scripts/run_multinode.sh"}) {
-        const std::string cmd = "( " + script + " ) > '" + dir.file("out.txt") +
-                                "' 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo \"exit $?\"";
-        write_text(dir.file("drive.sh"), cmd + "\n");
-        std::string output;
-        run_command("bash '" + dir.file("drive.sh") + "'", &output);
-        const std::string log = read_text(dir.file("out.txt"));
-        EXPECT_CONTAINS(output, "exit 75") << log;
-        EXPECT_CONTAINS(log, "stub: SIGUSR1");
-        EXPECT_EQ(log.find("stub: SIGTERM"), std::string::npos) << log;
+        // the script's pid, and (set -m: a process group of its own, as a terminal's foreground
+        // job has) the whole group, as Ctrl-C and `kill -- -PGID` do
+        for (const std::string signal : {"-TERM $pid", "-INT -- -$pid", "-TERM -- -$pid"}) {
+            SCOPED_TRACE(script + ": kill " + signal);
+            const std::string cmd = "set -m; ( " + script + " ) > '" + dir.file("out.txt") +
+                                    "' 2>&1 & pid=$!; sleep 1; kill " + signal + "; wait $pid; echo \"exit $?\"";
+            write_text(dir.file("drive.sh"), cmd + "\n");
+            std::string output;
+            run_command("bash '" + dir.file("drive.sh") + "'", &output);
+            const std::string log = read_text(dir.file("out.txt"));
+            EXPECT_CONTAINS(output, "exit 75") << log;
+            EXPECT_CONTAINS(log, "stub: SIGUSR1");
+            EXPECT_EQ(log.find("stub: SIGTERM"), std::string::npos) << log;
+            EXPECT_EQ(log.find("stub: SIGINT"), std::string::npos) << log;
+        }
     }
 }
 
