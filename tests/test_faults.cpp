@@ -1242,6 +1242,44 @@ TEST(Faults, ACheckpointDirMovedUnderALiveRunIsNeverWrittenAgain) {
     EXPECT_EQ(resumed.rc, 0) << resumed.output;
 }
 
+// Round 23: deleting only the lock file of a live run's checkpoint directory (a clean-up of lock
+// files that look stale) stopped the run at its next save, saying the directory was deleted "and
+// the checkpoints saved before went with it", the steps since the last save lost. The directory is
+// where it was: the run locks it again and saves; only where another run has made a lock file there
+// since does it stop, and says what happened.
+TEST(Faults, ALiveRunWhoseLockFileWasDeletedLocksItAgain) {
+    Corpus c;
+    for (const bool another_came : {false, true}) {
+        SCOPED_TRACE(another_came ? "another run's lock file" : "no lock file");
+        const std::string a = c.dir.file(another_came ? "b" : "a"), lock = a + "/checkpoints/train_gpt.lock";
+        Background live(c.train_gpt(a, "-x 10000 --checkpoint-every 5000"), c.dir.file("live.txt"));
+        ASSERT_TRUE(wait_until([&] { return file_exists(a + "/checkpoints/step_00005000/manifest.json"); }))
+            << live.output();
+        kill(live.pid, SIGSTOP);
+        ASSERT_EQ(std::remove(lock.c_str()), 0);
+        if (another_came) write_text(lock, "pid 1 on elsewhere, started 2026-12-06 00:00:00 UTC: train_gpt\n");
+        kill(live.pid, SIGCONT);
+        if (!another_came) {
+            ASSERT_EQ(live.wait(300), 0) << live.output();
+            EXPECT_CONTAINS(live.output(), "warning: " + lock +
+                                               " was deleted while this run was live (the directory is where it "
+                                               "was); this run locks it again and saves step 10000");
+            EXPECT_TRUE(file_exists(a + "/checkpoints/step_00010000/manifest.json"));
+            EXPECT_CONTAINS(read_text(lock), "pid ");
+        } else {
+            ASSERT_EQ(live.wait(300), 1) << live.output();
+            EXPECT_CONTAINS(live.output(), "error: --checkpoint-dir " + a +
+                                               "/checkpoints was moved or deleted while this run was live (only its "
+                                               "lock file was deleted, and another run has made a new one there "
+                                               "since): the checkpoint of step 10000 is not written");
+            EXPECT_CONTAINS(live.output(), "The checkpoints saved before are still there");
+            EXPECT_FALSE(file_exists(a + "/checkpoints/step_00010000"));
+            EXPECT_CONTAINS(read_text(lock), "pid 1 on elsewhere");
+        }
+        EXPECT_TRUE(file_exists(a + "/checkpoints/step_00005000/manifest.json"));
+    }
+}
+
 // Round 16: the data position is a sample index, and a resume with a shorter -t (an accepted
 // override) read sample p of the shorter cut, half-way back over tokens already trained on, without
 // a word. The position now moves to the same token, and the notice says so.

@@ -272,7 +272,15 @@ void fail_if_checkpoint_dir_moved(const HeldRunDirs& held, const std::string& ch
         // the name the saves and the pruning use must still lead to the lock this run holds (a
         // symbolic link re-pointed under the run leads elsewhere, though the lock file itself stays)
         if (lock->held_at(lock_file_of(checkpoints))) return;
+        if (lock_file == lock_file_of(checkpoints) && lock->retake_deleted_file()) {
+            std::fprintf(stderr,
+                         "warning: %s was deleted while this run was live (the directory is where it was); this "
+                         "run locks it again and saves step %lld\n",
+                         lock_file.c_str(), (long long)step);
+            return;
+        }
         std::string where = lock->moved_or_deleted();
+        const bool relocked = where.rfind("only its lock file was deleted", 0) == 0;
         if (where.empty()) {
             where = "the name leads elsewhere now; the directory this run holds is " +
                     lock->path().substr(0, lock->path().find_last_of('/'));
@@ -282,9 +290,10 @@ void fail_if_checkpoint_dir_moved(const HeldRunDirs& held, const std::string& ch
             "--checkpoint-dir %s was moved or deleted while this run was live (%s): the checkpoint of step %lld is "
             "not written, so that it never lands among, or prunes, another run's checkpoints at that path. %s",
             checkpoints.c_str(), where.c_str(), (long long)step,
-            gone ? "The checkpoints saved before went with it"
-                 : "The checkpoints saved before are where it went: to continue from the newest, --resume with "
-                   "--checkpoint-dir there");
+            relocked ? "The checkpoints saved before are still there"
+            : gone   ? "The checkpoints saved before went with it"
+                     : "The checkpoints saved before are where it went: to continue from the newest, --resume with "
+                       "--checkpoint-dir there");
     }
 }
 

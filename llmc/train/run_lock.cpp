@@ -33,6 +33,25 @@ namespace {
         dir.c_str(), holder.empty() ? "its holder wrote no details" : holder.c_str(), path.c_str());
 }
 
+// Writes the holder's line (pid, host, start time, the command) into the held lock file `fd`.
+void write_holder(int fd, const std::string& path, const std::string& command) {
+    char host[256] = "?";
+    ::gethostname(host, sizeof host - 1);
+    const std::time_t now = std::time(nullptr);
+    char when[64];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+    const std::string text = format("pid %d on %s, started %s: %s\n", (int)::getpid(), host, when, command.c_str());
+    if (::ftruncate(fd, 0) != 0) fail("%s: cannot write the lock's holder: %s", path.c_str(), std::strerror(errno));
+    write_all(fd, text.data(), text.size(), path);
+}
+
+// The (device, inode) of `path`, or {0, 0} where it cannot be stat'ed.
+std::pair<dev_t, ino_t> identity_of(const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return {0, 0};
+    return {st.st_dev, st.st_ino};
+}
+
 }   // namespace
 
 void DirLock::fail_if_held(const std::string& dir) {
@@ -61,33 +80,50 @@ std::unique_ptr<DirLock> DirLock::acquire(const std::string& dir, const std::str
                           std::strerror(err), dir.c_str());
         return nullptr;
     }
-    // the holder, for whoever is refused: one line
-    char host[256] = "?";
-    ::gethostname(host, sizeof host - 1);
-    const std::time_t now = std::time(nullptr);
-    char when[64];
-    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
-    const std::string text = format("pid %d on %s, started %s: %s\n", (int)::getpid(), host, when, command.c_str());
-    if (::ftruncate(fd, 0) != 0) {
-        const int err = errno;
-        ::close(fd);
-        fail("%s: cannot write the lock's holder: %s", path.c_str(), std::strerror(err));
-    }
-    try {
-        write_all(fd, text.data(), text.size(), path);
+    try {   // the holder, for whoever is refused: one line
+        write_holder(fd, path, command);
     } catch (const Error&) {
         ::close(fd);
         throw;
     }
-    return std::unique_ptr<DirLock>(new DirLock(path, fd));
+    return std::unique_ptr<DirLock>(new DirLock(path, fd, command, identity_of(dir)));
 }
 
-DirLock::DirLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
+DirLock::DirLock(std::string path, int fd, std::string command, std::pair<dev_t, ino_t> dir)
+    : path_(std::move(path)), command_(std::move(command)), fd_(fd), dir_dev_(dir.first), dir_ino_(dir.second) {
     struct stat st;
     if (::fstat(fd_, &st) == 0) {
         dev_ = st.st_dev;
         ino_ = st.st_ino;
     }
+}
+
+bool DirLock::retake_deleted_file() {
+    struct stat held;
+    if (::fstat(fd_, &held) != 0 || held.st_nlink > 0) return false;   // the file is still somewhere
+    const std::string dir = path_.substr(0, path_.find_last_of('/'));
+    if (dir_ino_ == 0 || identity_of(dir) != std::make_pair(dir_dev_, dir_ino_)) return false;   // another dir
+    // O_EXCL: a lock file there now was made by a run that started after the deletion
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) return false;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {   // taken in between (or no flock here): not ours
+        ::close(fd);
+        return false;
+    }
+    try {
+        write_holder(fd, path_, command_);
+    } catch (const Error&) {
+        ::close(fd);
+        throw;
+    }
+    ::close(fd_);   // the deleted file's lock, which no other run can reach any more
+    fd_ = fd;
+    struct stat st;
+    if (::fstat(fd_, &st) == 0) {
+        dev_ = st.st_dev;
+        ino_ = st.st_ino;
+    }
+    return true;
 }
 
 std::string DirLock::moved_or_deleted() const {
@@ -105,6 +141,10 @@ std::string DirLock::moved_or_deleted() const {
             return "it is now " + dir;
         }
         return "it is elsewhere now";
+    }
+    const std::string dir = path_.substr(0, path_.find_last_of('/'));
+    if (dir_ino_ != 0 && identity_of(dir) == std::make_pair(dir_dev_, dir_ino_)) {
+        return "only its lock file was deleted, and another run has made a new one there since";
     }
     return "it was deleted";
 }
