@@ -34,7 +34,7 @@ def read_log(path):
     for i, (n, line) in enumerate(lines):
         try:
             r = json.loads(line)
-        except json.JSONDecodeError as e:
+        except (ValueError, RecursionError) as e:   # JSONDecodeError, an integer past Python's digit limit, nesting
             if i == len(lines) - 1:
                 print(f"plot_run: warning: {path}:{n}: the last line is not a whole record (a run killed while "
                       "writing it?): left out", file=sys.stderr)
@@ -43,8 +43,9 @@ def read_log(path):
         if not isinstance(r, dict):
             sys.exit(f"plot_run: {path}:{n}: not a record (a JSON object), but {line[:40]}")
         # the records drawn at a step must name it; their values may be missing (drawn as gaps)
-        if r.get("type") in ("step", "val", "resume", "fp8") and not isinstance(r.get("step"), int):
-            sys.exit(f"plot_run: {path}:{n}: a {r['type']} record without an integer \"step\"")
+        step = r.get("step")
+        if r.get("type") in ("step", "val", "resume", "fp8") and not (isinstance(step, int) and abs(step) < 2**63):
+            sys.exit(f"plot_run: {path}:{n}: a {r['type']} record without an integer \"step\" (of 64 bits)")
         records.append(r)
     return records
 
@@ -53,7 +54,7 @@ def number(x):
     """A log value as a float; the trainer writes inf/NaN as strings."""
     try:
         return float(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # OverflowError: an integer beyond a double's range
         return math.nan
 
 
@@ -62,9 +63,11 @@ def title_of(log_path):
     try:
         with open(config, encoding="utf-8") as f:
             c = json.load(f)
+        if not isinstance(c, dict):
+            return log_path
         return (f"{c.get('model')} ({c.get('n_layer')}L, {c.get('n_embd')}C), {c.get('precision')}, "
                 f"B={c.get('batch_size')} T={c.get('seq_len')}, {c.get('tokens_per_step')} tokens/step — {log_path}")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return log_path
 
 

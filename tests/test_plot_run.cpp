@@ -132,6 +132,12 @@ TEST(PlotRun, BadInputsAreNamedWithoutATraceback) {
     write_text(dir.file("good.jsonl"), good);
     write_text(dir.file("number.jsonl"), "5\n" + good);
     write_text(dir.file("stepless.jsonl"), good + "{\"type\": \"resume\"}\n" + good);
+    // round 23: garbage that slipped past the checks into tracebacks
+    write_text(dir.file("nested.jsonl"), good + std::string(100000, '[') + std::string(100000, ']') + "\n" + good);
+    write_text(dir.file("digits.jsonl"),
+               good + "{\"type\": \"step\", \"step\": " + std::string(5000, '9') + "}\n" + good);
+    write_text(dir.file("huge_step.jsonl"),
+               good + "{\"type\": \"step\", \"step\": 1" + std::string(30, '0') + "}\n" + good);
     const struct {
         std::string args, says;
     } cases[] = {
@@ -141,6 +147,10 @@ TEST(PlotRun, BadInputsAreNamedWithoutATraceback) {
         {"'" + dir.file("number.jsonl") + "'", dir.file("number.jsonl") + ":1: not a record (a JSON object), but 5"},
         {"'" + dir.file("stepless.jsonl") + "'",
          dir.file("stepless.jsonl") + ":2: a resume record without an integer \"step\""},
+        {"'" + dir.file("nested.jsonl") + "'", dir.file("nested.jsonl") + ":2: not a JSON record"},
+        {"'" + dir.file("digits.jsonl") + "'", dir.file("digits.jsonl") + ":2: not a JSON record"},
+        {"'" + dir.file("huge_step.jsonl") + "'",
+         dir.file("huge_step.jsonl") + ":2: a step record without an integer \"step\" (of 64 bits)"},
     };
     for (const auto& k : cases) {
         SCOPED_TRACE(k.args);
@@ -153,4 +163,16 @@ TEST(PlotRun, BadInputsAreNamedWithoutATraceback) {
     std::string out;
     ASSERT_EQ(run_command(script + "'" + dir.file("lossless.jsonl") + "'", &out), 0) << out;
     EXPECT_EQ(panel_line(out, "loss"), "train loss 1 | 0 resumes | legend: train loss");
+    // round 23: a value beyond a double's range is a gap, and a config.json beside the log that is
+    // no object leaves the title to the log's path (both were tracebacks)
+    make_dirs(dir.file("run"));
+    write_text(dir.file("run/log.jsonl"),
+               good + "{\"type\": \"step\", \"step\": 2, \"loss\": 1" + std::string(400, '0') + "}\n");
+    for (const char* config : {"[]", "null", "\"x\"", "1"}) {
+        SCOPED_TRACE(config);
+        write_text(dir.file("run/config.json"), config);
+        ASSERT_EQ(run_command(script + "'" + dir.file("run/log.jsonl") + "'", &out), 0) << out;
+        EXPECT_EQ(panel_line(out, "loss"), "train loss 1 | 0 resumes | legend: train loss");
+        EXPECT_EQ(out.find("Traceback"), std::string::npos) << out;
+    }
 }
