@@ -702,6 +702,11 @@ TEST(TrainerCli, ValuesWhereTheMathsIsUndefinedOrUnderflowsAreRejected) {
     EXPECT_CONTAINS(expect_failure("--adam-eps 1e-45"),
                     "(the smallest normal value is 1.17549e-38): give a larger value");
     EXPECT_CONTAINS(expect_failure("--lr 1e39"), "--lr: 1e39 is beyond FP32's range");
+    // round 23: below a double's range strtod gives 0, which passed for a 0 given (lr 0, silently)
+    EXPECT_CONTAINS(expect_failure("--lr 1e-400"), "--lr: 1e-400 underflows FP32");
+    EXPECT_CONTAINS(expect_failure("--adam-eps 1e-400"), "--adam-eps: 1e-400 underflows FP32");
+    EXPECT_CONTAINS(expect_failure("--adam-eps 1e-400"), "give a larger value");
+    EXPECT_CONTAINS(expect_failure("--loss-spike-factor 1e-400"), "must be 0 (off) or a number above 1");
     TinyCorpus corpus;
     std::string output;
     EXPECT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -v 0 -g 0 --beta1 0.999 --lr 0 -o '" +

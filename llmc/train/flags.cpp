@@ -22,9 +22,16 @@ namespace {
 FlagCheck numeric(double lo, double hi = 1e300, bool lo_exclusive = false, bool hi_exclusive = false) {
     return [=](const std::string& text) -> std::string {
         char* end = nullptr;
+        errno = 0;
         const double x = std::strtod(text.c_str(), &end);
+        const bool below_double = errno == ERANGE && x == 0;   // 1e-400: strtod's 0 is no 0 that was given
         if (text.empty() || end == nullptr || *end != '\0' || !std::isfinite(x))
             return "'" + text + "' is not a number";
+        const bool underflows = (x != 0 || below_double) && std::fabs(x) < FLT_MIN;
+        if (underflows && !(std::signbit(x) && lo >= 0)) {   // (a negative one is named by the range)
+            return format("%s underflows FP32 (the smallest normal value is %g): give %sa larger value", text.c_str(),
+                          (double)FLT_MIN, lo_exclusive && lo >= 0 ? "" : "0 or ");
+        }
         if (lo_exclusive ? !(x > lo) : !(x >= lo))
             return format("%s must be %s %g", text.c_str(), lo_exclusive ? ">" : ">=", lo);
         if (hi_exclusive ? !(x < hi) : x > hi)
@@ -35,10 +42,6 @@ FlagCheck numeric(double lo, double hi = 1e300, bool lo_exclusive = false, bool 
         }
         if (std::fabs(x) > FLT_MAX)
             return format("%s is beyond FP32's range (at most %g)", text.c_str(), (double)FLT_MAX);
-        if (x != 0 && std::fabs(x) < FLT_MIN) {
-            return format("%s underflows FP32 (the smallest normal value is %g): give %sa larger value", text.c_str(),
-                          (double)FLT_MIN, lo_exclusive && lo >= 0 ? "" : "0 or ");
-        }
         return "";
     };
 }
@@ -46,9 +49,11 @@ FlagCheck numeric(double lo, double hi = 1e300, bool lo_exclusive = false, bool 
 // --loss-spike-factor: 0 (off) or a factor above 1
 std::string spike_factor_check(const std::string& text) {
     char* end = nullptr;
+    errno = 0;
     const double x = std::strtod(text.c_str(), &end);
+    const bool zero = x == 0 && errno != ERANGE;   // 1e-400 reads as 0, but is no 0 (off) that was given
     // above 1 in FP32 (the factor's type): 1.00000001 is 1.0f
-    if (text.empty() || *end != '\0' || !(x == 0 || ((float)x > 1.0f && x <= FLT_MAX))) {
+    if (text.empty() || *end != '\0' || !(zero || ((float)x > 1.0f && x <= FLT_MAX))) {
         return "'" + text + "' must be 0 (off) or a number above 1 (in FP32: at least 1.00000012)";
     }
     return "";
