@@ -174,6 +174,7 @@ bool file_exists(const std::string& path) {
 }
 
 std::string resolved_path(const std::string& path) {
+    if (path.empty()) return "";   // no path (std::filesystem::absolute throws on it)
     std::error_code ec;
     const std::filesystem::path r = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
     return (ec ? std::filesystem::absolute(path).lexically_normal() : r).string();

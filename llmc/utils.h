@@ -58,7 +58,7 @@ inline bool valid_utf8(const std::string& s) { return decode_utf8(s); }
 
 bool file_exists(const std::string& path);
 // path made absolute with its existing part resolved (symlinks, ..): two names of one file compare
-// equal (std::filesystem::path's text, as a string)
+// equal (std::filesystem::path's text, as a string); "" for "" (no path)
 std::string resolved_path(const std::string& path);
 
 // `text` as one word of a POSIX shell command: as it is when it has only letters, digits and

@@ -111,6 +111,18 @@ TEST(HostileInputs, PrepareTextRefusesFifosAsInputOrVocabulary) {
     EXPECT_FALSE(file_exists(dir.file("out")));
 }
 
+// Round 23: an empty --input or --out-dir (a script's unset variable) ended prepare_text in an
+// uncaught std::filesystem error (abort, exit 134); it is refused naming the flag.
+TEST(HostileInputs, PrepareTextRefusesEmptyPaths) {
+    ScratchDir dir;
+    write_text(dir.file("book.txt"), "In the beginning.\n");
+    expect_refused(run(prepare_text("--input '' --out-dir '" + dir.file("out") + "'")),
+                   {"--input: an empty value names no file"});
+    expect_refused(run(prepare_text("--input '" + dir.file("book.txt") + "' --out-dir ''")),
+                   {"--out-dir: an empty value names no file"});
+    EXPECT_FALSE(file_exists(dir.file("out")));
+}
+
 TEST(HostileInputs, ThreadCountsAreBounded) {
     Corpus c;
     expect_refused(run(c.train_gpt("-x 1 --threads 100000")), {"--threads", "100000", "1024"});

@@ -904,9 +904,14 @@ int main(int argc, char** argv) {
     CLI::App app{
         "prepare_text: text / JSONL files -> token shards (llm.c format), tokenizer.bin "
         "and, for BPE, encoder.json + vocab.bpe"};
+    // an empty value (a script's unset variable) names no file: refused naming the flag
+    const CLI::Validator a_path(
+        [](const std::string& text) { return text.empty() ? std::string("an empty value names no file") : ""; },
+        "PATH");
     app.add_option("--input", opt.inputs, "text file (one document) or JSONL file (one per line); repeatable")
-        ->required();
-    app.add_option("--out-dir", opt.out_dir, "output directory (created if missing)")->required();
+        ->required()
+        ->check(a_path);
+    app.add_option("--out-dir", opt.out_dir, "output directory (created if missing)")->required()->check(a_path);
     app.add_option("--name", opt.name, "shard name prefix: NAME_train_000000.bin, ...")->capture_default_str();
     app.add_option("--val-fraction", opt.val_fraction,
                    "fraction of the token stream, taken from its end, for validation; 0 = none")
@@ -952,7 +957,7 @@ int main(int argc, char** argv) {
         opt.command += (i ? " " : "") + std::string(argv[i]);
     try {
         run(opt);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {   // train_gpt::Error (fail()) and anything else: never an abort
         std::fprintf(stderr, "error: %s\n", printable(e.what()).c_str());
         return 1;
     }
