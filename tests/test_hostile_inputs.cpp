@@ -352,6 +352,32 @@ TEST(HostileInputs, ATraceThatCannotBeWrittenWholeFailsTheRun) {
                    {"--trace-ops /dev/full", "No space left on device"});
 }
 
+// Round 23: a --trace-ops path that cannot be written was refused only after -o was made and
+// locked (an empty directory left behind); a FIFO without a reader was waited on before anything
+// was printed. Both are refused, and only a readerless FIFO (known only when it is opened, after the
+// directories) leaves -o behind.
+TEST(HostileInputs, ATracePathThatCannotBeWrittenIsRefusedBeforeTheRunsDirectories) {
+    Corpus c;
+    write_text(c.dir.file("file"), "x");
+    const struct {
+        std::string path, says;
+    } cases[] = {
+        {c.dir.path, "that is a directory"},
+        {c.dir.file("file/ops.txt"), c.dir.file("file") + " is not a directory"},
+        {c.dir.file("none/ops.txt"), c.dir.file("none") + " does not exist"},
+    };
+    for (const auto& k : cases) {
+        SCOPED_TRACE(k.path);
+        expect_refused(run(c.train_gpt("-x 2 -v 0 -o '" + c.dir.file("out") + "' --trace-ops '" + k.path + "'")),
+                       {"--trace-ops " + k.path + ": " + k.says});
+        EXPECT_FALSE(file_exists(c.dir.file("out")));
+    }
+    const std::string fifo = c.dir.file("ops.fifo");
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+    expect_refused(run(c.train_gpt("-x 2 -v 0 -o '" + c.dir.file("out") + "' --trace-ops '" + fifo + "'")),
+                   {"--trace-ops " + fifo + ": cannot open it for writing: it is a FIFO that no process reads"});
+}
+
 // A testing flag that would do nothing says so (before: silently nothing, exit 0).
 TEST(HostileInputs, AnInjectionOutsideTheRunSaysItInjectsNothing) {
     Corpus c;

@@ -603,7 +603,7 @@ TEST(TrainerCli, TraceOpsListsTheOpsAndChangesNothing) {
     EXPECT_EQ(a, step_losses(read_text(corpus.dir.file("out_traced/log.jsonl"))));
     EXPECT_CONTAINS(expect_failure(corpus.args() + " -x 1 -o '" + corpus.dir.file("out_bad") +
                                    "' --trace-ops /nonexistent-dir/ops.txt"),
-                    "--trace-ops /nonexistent-dir/ops.txt: cannot open it for writing");
+                    "--trace-ops /nonexistent-dir/ops.txt: /nonexistent-dir does not exist");
 }
 
 // -m larger than the validation set evaluates it once, and says so (before: the loader wrapped

@@ -5,6 +5,8 @@
 #include "utils.h"
 
 #include <cerrno>
+#include <fcntl.h>
+#include <unistd.h>
 #include <filesystem>
 #include <cstdio>
 #include <cstring>
@@ -191,8 +193,21 @@ void OpTraceFile::write(const std::string& text) {
 
 void OpTraceFile::open(const std::string& path) {
     path_ = path;
-    out_ = std::fopen(path.c_str(), "w");
-    if (out_ == nullptr) fail("--trace-ops %s: cannot open it for writing: %s", path.c_str(), std::strerror(errno));
+    // O_NONBLOCK: a FIFO that no process reads is refused (ENXIO) instead of waited on; one with a
+    // reader (a shell's >(...)) is written, blocking as usual once open
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        const int err = errno;
+        fail("--trace-ops %s: cannot open it for writing: %s", path.c_str(),
+             err == ENXIO ? "it is a FIFO that no process reads" : std::strerror(err));
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    out_ = ::fdopen(fd, "w");
+    if (out_ == nullptr) {
+        const int err = errno;
+        ::close(fd);
+        fail("--trace-ops %s: cannot open it for writing: %s", path.c_str(), std::strerror(err));
+    }
     write(pending_);
     pending_.clear();
 }
@@ -237,7 +252,19 @@ void check_trace_path(const std::string& path, const RunDirs& dirs) {
             }
         }
     }
+    // where it cannot be written: said now, before the run makes (and locks) its directories
     std::error_code ec;
+    const fs::path parent = p.parent_path();
+    if (fs::is_directory(p, ec)) fail("--trace-ops %s: that is a directory; give a file's path", path.c_str());
+    if (!fs::is_directory(parent, ec)) {
+        fail("--trace-ops %s: %s %s", path.c_str(), parent.c_str(),
+             fs::exists(parent, ec) ? "is not a directory" : "does not exist");
+    }
+    const bool exists = fs::exists(p, ec);
+    if (::access(exists ? p.c_str() : parent.c_str(), W_OK) != 0) {
+        fail("--trace-ops %s: cannot write %s: %s", path.c_str(), exists ? "it" : ("in " + parent.string()).c_str(),
+             std::strerror(errno));
+    }
     if (fs::is_regular_file(p, ec) && fs::file_size(p, ec) > 0) {
         std::FILE* f = std::fopen(p.c_str(), "rb");
         char head[64] = {};
