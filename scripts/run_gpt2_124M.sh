@@ -11,7 +11,13 @@
 # (scripts/stoppable.sh): they checkpoint and exit 75, and so does the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-gpus=${1:-8}; shift || true
+# NUM_GPUS is the first argument where it is a number; otherwise 8, and every argument is a flag
+# (the restart "scripts/run_gpt2_124M.sh --resume" of a start without NUM_GPUS)
+gpus=8
+if [[ ${1:-} =~ ^[0-9]+$ ]]; then
+    gpus=$1; shift
+    (( gpus >= 1 )) || { echo "run_gpt2_124M.sh: NUM_GPUS must be at least 1" >&2; exit 1; }
+fi
 make -j"$(nproc)" all
 # Open MPI refuses to start as root (containers, cloud images) unless told it may
 as_root=(); [[ $(id -u) == 0 ]] && as_root=(--allow-run-as-root)

@@ -365,6 +365,18 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
             EXPECT_EQ(log.find("stub: SIGINT"), std::string::npos) << log;
         }
     }
+    // round 23: the restart of a start without NUM_GPUS, "the same command with --resume", gave
+    // mpirun "-np --resume"; a first argument that is a flag leaves NUM_GPUS at 8
+    for (const std::string& args : {std::string("--resume"), std::string("4 --resume")}) {
+        const std::string cmd = "set -m; ( " + env + repo_root() + "/scripts/run_gpt2_124M.sh " + args + " ) > '" +
+                                dir.file("out.txt") + "' 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid";
+        write_text(dir.file("drive.sh"), cmd + "\n");
+        std::string output;
+        run_command("bash '" + dir.file("drive.sh") + "'", &output);
+        const std::string log = read_text(dir.file("out.txt"));
+        EXPECT_CONTAINS(log, args == "--resume" ? " -np 8 --bind-to none ./train_gpt " : " -np 4 --bind-to none ");
+        EXPECT_CONTAINS(log, "-o out/gpt2_124M --resume\n");
+    }
 }
 
 // -x 0 (evaluating or sampling, no training): a one-line model description instead of the
