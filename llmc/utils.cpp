@@ -168,6 +168,12 @@ void write_file_atomic(const std::string& path, const void* bytes, size_t size) 
     }
 }
 
+int exit_status_after_printing(int rc) {
+    if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
+    std::fprintf(stderr, "error: cannot write to stdout: %s\n", std::strerror(errno));
+    return rc == 0 ? 1 : rc;
+}
+
 bool file_exists(const std::string& path) {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0;

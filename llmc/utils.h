@@ -56,6 +56,10 @@ void write_file_atomic(const std::string& path, const void* bytes, size_t size);
 bool decode_utf8(const std::string& s, std::vector<uint32_t>* code_points = nullptr);
 inline bool valid_utf8(const std::string& s) { return decode_utf8(s); }
 
+// The exit status of a command that has printed what it was asked for (--help) on stdout: `rc`,
+// or 1, said on stderr, where stdout cannot take it (a full device, a closed pipe).
+int exit_status_after_printing(int rc);
+
 bool file_exists(const std::string& path);
 // path made absolute with its existing part resolved (symlinks, ..): two names of one file compare
 // equal (std::filesystem::path's text, as a string); "" for "" (no path)

@@ -500,6 +500,11 @@ TEST(TrainerCli, HelpExitsZeroAndShowsDefaults) {
     for (const char* artefact : {"INT", "FLOAT", "TEXT:", "=8", "{false}", "POSITIVE", " in ["}) {
         EXPECT_EQ(output.find(artefact), std::string::npos) << artefact;
     }
+    // round 23: help text that could not be written (stdout on a full device) exited 0
+    for (const std::string& tool : {train_gpt_binary(), build_dir() + "/prepare_text"}) {
+        ASSERT_EQ(run_command("( " + tool + " --help > /dev/full )", &output), 1) << output;
+        EXPECT_CONTAINS(output, "error: cannot write to stdout: No space left on device");
+    }
 }
 
 // config.json holds every flag --help lists (as its long name with '_'), so it is the whole run.

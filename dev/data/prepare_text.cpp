@@ -948,7 +948,7 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);   // prints the help text, exit 0
+        return exit_status_after_printing(app.exit(e));   // prints the help text, exit 0
     } catch (const CLI::ParseError& e) {
         std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", printable(e.what()).c_str());
         return 1;

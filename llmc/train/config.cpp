@@ -275,7 +275,7 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        return exit_status_after_printing(app.exit(e));   // --help on stdout, or the error on stderr
     }
     record_flags(app, c);
     // -y 0 (llm.c's "do not resume") beside --resume or --auto-resume: it used to cancel --resume
