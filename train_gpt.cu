@@ -1114,6 +1114,8 @@ void open_outputs(Run& run, int argc, char** argv) {
         if (!change.empty()) print0("notice: %s\n", change.c_str());
         const std::string batch = batch_change_notice(cfg, run.plan, resume_from->manifest.train_config_json);
         if (!batch.empty()) print0("notice: %s\n", batch.c_str());
+        const std::string val = val_set_change_notice(cfg, run.plan, resume_from->manifest.train_config_json);
+        if (!val.empty()) print0("notice: %s\n", val.c_str());
         run.write_log(LogRecord("resume")
                           .num("step", run.start.step)
                           .str("checkpoint", resolved_path(resume_from->dir))

@@ -1143,6 +1143,26 @@ TEST(Faults, AResumeOnAnotherWorldSizeSaysTheBatchChanged) {
     EXPECT_EQ(kept.output.find("an optimizer step now takes"), std::string::npos) << kept.output;
 }
 
+// Round 23: -m counts batches of B, so a resume with another -b (the same global batch on another
+// number of ranks) evaluated other validation tokens, the val losses before and after it means over
+// different sets, without a word. It says so, and the -m that keeps the checkpoint's.
+TEST(Faults, AResumeWhoseEvaluationCoversOtherTokensSaysSo) {
+    Corpus c;
+    const std::string out = c.dir.file("out"), val = " -j '" + c.dir.file("train_*.bin") + "' -v 2";
+    ASSERT_EQ(run(c.train_gpt(out, "-x 2 --checkpoint-every 2 -m 4" + val)).rc, 0);
+    // half the batch, twice the batches: the same 128 tokens, no notice
+    const CommandResult kept = run(c.train_gpt(out, "-x 4 --resume -b 1 -d 32 -m 8" + val));
+    ASSERT_EQ(kept.rc, 0) << kept.output;
+    EXPECT_EQ(kept.output.find("an evaluation now covers"), std::string::npos) << kept.output;
+    // twice the batch again, the same -m: twice the tokens
+    const CommandResult r = run(c.train_gpt(out, "-x 6 --resume -b 2 -d 32 -m 8" + val));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output,
+                    "notice: an evaluation now covers 8 batches of 2x16, 256 tokens of the validation set; the "
+                    "checkpoint's run covered 8 batches of 1x16, 128 tokens. Val losses before and after this step "
+                    "are means over other tokens. To keep the checkpoint's, give -m 4.");
+}
+
 // A signal during the validation at the start step, before any step, ends the run at once (as
 // during the rest of the start-up); during training, the signal is said on stderr when it arrives.
 // Before: the whole validation ran, then a step, and only then the run stopped, silently.

@@ -556,6 +556,18 @@ TEST(TrainerCli, AFlagThisRunDoesNotUseSaysItHasNoEffect) {
     const auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
     EXPECT_TRUE(config.at("temperature").is_null());
     EXPECT_TRUE(config.at("fp8_recipe").is_null());
+    // round 23's: the schedule's shape flags, and master weights in 32 bits
+    ASSERT_EQ(run_command(run + " -g 0 --wsd-decay-frac 0.5 -w false --overwrite-output", &output), 0) << output;
+    EXPECT_CONTAINS(output, "notice: --wsd-decay-frac has no effect in this run: it applies with -k wsd only");
+    EXPECT_CONTAINS(output,
+                    "notice: --master-weights has no effect in this run: it applies with -p bf16, fp16 or fp8 only");
+    // ... whose values config.json keeps (a resume compares the schedule's shape with them)
+    const auto kept = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
+    EXPECT_EQ(kept.at("wsd_decay_frac"), 0.5);
+    EXPECT_EQ(kept.at("master_weights"), false);
+    ASSERT_EQ(run_command(run + " -g 0 -k constant -q 0.5 --overwrite-output", &output), 0) << output;
+    EXPECT_CONTAINS(output,
+                    "notice: --final-lr-frac has no effect in this run: it applies with -k cosine, linear or wsd only");
     // used: no notice, the value in config.json
     ASSERT_EQ(run_command(run + " -g 2 --temperature 0.5 --overwrite-output", &output), 0) << output;
     EXPECT_EQ(output.find("has no effect"), std::string::npos) << output;

@@ -679,6 +679,28 @@ std::string batch_change_notice(const TrainConfig& c, const RunPlan& now, const 
         (long long)then, (long long)ranks_then, keep.c_str());
 }
 
+std::string val_set_change_notice(const TrainConfig& c, const RunPlan& now, const std::string& saved_config_json) {
+    if (c.val_data.empty()) return "";
+    const auto saved = nlohmann::json::parse(saved_config_json, nullptr, false);
+    if (!saved.is_object()) return "";
+    for (const char* key : {"val_batches", "batch_size", "seq_len"}) {
+        if (!saved.contains(key) || !saved[key].is_number_integer()) return "";   // none then, or not recorded
+    }
+    const int64_t m = saved["val_batches"].get<int64_t>(), b = saved["batch_size"].get<int64_t>(),
+                  t = saved["seq_len"].get<int64_t>();
+    const int64_t then = m * b * t, is = (int64_t)c.val_batches * c.batch_size * now.seq_len;
+    if (then == is) return "";
+    std::string keep;
+    if (t == now.seq_len && (m * b) % c.batch_size == 0)
+        keep = format(" To keep the checkpoint's, give -m %lld.", (long long)(m * b / c.batch_size));
+    return format(
+        "an evaluation now covers %d batches of %dx%d, %lld tokens of the validation set; the checkpoint's run "
+        "covered %lld batches of %lldx%lld, %lld tokens. Val losses before and after this step are means over "
+        "other tokens.%s",
+        c.val_batches, c.batch_size, now.seq_len, (long long)is, (long long)m, (long long)b, (long long)t,
+        (long long)then, keep.c_str());
+}
+
 std::string schedule_change_notice(const LrSchedule& now, const std::string& saved_config_json, int64_t step) {
     nlohmann::json saved;
     try {
@@ -899,7 +921,7 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
 std::vector<ConfigRow> describe(const TrainConfig& c, const RunPlan& p) {
     std::vector<ConfigRow> rows;
     for (const Flag& flag : flag_table()) {
-        if (flag.applies_to && !flag.applies_to(c, p)) {
+        if (flag.applies_to && !flag.row_in_every_run && !flag.applies_to(c, p)) {
             rows.push_back({ConfigRow::kNone, flag.key(), "-"});
         } else if (flag.rows) {
             for (ConfigRow& r : flag.rows(c, p))

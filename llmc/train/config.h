@@ -217,6 +217,12 @@ std::string checkpoint_dir_of(const TrainConfig& cfg);
 // checkpoint's batch ("" if it is unchanged or the checkpoint does not record it).
 std::string batch_change_notice(const TrainConfig& c, const RunPlan& now, const std::string& saved_config_json);
 
+// A resumed run whose evaluation covers other validation tokens than the checkpoint's run (-m x -b
+// x -t: another -b for another world size with the same global batch, say): a notice saying so,
+// and the -m that keeps the checkpoint's where one does ("" if unchanged, not evaluated, or not
+// recorded).
+std::string val_set_change_notice(const TrainConfig& c, const RunPlan& now, const std::string& saved_config_json);
+
 // The order the checkpoint's run read its data in (from its recorded config); nullopt for a
 // checkpoint from before these were recorded, or a record that does not parse.
 struct SavedDataOrder {

@@ -117,6 +117,11 @@ bool checkpointing_run(const C& c, const P&) { return c.checkpoint_every > 0; }
 bool validating_run(const C& c, const P&) { return !c.val_data.empty(); }
 bool cuda_run(const C&, const P& p) { return p.device == "cuda"; }
 bool sampling_run(const C& c, const P&) { return c.sample_tokens > 0; }
+bool decaying_run(const C& c, const P&) { return c.lr_schedule != "constant"; }
+bool wsd_run(const C& c, const P&) { return c.lr_schedule == "wsd"; }
+bool sixteen_bit_run(const C&, const P& p) {
+    return p.precision.precision != Precision::FP32 && p.precision.precision != Precision::TF32;
+}
 
 // FlagRows of a single row
 template <class RowOf>
@@ -213,10 +218,12 @@ std::vector<Flag> make_table() {
         Flag("-k,--lr-schedule", optimizer, "KIND", "After warmup: cosine | linear | constant | wsd", &C::lr_schedule)
             .one_of({"cosine", "linear", "constant", "wsd"}),
         Flag("-q,--final-lr-frac", optimizer, "F", "Final learning rate as a fraction of --lr", &C::final_lr_frac)
-            .checked(fraction, "0 to 1"),
+            .checked(fraction, "0 to 1")
+            .effective_only_for(decaying_run, "-k cosine, linear or wsd"),
         Flag("--wsd-decay-frac", optimizer, "F", "wsd: fraction of all steps spent in the final decay",
              &C::wsd_decay_frac)
-            .checked(fraction, "0 to 1"),
+            .checked(fraction, "0 to 1")
+            .effective_only_for(wsd_run, "-k wsd"),
         Flag("-c,--weight-decay", optimizer, "WD", "AdamW weight decay (2-D weights only)", &C::weight_decay)
             .checked(non_negative, ">= 0"),
         Flag("--beta1", optimizer, "B1", "AdamW beta1", &C::beta1).checked(adam_beta, "0 to below 1"),
@@ -235,7 +242,8 @@ std::vector<Flag> make_table() {
                 return Rows{text_row("precision", precision_name(p.precision.precision)),
                             text_row("precision_from", precision_source(c, p))};
             }),
-        Flag("-w,--master-weights", precision, "BOOL", "Keep FP32 master weights (bf16/fp16/fp8)", &C::master_weights),
+        Flag("-w,--master-weights", precision, "BOOL", "Keep FP32 master weights (bf16/fp16/fp8)", &C::master_weights)
+            .effective_only_for(sixteen_bit_run, "-p bf16, fp16 or fp8"),
         Flag("--loss-scaling", precision, "BOOL", "fp16: dynamic loss scaling", &C::loss_scaling)
             .only_for(fp16_run, "-p fp16"),
         Flag("--loss-scale-init", precision, "S", "fp16: initial loss scale", &C::loss_scale_init)

@@ -73,8 +73,16 @@ struct Flag {
         applies_to_words = std::move(runs);
         return *this;
     }
+    // The same notice for a flag whose value config.json keeps in every run, because code reads it
+    // back from there (the schedule's shape, compared on resume) or tests a run by it.
+    Flag& effective_only_for(bool (*applies)(const TrainConfig&, const RunPlan&), std::string runs) {
+        only_for(applies, std::move(runs));
+        row_in_every_run = true;
+        return *this;
+    }
     bool (*applies_to)(const TrainConfig&, const RunPlan&) = nullptr;   // null: every run
     std::string applies_to_words;
+    bool row_in_every_run = false;   // effective_only_for: the value in config.json where it has no effect
 
     std::string long_name() const;   // "steps"
     std::string key() const;         // "steps", "train_data": its key in config.json
