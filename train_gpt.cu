@@ -380,7 +380,16 @@ ResumeState load_checkpoint(const ResumeChoice& from, GPT& model, const RunPlan&
                                   read_state_range(from.dir, plan.model, StateTensor::M, begin, end),
                                   read_state_range(from.dir, plan.model, StateTensor::V, begin, end));
     model.restore_fp8_state(manifest.fp8_json.empty() ? "[]" : manifest.fp8_json);
-    if (scaler && !manifest.loss_scaler_json.empty()) loss_scaler_from_json(*scaler, manifest.loss_scaler_json);
+    if (scaler && !manifest.loss_scaler_json.empty()) {
+        loss_scaler_from_json(*scaler, manifest.loss_scaler_json);
+        const float saved = scaler->scale();
+        if (scaler->clamp_to_range()) {   // another --loss-scale-min now
+            print0(
+                "notice: the checkpoint's loss scale %g lies outside this run's range (--loss-scale-min %g to %g): it "
+                "goes on from %g\n",
+                saved, scaler->config().min_scale, scaler->config().max_scale, scaler->scale());
+        }
+    }
     if (loader) {   // at the checkpoint's place in the data, in this run's cut of it (another -t)
         const std::optional<SavedDataOrder> then = saved_data_order(manifest.train_config_json);
         const int64_t position =
@@ -541,8 +550,8 @@ void update_or_skip(GPT& model, const StepResult& r, const TrainConfig& cfg, con
         const LossScaleUpdate u = scaler->update(!r.finite);
         if (u.collapse_warning) {
             print0(
-                "warning: the fp16 loss scale has sat at its floor %g for %d steps: gradients keep "
-                "overflowing; consider bf16\n",
+                "warning: the fp16 loss scale sits at its floor %g, and the gradients overflowed there %d times: "
+                "they keep overflowing; consider bf16\n",
                 scaler->scale(), scaler->floor_streak());
         }
     }
@@ -590,7 +599,10 @@ std::vector<FlagOverride> restore_run_flags(int argc, char** argv, const std::st
     }
     print0("resuming the run of %s%s\n", checkpoint.c_str(), overrides.empty() ? "" : "; from this command line:");
     for (const FlagOverride& o : overrides) {
-        print0("  --%s %s (the checkpoint's run: %s)\n", o.flag.c_str(), o.now.c_str(), o.saved.c_str());
+        // the initial loss scale is a fresh start's: a resumed run goes on from the checkpoint's scale
+        const bool start_only = o.flag == "loss-scale-init";
+        print0("  --%s %s (the checkpoint's run: %s%s)\n", o.flag.c_str(), o.now.c_str(), o.saved.c_str(),
+               start_only ? "; it sets a fresh start's scale, and this run goes on from the checkpoint's" : "");
     }
     return overrides;
 }

@@ -309,6 +309,28 @@ TEST(Faults, AResumedRunContinuesTheSkipStreakAndStopsAtTheSameStep) {
     EXPECT_EQ(last_step(out + "/log.jsonl"), 20);
 }
 
+// Round 24: the collapse warning ("gradients keep overflowing") came after 100 clean steps at a
+// floor the run started at; a resume's --loss-scale-init was listed as an override that it never
+// applied, and a resume's --loss-scale-min above the checkpoint's scale trained below the floor.
+TEST(Faults, TheLossScaleWarningsAndOverridesSayWhatHappens) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    CommandResult r = run(c.train_gpt(out, "-p fp16 --loss-scale-init 1 --loss-scale-min 1 -x 102 -n 102"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_EQ(r.output.find("at its floor"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("step(s) skipped"), std::string::npos) << "no step overflowed: " << r.output;
+    r = run(train_gpt_binary() + " --resume -o '" + out + "' -x 103 --loss-scale-init 8 --loss-scale-min 4");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output,
+                    "--loss-scale-init 8 (the checkpoint's run: 1; it sets a fresh start's scale, and this "
+                    "run goes on from the checkpoint's)");
+    EXPECT_CONTAINS(r.output,
+                    "notice: the checkpoint's loss scale 1 lies outside this run's range (--loss-scale-min 4 "
+                    "to 1.67772e+07): it goes on from 4");
+    EXPECT_CONTAINS(r.output, "step 103/103");
+    EXPECT_CONTAINS(r.output, "| scale 4\n");
+}
+
 // A learning rate of 3 on the tiny model: the loss goes from 5.6 to 87 at step 2. Warned about
 // (once per series, every spike step logged); with --stop-on-loss-spike the run stops there, exit
 // 1, without a checkpoint of the spiked state.

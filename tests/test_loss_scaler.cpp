@@ -58,10 +58,10 @@ TEST(LossScaler, HandComputedTable) {
         {false, false, 32, 0, 0, false},   // would double: capped, the count restarts
         {true, true, 16, 0, 0, false},   {true, true, 8, 0, 0, false},
         {true, true, 4, 0, 0, false},    {true, true, 2, 0, 0, false},
-        {true, true, 1, 0, 1, false},   // at the floor
-        {true, true, 1, 0, 2, true},    // 2 steps at the floor: the warning, once
-        {true, true, 1, 0, 3, false},    {false, false, 1, 1, 4, false},
-        {false, false, 1, 2, 5, false},  {false, false, 2, 0, 0, false},   // recovered: off the floor
+        {true, true, 1, 0, 1, false},                                      // at the floor
+        {true, true, 1, 0, 2, true},                                       // 2 steps at the floor: the warning, once
+        {true, true, 1, 0, 3, false},    {false, false, 1, 1, 3, false},   // a clean step leaves the count
+        {false, false, 1, 2, 3, false},  {false, false, 2, 0, 0, false},   // recovered: off the floor
         {true, true, 1, 0, 1, false},    {true, true, 1, 0, 2, true},      // a new stay at the floor warns again
     };
     int skipped = 0;
@@ -78,6 +78,21 @@ TEST(LossScaler, HandComputedTable) {
         EXPECT_EQ(s.collapsed(), r.floor >= 2) << "step " << t;
         EXPECT_EQ(s.skipped_steps(), skipped) << "step " << t;
     }
+}
+
+// Round 24: a scale that starts at its floor and never overflows is no collapse (before: the
+// warning "gradients keep overflowing" after collapse_steps clean steps).
+TEST(LossScaler, CleanStepsAtTheFloorAreNoCollapse) {
+    LossScalerConfig c;
+    c.init_scale = c.min_scale = 1.0f;
+    c.collapse_steps = 2;
+    LossScaler s(c);
+    for (int t = 0; t < 10; ++t)
+        EXPECT_FALSE(s.update(false).collapse_warning) << "step " << t;
+    EXPECT_EQ(s.floor_streak(), 0);
+    EXPECT_FALSE(s.collapsed());
+    EXPECT_FALSE(s.update(true).collapse_warning);
+    EXPECT_TRUE(s.update(true).collapse_warning);
 }
 
 TEST(LossScaler, FloorThatIsNotAPowerOfTwoClamps) {

@@ -38,8 +38,9 @@ LossScaleUpdate LossScaler::update(bool found_nonfinite) {
         scale_ = std::min(scale_ * 2.0f, config_.max_scale);
         clean_streak_ = 0;
     }
-    floor_streak_ = scale_ <= config_.min_scale ? floor_streak_ + 1 : 0;
-    u.collapse_warning = floor_streak_ == config_.collapse_steps;
+    // overflows while S sits at its floor; a clean step there leaves the count, leaving the floor ends it
+    floor_streak_ = scale_ > config_.min_scale ? 0 : floor_streak_ + (found_nonfinite ? 1 : 0);
+    u.collapse_warning = found_nonfinite && floor_streak_ == config_.collapse_steps;
     u.scale = scale_;
     return u;
 }
@@ -49,6 +50,15 @@ void LossScaler::restore(float scale, int clean_streak, int floor_streak, int64_
     clean_streak_ = clean_streak;
     floor_streak_ = floor_streak;
     skipped_ = skipped;
+}
+
+bool LossScaler::clamp_to_range() {
+    const float clamped = std::min(std::max(scale_, config_.min_scale), config_.max_scale);
+    if (clamped == scale_) return false;
+    scale_ = clamped;
+    clean_streak_ = 0;
+    floor_streak_ = 0;
+    return true;
 }
 
 bool unscale_and_check(float* g, size_t n, float inv_scale) {

@@ -12,8 +12,9 @@
 //                                                           and the clean-step count restarts;
 //   otherwise: count one clean step; after `growth_interval` clean steps in a row,
 //              S ← min(2S, ceiling) and the count restarts.
-// Start at S = 2^16. If S sits at its floor `collapse_steps` steps in a row, the gradients
-// overflow even unscaled: update() raises a one-time collapse warning (per stay at the floor)
+// Start at S = 2^16. If the gradients overflow `collapse_steps` times while S sits at its floor
+// (clean steps there do not count: S grows from the floor after `growth_interval` of them), they
+// overflow even barely scaled: update() raises a one-time collapse warning (per stay at the floor)
 // and collapsed() reports it, for the trainer to log or stop on.
 #pragma once
 
@@ -27,7 +28,7 @@ struct LossScalerConfig {
     int growth_interval = 2000;      // clean steps in a row before S doubles (≥ 1)
     float min_scale = 1.0f;          // the floor S never halves below (> 0)
     float max_scale = 16777216.0f;   // 2^24, the ceiling S never doubles above (apex's default)
-    int collapse_steps = 100;        // steps at the floor in a row that trigger the warning (≥ 1)
+    int collapse_steps = 100;        // overflows at the floor (in one stay) that trigger the warning (≥ 1)
 
     void validate() const;   // fails naming the value at fault
 };
@@ -35,7 +36,7 @@ struct LossScalerConfig {
 // What update() decided for this step.
 struct LossScaleUpdate {
     bool skip = false;               // a gradient was inf/NaN: do not apply this step
-    bool collapse_warning = false;   // S has now sat at its floor for collapse_steps steps in a row
+    bool collapse_warning = false;   // the gradients have now overflowed collapse_steps times at the floor
     float scale = 0.0f;              // S for the next step
 };
 
@@ -50,10 +51,13 @@ class LossScaler {
 
     int64_t skipped_steps() const { return skipped_; }   // total overflow steps
     int clean_streak() const { return clean_streak_; }   // clean steps since the last change of S
-    int floor_streak() const { return floor_streak_; }   // consecutive steps ending at the floor
+    int floor_streak() const { return floor_streak_; }   // overflows at the floor since S came to it
     bool collapsed() const { return floor_streak_ >= config_.collapse_steps; }
     // Checkpoint restore.
     void restore(float scale, int clean_streak, int floor_streak, int64_t skipped);
+    // S brought into [floor, ceiling] (a restored S, where the run has another floor now): true if it moved.
+    bool clamp_to_range();
+    const LossScalerConfig& config() const { return config_; }
 
   private:
     LossScalerConfig config_;
