@@ -1321,6 +1321,7 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
                 "checkpoint stays %s\n",
                 step + 1, summary.checkpoint ? summary.checkpoint->c_str() : "(none)");
             run.write_log(LogRecord("checkpoint_skipped").num("step", step + 1).str("reason", "non-finite state"));
+            summary.checkpoints_refused++;
         }
     }
     // a signal that came during this step's save stops here, with the checkpoint just written (not

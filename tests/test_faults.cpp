@@ -331,6 +331,18 @@ TEST(Faults, TheLossScaleWarningsAndOverridesSayWhatHappens) {
     EXPECT_CONTAINS(r.output, "| scale 4\n");
 }
 
+// Round 24: a run whose every save was left out (its state non-finite) ended with the summary's
+// advice to give --checkpoint-every, which it had.
+TEST(Faults, ASummaryWithoutACheckpointSaysWhyThereIsNone) {
+    Corpus c;
+    const CommandResult r = run(c.train_gpt(c.dir.file("out"), "-x 6 -n 2 -l 3e38 -u 0 -k constant"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "warning: no checkpoint at step 2: the model's state holds a non-finite value");
+    EXPECT_CONTAINS(
+        r.output, "checkpoint: none written (the model's state held a non-finite value at each of the 3 save(s) due)");
+    EXPECT_EQ(r.output.find("--checkpoint-every N writes one"), std::string::npos) << r.output;
+}
+
 // A learning rate of 3 on the tiny model: the loss goes from 5.6 to 87 at step 2. Warned about
 // (once per series, every spike step logged); with --stop-on-loss-spike the run stops there, exit
 // 1, without a checkpoint of the spiked state.

@@ -99,6 +99,11 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
         lines.push_back("            ./train_gpt --resume -o " + shell_quoted(s.output_dir) + where + " -x " +
                         std::to_string(2 * s.steps) +
                         "   (train on, to twice the steps: the schedule stretches over them, and the run says how)");
+    } else if (s.checkpoints_refused > 0) {
+        lines.push_back(
+            format("checkpoint: none written (the model's state held a non-finite value at each of the %d "
+                   "save(s) due)",
+                   s.checkpoints_refused));
     } else if (s.steps > 0) {
         lines.push_back("checkpoint: none written (--checkpoint-every N writes one every N steps and at the end)");
     }

@@ -69,6 +69,7 @@ struct RunSummary {
     std::optional<double> final_loss, final_val_loss, best_val_loss, hellaswag_acc_norm;
     int best_val_step = 0;
     std::optional<std::string> checkpoint;              // the newest one written
+    int checkpoints_refused = 0;                        // saves left out: the state held a non-finite value
     std::string log_path, output_dir, checkpoint_dir;   // log_path "": the run wrote no log
 };
 std::vector<std::string> summary_lines(const RunSummary& s);
