@@ -467,11 +467,12 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
             "fresh otherwise",
             root.c_str());
     }
-    if (!choice) {
-        // (a log of a run that saved checkpoints or finished is refused instead: check_run_dirs)
-        const LoggedRun logged = cfg.output_dir.empty() ? LoggedRun{} : read_logged_run(cfg.output_dir + "/log.jsonl");
+    const LoggedRun logged =
+        choice || cfg.output_dir.empty() ? LoggedRun{} : read_logged_run(cfg.output_dir + "/log.jsonl");
+    // a log of a run that saved checkpoints or finished is refused instead (check_run_dirs), so no notice
+    if (!choice && (cfg.overwrite_output || (logged.checkpoints.empty() && !logged.finished))) {
         const bool earlier =
-            !cfg.output_dir.empty() && !cfg.overwrite_output && logged.checkpoints.empty() && !logged.finished &&
+            !cfg.output_dir.empty() && !cfg.overwrite_output &&
             (file_exists(cfg.output_dir + "/log.jsonl") || file_exists(cfg.output_dir + "/config.json"));
         print0("notice: --auto-resume: no checkpoint in %s; starting a fresh run%s\n", root.c_str(),
                earlier

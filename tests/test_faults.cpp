@@ -1063,7 +1063,10 @@ TEST(Faults, AutoResumeNeverReplacesTheLogOfARunThatSavedOrFinished) {
     const std::string finished = c.dir.file("finished");
     ASSERT_EQ(run(c.train_gpt(finished, "-x 2")).rc, 0);
     const auto done = directory_snapshot(finished);
-    expect_refused(run(c.train_gpt(finished, "-x 2 --auto-resume")), {"finished (it logged its summary)"});
+    const CommandResult refused = run(c.train_gpt(finished, "-x 2 --auto-resume"));
+    expect_refused(refused, {"finished (it logged its summary)"});
+    // round 24: not after a notice that it starts a fresh run
+    EXPECT_EQ(refused.output.find("starting a fresh run"), std::string::npos) << refused.output;
     EXPECT_EQ(directory_snapshot(finished), done);
     const CommandResult again = run(c.train_gpt(finished, "-x 2 --auto-resume --overwrite-output"));
     EXPECT_EQ(again.rc, 0) << again.output;

@@ -393,6 +393,11 @@ TEST(TrainerCli, RunsThatTrainNothingSayWhatTheyDo) {
     EXPECT_CONTAINS(output, "model: 2 layers, 32 wide, 2 heads, vocab 257, 16 positions,");
     EXPECT_EQ(output.find("| batch_size"), std::string::npos) << "no training table";
     EXPECT_CONTAINS(output, "---- run summary ----\nsample:     4 tokens (above)\n");
+    // round 24: -n there saves nothing: it says so, and makes no checkpoint directory
+    ASSERT_EQ(run_command(train_gpt_binary() + from + " -x 0 -g 4 -n 1 -o '" + corpus.dir.file("s1") + "'", &output), 0)
+        << output;
+    EXPECT_CONTAINS(output, "notice: --checkpoint-every has no effect in this run: it applies with -x N (N > 0) only");
+    EXPECT_FALSE(file_exists(corpus.dir.file("s1/checkpoints")));
     // nothing to do
     const std::string none = train_gpt_binary() + from + " -x 0 -g 0 -o '" + corpus.dir.file("n") + "'";
     ASSERT_EQ(run_command(none, &output), 1) << output;

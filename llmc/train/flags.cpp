@@ -113,7 +113,8 @@ bool fp8_run(const C&, const P& p) { return p.precision.precision == Precision::
 bool fp16_scaled(const C& c, const P& p) { return p.precision.precision == Precision::FP16 && c.loss_scaling; }
 bool fp16_run(const C&, const P& p) { return p.precision.precision == Precision::FP16; }
 bool hellaswag_run(const C& c, const P&) { return !c.hellaswag.empty(); }
-bool checkpointing_run(const C& c, const P&) { return c.checkpoint_every > 0; }
+bool training_run(const C& c, const P&) { return c.steps > 0; }
+bool checkpointing_run(const C& c, const P&) { return c.checkpoint_every > 0 && c.steps > 0; }
 bool validating_run(const C& c, const P&) { return !c.val_data.empty(); }
 bool cuda_run(const C&, const P& p) { return p.device == "cuda"; }
 bool sampling_run(const C& c, const P&) { return c.sample_tokens > 0; }
@@ -370,7 +371,8 @@ std::vector<Flag> make_table() {
             .one_of({"0", "1"}),
         Flag("-n,--checkpoint-every", checkpoints, "N", "Write a checkpoint every N steps and at the end (0 = none)",
              &C::checkpoint_every)
-            .checked(non_negative, ">= 0"),
+            .checked(non_negative, ">= 0")
+            .effective_only_for(training_run, "-x N (N > 0)"),
         Flag("--checkpoint-dir", checkpoints, "DIR", "Where checkpoints go ('' = <output-dir>/checkpoints)",
              &C::checkpoint_dir)
             .config([](const C&, const P& p) { return Rows{text_row("checkpoint_dir", p.checkpoint_dir)}; }),

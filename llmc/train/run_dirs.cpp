@@ -163,7 +163,7 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
 RunDirs run_dirs(const TrainConfig& cfg, const RunPlan& plan, bool resuming) {
     RunDirs d;
     if (cfg.steps > 0 || cfg.given.count("output-dir")) d.output = cfg.output_dir;
-    if (cfg.checkpoint_every > 0 || resuming) d.checkpoints = plan.checkpoint_dir;
+    if ((cfg.checkpoint_every > 0 && cfg.steps > 0) || resuming) d.checkpoints = plan.checkpoint_dir;
     // the default directory, with the checkpoints (if any) inside it, holding a previous run
     const bool defaults = !d.output.empty() && !cfg.given.count("output-dir") && !cfg.given.count("checkpoint-dir");
     if (defaults && !resuming && !cfg.auto_resume && !cfg.overwrite_output) {
