@@ -1787,6 +1787,40 @@ TEST(Faults, AFineTuneFromTheDefaultOutputDirIntoItIsRefused) {
     ASSERT_EQ(run(c.train_gpt_in(cwd, "--init-from out/checkpoints -x 2 -o tune")).rc, 0);
 }
 
+// Round 24: a step_* entry that is not a directory (a link to a disk not mounted now, a file, a
+// link loop) was passed over without a word: --resume took the checkpoint before it and cut the
+// log back to its step (or trained on and died at the save of that step). It is the newest
+// checkpoint, damaged: refused, and with --resume-from-intact set aside.
+TEST(Faults, ANewestStepThatIsNoDirectoryIsADamagedCheckpoint) {
+    Corpus c;
+    const std::string out = c.dir.file("out"), six = out + "/checkpoints/step_00000006";
+    ASSERT_EQ(run(c.train_gpt(out, "-x 6 --checkpoint-every 2")).rc, 0);
+    ASSERT_EQ(run("mv '" + six + "' '" + c.dir.file("moved6") + "'").rc, 0);
+    const struct {
+        std::string make, says;
+    } cases[] = {
+        {"ln -s /nonexistent/disk/step_00000006 '" + six + "'",
+         "is a symbolic link to /nonexistent/disk/step_00000006, which cannot be reached"},
+        {"ln -s step_00000006 '" + six + "'", "which cannot be reached"},
+        {"echo x > '" + six + "'", "is not a checkpoint: not a directory"},
+    };
+    const std::string log = read_text(out + "/log.jsonl");
+    for (const auto& k : cases) {
+        SCOPED_TRACE(k.make);
+        ASSERT_EQ(run("rm -f '" + six + "' && " + k.make).rc, 0);
+        for (const char* how : {"--resume", "--auto-resume"}) {
+            expect_refused(run(c.train_gpt(out, std::string("-x 8 ") + how)),
+                           {"the newest checkpoint, " + six + ", is damaged", k.says, "Nothing was changed"});
+            EXPECT_EQ(read_text(out + "/log.jsonl"), log) << how;
+        }
+    }
+    const CommandResult intact = run(c.train_gpt(out, "-x 8 --resume --resume-from-intact"));
+    ASSERT_EQ(intact.rc, 0) << intact.output;
+    EXPECT_CONTAINS(intact.output, "kept the damaged checkpoint as " + six + ".damaged");
+    EXPECT_CONTAINS(intact.output, "step_00000004 (step 4)");
+    EXPECT_TRUE(file_exists(six + "/manifest.json")) << "step 6 saved anew";
+}
+
 // Round 19 (A4): a checkpoint of a newer build (a later manifest version) was called damaged, with
 // the advice to add --resume-from-intact, which would have stepped back past it and renamed it
 // .damaged. It is refused as not this build's, with or without --resume-from-intact.

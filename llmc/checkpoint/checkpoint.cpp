@@ -144,7 +144,7 @@ std::string checkpoint_tmp_dir(const std::string& out_dir, int64_t step) {
 
 std::string begin_checkpoint(const std::string& out_dir, int64_t step) {
     const std::string final_dir = checkpoint_dir(out_dir, step), tmp = checkpoint_tmp_dir(out_dir, step);
-    if (file_exists(final_dir))
+    if (struct stat st; ::lstat(final_dir.c_str(), &st) == 0)   // a link too, even one that leads nowhere
         fail("checkpoint %s already exists; checkpoints are never overwritten", final_dir.c_str());
     make_dirs(out_dir);
     std::error_code ec;
@@ -159,8 +159,10 @@ std::vector<std::pair<int64_t, std::string>> checkpoint_step_dirs(const std::str
     std::error_code ec;
     if (!fs::is_directory(out_dir, ec)) return found;
     for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+        // whatever stands under a step's name, a directory or not (a file, a link to a disk not
+        // mounted now): the newest is named as damaged, never passed over for an older one
         const int64_t step = parse_step_name(entry.path().filename().string());
-        if (step >= 0 && entry.is_directory(ec)) found.emplace_back(step, entry.path().string());
+        if (step >= 0) found.emplace_back(step, entry.path().string());
     }
     std::sort(found.begin(), found.end());
     return found;
@@ -587,7 +589,14 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
 CheckpointManifest read_manifest(const std::string& dir) {
     const char* d = dir.c_str();
     std::error_code ec;
-    if (!fs::exists(dir, ec)) fail("checkpoint %s does not exist", d);
+    if (!fs::exists(dir, ec)) {
+        const fs::path target = fs::read_symlink(dir, ec);
+        if (!ec) {
+            fail("checkpoint %s is a symbolic link to %s, which cannot be reached (a disk not mounted, a link loop?)",
+                 d, target.c_str());
+        }
+        fail("checkpoint %s does not exist", d);
+    }
     if (!fs::is_directory(dir, ec)) fail("%s is not a checkpoint: not a directory", d);
     const std::string path = dir + "/" + kManifestName;
     if (!file_exists(path)) {

@@ -88,8 +88,9 @@ std::string checkpoint_tmp_dir(const std::string& out_dir, int64_t step);   // <
 // Rank 0, before anyone writes: creates a fresh, empty tmp directory for `step` (removing a stale
 // one left by a crash) and returns it. Fails if the checkpoint for `step` already exists.
 std::string begin_checkpoint(const std::string& out_dir, int64_t step);
-// Every step_<digits> directory under out_dir, complete or not, ascending by step (none when
-// out_dir does not exist). Ignores *.tmp and everything else.
+// Every step_<digits> entry under out_dir, complete or not, a directory or not (a file or a link
+// there is a damaged checkpoint), ascending by step (none when out_dir does not exist). Ignores
+// *.tmp and everything else.
 std::vector<std::pair<int64_t, std::string>> checkpoint_step_dirs(const std::string& out_dir);
 // The newest step directory under out_dir, complete or not, or nullopt when there is none (or
 // out_dir does not exist): a damaged newest checkpoint is returned, so that whoever reads it
