@@ -1532,9 +1532,16 @@ int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
 int main(int argc, char** argv) {
     std::unique_ptr<Comm> comm;
     try {
-        keep_standard_descriptors_open();   // before any file is opened (train/signals.h)
+        const bool stdout_closed = keep_standard_descriptors_open();   // before any file is opened
         TrainConfig cfg;
-        if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) return *exit_code;
+        if (std::optional<int> exit_code = parse_command_line(argc, argv, cfg)) {
+            if (*exit_code == 0 && stdout_closed) {   // --help, into the /dev/null standing in for stdout
+                std::fprintf(stderr, "error: cannot write to stdout: it is closed\n");
+                return 1;
+            }
+            return *exit_code;
+        }
+        if (stdout_closed) warn_that_stdout_is_closed();
         ignore_output_signals();       // a file-size limit or a closed stdout is no kill (train/signals.h)
         install_bus_error_handler();   // a shard truncated while mapped is named (data/mapped_files.h)
         comm = make_comm();            // MPI under mpirun / srun, else one process

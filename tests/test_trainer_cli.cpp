@@ -509,6 +509,10 @@ TEST(TrainerCli, HelpExitsZeroAndShowsDefaults) {
     for (const std::string& tool : {train_gpt_binary(), build_dir() + "/prepare_text"}) {
         ASSERT_EQ(run_command("( " + tool + " --help > /dev/full )", &output), 1) << output;
         EXPECT_CONTAINS(output, "error: cannot write to stdout: No space left on device");
+        // round 24: ... or where stdout is closed
+        ASSERT_EQ(run_command("( " + tool + " --help >&- )", &output), 1) << output;
+        EXPECT_CONTAINS(output, "error: cannot write to stdout");
+        EXPECT_EQ(output.find("the run goes on"), std::string::npos) << output;
     }
 }
 

@@ -63,7 +63,7 @@ void ignore_output_signals() {
     install(SIGPIPE, SIG_IGN, 0, nullptr);
 }
 
-void keep_standard_descriptors_open() {
+bool keep_standard_descriptors_open() {
     bool stdout_closed = false;
     for (int fd = 0; fd <= 2; fd++) {
         if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
@@ -72,8 +72,11 @@ void keep_standard_descriptors_open() {
         if (opened != fd) fail("descriptor %d is closed and /dev/null cannot stand in for it", fd);
         stdout_closed |= fd == 1;
     }
-    if (stdout_closed)
-        std::fprintf(stderr, "warning: stdout is closed; the run goes on, and its records are in log.jsonl\n");
+    return stdout_closed;
+}
+
+void warn_that_stdout_is_closed() {
+    std::fprintf(stderr, "warning: stdout is closed; the run goes on, and its records are in log.jsonl\n");
 }
 
 void warn_if_stdout_failed() {

@@ -41,9 +41,11 @@ enum class StopRequest {
 void ignore_output_signals();
 // First thing in main: a standard descriptor (0, 1, 2) the trainer was started without is opened
 // on /dev/null, so the trainer's own files (the locks, log.jsonl) never take one of them (before:
-// with stderr closed, log.jsonl became fd 2 and warnings landed in it). A closed stdout is said
-// once on stderr, as a failed write to it is.
-void keep_standard_descriptors_open();
+// with stderr closed, log.jsonl became fd 2 and warnings landed in it). True where stdout was
+// closed: a run says so once on stderr (warn_that_stdout_is_closed), as a failed write to it is,
+// and --help, whose text would be lost, fails.
+bool keep_standard_descriptors_open();
+void warn_that_stdout_is_closed();
 // Once: a warning on stderr that stdout could not be written (closed, a full device), the run
 // going on with log.jsonl as its record. Call after the step lines are printed.
 void warn_if_stdout_failed();
