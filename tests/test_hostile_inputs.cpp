@@ -372,6 +372,11 @@ TEST(HostileInputs, ATracePathThatCannotBeWrittenIsRefusedBeforeTheRunsDirectori
                        {"--trace-ops " + k.path + ": " + k.says});
         EXPECT_FALSE(file_exists(c.dir.file("out")));
     }
+    // round 24: ... but -o, which the run makes, need not exist yet
+    const CommandResult beside_the_log = run(
+        c.train_gpt("-x 2 -v 0 -o '" + c.dir.file("fresh") + "' --trace-ops '" + c.dir.file("fresh/ops.txt") + "'"));
+    ASSERT_EQ(beside_the_log.rc, 0) << beside_the_log.output;
+    EXPECT_EQ(read_text(c.dir.file("fresh/ops.txt")).rfind("alloc bytes=", 0), 0u);
     const std::string fifo = c.dir.file("ops.fifo");
     ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
     expect_refused(run(c.train_gpt("-x 2 -v 0 -o '" + c.dir.file("out") + "' --trace-ops '" + fifo + "'")),

@@ -256,6 +256,9 @@ void check_trace_path(const std::string& path, const RunDirs& dirs) {
     std::error_code ec;
     const fs::path parent = p.parent_path();
     if (fs::is_directory(p, ec)) fail("--trace-ops %s: that is a directory; give a file's path", path.c_str());
+    // -o itself, which the run makes (and checks: check_run_dirs), may not exist yet
+    const bool in_output_dir = !dirs.output.empty() && parent == resolved(dirs.output);
+    if (in_output_dir && !fs::exists(parent, ec)) return;
     if (!fs::is_directory(parent, ec)) {
         fail("--trace-ops %s: %s %s", path.c_str(), parent.c_str(),
              fs::exists(parent, ec) ? "is not a directory" : "does not exist");
