@@ -808,6 +808,13 @@ TEST(TrainerCli, GlobMatchingNothingIsNamed) {
     std::string out = expect_failure(corpus.args(glob));
     EXPECT_CONTAINS(out, glob);
     EXPECT_CONTAINS(out, "no files match");
+    // round 24: a shard's own path, whose name holds glob characters, says how to give it
+    const std::string literal = corpus.dir.file("br[ack]et_000000.bin");
+    ASSERT_EQ(std::rename(corpus.dir.file("tiny_train_000000.bin").c_str(), literal.c_str()), 0);
+    out = expect_failure(corpus.args(literal));
+    EXPECT_CONTAINS(out, "no files match " + literal +
+                             " (the file of that name exists, but a glob reads its [ ] * ? as patterns: escape each "
+                             "with a backslash)");
 }
 
 TEST(TrainerCli, WrongMagicIsNamedAndNothingIsOverwritten) {

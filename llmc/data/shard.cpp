@@ -183,7 +183,12 @@ std::vector<std::string> expand_glob(const std::string& pattern) {
     }
     globfree(&g);
     if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty())) {
-        fail("no files match %s", pattern.c_str());
+        // a file's own name with [ ] * ? in it is a pattern that does not match itself
+        const bool literal_file = pattern.find_first_of("[]*?") != std::string::npos && file_exists(pattern);
+        fail("no files match %s%s", pattern.c_str(),
+             literal_file ? " (the file of that name exists, but a glob reads its [ ] * ? as patterns: escape each "
+                            "with a backslash)"
+                          : "");
     }
     if (rc != 0) {
         fail("cannot expand glob %s (%s)", pattern.c_str(), rc == GLOB_NOSPACE ? "out of memory" : "read error");
