@@ -14,19 +14,41 @@
 #   data/kjv/kjv_train_000000.bin   ~95% of the tokens (~1.1M)
 #   data/kjv/kjv_val_000000.bin     the last ~5%: every 20th chapter
 # 2048 keeps the default model's LM head small for the one-minute CPU run.
-# Idempotent: if those files exist it says so and does nothing; if only the shards are
-# missing, the cached BPE is reused (--bpe-dir) rather than retrained. A byte-level data/kjv
-# from an earlier version (no encoder.json) is rebuilt.
+# Idempotent: if those files exist (the shards whole) it says so and does nothing; if only the
+# shards are missing or damaged, the cached BPE is reused (--bpe-dir) rather than retrained; a
+# kjv.txt cut short is made again. A byte-level data/kjv from an earlier version (no
+# encoder.json) is rebuilt.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."   # the repo root, wherever this is called from
 
 out=data/kjv
 vocab=2048
-if [[ -f $out/tokenizer.bin && -f $out/encoder.json && -f $out/vocab.bpe &&
-      -f $out/kjv_train_000000.bin && -f $out/kjv_val_000000.bin ]]; then
+# a shard in llm.c's format: the magic 20240520 first, then the 1024-byte header and the tokens
+# its header counts (uint16 each: the KJV's vocabulary fits), no more, no less. One damaged outside
+# the tool (prepare_text writes atomically) is made again rather than called ready.
+shard_ok() {
+    [[ -f $1 ]] || return 1
+    local header size
+    header=($(od -An -t d4 -N12 "$1" 2>/dev/null)) || return 1
+    size=$(stat -c %s "$1")
+    [[ ${#header[@]} == 3 && ${header[0]} == 20240520 ]] && (( size == 1024 + 2 * header[2] ))
+}
+if [[ -f $out/tokenizer.bin && -f $out/encoder.json && -f $out/vocab.bpe ]] &&
+   shard_ok "$out/kjv_train_000000.bin" && shard_ok "$out/kjv_val_000000.bin"; then
     echo "data/kjv ready"
     exit 0
+fi
+for shard in "$out"/kjv_train_000000.bin "$out"/kjv_val_000000.bin; do
+    if [[ -e $shard ]] && ! shard_ok "$shard"; then
+        echo "prepare_kjv: $shard is damaged (not a whole shard); making the shards again"
+        rm -f "$out"/kjv_train_*.bin "$out"/kjv_val_*.bin
+    fi
+done
+# the text is 4.1 MB: a shorter kjv.txt was cut short (a full disk, a killed run) and is made again
+if [[ -f $out/kjv.txt ]] && (( $(stat -c %s "$out/kjv.txt") < 4000000 )); then
+    echo "prepare_kjv: $out/kjv.txt is incomplete ($(stat -c %s "$out/kjv.txt") bytes); making it again"
+    rm -f "$out/kjv.txt"
 fi
 
 if [[ ! -x build/prepare_text ]]; then

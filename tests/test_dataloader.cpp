@@ -430,6 +430,34 @@ TEST(DataLoaderPrepareText, EndToEndShardsReadBackToTheOriginalBytes) {
     EXPECT_EQ(read_back, std::string(kEndOfText) + doc1.substr(0, T - 1));
 }
 
+// Round 24: scripts/prepare_kjv.sh (run_default.sh's data step) said "data/kjv ready" over an
+// empty shard, and train_gpt then refused it on every run, nothing saying how to mend it; a
+// truncated kjv.txt was tokenised as it was. A damaged shard or text is made again.
+TEST(DataLoaderPrepareText, PrepareKjvMakesADamagedShardOrTextAgain) {
+    ScratchDir dir;   // a checkout of the script and the tool: the script works from its repo root
+    make_dirs(dir.file("scripts"));
+    make_dirs(dir.file("build"));
+    ASSERT_EQ(std::system(("cp '" + repo_root() + "/scripts/prepare_kjv.sh' '" + dir.file("scripts") + "/'").c_str()),
+              0);
+    ASSERT_EQ(::symlink((build_dir() + "/prepare_text").c_str(), dir.file("build/prepare_text").c_str()), 0);
+    const std::string script = dir.file("scripts/prepare_kjv.sh"), shard = dir.file("data/kjv/kjv_train_000000.bin");
+    std::string out;
+    ASSERT_EQ(run_command(script, &out), 0) << out;
+    const ShardInfo made = read_shard_header(shard);
+    write_text(shard, "");
+    ASSERT_EQ(run_command(script, &out), 0) << out;
+    EXPECT_CONTAINS(out,
+                    "prepare_kjv: data/kjv/kjv_train_000000.bin is damaged (not a whole shard); making the "
+                    "shards again");
+    EXPECT_EQ(read_shard_header(shard).num_tokens, made.num_tokens);
+    write_text(dir.file("data/kjv/kjv.txt"), "In the beginning\n");
+    std::remove(dir.file("data/kjv/kjv_val_000000.bin").c_str());
+    ASSERT_EQ(run_command(script, &out), 0) << out;
+    EXPECT_CONTAINS(out, "prepare_kjv: data/kjv/kjv.txt is incomplete (17 bytes); making it again");
+    EXPECT_EQ(read_shard_header(shard).num_tokens, made.num_tokens);
+    EXPECT_CONTAINS(out, "data/kjv ready");
+}
+
 TEST(DataLoaderPrepareText, RerunRemovesStaleShards) {
     const std::string tool = prepare_text_binary();
     ASSERT_EQ(access(tool.c_str(), X_OK), 0)
