@@ -496,6 +496,26 @@ TEST(DataLoaderPrepareText, CommandLineErrors) {
               1);
     EXPECT_CONTAINS(output, "error: --val-fraction must be in [0, 1)");
 
+    // round 24: the BPE training's flags where no BPE trains (a byte-level dataset, without a word)
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.file("v") + " --vocab-size 500",
+                          &output),
+              1);
+    EXPECT_CONTAINS(output,
+                    "error: --vocab-size sets the BPE that --tokenizer bpe trains; --tokenizer byte trains none");
+    EXPECT_FALSE(file_exists(dir.file("v")));
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.file("v") +
+                              " --tokenizer bpe --vocab-size 300 --name first",
+                          &output),
+              0)
+        << output;
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.file("v") +
+                              " --tokenizer bpe --bpe-dir " + dir.file("v") + " --train-bytes 100 --name first",
+                          &output),
+              0)
+        << output;
+    EXPECT_CONTAINS(output, "prepare_text: notice: --train-bytes has no effect: the BPE of --bpe-dir " + dir.file("v") +
+                                " is used as it is");
+
     EXPECT_EQ(run_command(tool + " --input " + dir.file("ok.txt") + " --out-dir " + dir.path + " --bogus 3", &output),
               1);
     EXPECT_CONTAINS(output, "error:");

@@ -80,8 +80,9 @@ struct Options {
     int token_bytes = 0;
     int64_t train_bytes = int64_t(1) << 30;
     int64_t chunk_bytes = int64_t(64) << 20;
-    int stop_after_parts = -1;   // testing: fail after tokenising this many parts
-    std::string command;         // this command line, recorded in the --out-dir lock
+    int stop_after_parts = -1;     // testing: fail after tokenising this many parts
+    std::string command;           // this command line, recorded in the --out-dir lock
+    std::set<std::string> given;   // the flags on the command line ("--vocab-size", ...)
 };
 
 struct Input {
@@ -551,6 +552,21 @@ void run(const Options& opt) {
             "(e.g. ../shared/data/gpt2) or a .tiktoken file");
     }
     if (opt.tokenizer == "byte" && !opt.bpe_dir.empty()) fail("--bpe-dir needs --tokenizer bpe or gpt2");
+    // the BPE training's own flags: an error where nothing trains a BPE (--tokenizer byte is the
+    // default: a forgotten --tokenizer bpe made a byte-level dataset), a notice where one is reused
+    for (const char* flag : {"--vocab-size", "--train-bytes"}) {
+        if (!opt.given.count(flag)) continue;
+        if (opt.tokenizer != "bpe") {
+            fail("%s sets the BPE that --tokenizer bpe trains; --tokenizer %s trains none (%s)", flag,
+                 opt.tokenizer.c_str(),
+                 opt.tokenizer == "byte" ? "257 tokens: the bytes and <|endoftext|>"
+                                         : "GPT-2's vocabulary, from --bpe-dir");
+        }
+        if (!opt.bpe_dir.empty()) {
+            std::fprintf(stderr, "prepare_text: notice: %s has no effect: the BPE of --bpe-dir %s is used as it is\n",
+                         flag, opt.bpe_dir.c_str());
+        }
+    }
     if (opt.vocab_size < 257)
         fail("--vocab-size must be at least 257 (256 bytes + <|endoftext|>), got %d", opt.vocab_size);
     if (opt.train_bytes < 1) fail("--train-bytes must be at least 1, got %lld", (long long)opt.train_bytes);
@@ -955,6 +971,9 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < argc; i++)
         opt.command += (i ? " " : "") + std::string(argv[i]);
+    for (const CLI::Option* option : app.get_options()) {
+        if (option->count() > 0) opt.given.insert(option->get_name());
+    }
     try {
         run(opt);
     } catch (const std::exception& e) {   // train_gpt::Error (fail()) and anything else: never an abort
