@@ -994,8 +994,16 @@ TEST(DataLoaderPrepareText, JsonlErrorsNameTheFileAndLine) {
     write_text(dir.file("bad.jsonl"), lines);
     write_text(dir.file("nofield.jsonl"), jsonl_line("ok") + "{\"body\": \"no text field\"}\n");
     write_text(dir.file("blank.jsonl"), "\n \n");
+    // round 24: a NUL after a record ended the parse there, the rest of the line dropped silently
+    write_text(dir.file("nul.jsonl"),
+               jsonl_line("one") + std::string("{\"text\": \"two\"}\0{\"text\": \"lost\"}\n", 33));
     std::string output;
     for (const char* tokenizer : {"byte", "bpe"}) {   // tokenizing, and reading for BPE training
+        EXPECT_EQ(run_command(tool_command("--input " + dir.file("nul.jsonl") + " --out-dir " + dir.file("o") +
+                                           " --tokenizer " + tokenizer),
+                              &output),
+                  1);
+        EXPECT_CONTAINS(output, "error: " + dir.file("nul.jsonl") + ":2: a NUL byte, which JSON text does not hold");
         EXPECT_EQ(run_command(tool_command("--input " + dir.file("bad.jsonl") + " --out-dir " + dir.file("o") +
                                            " --chunk-bytes 100 --tokenizer " + tokenizer),
                               &output),

@@ -212,6 +212,12 @@ void for_each_jsonl_document(std::string_view chunk, const std::string& field, F
         if (std::all_of(line.begin(), line.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); })) {
             continue;   // blank lines separate nothing
         }
+        // JSON text holds no raw NUL, and nlohmann's parser takes one for the end of its input: what
+        // followed it on the line (another record) was dropped without a word
+        if (line.find('\0') != std::string_view::npos) {
+            throw LineError{static_cast<int64_t>(line_start + line.find('\0')),
+                            "a NUL byte, which JSON text does not hold (a binary file, or records joined by NULs?)"};
+        }
         nlohmann::json j;
         try {
             j = nlohmann::json::parse(line.begin(), line.end());
