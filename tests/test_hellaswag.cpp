@@ -175,7 +175,11 @@ TEST(HellaSwag, TheDownloadScriptsFailCleanlyOffline) {
     // ... and so are THREADS and a BPE's VOCAB (round 16: they were checked by prepare_text, after it)
     for (const auto& [env, says] :
          {std::pair<std::string, std::string>{"THREADS=-3", "tinystories: error: THREADS=-3: expected a number"},
-          {"TOKENIZER=bpe VOCAB=100", "tinystories: error: VOCAB=100: expected a vocabulary size of at least 257"}}) {
+          {"TOKENIZER=bpe VOCAB=100", "tinystories: error: VOCAB=100: expected a vocabulary size of 257"},
+          // round 24: numbers that wrapped round in bash's arithmetic, or were octal to it
+          {"TOKENIZER=bpe VOCAB=99999999999", "tinystories: error: VOCAB=99999999999: expected a vocabulary size"},
+          {"THREADS=18446744073709551621", "tinystories: error: THREADS=18446744073709551621: expected a number"},
+          {"THREADS=08", "tinystories: error: THREADS=08: expected a number"}}) {
         EXPECT_NE(
             run_command(env + " OUT='" + ts + "' URL=http://127.0.0.1:9 " + repo_root() + "/dev/data/tinystories.sh",
                         &output),

@@ -38,9 +38,11 @@ case $TOKENIZER in
     bpe)  tok=(--tokenizer bpe --vocab-size "$VOCAB") ;;
     *)    die "TOKENIZER must be gpt2 or bpe, got $TOKENIZER" ;;
 esac
-[[ $THREADS =~ ^[0-9]+$ ]] && (( THREADS <= 1024 )) || die "THREADS=$THREADS: expected a number of threads, 0 for all cores"
-[[ $TOKENIZER != bpe ]] || { [[ $VOCAB =~ ^[0-9]+$ ]] && (( VOCAB >= 257 )); } ||
-    die "VOCAB=$VOCAB: expected a vocabulary size of at least 257 (256 bytes and <|endoftext|>)"
+# decimal, without leading zeros (bash reads 08 as octal), and short enough not to wrap round
+[[ $THREADS =~ ^(0|[1-9][0-9]{0,3})$ ]] && (( THREADS <= 1024 )) ||
+    die "THREADS=$THREADS: expected a number of threads, 0 to 1024 (0: all cores)"
+[[ $TOKENIZER != bpe ]] || { [[ $VOCAB =~ ^[1-9][0-9]{2,8}$ ]] && (( VOCAB >= 257 )); } ||
+    die "VOCAB=$VOCAB: expected a vocabulary size of 257 (256 bytes and <|endoftext|>) to 999999999"
 mkdir -p "$OUT"
 
 for split in train valid; do
