@@ -195,7 +195,9 @@ TEST(HellaSwag, TheDownloadScriptsFailCleanlyOffline) {
                                               "fineweb: error: GPT2_DIR=/nonexistent: expected a directory"},
           {"VAL_FRACTION=abc", "fineweb: error: VAL_FRACTION=abc: expected a fraction between 0 and 1"},
           {"THREADS=-3", "fineweb: error: THREADS=-3: expected a number of threads"},
-          {"MAX_DOCS=abc", "fineweb: error: MAX_DOCS=abc: expected a number of documents"}}) {
+          {"MAX_DOCS=abc", "fineweb: error: MAX_DOCS=abc: expected a number of documents"},
+          {"THREADS=08", "fineweb: error: THREADS=08: expected a number of threads"},
+          {"FILE_DOCS=18446744073709551617", "fineweb: error: FILE_DOCS=18446744073709551617: expected a positive"}}) {
         EXPECT_NE(run_command(env + " OUT='" + fw + "' " + repo_root() + "/dev/data/fineweb.sh", &output), 0) << env;
         EXPECT_CONTAINS(output, says);
         EXPECT_FALSE(file_exists(fw)) << "no empty directory left";

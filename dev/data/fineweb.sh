@@ -42,9 +42,11 @@ trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
     die "GPT2_DIR=$GPT2_DIR: expected a directory with encoder.json and vocab.bpe, or a .tiktoken file"
 [[ $VAL_FRACTION =~ ^(0(\.[0-9]+)?|\.[0-9]+)$ ]] && awk -v f="$VAL_FRACTION" 'BEGIN { exit !(f > 0 && f < 1) }' ||
     die "VAL_FRACTION=$VAL_FRACTION: expected a fraction between 0 and 1 (0.01)"
-[[ $THREADS =~ ^[0-9]+$ ]] && (( THREADS <= 1024 )) || die "THREADS=$THREADS: expected a number of threads, 0 for all cores"
-[[ $MAX_DOCS =~ ^[0-9]+$ ]] || die "MAX_DOCS=$MAX_DOCS: expected a number of documents, 0 for all"
-[[ $FILE_DOCS =~ ^[0-9]+$ ]] && (( FILE_DOCS > 0 )) || die "FILE_DOCS=$FILE_DOCS: expected a positive number of documents"
+# decimal, without leading zeros (bash reads 08 as octal), and short enough not to wrap round
+[[ $THREADS =~ ^(0|[1-9][0-9]{0,3})$ ]] && (( THREADS <= 1024 )) ||
+    die "THREADS=$THREADS: expected a number of threads, 0 to 1024 (0: all cores)"
+[[ $MAX_DOCS =~ ^(0|[1-9][0-9]{0,17})$ ]] || die "MAX_DOCS=$MAX_DOCS: expected a number of documents, 0 for all"
+[[ $FILE_DOCS =~ ^[1-9][0-9]{0,17}$ ]] || die "FILE_DOCS=$FILE_DOCS: expected a positive number of documents"
 /usr/bin/python3 -c 'import datasets' 2>/dev/null ||
     die "python3 cannot import datasets: /usr/bin/python3 -m pip install --break-system-packages datasets"
 mkdir -p "$OUT"
