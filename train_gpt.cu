@@ -1415,7 +1415,7 @@ int train(Run& run, Comm& comm) {
     // the samples' random numbers: seeded, or where the checkpoint resumed from left them (so that a
     // resumed run samples what the uninterrupted one does), unless --sample-seed is given now
     Rng& sample_rng = run.sample_rng;
-    sample_rng = Rng(cfg.sample_seed >= 0 ? (uint64_t)cfg.sample_seed : cfg.seed ^ 0x5eed5eedULL);
+    sample_rng = Rng(cfg.samples_seed());
     if (!run.start.sample_rng_state.empty() && !cfg.given.count("sample-seed"))
         sample_rng.set_state(run.start.sample_rng_state);   // checked when the manifest was read
     // a stop that every rank decides together (divergence): said once, exit 1 on every rank
@@ -1486,9 +1486,10 @@ int train(Run& run, Comm& comm) {
         }
         if (!verdict.message.empty())
             print0("%s%s\n", verdict.kind == StepVerdict::kSpike ? "warning: " : "", verdict.message.c_str());
+        if (g_is_root && run.log) keep_output_dir_locked(run.held, run.dirs.output);   // train/run_dirs.h
         if (const std::optional<int> stopped = checkpoint_or_stop(run, step, counters, summary, comm)) return *stopped;
         std::fflush(stdout);
-        warn_if_stdout_failed();
+        warn_if_stdout_failed(run.log.has_value());
     }
     // a signal during the final evaluation or sample: that phase runs to its end, then the run stops
     // with the last step's checkpoint, so that a requeued --auto-resume does the rest
@@ -1504,18 +1505,20 @@ int train(Run& run, Comm& comm) {
     stop_signals.reset();   // from here on (the summary) a signal ends the process at once
     finish(run, summary, counters, clock, this_process_tokens, this_process_step_seconds, peak, step_flops);
     std::fflush(stdout);
-    warn_if_stdout_failed();
+    warn_if_stdout_failed(run.log.has_value() || !g_is_root);   // (only rank 0 prints)
     return 0;
 }
 
 // cfg: this command line's flags, parsed; comm: the ranks (one process, or MPI). Returns the
 // exit code: 0, 1 (a collective stop: divergence), kStopExitCode / kInterruptExitCode (a
 // signal). A failure of this rank alone throws (main ends the job).
-int run(TrainConfig cfg, int argc, char** argv, Comm& comm) {
+int run(TrainConfig cfg, int argc, char** argv, Comm& comm, bool stdout_closed) {
     g_is_root = comm.rank() == 0;
     Run run;
     run.cfg = std::move(cfg);
     resolve_configuration(run, argc, argv, comm);
+    // a closed stdout: fatal where it is the run's only record, before the model is built
+    if (g_is_root && stdout_closed) warn_that_stdout_is_closed(!run.dirs.output.empty());
     build_model(run, comm);
     open_data_and_start(run, comm);
     open_outputs(run, argc, argv);
@@ -1541,11 +1544,10 @@ int main(int argc, char** argv) {
             }
             return *exit_code;
         }
-        if (stdout_closed) warn_that_stdout_is_closed();
         ignore_output_signals();       // a file-size limit or a closed stdout is no kill (train/signals.h)
         install_bus_error_handler();   // a shard truncated while mapped is named (data/mapped_files.h)
         comm = make_comm();            // MPI under mpirun / srun, else one process
-        return run(std::move(cfg), argc, argv, *comm);
+        return run(std::move(cfg), argc, argv, *comm, stdout_closed);
     } catch (const std::exception& e) {   // train_gpt::Error (fail()) and anything else
         std::fflush(stdout);
         const bool ranks = comm && comm->world_size() > 1;

@@ -712,6 +712,26 @@ TEST(Faults, AClosedStdoutIsAWarningNotTheEndOfTheRun) {
     EXPECT_CONTAINS(read_text(c.dir.file("err.txt")), "warning: writing to stdout failed (it was closed)");
 }
 
+// Round 25: a run that writes no log (-x 0 without -o) has stdout as its only record: its sample
+// written to a full device or a closed stdout was lost, exit 0, with a warning that pointed at a
+// log.jsonl that was never written. It fails; with -o the warning holds and the run goes on.
+TEST(Faults, StdoutLostWhereItIsTheOnlyRecordFailsTheRun) {
+    Corpus c;
+    ASSERT_EQ(run(c.train_gpt(c.dir.file("out"), "-x 2 --checkpoint-every 2")).rc, 0);
+    const std::string sample =
+        train_gpt_binary() + " --device cpu --threads 1 --init-from '" + c.dir.file("out/checkpoints") + "' -x 0 -g 8";
+    for (const char* lost : {"> /dev/full", ">&-"}) {
+        SCOPED_TRACE(lost);
+        expect_refused(run("sh -c \"" + sample + " " + lost + "\""),
+                       {"and this run writes no log.jsonl (no -o): what it samples and evaluates would go nowhere"});
+        const CommandResult kept =
+            run("sh -c \"" + sample + " -o '" + c.dir.file("s") + "' --overwrite-output " + lost + "\"");
+        EXPECT_EQ(kept.rc, 0) << kept.output;
+        EXPECT_CONTAINS(kept.output, "the run goes on, and its records are in log.jsonl");
+        EXPECT_CONTAINS(read_text(c.dir.file("s/log.jsonl")), "\"type\":\"sample\"");
+    }
+}
+
 // ---- 7. one run per directory, nothing replaced unasked ----------------------------------------
 
 TEST(Faults, ASecondRunInTheSameDirectoryIsRefusedNamingTheFirst) {
@@ -1334,6 +1354,41 @@ TEST(Faults, ALiveRunWhoseLockFileWasDeletedLocksItAgain) {
             EXPECT_CONTAINS(read_text(lock), "pid 1 on elsewhere");
         }
         EXPECT_TRUE(file_exists(a + "/checkpoints/step_00005000/manifest.json"));
+    }
+}
+
+// Round 25: the same for the output directory's lock: deleted under a live run, it was never
+// taken again, so a second run took -o with --overwrite-output and replaced the live run's
+// log.jsonl, which wrote on into the unlinked file and exited 0. The live run locks it again after
+// its step; where another run's lock file stands there, it stops.
+TEST(Faults, ALiveRunWhoseOutputLockWasDeletedLocksItAgain) {
+    Corpus c;
+    for (const bool another_came : {false, true}) {
+        SCOPED_TRACE(another_came ? "another run's lock file" : "no lock file");
+        const std::string a = c.dir.file(another_came ? "b" : "a"), lock = a + "/train_gpt.lock";
+        Background live(c.train_gpt(a, "-x 10000 --checkpoint-every 5000"), c.dir.file("live.txt"));
+        ASSERT_TRUE(wait_until([&] { return file_exists(a + "/checkpoints/step_00005000/manifest.json"); }))
+            << live.output();
+        kill(live.pid, SIGSTOP);
+        ASSERT_EQ(std::remove(lock.c_str()), 0);
+        if (another_came) write_text(lock, "pid 1 on elsewhere, started 2026-12-06 00:00:00 UTC: train_gpt\n");
+        kill(live.pid, SIGCONT);
+        if (!another_came) {
+            // taken again at once: a second run into -o is refused as the live one's
+            ASSERT_TRUE(wait_until([&] {
+                return read_text(live.output_file).find(lock + " was deleted") != std::string::npos;
+            })) << live.output();
+            expect_refused(run(c.train_gpt(a, "-x 5 --overwrite-output --checkpoint-dir '" + c.dir.file("c2") + "'")),
+                           {a + " is in use by another run: pid " + std::to_string(live.pid)});
+            ASSERT_EQ(live.wait(300), 0) << live.output();
+            EXPECT_EQ(last_step(a + "/log.jsonl"), 10000);
+        } else {
+            ASSERT_EQ(live.wait(300), 1) << live.output();
+            EXPECT_CONTAINS(live.output(), "error: --output-dir " + a +
+                                               ": only its lock file was deleted, and another run has made a new "
+                                               "one there since, so its log.jsonl may be that run's now");
+            EXPECT_CONTAINS(read_text(lock), "pid 1 on elsewhere");
+        }
     }
 }
 

@@ -393,6 +393,19 @@ TEST(TrainerCli, RunsThatTrainNothingSayWhatTheyDo) {
     EXPECT_CONTAINS(output, "model: 2 layers, 32 wide, 2 heads, vocab 257, 16 positions,");
     EXPECT_EQ(output.find("| batch_size"), std::string::npos) << "no training table";
     EXPECT_CONTAINS(output, "---- run summary ----\nsample:     4 tokens (above)\n");
+    // round 25: the sample_seed config.json records draws the same sample when given back (it
+    // recorded --seed, while the draws used a seed derived from it)
+    const auto sampled = nlohmann::json::parse(read_text(corpus.dir.file("s/config.json")));
+    const std::string first = output.substr(output.find("---- sample"));
+    std::string again;
+    ASSERT_EQ(run_command(train_gpt_binary() + from + " -x 0 -g 4 --sample-seed " +
+                              std::to_string(sampled.at("sample_seed").get<int64_t>()) + " -o '" +
+                              corpus.dir.file("s2") + "'",
+                          &again),
+              0)
+        << again;
+    EXPECT_EQ(again.substr(again.find("---- sample"), first.find("---- run summary")),
+              first.substr(0, first.find("---- run summary")));
     // round 24: -n there saves nothing: it says so, and makes no checkpoint directory
     ASSERT_EQ(run_command(train_gpt_binary() + from + " -x 0 -g 4 -n 1 -o '" + corpus.dir.file("s1") + "'", &output), 0)
         << output;

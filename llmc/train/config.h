@@ -115,6 +115,9 @@ struct TrainConfig {
 
     // --inject-nonfinite-step: whether the run poisons a gradient at `step` (0-based)
     bool injects_nonfinite_at(int step) const;
+    // The seed of the samples' draws: --sample-seed, or one derived from --seed (another stream
+    // than the initialisation's), which config.json records so that giving it back reproduces them
+    uint64_t samples_seed() const { return sample_seed >= 0 ? (uint64_t)sample_seed : seed ^ 0x5eed5eedULL; }
 };
 
 // --inject-nonfinite-step's text: "N" (-1: never) or "FIRST-LAST" into first..last; false if it is

@@ -358,8 +358,10 @@ std::vector<Flag> make_table() {
         Flag("--sample-seed", evaluation, "N", "Seed of the samples' draws (-1 = from --seed)", &C::sample_seed)
             .checked(numeric(-1.0), ">= -1")
             .config([](const C& c, const P&) {
-                return Rows{c.sample_seed >= 0 ? integer_row("sample_seed", c.sample_seed)
-                                               : ConfigRow{ConfigRow::kInteger, "sample_seed", std::to_string(c.seed)}};
+                // the seed the draws use, which --sample-seed takes back (-1 where --seed's derived one
+                // is beyond its range: -1 with the same --seed is that one)
+                const uint64_t seed = c.samples_seed();
+                return Rows{integer_row("sample_seed", seed <= (uint64_t)INT64_MAX ? (int64_t)seed : -1)};
             })
             .only_for(sampling_run, "-g N (N > 0)"),
 

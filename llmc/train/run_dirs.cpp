@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <sys/stat.h>
@@ -259,6 +260,7 @@ HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resu
                 if (!warning.empty()) held.warnings.push_back(warning);
             }
             if (dir == dirs.checkpoints) held.checkpoint_lock = held_as;
+            if (dir == dirs.output) held.output_lock = held_as;
         }
     }
     check_previous_run(dirs, cfg, resuming);
@@ -294,6 +296,24 @@ void fail_if_checkpoint_dir_moved(const HeldRunDirs& held, const std::string& ch
             : gone   ? "The checkpoints saved before went with it"
                      : "The checkpoints saved before are where it went: to continue from the newest, --resume with "
                        "--checkpoint-dir there");
+    }
+}
+
+void keep_output_dir_locked(const HeldRunDirs& held, const std::string& output) {
+    for (const std::unique_ptr<DirLock>& lock : held.locks) {
+        if (lock->path() != held.output_lock || lock->held_at(lock->path())) continue;
+        if (lock->retake_deleted_file()) {
+            std::fprintf(stderr,
+                         "warning: %s was deleted while this run was live (the directory is where it was); this "
+                         "run locks it again\n",
+                         lock->path().c_str());
+        } else if (const std::string where = lock->moved_or_deleted();
+                   where.rfind("only its lock file was deleted", 0) == 0) {
+            fail(
+                "--output-dir %s: %s, so its log.jsonl may be that run's now; this run stops (its checkpoints "
+                "are where they were saved)",
+                output.c_str(), where.c_str());
+        }
     }
 }
 

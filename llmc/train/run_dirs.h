@@ -48,13 +48,21 @@ struct HeldRunDirs {
     // the lock file held for the checkpoint directory: its own, or the output directory's where the
     // two are one directory under two names (a symbolic link, "x" and "../p/x"); "": none held
     std::string checkpoint_lock;
+    std::string output_lock;   // the same for the output directory
 };
 HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming, const std::string& command);
 
 // Rank 0, before each checkpoint of `step`: fails if the checkpoint directory this run locked was
 // moved or deleted while it ran (its path may now be another run's, locked by it, whose checkpoints
 // this run's save and pruning would mix with and delete). Nothing is written; the error says where
-// the directory went.
+// the directory went. A lock file deleted from the directory, which stayed, is locked again.
 void fail_if_checkpoint_dir_moved(const HeldRunDirs& held, const std::string& checkpoints, int64_t step);
+
+// Rank 0, after each step: the output directory's lock file, deleted while the run was live (a
+// clean-up of lock files that look stale), is locked again, with a warning, before another run
+// can take the directory and replace its log.jsonl; where another run has made one there since,
+// the log there is that run's: fails, saying so. (A moved -o needs nothing: the log, open, moved
+// with it.)
+void keep_output_dir_locked(const HeldRunDirs& held, const std::string& output);
 
 }   // namespace train_gpt

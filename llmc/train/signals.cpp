@@ -75,20 +75,30 @@ bool keep_standard_descriptors_open() {
     return stdout_closed;
 }
 
-void warn_that_stdout_is_closed() {
-    std::fprintf(stderr, "warning: stdout is closed; the run goes on, and its records are in log.jsonl\n");
+namespace {
+// stdout lost (`what` happened to it): a warning where log.jsonl keeps the run's records, else an
+// error
+void stdout_lost(const std::string& what, bool log_kept) {
+    if (!log_kept) {
+        fail(
+            "%s, and this run writes no log.jsonl (no -o): what it samples and evaluates would go nowhere. Give "
+            "-o DIR to keep its records there",
+            what.c_str());
+    }
+    std::fprintf(stderr, "warning: %s; the run goes on, and its records are in log.jsonl\n", what.c_str());
 }
+}   // namespace
 
-void warn_if_stdout_failed() {
+void warn_that_stdout_is_closed(bool log_kept) { stdout_lost("stdout is closed", log_kept); }
+
+void warn_if_stdout_failed(bool log_kept) {
     static bool warned = false;
     if (warned || !std::ferror(stdout)) return;
     warned = true;
-    std::fprintf(stderr,
-                 "warning: writing to stdout failed (%s); the run goes on, and its records are in "
-                 "log.jsonl\n",
-                 errno == EPIPE ? "it was closed"
-                 : errno != 0   ? std::strerror(errno)
-                                : "an I/O error");
+    stdout_lost(format("writing to stdout failed (%s)", errno == EPIPE ? "it was closed"
+                                                        : errno != 0   ? std::strerror(errno)
+                                                                       : "an I/O error"),
+                log_kept);
 }
 
 StopSignals::StopSignals() {

@@ -45,10 +45,13 @@ void ignore_output_signals();
 // closed: a run says so once on stderr (warn_that_stdout_is_closed), as a failed write to it is,
 // and --help, whose text would be lost, fails.
 bool keep_standard_descriptors_open();
-void warn_that_stdout_is_closed();
-// Once: a warning on stderr that stdout could not be written (closed, a full device), the run
-// going on with log.jsonl as its record. Call after the step lines are printed.
-void warn_if_stdout_failed();
+// `log_kept`: the run writes log.jsonl, its record where stdout is lost: a warning, and the run
+// goes on. Without one (-x 0 without -o, -o ''), stdout is the run's only record (its samples, its
+// val loss): an error, the run fails.
+void warn_that_stdout_is_closed(bool log_kept);
+// Once: stdout could not be written (closed, a full device), said as above. Call after the step
+// lines are printed.
+void warn_if_stdout_failed(bool log_kept);
 
 // SIGTERM, SIGUSR1 and SIGINT recorded instead of ending the process, for as long as it lives;
 // the dispositions before it come back when it dies. One at a time.
