@@ -123,6 +123,25 @@ TEST(HostileInputs, PrepareTextRefusesEmptyPaths) {
     EXPECT_FALSE(file_exists(dir.file("out")));
 }
 
+// Round 25: BPE training on one long pre-token (a line of random letters, a genome on one line)
+// pushed every pair of that word onto the heap at every merge: 200 kB took 166 s and 4.2 GB, a few
+// MB an OOM kill. Only the pairs a merge changes are pushed now, and a pre-token is counted in pieces
+// no longer than a token can be: seconds and megabytes.
+TEST(HostileInputs, BpeTrainingOnOneLongLineTakesSecondsNotGigabytes) {
+    ScratchDir dir;
+    std::string line;
+    uint64_t x = 1;
+    for (int i = 0; i < 200000; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;   // a fixed pseudo-random line
+        line += (char)('a' + (x >> 33) % 10);
+    }
+    write_text(dir.file("line.txt"), line);
+    const CommandResult r = run("timeout 60 " + prepare_text("--input '" + dir.file("line.txt") + "' --out-dir '" +
+                                                             dir.file("out") + "' --tokenizer bpe --vocab-size 4096"));
+    ASSERT_EQ(r.rc, 0) << r.output;   // 124: still training at the timeout
+    EXPECT_EQ(Tokenizer::load(dir.file("out/tokenizer.bin")).vocab_size(), 4096);
+}
+
 TEST(HostileInputs, ThreadCountsAreBounded) {
     Corpus c;
     expect_refused(run(c.train_gpt("-x 1 --threads 100000")), {"--threads", "100000", "1024"});

@@ -14,6 +14,8 @@ namespace train_gpt {
 
 namespace {
 uint64_t pair_key(uint32_t left, uint32_t right) { return (static_cast<uint64_t>(left) << 32) | right; }
+// tokenizer.bin holds tokens of at most 255 bytes: a longer one is never merged
+constexpr size_t kMaxTokenBytes = 255;
 }   // namespace
 
 Bpe train_bpe(const std::vector<std::string_view>& documents, int vocab_size, int threads) {
@@ -37,7 +39,11 @@ Bpe train_bpe(const std::vector<std::string_view>& documents, int vocab_size, in
             for (size_t k; (k = next_item.fetch_add(1)) < items.size();) {
                 const std::string_view text = items[k];
                 pretokenizer.split(text, [&](size_t b, size_t e) {
-                    if (e - b >= 2) counts[t][std::string(text.substr(b, e - b))]++;   // 1 byte: no pairs
+                    // a pre-token longer than a token can be (a line of DNA, of random letters) is
+                    // counted in pieces of kMaxTokenBytes + 1: a merge inside one never spans more,
+                    // and its training time and memory stay those of ordinary words
+                    for (; e - b >= 2; b = std::min(e, b + kMaxTokenBytes + 1))   // 1 byte: no pairs
+                        counts[t][std::string(text.substr(b, std::min(e - b, kMaxTokenBytes + 1)))]++;
                 });
             }
         } catch (const std::exception& e) {
@@ -112,9 +118,10 @@ Bpe train_bpe_from_counts(std::vector<std::pair<std::string, int64_t>> word_coun
     for (const auto& [k, c] : pair_count)
         heap.push({c, k});
 
-    std::vector<int> seen(words.size(), -1);   // last merge step that rewrote the word
-    std::vector<int> merged;                   // scratch: a word's new symbols
-    std::vector<uint64_t> changed;             // scratch: pairs whose count changed this step
+    std::vector<int> seen(words.size(), -1);       // last merge step that rewrote the word
+    std::vector<int> merged;                       // scratch: a word's new symbols
+    std::vector<uint64_t> changed;                 // scratch: pairs whose count changed this step
+    std::unordered_map<uint64_t, int64_t> delta;   // scratch: a word's change of each pair's count
     for (int step = 0; static_cast<int>(tokens.size()) < vocab_size - 1; step++) {
         Entry top{0, 0};
         bool found = false;
@@ -130,7 +137,7 @@ Bpe train_bpe_from_counts(std::vector<std::pair<std::string, int64_t>> word_coun
         if (!found) break;   // no pair left: the corpus is exhausted
         const int a = static_cast<int>(top.key >> 32), b = static_cast<int>(top.key & 0xFFFFFFFFu);
         const std::string bytes = tokens[a] + tokens[b];
-        if (bytes.size() > 255) continue;   // tokenizer.bin holds tokens of at most 255 bytes: never merge
+        if (bytes.size() > kMaxTokenBytes) continue;   // never merged
         int z;
         if (auto it = id_of.find(bytes); it != id_of.end()) {
             z = it->second;   // already a token (made by another split): merge without a new id
@@ -157,21 +164,25 @@ Bpe train_bpe_from_counts(std::vector<std::pair<std::string, int64_t>> word_coun
                 }
             }
             if (merged.size() == s.size()) continue;   // a stale entry of where[]
+            // the word's pairs before and after: only those whose number changed (next to a merge)
+            // change the counts and go on the heap, not every pair of a long word at every merge
             const int64_t c = words[w].count;
-            for (size_t i = 0; i + 1 < s.size(); i++) {
-                const uint64_t k = pair_key(s[i], s[i + 1]);
-                auto it = pair_count.find(k);
-                if ((it->second -= c) == 0) pair_count.erase(it);
-                changed.push_back(k);
-            }
+            delta.clear();
+            for (size_t i = 0; i + 1 < s.size(); i++)
+                delta[pair_key(s[i], s[i + 1])] -= c;
             for (size_t i = 0; i + 1 < merged.size(); i++) {
                 const uint64_t k = pair_key(merged[i], merged[i + 1]);
-                pair_count[k] += c;
-                changed.push_back(k);
+                delta[k] += c;
                 if (merged[i] == z || merged[i + 1] == z) {
                     std::vector<int32_t>& l = where[k];
                     if (l.empty() || l.back() != w) l.push_back(w);
                 }
+            }
+            for (const auto& [k, d] : delta) {
+                if (d == 0) continue;
+                auto it = pair_count.emplace(k, 0).first;
+                if ((it->second += d) == 0) pair_count.erase(it);
+                changed.push_back(k);
             }
             s.swap(merged);
         }
