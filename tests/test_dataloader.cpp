@@ -476,6 +476,48 @@ TEST(DataLoaderPrepareText, RerunRemovesStaleShards) {
     EXPECT_CONTAINS(output, "removed stale shard");
 }
 
+// Round 25: a run over an earlier dataset of the same name, cut short while writing its shards (a
+// full disk, a kill), left the new run's first shards beside the old run's last ones, which a glob
+// read as one dataset without a word. The new shards take their names only once all are written.
+TEST(DataLoaderPrepareText, ARunCutShortWhileWritingShardsLeavesTheEarlierDatasetWhole) {
+    ScratchDir dir;
+    std::string small, large;
+    for (int i = 0; i < 100; i++)
+        small += "some words on a line\n";
+    for (int i = 0; i < 400; i++)
+        large += format("other words, line %d\n", i);
+    write_text(dir.file("small.txt"), small);
+    write_text(dir.file("large.txt"), large);
+    const std::string out = dir.file("out"), tool = prepare_text_binary() + " --out-dir " + out + " --shard-tokens 300";
+    std::string output;
+    ASSERT_EQ(run_command(tool + " --input " + dir.file("small.txt"), &output), 0) << output;
+    auto dataset = [&] {
+        std::map<std::string, std::string> files;
+        for (const char* split : {"train", "val"}) {
+            for (const std::string& path : expand_glob(out + "/data_" + split + "_*.bin"))
+                files[path] = read_text(path);
+        }
+        return files;
+    };
+    const auto earlier = dataset();
+    ASSERT_EQ(earlier.size(), 8u);   // 7 train shards, 1 val
+    // the fourth shard of the new dataset cannot be written (its temporary names are directories)
+    for (const char* blocker : {"data_train_000003.bin.tmp", "data_train_000003.bin.staged.tmp"})
+        make_dirs(out + "/" + blocker + "/x");
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("large.txt"), &output), 1) << output;
+    EXPECT_CONTAINS(output, "data_train_000003.bin");
+    EXPECT_EQ(dataset(), earlier) << "the earlier dataset, whole";
+    ASSERT_EQ(std::system(("rm -r '" + out + "'/*.tmp").c_str()), 0);
+    ASSERT_EQ(run_command(tool + " --input " + dir.file("large.txt"), &output), 0) << output;
+    const auto later = dataset();
+    EXPECT_GT(later.size(), earlier.size());
+    for (const auto& [path, bytes] : later)
+        EXPECT_NE(earlier.count(path) ? earlier.at(path) : "", bytes) << path << ": a shard of the new dataset";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(out, ec))
+        EXPECT_EQ(entry.path().string().find(".staged"), std::string::npos) << entry.path();
+}
+
 TEST(DataLoaderPrepareText, CommandLineErrors) {
     const std::string tool = prepare_text_binary();
     ASSERT_EQ(access(tool.c_str(), X_OK), 0)

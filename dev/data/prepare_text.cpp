@@ -48,6 +48,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -420,9 +421,13 @@ int64_t choose_val_start(PartStream& stream, int64_t val_tokens, const Tokenizer
     return target;
 }
 
+// A shard written beside its final name, which no glob of the dataset matches, until every shard of
+// the dataset is written (stage_split, publish_shards).
+std::string staged_name(const std::string& path) { return path + ".staged"; }
+
 // Writes stream[begin, end) as DIR/NAME_split_000000.bin, ... of at most shard_tokens each, each
-// recording the tokenizer that made it.
-std::vector<std::string> write_split(const Options& opt, const std::string& split, PartStream& stream, int64_t begin,
+// recording the tokenizer that made it, under their staged names; returns the final names.
+std::vector<std::string> stage_split(const Options& opt, const std::string& split, PartStream& stream, int64_t begin,
                                      int64_t end, int token_bytes, const ShardTokenizer& made_by) {
     std::vector<std::string> paths;
     std::vector<uint32_t> tokens;
@@ -431,10 +436,21 @@ std::vector<std::string> write_split(const Options& opt, const std::string& spli
         const std::string path =
             format("%s/%s_%s_%06lld.bin", opt.out_dir.c_str(), opt.name.c_str(), split.c_str(), (long long)index);
         stream.read(start, start + count, &tokens);
-        write_shard(path, tokens.data(), count, token_bytes, made_by);
+        write_shard(staged_name(path), tokens.data(), count, token_bytes, made_by);
         paths.push_back(path);
     }
     return paths;
+}
+
+// The staged shards take their names, replacing an earlier dataset's of the same name only once
+// the whole new one is written: a run cut short (a full disk, a kill) leaves the earlier dataset
+// whole, never some shards of each (before: a glob read both, as one dataset, without a word).
+void publish_shards(const std::vector<std::string>& paths) {
+    for (const std::string& path : paths) {
+        if (std::rename(staged_name(path).c_str(), path.c_str()) != 0) {
+            fail("cannot rename %s to %s: %s", staged_name(path).c_str(), path.c_str(), std::strerror(errno));
+        }
+    }
 }
 
 // A file of the parts directory and its checksum: written into PATH.sum ("<bytes> <xxh3> <name>
@@ -855,8 +871,10 @@ void run(const Options& opt) {
     }
 
     const ShardTokenizer made_by{tokenizer.vocab_size(), tokenizer.fingerprint()};
-    const std::vector<std::string> train = write_split(opt, "train", stream, 0, val_start, token_bytes, made_by);
-    const std::vector<std::string> val = write_split(opt, "val", stream, val_start, n, token_bytes, made_by);
+    const std::vector<std::string> train = stage_split(opt, "train", stream, 0, val_start, token_bytes, made_by);
+    const std::vector<std::string> val = stage_split(opt, "val", stream, val_start, n, token_bytes, made_by);
+    publish_shards(train);
+    publish_shards(val);
     const std::string tokenizer_path = opt.out_dir + "/tokenizer.bin";
     tokenizer.save(tokenizer_path);
     // The merges beside tokenizer.bin (Tokenizer::load picks them up), or none: stale ones
