@@ -508,6 +508,7 @@ TEST(DataLoaderPrepareText, ARunCutShortWhileWritingShardsLeavesTheEarlierDatase
     EXPECT_CONTAINS(output, "data_train_000003.bin");
     EXPECT_EQ(dataset(), earlier) << "the earlier dataset, whole";
     ASSERT_EQ(std::system(("rm -r '" + out + "'/*.tmp").c_str()), 0);
+    write_text(out + "/data_train_000999.bin.staged", "of a run cut short");   // swept with the stale shards
     ASSERT_EQ(run_command(tool + " --input " + dir.file("large.txt"), &output), 0) << output;
     const auto later = dataset();
     EXPECT_GT(later.size(), earlier.size());

@@ -890,13 +890,21 @@ void run(const Options& opt) {
         std::vector<std::string> existing;
         std::error_code ec;
         for (const auto& entry : std::filesystem::directory_iterator(opt.out_dir, ec)) {
-            const std::string file = entry.path().filename().string();
+            std::string file = entry.path().filename().string();
+            // and the staged shards of an earlier run cut short, which this one did not write again
+            const bool staged = file.size() > 7 && file.compare(file.size() - 7, 7, ".staged") == 0;
+            if (staged) file.resize(file.size() - 7);
             const std::string digits = file.size() > prefix.size() + 4 && file.rfind(prefix, 0) == 0 &&
                                                file.compare(file.size() - 4, 4, ".bin") == 0
                                            ? file.substr(prefix.size(), file.size() - prefix.size() - 4)
                                            : "";
-            if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos)
-                existing.push_back(format("%s/%s", opt.out_dir.c_str(), file.c_str()));
+            if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+            const std::string path = format("%s/%s", opt.out_dir.c_str(), file.c_str());
+            if (staged) {
+                std::remove(staged_name(path).c_str());
+            } else {
+                existing.push_back(path);
+            }
         }
         std::sort(existing.begin(), existing.end());
         for (const std::string& path : existing) {
