@@ -698,7 +698,12 @@ LaterSave later_save_state(const std::string& recorded, const std::string& hash,
 bool log_must_be_replaced(const TrainConfig& cfg, const ResumeChoice& from,
                           const std::vector<FlagOverride>& overrides) {
     const std::string log = cfg.output_dir + "/log.jsonl";
-    if (cfg.output_dir.empty() || !file_exists(log)) return false;
+    if (cfg.output_dir.empty()) return false;
+    if (!file_exists(log)) {   // deleted, moved away, left out of a backup: the records before are elsewhere
+        print0("notice: %s does not exist: the resumed run's records start a new one, at step %lld\n", log.c_str(),
+               (long long)from.manifest.step);
+        return false;
+    }
     const LoggedRun logged = read_logged_run(log);   // fails naming a line that is no record
     if (logged.record_count == 0) {   // an empty file (a disk that filled up): no run's records to mix or lose
         print0("notice: %s holds no record (an empty file): the resumed run's records start it\n", log.c_str());
@@ -830,10 +835,11 @@ std::string command_line(int argc, char** argv) {
 // Everything a run holds once it is set up, in the order it is built (and destroyed in reverse:
 // the model before its kernel set).
 struct Run {
-    TrainConfig cfg;   // the run's flags (a resumed run's: the checkpoint's, with this command line's on top)
-    RunPlan plan;      // what they resolve to
-    RunData data;      // the shards it reads
-    RunDirs dirs;      // where it writes
+    std::string program;   // argv[0]: how this trainer was started, for the summary's next: commands
+    TrainConfig cfg;       // the run's flags (a resumed run's: the checkpoint's, with this command line's on top)
+    RunPlan plan;          // what they resolve to
+    RunData data;          // the shards it reads
+    RunDirs dirs;          // where it writes
     std::optional<ResumeChoice> resume_from;   // the checkpoint it continues, if any
     bool replace_log = false;                  // a resume with --overwrite-output over another run's log
     std::optional<ModelDir> start_model;       // the weights it starts from, if not fresh
@@ -1435,6 +1441,7 @@ int train(Run& run, Comm& comm) {
     const double peak = peak_flops(plan, comm) * plan.world_size;   // all ranks' (0: no MFU)
     const double step_flops = flops_per_token(plan.model, plan.num_parameters, plan.seq_len) * plan.tokens_per_step;
     RunSummary summary;
+    summary.program = run.program;
     summary.first_step = (int)run.start.step;
     if (run.resume_from) summary.checkpoint = run.resume_from->dir;
     double this_process_tokens = 0, this_process_step_seconds = 0;
@@ -1515,6 +1522,7 @@ int train(Run& run, Comm& comm) {
 int run(TrainConfig cfg, int argc, char** argv, Comm& comm, bool stdout_closed) {
     g_is_root = comm.rank() == 0;
     Run run;
+    run.program = argv[0];
     run.cfg = std::move(cfg);
     resolve_configuration(run, argc, argv, comm);
     // a closed stdout: fatal where it is the run's only record, before the model is built

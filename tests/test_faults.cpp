@@ -1912,6 +1912,13 @@ TEST(Faults, AnEmptyLogIsNoOtherRunsLog) {
     const std::string log = read_text(out + "/log.jsonl");
     EXPECT_CONTAINS(log, "\"type\":\"resume\"");
     EXPECT_CONTAINS(log, "\"step\":4");
+    // round 25: a log deleted or moved away is said too (it started a new one without a word)
+    ASSERT_EQ(std::remove((out + "/log.jsonl").c_str()), 0);
+    const CommandResult missing = run(c.train_gpt(out, "-x 6 --resume --checkpoint-every 2"));
+    ASSERT_EQ(missing.rc, 0) << missing.output;
+    EXPECT_CONTAINS(missing.output, "notice: " + out +
+                                        "/log.jsonl does not exist: the resumed run's records start a new one, at "
+                                        "step 4");
 }
 
 // Round 18: --init-from a step directory read its tokenizer.bin before any checksum: a flipped byte
@@ -1981,6 +1988,9 @@ TEST(Faults, TheSummarysSamplingCommandWorksWithoutAnEncodingTokenizer) {
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output, "(a Hugging Face model directory: weights (the run has no tokenizer);");
     EXPECT_CONTAINS(r.output, " -x 0 -g 200   (sample from it)");
+    // round 25: the trainer as it was started, not ./train_gpt (which is not there from another cwd)
+    EXPECT_CONTAINS(r.output, "next:       " + train_gpt_binary() + " --init-from ");
+    EXPECT_CONTAINS(r.output, "            " + train_gpt_binary() + " --resume -o ");
 }
 
 // Round 19: --init-from a checkpoint root whose newest step directory is incomplete (no manifest)

@@ -91,13 +91,14 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
                 s.max_seq_len, s.max_seq_len);
         }
         lines.push_back("checkpoint: " + *s.checkpoint + "   (" + what + ")");
-        lines.push_back("next:       ./train_gpt --init-from " + shell_quoted(s.checkpoint_dir) + " -x 0 -g 200" +
-                        (s.tokenizer_encodes ? " --sample-prompt 'Text to continue'" : "") + "   (sample from it)");
+        lines.push_back("next:       " + shell_quoted(s.program) + " --init-from " + shell_quoted(s.checkpoint_dir) +
+                        " -x 0 -g 200" + (s.tokenizer_encodes ? " --sample-prompt 'Text to continue'" : "") +
+                        "   (sample from it)");
         const std::string where = s.checkpoint_dir == s.output_dir + "/checkpoints"
                                       ? ""
                                       : " --checkpoint-dir " + shell_quoted(s.checkpoint_dir);
-        lines.push_back("            ./train_gpt --resume -o " + shell_quoted(s.output_dir) + where + " -x " +
-                        std::to_string(2 * s.steps) +
+        lines.push_back("            " + shell_quoted(s.program) + " --resume -o " + shell_quoted(s.output_dir) +
+                        where + " -x " + std::to_string(2 * s.steps) +
                         "   (train on, to twice the steps: the schedule stretches over them, and the run says how)");
     } else if (s.checkpoints_refused > 0) {
         lines.push_back(
