@@ -162,6 +162,12 @@ def main():
     fig.suptitle(title_of(args.log), fontsize=9)
     fig.tight_layout()
     out = args.output or (args.log[:-len(".jsonl")] if args.log.endswith(".jsonl") else args.log) + ".png"
+    formats = fig.canvas.get_supported_filetypes()
+    extension = os.path.splitext(out)[1][1:].lower()
+    if not extension:
+        out += ".png"   # what matplotlib writes for a name without an extension: said as written
+    elif extension not in formats:
+        sys.exit(f"plot_run: cannot write {out}: matplotlib writes {', '.join(sorted(formats))}, not {extension}")
     try:
         fig.savefig(out, dpi=110)
     except OSError as e:

@@ -144,6 +144,9 @@ TEST(PlotRun, BadInputsAreNamedWithoutATraceback) {
         {"'" + dir.file("none.jsonl") + "'", dir.file("none.jsonl") + ": No such file or directory"},
         {"'" + dir.file("good.jsonl") + "' -o '" + dir.file("no/such/dir.png") + "'",
          "cannot write " + dir.file("no/such/dir.png") + ": No such file or directory"},
+        // round 25: a format matplotlib does not write (a traceback)
+        {"'" + dir.file("good.jsonl") + "' -o '" + dir.file("plot.gif") + "'",
+         "cannot write " + dir.file("plot.gif") + ": matplotlib writes "},
         {"'" + dir.file("number.jsonl") + "'", dir.file("number.jsonl") + ":1: not a record (a JSON object), but 5"},
         {"'" + dir.file("stepless.jsonl") + "'",
          dir.file("stepless.jsonl") + ":2: a resume record without an integer \"step\""},
@@ -161,6 +164,10 @@ TEST(PlotRun, BadInputsAreNamedWithoutATraceback) {
     }
     write_text(dir.file("lossless.jsonl"), good + "{\"type\": \"step\", \"step\": 2, \"lr\": 0.001}\n");
     std::string out;
+    // ... and a name without an extension is said as matplotlib writes it
+    ASSERT_EQ(run_command(script + "'" + dir.file("good.jsonl") + "' -o '" + dir.file("plot") + "'", &out), 0) << out;
+    EXPECT_CONTAINS(out, "plot_run: " + dir.file("plot.png") + "\n");
+    EXPECT_TRUE(file_exists(dir.file("plot.png")));
     ASSERT_EQ(run_command(script + "'" + dir.file("lossless.jsonl") + "'", &out), 0) << out;
     EXPECT_EQ(panel_line(out, "loss"), "train loss 1 | 0 resumes | legend: train loss");
     // round 23: a value beyond a double's range is a gap, and a config.json beside the log that is
