@@ -578,7 +578,8 @@ StepResult train_step(GPT& model, DataLoader& loader, const TrainConfig& cfg, co
 // -x 0 from a checkpoint (evaluating it): the val loss as the checkpoint's run measured it
 // (train/config.h, evaluation_flags_of).
 void evaluate_as_trained(const ModelDir& model, TrainConfig& cfg) {
-    const bool evaluates = (cfg.val_every > 0 && cfg.given.count("val-data")) || !cfg.hellaswag.empty();
+    const bool evaluates =
+        (cfg.val_every > 0 && cfg.given.count("val-data") && !cfg.val_data.empty()) || !cfg.hellaswag.empty();
     if (!model.checkpoint || !evaluates) return;
     const std::string taken = evaluation_flags_of(read_manifest(model.dir).train_config_json, cfg);
     if (!taken.empty())

@@ -433,6 +433,11 @@ TEST(HostileInputs, PrepareTextNeverOverwritesAnInputAndTakesEachOnce) {
     expect_refused(run(prepare_text("--input '" + dir.file("book.txt") + "' --input '" + dir.file("book.txt") +
                                     "' --out-dir '" + dir.file("o") + "'")),
                    {"is given twice"});
+    // round 25: ... also under a second name that is a hard link (the document was read twice)
+    ASSERT_EQ(::link(dir.file("book.txt").c_str(), dir.file("hard.txt").c_str()), 0);
+    expect_refused(run(prepare_text("--input '" + dir.file("book.txt") + "' --input '" + dir.file("hard.txt") +
+                                    "' --out-dir '" + dir.file("o") + "'")),
+                   {"input " + dir.file("hard.txt") + " is given twice (--input): it is another name (a hard link)"});
     expect_refused(run(prepare_text("--input '" + dir.file("book.txt") + "' --out-dir '" + dir.file("o") +
                                     "' --tokenizer bpe --train-bytes -1")),
                    {"--train-bytes must be at least 1"});

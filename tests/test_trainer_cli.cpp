@@ -415,6 +415,9 @@ TEST(TrainerCli, RunsThatTrainNothingSayWhatTheyDo) {
     const std::string none = train_gpt_binary() + from + " -x 0 -g 0 -o '" + corpus.dir.file("n") + "'";
     ASSERT_EQ(run_command(none, &output), 1) << output;
     EXPECT_CONTAINS(output, "-x 0 -g 0: nothing to do");
+    // round 25: ... and an empty -j (a script's unset variable) evaluates nothing either (exit 0)
+    ASSERT_EQ(run_command(none + " -j ''", &output), 1) << output;
+    EXPECT_CONTAINS(output, "-x 0 -g 0: nothing to do");
     // a fresh model's samples decode with the tokenizer beside the training shards
     const std::string glob = corpus.dir.file("tiny_train_*.bin");
     ASSERT_EQ(run_command(train_gpt_binary() + " -i '" + glob + "' -e d2 --n-embd 32 -t 16 -x 0 -g 4 --threads 1 -o '" +

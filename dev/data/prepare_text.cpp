@@ -598,6 +598,7 @@ void run(const Options& opt) {
     // none a file this run writes or removes in --out-dir (shards, tokenizer files, parts).
     std::vector<Input> inputs;
     std::set<std::filesystem::path> seen;
+    std::set<std::pair<dev_t, ino_t>> seen_files;
     std::filesystem::path out_dir = resolved_path(opt.out_dir);
     if (out_dir.filename().empty()) out_dir = out_dir.parent_path();   // "dir/"
     for (const std::string& path : opt.inputs) {
@@ -621,6 +622,10 @@ void run(const Options& opt) {
         struct stat st;
         if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
             fail("input %s is not a regular file", path.c_str());
+        // one file under two names that no path resolution joins: hard links
+        if (!seen_files.insert({st.st_dev, st.st_ino}).second)
+            fail("input %s is given twice (--input): it is another name (a hard link) of an input before it",
+                 path.c_str());
         if (st.st_size == 0) fail("input %s is empty", path.c_str());
         const bool jsonl = opt.format == "jsonl" ||
                            (opt.format == "auto" && path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0);

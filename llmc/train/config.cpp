@@ -905,8 +905,9 @@ RunPlan resolve_run_plan(const TrainConfig& c, int world_size, int tokenizer_voc
     plan.checkpoint_dir = checkpoint_dir_of(c);
     // checked last: the model and the flags are checked against each other first (a -x 0 -g 0 run
     // does that and nothing else, refused only here)
+    // (-j '' evaluates nothing: a script's unset variable)
     if (c.steps == 0 && c.sample_tokens == 0 && c.hellaswag.empty() &&
-        !(c.val_every > 0 && c.given.count("val-data"))) {
+        !(c.val_every > 0 && c.given.count("val-data") && !c.val_data.empty())) {
         if (c.given.count("val-data") && !c.val_data.empty()) {
             fail("-x 0 -g 0 -j %s: nothing to do, because -v 0 turns the val loss off: give -v N (N > 0) to evaluate",
                  c.val_data.c_str());
