@@ -1319,6 +1319,21 @@ TEST(Faults, ACheckpointDirMovedUnderALiveRunIsNeverWrittenAgain) {
     EXPECT_EQ(resumed.rc, 0) << resumed.output;
 }
 
+// A live run into `a` (a checkpoint at step 5000 of 10000), stopped after that save while its lock
+// file `lock` is deleted and, where `another_came`, another run's lock file put in its place; then
+// `check` of the run going on.
+void delete_a_live_runs_lock(const Corpus& c, const std::string& a, const std::string& lock, bool another_came,
+                             const std::function<void(Background&)>& check) {
+    Background live(c.train_gpt(a, "-x 10000 --checkpoint-every 5000"), c.dir.file("live.txt"));
+    ASSERT_TRUE(wait_until([&] { return file_exists(a + "/checkpoints/step_00005000/manifest.json"); }))
+        << live.output();
+    kill(live.pid, SIGSTOP);
+    ASSERT_EQ(std::remove(lock.c_str()), 0);
+    if (another_came) write_text(lock, "pid 1 on elsewhere, started 2026-12-06 00:00:00 UTC: train_gpt\n");
+    kill(live.pid, SIGCONT);
+    check(live);
+}
+
 // Round 23: deleting only the lock file of a live run's checkpoint directory (a clean-up of lock
 // files that look stale) stopped the run at its next save, saying the directory was deleted "and
 // the checkpoints saved before went with it", the steps since the last save lost. The directory is
@@ -1329,30 +1344,25 @@ TEST(Faults, ALiveRunWhoseLockFileWasDeletedLocksItAgain) {
     for (const bool another_came : {false, true}) {
         SCOPED_TRACE(another_came ? "another run's lock file" : "no lock file");
         const std::string a = c.dir.file(another_came ? "b" : "a"), lock = a + "/checkpoints/train_gpt.lock";
-        Background live(c.train_gpt(a, "-x 10000 --checkpoint-every 5000"), c.dir.file("live.txt"));
-        ASSERT_TRUE(wait_until([&] { return file_exists(a + "/checkpoints/step_00005000/manifest.json"); }))
-            << live.output();
-        kill(live.pid, SIGSTOP);
-        ASSERT_EQ(std::remove(lock.c_str()), 0);
-        if (another_came) write_text(lock, "pid 1 on elsewhere, started 2026-12-06 00:00:00 UTC: train_gpt\n");
-        kill(live.pid, SIGCONT);
-        if (!another_came) {
-            ASSERT_EQ(live.wait(300), 0) << live.output();
-            EXPECT_CONTAINS(live.output(), "warning: " + lock +
-                                               " was deleted while this run was live (the directory is where it "
-                                               "was); this run locks it again and saves step 10000");
-            EXPECT_TRUE(file_exists(a + "/checkpoints/step_00010000/manifest.json"));
-            EXPECT_CONTAINS(read_text(lock), "pid ");
-        } else {
-            ASSERT_EQ(live.wait(300), 1) << live.output();
-            EXPECT_CONTAINS(live.output(), "error: --checkpoint-dir " + a +
-                                               "/checkpoints was moved or deleted while this run was live (only its "
-                                               "lock file was deleted, and another run has made a new one there "
-                                               "since): the checkpoint of step 10000 is not written");
-            EXPECT_CONTAINS(live.output(), "The checkpoints saved before are still there");
-            EXPECT_FALSE(file_exists(a + "/checkpoints/step_00010000"));
-            EXPECT_CONTAINS(read_text(lock), "pid 1 on elsewhere");
-        }
+        delete_a_live_runs_lock(c, a, lock, another_came, [&](Background& live) {
+            if (!another_came) {
+                ASSERT_EQ(live.wait(300), 0) << live.output();
+                EXPECT_CONTAINS(live.output(), "warning: " + lock +
+                                                   " was deleted while this run was live (the directory is where it "
+                                                   "was); this run locks it again and saves step 10000");
+                EXPECT_TRUE(file_exists(a + "/checkpoints/step_00010000/manifest.json"));
+                EXPECT_CONTAINS(read_text(lock), "pid ");
+            } else {
+                ASSERT_EQ(live.wait(300), 1) << live.output();
+                EXPECT_CONTAINS(live.output(), "error: --checkpoint-dir " + a +
+                                                   "/checkpoints was moved or deleted while this run was live (only "
+                                                   "its lock file was deleted, and another run has made a new one "
+                                                   "there since): the checkpoint of step 10000 is not written");
+                EXPECT_CONTAINS(live.output(), "The checkpoints saved before are still there");
+                EXPECT_FALSE(file_exists(a + "/checkpoints/step_00010000"));
+                EXPECT_CONTAINS(read_text(lock), "pid 1 on elsewhere");
+            }
+        });
         EXPECT_TRUE(file_exists(a + "/checkpoints/step_00005000/manifest.json"));
     }
 }
@@ -1366,29 +1376,25 @@ TEST(Faults, ALiveRunWhoseOutputLockWasDeletedLocksItAgain) {
     for (const bool another_came : {false, true}) {
         SCOPED_TRACE(another_came ? "another run's lock file" : "no lock file");
         const std::string a = c.dir.file(another_came ? "b" : "a"), lock = a + "/train_gpt.lock";
-        Background live(c.train_gpt(a, "-x 10000 --checkpoint-every 5000"), c.dir.file("live.txt"));
-        ASSERT_TRUE(wait_until([&] { return file_exists(a + "/checkpoints/step_00005000/manifest.json"); }))
-            << live.output();
-        kill(live.pid, SIGSTOP);
-        ASSERT_EQ(std::remove(lock.c_str()), 0);
-        if (another_came) write_text(lock, "pid 1 on elsewhere, started 2026-12-06 00:00:00 UTC: train_gpt\n");
-        kill(live.pid, SIGCONT);
-        if (!another_came) {
-            // taken again at once: a second run into -o is refused as the live one's
-            ASSERT_TRUE(wait_until([&] {
-                return read_text(live.output_file).find(lock + " was deleted") != std::string::npos;
-            })) << live.output();
-            expect_refused(run(c.train_gpt(a, "-x 5 --overwrite-output --checkpoint-dir '" + c.dir.file("c2") + "'")),
-                           {a + " is in use by another run: pid " + std::to_string(live.pid)});
-            ASSERT_EQ(live.wait(300), 0) << live.output();
-            EXPECT_EQ(last_step(a + "/log.jsonl"), 10000);
-        } else {
-            ASSERT_EQ(live.wait(300), 1) << live.output();
-            EXPECT_CONTAINS(live.output(), "error: --output-dir " + a +
-                                               ": only its lock file was deleted, and another run has made a new "
-                                               "one there since, so its log.jsonl may be that run's now");
-            EXPECT_CONTAINS(read_text(lock), "pid 1 on elsewhere");
-        }
+        delete_a_live_runs_lock(c, a, lock, another_came, [&](Background& live) {
+            if (!another_came) {
+                // taken again at once: a second run into -o is refused as the live one's
+                ASSERT_TRUE(wait_until([&] {
+                    return read_text(live.output_file).find(lock + " was deleted") != std::string::npos;
+                })) << live.output();
+                expect_refused(
+                    run(c.train_gpt(a, "-x 5 --overwrite-output --checkpoint-dir '" + c.dir.file("c2") + "'")),
+                    {a + " is in use by another run: pid " + std::to_string(live.pid)});
+                ASSERT_EQ(live.wait(300), 0) << live.output();
+                EXPECT_EQ(last_step(a + "/log.jsonl"), 10000);
+            } else {
+                ASSERT_EQ(live.wait(300), 1) << live.output();
+                EXPECT_CONTAINS(live.output(), "error: --output-dir " + a +
+                                                   ": only its lock file was deleted, and another run has made a new "
+                                                   "one there since, so its log.jsonl may be that run's now");
+                EXPECT_CONTAINS(read_text(lock), "pid 1 on elsewhere");
+            }
+        });
     }
 }
 
