@@ -161,7 +161,10 @@ def main():
     axes[panels[-1]].set_xlabel("step" + ("   (dashed: resumed)" if resumes else ""))
     fig.suptitle(title_of(args.log), fontsize=9)
     fig.tight_layout()
-    out = args.output or (args.log[:-len(".jsonl")] if args.log.endswith(".jsonl") else args.log) + ".png"
+    stem = os.path.basename(args.log[:-len(".jsonl")] if args.log.endswith(".jsonl") else args.log)
+    out = args.output or os.path.join(os.path.dirname(args.log), stem + ".png")
+    if out.endswith(os.sep) or os.path.isdir(out):   # a directory: the plot goes into it, named for the log
+        out = os.path.join(out, stem + ".png")
     formats = fig.canvas.get_supported_filetypes()
     extension = os.path.splitext(out)[1][1:].lower()
     if not extension:

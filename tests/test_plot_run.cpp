@@ -168,6 +168,14 @@ TEST(PlotRun, BadInputsAreNamedWithoutATraceback) {
     ASSERT_EQ(run_command(script + "'" + dir.file("good.jsonl") + "' -o '" + dir.file("plot") + "'", &out), 0) << out;
     EXPECT_CONTAINS(out, "plot_run: " + dir.file("plot.png") + "\n");
     EXPECT_TRUE(file_exists(dir.file("plot.png")));
+    // round 26: a directory takes the plot named for the log (before: DIR/.png.png, said as DIR/.png)
+    make_dirs(dir.file("plots"));
+    for (const std::string& to : {dir.file("plots") + "/", dir.file("plots")}) {
+        ASSERT_EQ(run_command(script + "'" + dir.file("good.jsonl") + "' -o '" + to + "'", &out), 0) << out;
+        EXPECT_CONTAINS(out, "plot_run: " + dir.file("plots") + "/good.png\n");
+        EXPECT_TRUE(file_exists(dir.file("plots/good.png")));
+        std::remove(dir.file("plots/good.png").c_str());
+    }
     ASSERT_EQ(run_command(script + "'" + dir.file("lossless.jsonl") + "'", &out), 0) << out;
     EXPECT_EQ(panel_line(out, "loss"), "train loss 1 | 0 resumes | legend: train loss");
     // round 23: a value beyond a double's range is a gap, and a config.json beside the log that is
