@@ -517,6 +517,24 @@ TEST(DataLoaderPrepareText, ARunCutShortWhileWritingShardsLeavesTheEarlierDatase
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(out, ec))
         EXPECT_EQ(entry.path().string().find(".staged"), std::string::npos) << entry.path();
+    // round 26: cut short after the shards took their names (the tokenizer cannot be written: a full
+    // disk), the directory held the new shards and the earlier ones' extras, which a trainer read as
+    // one dataset; the marker prepare_text leaves until its last step refuses them
+    make_dirs(out + "/tokenizer.bin.tmp/x");
+    EXPECT_EQ(run_command(tool + " --input " + dir.file("small.txt"), &output), 1) << output;
+    EXPECT_TRUE(file_exists(out + "/data.publishing"));
+    const std::string train = train_gpt_binary() + " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -x 1 -g 0 -v 0 -i '" +
+                              out + "/data_train_*.bin' -j '' -o '" + dir.file("run") + "'";
+    EXPECT_EQ(run_command(train, &output), 1) << output;
+    EXPECT_CONTAINS(output, "error: " + out +
+                                "/data.publishing: prepare_text was replacing the dataset data there and did not "
+                                "finish (a full disk, a kill?)");
+    EXPECT_CONTAINS(output, "run that prepare_text command again");
+    ASSERT_EQ(std::system(("rm -r '" + out + "/tokenizer.bin.tmp'").c_str()), 0);
+    ASSERT_EQ(run_command(tool + " --input " + dir.file("small.txt"), &output), 0) << output;
+    EXPECT_FALSE(file_exists(out + "/data.publishing"));
+    EXPECT_EQ(dataset(), earlier) << "the same input and flags: the same dataset";
+    EXPECT_EQ(run_command(train, &output), 0) << output;
 }
 
 TEST(DataLoaderPrepareText, CommandLineErrors) {

@@ -878,6 +878,12 @@ void run(const Options& opt) {
     const ShardTokenizer made_by{tokenizer.vocab_size(), tokenizer.fingerprint()};
     const std::vector<std::string> train = stage_split(opt, "train", stream, 0, val_start, token_bytes, made_by);
     const std::vector<std::string> val = stage_split(opt, "val", stream, val_start, n, token_bytes, made_by);
+    // from the first rename to the last removal the directory holds the two datasets' shards: the
+    // marker says so to a trainer (and is this run's to remove, or a rerun's)
+    const std::string marker = publishing_marker(opt.out_dir, opt.name);
+    const std::string marker_text =
+        "prepare_text is replacing the dataset " + opt.name + " here: " + opt.command + "\n";
+    write_file_atomic(marker, marker_text.data(), marker_text.size());
     publish_shards(train);
     publish_shards(val);
     const std::string tokenizer_path = opt.out_dir + "/tokenizer.bin";
@@ -918,6 +924,7 @@ void run(const Options& opt) {
             std::printf("  removed stale shard %s\n", path.c_str());
         }
     }
+    if (std::remove(marker.c_str()) != 0) fail("cannot remove %s: %s", marker.c_str(), std::strerror(errno));
     remove_dir(parts_dir);
 
     const std::string kind =

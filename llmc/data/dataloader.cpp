@@ -109,6 +109,7 @@ DataLoader::DataLoader(const std::string& glob, int B, int T, int rank, int worl
     if (vocab_size < 1) fail("data loader for %s: vocab_size must be >= 1, got %d", glob.c_str(), vocab_size);
 
     const std::vector<std::string> paths = expand_glob(glob);
+    fail_if_being_published(paths);
     first_sample_.push_back(0);
     for (const std::string& path : paths) {
         shards_.push_back(std::make_unique<MappedShard>(path));

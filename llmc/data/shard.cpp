@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
+#include <filesystem>
 #include <glob.h>
 #include <sys/stat.h>
 
@@ -195,6 +197,37 @@ std::vector<std::string> expand_glob(const std::string& pattern) {
     }
     std::sort(paths.begin(), paths.end());
     return paths;
+}
+
+std::string publishing_marker(const std::string& dir, const std::string& name) {
+    return dir + "/" + name + ".publishing";
+}
+
+void fail_if_being_published(const std::vector<std::string>& shards) {
+    std::set<std::string> dirs_seen;
+    for (const std::string& shard : shards) {
+        const std::filesystem::path path(shard);
+        const std::string dir = path.parent_path().empty() ? "." : path.parent_path().string();
+        if (!dirs_seen.insert(dir).second) continue;
+        std::error_code ec;
+        for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+            const std::string marker = entry.path().filename().string();
+            const size_t suffix = marker.size() - std::min(marker.size(), std::strlen(".publishing"));
+            if (marker.compare(suffix, std::string::npos, ".publishing") != 0 || suffix == 0) continue;
+            const std::string name_ = marker.substr(0, suffix) + "_";
+            for (const std::string& other : shards) {
+                const std::filesystem::path o(other);
+                if ((o.parent_path().empty() ? "." : o.parent_path().string()) == dir &&
+                    o.filename().string().rfind(name_, 0) == 0) {
+                    fail(
+                        "%s: prepare_text was replacing the dataset %s there and did not finish (a full disk, a "
+                        "kill?), so its shards, %s among them, may be of two preparations: run that prepare_text "
+                        "command again",
+                        entry.path().c_str(), marker.substr(0, suffix).c_str(), other.c_str());
+                }
+            }
+        }
+    }
 }
 
 }   // namespace train_gpt

@@ -72,4 +72,13 @@ int64_t find_token_at_least(const void* tokens, int token_bytes, int64_t begin, 
 // Paths matching a glob(3) pattern, sorted; fails with "no files match <pattern>" if none.
 std::vector<std::string> expand_glob(const std::string& pattern);
 
+// prepare_text replacing a dataset: between its first shard's rename into place and its last step
+// (the tokenizer files, the earlier dataset's extra shards removed) the directory holds
+// DIR/NAME.publishing, so that shards of two preparations are never read as one dataset, whatever
+// stops it midway (a full disk, a kill).
+std::string publishing_marker(const std::string& dir, const std::string& name);
+// Fails, naming the marker, where one of `shards` (DIR/NAME_..., expanded from a glob) lies beside
+// DIR/NAME.publishing: its dataset was being replaced, and the run that did it did not finish.
+void fail_if_being_published(const std::vector<std::string>& shards);
+
 }   // namespace train_gpt
