@@ -118,8 +118,14 @@ void write_exact(const void* src, size_t size, size_t count, FILE* f, const std:
     }
 }
 
-std::string read_file_text(const std::string& path) {
+std::string read_file_text(const std::string& path, size_t max_bytes, const char* what) {
     FILE* f = open_file(path, "rb");
+    struct stat st;
+    if (max_bytes != SIZE_MAX && ::fstat(fileno(f), &st) == 0 && static_cast<uint64_t>(st.st_size) > max_bytes) {
+        std::fclose(f);
+        fail("%s: %lld bytes, more than %s can hold (at most %zu): a damaged or another file", path.c_str(),
+             (long long)st.st_size, what ? what : "the file", max_bytes);
+    }
     std::string text;
     char buf[1 << 16];
     size_t got;

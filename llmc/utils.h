@@ -37,8 +37,10 @@ int open_regular_file(const std::string& path, int flags);
 void read_exact(void* dst, size_t size, size_t count, FILE* f, const std::string& path);
 void write_exact(const void* src, size_t size, size_t count, FILE* f, const std::string& path);
 
-// The whole of a regular file (open_file's checks and messages).
-std::string read_file_text(const std::string& path);
+// The whole of a regular file (open_file's checks and messages). With `max_bytes`, a larger file is
+// refused before anything is read or allocated, naming it, its size and `what` it should be ("a
+// vocab.bpe"): a reader whose format bounds the file states that bound.
+std::string read_file_text(const std::string& path, size_t max_bytes = SIZE_MAX, const char* what = nullptr);
 // XXH3_64bits (seed 0) of a whole file, read in 1 MiB blocks; its size into *bytes.
 uint64_t hash_file(const std::string& path, uint64_t* bytes);
 

@@ -168,6 +168,41 @@ TEST(HostileInputs, TokenizerVocabSizeBeyondTheFileIsRefusedBeforeAllocating) {
     EXPECT_FALSE(file_exists(c.dir.file("out")));
 }
 
+// Round 26: a tokenizer file with a valid header and a garbage tail (a bad transfer, two files
+// joined), or an encoder.json / vocab.bpe of gigabytes, was read whole before any check: at 30 GB
+// "std::bad_alloc" naming no file. The header's vocab bounds tokenizer.bin (1024 + 256 V bytes), and
+// the text vocabulary files are bounded too: refused by their size, before they are read.
+TEST(HostileInputs, ATokenizerFileLargerThanItsFormatAllowsIsRefusedUnread) {
+    Corpus c;
+    const std::string path = c.dir.file("long_tail.bin");
+    std::filesystem::copy_file(c.dir.file("tokenizer.bin"), path);
+    std::filesystem::resize_file(path, size_t(3) << 30);   // sparse: 3 GB that take no disk
+    expect_refused(run(c.train_gpt("-x 1 --tokenizer '" + path + "'")),
+                   {path + ": 3221225472 bytes, but the 257 tokens its header counts take at most 66816"});
+    EXPECT_FALSE(file_exists(c.dir.file("out")));
+    // the BPE files beside a tokenizer.bin, as a run reads them, and as prepare_text --bpe-dir does
+    const std::string bpe = c.dir.file("bpe");
+    make_dirs(bpe);
+    write_text(c.dir.file("book.txt"), "In the beginning was the word.\n");
+    ASSERT_EQ(run(prepare_text("--input '" + c.dir.file("book.txt") + "' --out-dir '" + bpe +
+                               "' --tokenizer bpe --vocab-size 270"))
+                  .rc,
+              0);
+    for (const char* file : {"encoder.json", "vocab.bpe"}) {
+        SCOPED_TRACE(file);
+        const std::string copy = c.dir.file(std::string("big_") + file);
+        make_dirs(copy);
+        for (const char* f : {"encoder.json", "vocab.bpe", "tokenizer.bin"})
+            std::filesystem::copy_file(bpe + "/" + f, copy + "/" + f);
+        std::filesystem::resize_file(copy + "/" + file, size_t(300) << 20);
+        const std::string says = copy + "/" + file + ": 314572800 bytes, more than a";
+        expect_refused(run(prepare_text("--input '" + c.dir.file("book.txt") + "' --out-dir '" + c.dir.file("o") +
+                                        "' --tokenizer bpe --bpe-dir '" + copy + "'")),
+                       {says, "can hold (at most 268435456)"});
+        expect_refused(run(c.train_gpt("-x 1 --tokenizer '" + copy + "/tokenizer.bin'")), {says});
+    }
+}
+
 TEST(HostileInputs, TiktokenRankBeyondTheFileIsRefusedBeforeAllocating) {
     ScratchDir dir;
     write_text(dir.file("book.txt"), "In the beginning.\n");

@@ -82,19 +82,6 @@ void fsync_path(const std::string& path) {
     if (rc != 0) fail("fsync %s failed: %s", path.c_str(), std::strerror(err));
 }
 
-std::string read_whole(const std::string& path) {
-    std::string out;
-    FILE* f = open_file(path, "rb");
-    char buf[1 << 16];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0)
-        out.append(buf, got);
-    const bool err = std::ferror(f);
-    std::fclose(f);
-    if (err) fail("%s: read error", path.c_str());
-    return out;
-}
-
 std::string hex64(uint64_t x) { return format("%016llx", (unsigned long long)x); }
 
 // A manifest's own checksum: XXH3 of its JSON without the "manifest_xxh3" field, dumped as the
@@ -602,7 +589,7 @@ CheckpointManifest read_manifest(const std::string& dir) {
     if (!file_exists(path)) {
         fail("%s is not a checkpoint: it has no %s (an unfinished save is a *.tmp directory)", d, kManifestName);
     }
-    CheckpointManifest m = parse_manifest(read_whole(path), path);
+    CheckpointManifest m = parse_manifest(read_file_text(path), path);
     // a step_<N> directory holds the checkpoint of step N
     std::string name = dir;
     while (name.size() > 1 && name.back() == '/')
@@ -737,7 +724,8 @@ struct WeightFiles {
             files[kSingleWeightsName] = std::move(single);
         } else {
             try {
-                nlohmann::json index = nlohmann::json::parse(read_whole(index_path));
+                nlohmann::json index = nlohmann::json::parse(
+                    read_file_text(index_path, size_t(64) << 20, "a model.safetensors.index.json"));
                 if (!index.at("weight_map").is_object()) fail("%s: weight_map is not an object", index_path.c_str());
                 weight_map = index["weight_map"];
             } catch (const nlohmann::json::exception& e) {

@@ -35,7 +35,7 @@ void reading(const ModelDir& m, Read read) {
 }   // namespace
 
 GPTConfig gpt_config_from_hf(const std::string& path) {
-    const std::string bytes = read_file_text(path);
+    const std::string bytes = read_file_text(path, size_t(16) << 20, "a config.json");   // transformers': ~1 kB
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(bytes);

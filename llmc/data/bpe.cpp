@@ -409,12 +409,16 @@ std::string to_chars(const std::string& bytes) {
     return s;
 }
 
+// encoder.json, vocab.bpe and a .tiktoken file are read whole: GPT-2's are 1 MB and 456 kB, and a
+// vocabulary of a million tokens fits in tens of MB; a larger file is refused before it is read
+constexpr size_t kMaxVocabFileBytes = size_t(256) << 20;
+
 }   // namespace
 
 Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe) {
     nlohmann::json encoder;
     try {
-        encoder = nlohmann::json::parse(read_file_text(encoder_json));
+        encoder = nlohmann::json::parse(read_file_text(encoder_json, kMaxVocabFileBytes, "an encoder.json"));
     } catch (const nlohmann::json::exception& e) {
         fail("%s: invalid JSON: %s", encoder_json.c_str(), e.what());
     }
@@ -449,7 +453,7 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
     if (tokens[n - 1] != kEndOfText) fail("%s: no %s entry", encoder_json.c_str(), kEndOfText);
 
     // vocab.bpe: the merge on line k makes id 256 + k (tiktoken checks the same).
-    const std::string text = read_file_text(vocab_bpe);
+    const std::string text = read_file_text(vocab_bpe, kMaxVocabFileBytes, "a vocab.bpe");
     std::unordered_map<std::string, int> id_of;
     for (size_t id = 0; id + 1 < n; id++)
         id_of.emplace(tokens[id], static_cast<int>(id));
@@ -501,7 +505,7 @@ Bpe Bpe::load_tiktoken(const std::string& path) {
             v[static_cast<unsigned char>(alphabet[i])] = i;
         return v;
     }();
-    const std::string text = read_file_text(path);
+    const std::string text = read_file_text(path, kMaxVocabFileBytes, "a .tiktoken file");
     // Ranks are 0..N-1, one per line, so a rank is below the file's line count: a rank beyond it
     // is refused before the table grows to hold it.
     const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;

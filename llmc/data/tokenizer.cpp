@@ -65,6 +65,13 @@ Tokenizer Tokenizer::load(const std::string& path) {
                 "%zu tokens",
                 path.c_str(), header[2], file_bytes - header_bytes, max_vocab);
         }
+        // ... and the file no longer than that many tokens take (a length byte and at most 255 bytes
+        // each): a garbage tail (a bad transfer, two files joined) is refused before it is read
+        const size_t most_bytes = header_bytes + static_cast<size_t>(header[2]) * 256;
+        if (file_bytes > most_bytes) {
+            fail("%s: %zu bytes, but the %u tokens its header counts take at most %zu: a damaged file", path.c_str(),
+                 file_bytes, header[2], most_bytes);
+        }
         bytes.resize(file_bytes);
         std::memcpy(bytes.data(), header, header_bytes);
         read_exact(bytes.data() + header_bytes, 1, file_bytes - header_bytes, f, path);
