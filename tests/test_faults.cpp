@@ -980,6 +980,36 @@ TEST(Faults, AShardTruncatedWhileTrainingIsNamed) {
     EXPECT_CONTAINS(job.output(), "error: " + shard + " was truncated or changed while the run read it");
 }
 
+// Round 26: the handler named a shard from a table of 4096 mappings, so in a dataset of more shards
+// a later one truncated while the run read it ended the run in a bare "Bus error" (exit 135). Here
+// 4096 shards of one sample come first and the 4 large ones the shuffled run mostly reads after.
+TEST(Faults, AShardBeyondTheFirst4096TruncatedWhileTrainingIsNamed) {
+    Corpus c;
+    const std::vector<uint32_t> one_sample(17, 'a');   // T + 1 tokens
+    write_shard(c.dir.file("one.bin"), one_sample.data(), (int64_t)one_sample.size(), 2);
+    for (int i = 0; i < 4096; i++)
+        std::filesystem::copy_file(c.dir.file("one.bin"), c.dir.file(format("s_%06d.bin", i)));
+    std::string text;
+    for (int i = 0; i < 20000; i++)
+        text += "In the beginning was the word. ";   // 620k tokens, 1.2 MB
+    const std::vector<uint32_t> tokens(text.begin(), text.end());
+    write_shard(c.dir.file("big.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+    std::vector<std::string> late;   // the shards mapped after the first 4096
+    for (int i = 4096; i < 4100; i++) {
+        late.push_back(c.dir.file(format("s_%06d.bin", i)));
+        std::filesystem::copy_file(c.dir.file("big.bin"), late.back());
+    }
+    const std::string out = c.dir.file("out");
+    Background job(c.train_gpt(out, "-x 100000 --checkpoint-every 50000 --shuffle -i '" + c.dir.file("s_*.bin") + "'"),
+                   c.dir.file("job.txt"));
+    ASSERT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 2; })) << job.output();
+    for (const std::string& shard : late)
+        ASSERT_EQ(::truncate(shard.c_str(), 4096), 0);
+    EXPECT_EQ(job.wait(300), 1) << job.output();
+    EXPECT_CONTAINS(job.output(), "was truncated or changed while the run read it");
+    EXPECT_CONTAINS(job.output(), "error: " + c.dir.file("s_00409"));   // one of the late four, by name
+}
+
 // Round 17: a shard written in place while the run reads it (the same size, valid ids: another
 // shard copied over it) was trained on silently, though its pages were checked at start with
 // other content; it ends the run naming the shard, as a truncation does.

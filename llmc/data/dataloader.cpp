@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <random>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -15,11 +16,24 @@
 
 namespace train_gpt {
 
+namespace {
+
+// The limit on a process's memory mappings (one per shard), or "" where it cannot be read.
+std::string max_map_count() {
+    std::ifstream in("/proc/sys/vm/max_map_count");
+    std::string limit;
+    in >> limit;
+    return limit;
+}
+
+}   // namespace
+
 // One shard mapped read-only for the loader's lifetime.
 struct DataLoader::MappedShard {
     ShardInfo info;
     void* base = nullptr;   // the whole file: header (1024 bytes) then tokens
     size_t mapped_bytes = 0;
+    size_t registry_slot = 0;                // its entry in the bus-error handler's registry (mapped_files.h)
     const unsigned char* tokens = nullptr;   // (N,) of info.token_bytes each
     struct stat opened {};                   // the file as mapped: its identity, size and mtime
 
@@ -45,16 +59,24 @@ struct DataLoader::MappedShard {
         ::close(fd);   // the mapping keeps the file alive
         if (base == MAP_FAILED) {
             base = nullptr;
-            fail("cannot mmap %s: %s", path.c_str(), std::strerror(err));
+            // ENOMEM is, in practice, the per-process limit on mappings (every shard holds one)
+            const std::string limit = max_map_count();
+            fail("cannot mmap %s: %s%s", path.c_str(), std::strerror(err),
+                 err == ENOMEM && !limit.empty()
+                     ? format(" (a process holds at most vm.max_map_count = %s mappings, one per shard: fewer, "
+                              "larger shards — prepare_text --shard-tokens — or a larger limit)",
+                              limit.c_str())
+                           .c_str()
+                     : "");
         }
         tokens = static_cast<const unsigned char*>(base) + kShardHeaderBytes;
-        register_mapped_file(base, mapped_bytes, path);   // a bus error reading it names it
+        registry_slot = register_mapped_file(base, mapped_bytes, path);   // a bus error reading it names it
     }
     // Reads will jump around (shuffling): no readahead. A hint; errors are harmless.
     void advise_random() { ::madvise(base, mapped_bytes, MADV_RANDOM); }
     ~MappedShard() {
         if (base) {
-            unregister_mapped_file(base);
+            unregister_mapped_file(registry_slot);
             ::munmap(base, mapped_bytes);
         }
     }
