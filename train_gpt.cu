@@ -56,6 +56,7 @@
 #include "model/generate.h"
 #include "model/gpt.h"
 #include "precision/fp8_autotune.h"
+#include "precision/fp8_state.h"
 #include "precision/loss_scaler.h"
 #include "train/fault_injection.h"
 #include "train/op_trace.h"
@@ -112,7 +113,7 @@ std::string choose_device(const std::string& requested) {
 
 // The attention the kernel set will run: the CPU kernel set has one (exact, row by row); the CUDA
 // one runs --attention, but the flash attention only where it takes the head size and dtype.
-std::string choose_attention(const TrainConfig& cfg, const RunPlan& plan) {
+std::string chosen_attention(const TrainConfig& cfg, const RunPlan& plan) {
     if (plan.device == "cpu") return "exact";
     const int head_size = plan.model.n_embd / plan.model.n_head;
     const DType dtype = activation_dtype(plan.precision.precision);
@@ -131,6 +132,14 @@ std::string choose_attention(const TrainConfig& cfg, const RunPlan& plan) {
         return "gemm";
     }
     return cfg.attention;
+}
+
+// The attention the run uses, its head size checked before anything is written (the kernels'
+// launches check it again)
+std::string choose_attention(const TrainConfig& cfg, const RunPlan& plan) {
+    const std::string attention = chosen_attention(cfg, plan);
+    if (plan.device != "cpu") check_cuda_attention_shape(attention, plan.model.n_embd, plan.model.n_head);
+    return attention;
 }
 
 // --gemm-epilogues: fp32, bf16 or fp16 and no --recompute (model/epilogue_block_ops.h), checked
@@ -992,6 +1001,10 @@ void build_model(Run& run, Comm& comm) {
         const Fp8AutoChoice choice = choose_fp8_gemms_auto(*run.backend, plan.model, B, T, resumed_dir, comm);
         plan.precision.fp8.gemms = choice.gemms;   // config.json and checkpoints record the choice
         print0("%s\n", choice.how.c_str());
+    }
+    // FP8 training's B·T, checked here too by its first forward: refused now, before anything is written
+    if (plan.precision.precision == Precision::FP8 && plan.precision.fp8.gemms != 0 && !run.data.train.empty()) {
+        check_fp8_training_shape(B, T, fp8_ops_of(*run.backend).fp8_gemm_multiple(), run.backend->name());
     }
     // activations for (B, T) where the run trains or evaluates; sampling alone has buffers of its own
     const bool forwards = !run.data.train.empty() || !run.data.val.empty() || !cfg.hellaswag.empty();

@@ -156,6 +156,25 @@ TEST(Config, GradAccumulationMustDivide) {
     EXPECT_CONTAINS(error_of([&] { grad_accum_steps_for(cfg, 1); }), "--total-batch-tokens");
 }
 
+// Round 26: the CUDA kernel set's shape conditions, which its launches check only after config.json
+// and log.jsonl are written, are checked at start-up by these (train_gpt's choose_attention and
+// build_model); the CUDA test TrainGptRefusesCudaShapesBeforeWritingAnything runs them in the binary.
+TEST(Config, CudaShapeChecksNameTheFlags) {
+    EXPECT_NO_THROW(check_cuda_attention_shape("gemm", 768, 12));    // hs 64
+    EXPECT_NO_THROW(check_cuda_attention_shape("cudnn", 1024, 8));   // hs 128
+    EXPECT_NO_THROW(check_cuda_attention_shape("flash", 100, 2));    // never chosen there
+    EXPECT_CONTAINS(error_of([] { check_cuda_attention_shape("gemm", 100, 2); }),
+                    "--n-embd 100 / --n-head 2 = head size 50: the CUDA attention (gemm) takes a head size that is "
+                    "a multiple of 8;");
+    EXPECT_CONTAINS(error_of([] { check_cuda_attention_shape("cudnn", 1088, 4); }),
+                    "head size 272: the CUDA attention (cudnn) takes a head size that is a multiple of 8 up to 128");
+    EXPECT_NO_THROW(check_fp8_training_shape(1, 100, 1, "cpu"));   // the emulation takes any
+    EXPECT_NO_THROW(check_fp8_training_shape(2, 8, 16, "cuda"));
+    EXPECT_CONTAINS(error_of([] { check_fp8_training_shape(1, 100, 16, "cuda"); }),
+                    "-p fp8 training on cuda: -b 1 times -t 100 = 100 must be a multiple of 16");
+    EXPECT_CONTAINS(error_of([] { check_fp8_training_shape(65535, 65535, 16, "cuda"); }), "= 4294836225 must be");
+}
+
 TEST(Config, ResolvedConfigIsSavedAsJson) {
     ScratchDir dir;
     TrainConfig cfg;

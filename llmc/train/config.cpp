@@ -757,6 +757,26 @@ std::string evaluation_flags_of(const std::string& saved_config_json, TrainConfi
     return taken;
 }
 
+void check_cuda_attention_shape(const std::string& kind, int n_embd, int n_head) {
+    if (kind == "flash" || n_head < 1 || n_embd % n_head != 0) return;   // flash: only head size 64 is chosen
+    const int hs = n_embd / n_head;
+    if (hs % 8 != 0 || (kind == "cudnn" && hs > 128)) {
+        fail(
+            "--n-embd %d / --n-head %d = head size %d: the CUDA attention (%s) takes a head size that is a multiple "
+            "of 8%s; choose another --n-head, or --device cpu",
+            n_embd, n_head, hs, kind.c_str(), kind == "cudnn" ? " up to 128" : "");
+    }
+}
+
+void check_fp8_training_shape(int B, int T, int fp8_gemm_multiple, const std::string& kernel_set) {
+    if (fp8_gemm_multiple > 1 && ((int64_t)B * T) % fp8_gemm_multiple != 0) {
+        fail(
+            "-p fp8 training on %s: -b %d times -t %d = %lld must be a multiple of %d (FP8 tensor-core GEMMs reduce "
+            "over B·T in the weight gradients); choose -b or -t so, or --fp8-gemms none",
+            kernel_set.c_str(), B, T, (long long)B * T, fp8_gemm_multiple);
+    }
+}
+
 void validate_start(const TrainConfig& c) {
     if (c.resume && c.auto_resume) fail("--resume and --auto-resume: give one (--auto-resume also starts a fresh run)");
     if (c.resume && !c.init_from.empty()) {

@@ -179,6 +179,15 @@ void validate_start(const TrainConfig& cfg);
 // this command line's on top); fails naming the flag.
 void validate(const TrainConfig& cfg);
 
+// The shapes the CUDA kernel set's kernels take, checked at start-up: its kernels check the same at
+// launch, but a launch comes after config.json and log.jsonl are written. The attention `kind`
+// (gemm | flash | cudnn, as chosen) on head size n_embd / n_head: gemm and cudnn take a multiple of
+// 8 (16-byte operand rows), cudnn at most 128. FP8 training on a kernel set whose FP8 GEMMs take
+// multiples of `fp8_gemm_multiple`: B·T, the weight gradients' reduction, one of them. Both fail
+// naming the flags.
+void check_cuda_attention_shape(const std::string& kind, int n_embd, int n_head);
+void check_fp8_training_shape(int B, int T, int fp8_gemm_multiple, const std::string& kernel_set);
+
 // What the configuration resolves to at start-up: everything the run uses that is not a flag as
 // given. resolve_run_plan() fills it from the flags; the trainer then adds what only the machine
 // can say (the kernel set, the parameter count, --fp8-gemms auto's timed choice). It is printed as

@@ -44,6 +44,8 @@
 // direction differs must have such a gradient. A wrong update direction anywhere else fails.
 #include "tests/cuda/cuda_test_util.h"
 
+#include "data/shard.h"
+#include "data/tokenizer.h"
 #include "model/gpt.h"
 #include "model/layout.h"
 #include "tests/tolerances.h"
@@ -322,6 +324,27 @@ TEST_F(CudaTest, Fp8RefusesShapesItsGemmsCannotTake) {
     EXPECT_NE(odd.find("B·T = 1·7 = 7 must be a multiple of 16"), std::string::npos) << odd;
     EXPECT_EQ(message([&] { model.forward(tokens.data(), nullptr, 1, 7); }), "no error");   // sampling
     EXPECT_EQ(message([&] { model.forward(tokens.data(), tokens.data() + 1, 1, 16, 1.0f / 16); }), "no error");
+}
+
+// Round 26: the shapes above were refused only at the first forward, after the run had written its
+// config.json and log.jsonl; the binary refuses them at start-up (Config.CudaShapeChecksNameTheFlags
+// holds the messages on the CPU), with nothing written.
+TEST_F(CudaTest, TrainGptRefusesCudaShapesBeforeWritingAnything) {
+    ScratchDir dir;
+    std::string text;
+    for (int i = 0; i < 200; i++)
+        text += "In the beginning was the word. ";
+    const std::vector<uint32_t> tokens(text.begin(), text.end());
+    write_shard(dir.file("train_000000.bin"), tokens.data(), (int64_t)tokens.size(), 2);
+    Tokenizer::byte_level().save(dir.file("tokenizer.bin"));
+    const std::string run = train_gpt_binary() + " --device cuda -e d2 -x 1 -j '' -g 0 -i '" + dir.file("train_*.bin") +
+                            "' --tokenizer '" + dir.file("tokenizer.bin") + "' -o '" + dir.file("out") + "' ";
+    expect_refused(run_timed(run + "-p fp8 --n-embd 64 -b 1 -t 100"),
+                   {"-p fp8 training on cuda: -b 1 times -t 100 = 100 must be a multiple of 16"});
+    EXPECT_FALSE(file_exists(dir.file("out"))) << "nothing written";
+    expect_refused(run_timed(run + "-p bf16 --n-embd 100 --n-head 2 -b 2 -t 16"),
+                   {"--n-embd 100 / --n-head 2 = head size 50: the CUDA attention (gemm)"});
+    EXPECT_FALSE(file_exists(dir.file("out"))) << "nothing written";
 }
 
 // --fused-kernels (CudaOptions::fused_kernels) changes nothing but the order of two FP32 sums. The
