@@ -532,6 +532,23 @@ TEST(TrainerCli, HelpExitsZeroAndShowsDefaults) {
     }
 }
 
+// Round 26: llm.c's GPT-2 command line ends in -h 1 (evaluate HellaSwag); -h is --help here, so
+// the whole line printed the help and exited 0 with nothing trained. -h with a value is refused.
+TEST(TrainerCli, LlmcsMinusHWithAValueIsRefusedNotTakenForHelp) {
+    TinyCorpus corpus;
+    for (const char* h : {"-h 1", "-h 0", "--help 1"}) {
+        SCOPED_TRACE(h);
+        std::string output;
+        EXPECT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 2 " + h, &output), 1) << output;
+        EXPECT_CONTAINS(output, std::string("error: ") + h + ": ");
+        EXPECT_CONTAINS(output, "is --help here and takes no value; llm.c's -h 1 (evaluate HellaSwag) is --hellaswag");
+        EXPECT_FALSE(file_exists(corpus.dir.file("out")));
+    }
+    std::string output;
+    EXPECT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 2 -h", &output), 0) << output;   // help, as ever
+    EXPECT_CONTAINS(output, "-b,--batch-size  B");
+}
+
 // config.json holds every flag --help lists (as its long name with '_'), so it is the whole run.
 TEST(TrainerCli, ConfigJsonHoldsEveryFlag) {
     std::string help;

@@ -270,6 +270,17 @@ bool TrainConfig::injects_nonfinite_at(int step) const {
 }
 
 std::optional<int> parse_command_line(int argc, const char* const* argv, TrainConfig& c) {
+    // llm.c's -h 1 ("evaluate HellaSwag") is --help here, which wins over every other flag: its GPT-2
+    // command line printed the help and exited 0, nothing trained (round 26). -h with a value is refused.
+    for (int i = 1; i + 1 < argc; i++) {
+        const std::string arg = argv[i], next = argv[i + 1];
+        if ((arg == "-h" || arg == "--help") && !next.empty() && next[0] != '-') {
+            fail(
+                "%s %s: %s is --help here and takes no value; llm.c's -h 1 (evaluate HellaSwag) is --hellaswag "
+                "FILE (dev/data/hellaswag.sh fetches it), and -h 0 is the default: drop it",
+                arg.c_str(), next.c_str(), arg.c_str());
+        }
+    }
     CLI::App app = make_app();
     add_flags(app, c);
     try {
