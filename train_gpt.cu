@@ -1456,6 +1456,8 @@ int train(Run& run, Comm& comm) {
     const double step_flops = flops_per_token(plan.model, plan.num_parameters, plan.seq_len) * plan.tokens_per_step;
     RunSummary summary;
     summary.program = run.program;
+    summary.plot_script = path_beside_program(run.program, "scripts/plot_run.py", summary.plot_script);
+    summary.ranks = plan.world_size;
     summary.first_step = (int)run.start.step;
     if (run.resume_from) summary.checkpoint = run.resume_from->dir;
     double this_process_tokens = 0, this_process_step_seconds = 0;

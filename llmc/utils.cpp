@@ -239,6 +239,15 @@ std::string glob_escaped(const std::string& text) {
     return escaped;
 }
 
+std::string path_beside_program(const std::string& program, const std::string& relative, const std::string& fallback) {
+    const size_t slash = program.find_last_of('/');
+    if (slash == std::string::npos) return fallback;
+    std::string path = (std::filesystem::path(program.substr(0, slash + 1)) / relative).lexically_normal().string();
+    if (!file_exists(path)) return fallback;
+    if (path.find('/') == std::string::npos) path = "./" + path;
+    return path;
+}
+
 std::string shell_quoted(const std::string& text) {
     const bool plain = !text.empty() && text.find_first_not_of(
                                             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

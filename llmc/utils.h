@@ -71,6 +71,11 @@ std::string resolved_path(const std::string& path);
 // _ . / - + = : , @ %, else in single quotes (a quote inside written '\''), so a printed command can
 // be pasted.
 std::string shell_quoted(const std::string& text);
+// A file of the repository the running program belongs to, as a command typed where the user is
+// can name it: `relative` (e.g. "scripts/plot_run.py", "../train_gpt") taken from the directory of
+// `program` (argv[0]), lexically normalised, with "./" before a bare name ("./train_gpt"); `fallback`
+// where argv[0] has no directory (found on PATH) or nothing is there.
+std::string path_beside_program(const std::string& program, const std::string& relative, const std::string& fallback);
 // `text` with the glob characters * ? [ ] \ escaped by a backslash: a directory's name as the
 // literal start of a glob (expand_glob).
 std::string glob_escaped(const std::string& text);

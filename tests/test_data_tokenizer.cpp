@@ -55,16 +55,16 @@ TEST(DataTokenizer, TokenizerFingerprintTellsTablesApart) {
 TEST(DataTokenizer, PrepareTextRecordsTheTokenizerAndPrintsTheCommandToRun) {
     ScratchDir dir;
     const std::string out = prepare(dir, "--out-dir '" + dir.file("a") + "' --name a --val-fraction 0.1");
-    const std::string command =
-        "./train_gpt -i '" + dir.file("a") + "/a_train_*.bin' -j '" + dir.file("a") + "/a_val_*.bin'";
+    const std::string command = trainer_beside_prepare_text() + " -i '" + dir.file("a") + "/a_train_*.bin' -j '" +
+                                dir.file("a") + "/a_val_*.bin'";
     EXPECT_CONTAINS(out, "next: " + command + " -o out/a\n") << "an output directory of its own";
     // two datasets under the default --name: each command its own output directory, named for its
     // --out-dir (before: both -o out/data, so the second command was refused)
     for (const char* d : {"first", "second"}) {
         const std::string shards = dir.file(std::string("sets/") + d);
         EXPECT_CONTAINS(prepare(dir, "--out-dir '" + shards + "' --val-fraction 0.1"),
-                        "next: ./train_gpt -i '" + shards + "/data_train_*.bin' -j '" + shards +
-                            "/data_val_*.bin' -o out/" + d + "\n");
+                        "next: " + trainer_beside_prepare_text() + " -i '" + shards + "/data_train_*.bin' -j '" +
+                            shards + "/data_val_*.bin' -o out/" + d + "\n");
     }
     const Tokenizer tok = Tokenizer::load(dir.file("a/tokenizer.bin"));
     for (const char* shard : {"a/a_train_000000.bin", "a/a_val_000000.bin"}) {

@@ -943,7 +943,8 @@ TEST(DataLoaderPrepareText, GlobCharactersInNamesNeverReachOtherShards) {
     ASSERT_EQ(prepare("short.txt", "--name c --shard-tokens 1000"), 0) << output;
     EXPECT_CONTAINS(output, "removed stale shard " + od + "/c_train_000002.bin");
     EXPECT_FALSE(file_exists(od + "/c_train_000002.bin"));
-    EXPECT_CONTAINS(output, "next: ./train_gpt -i '" + dir.file("od\\[1\\]") + "/c_train_*.bin'");
+    EXPECT_CONTAINS(output,
+                    "next: " + trainer_beside_prepare_text() + " -i '" + dir.file("od\\[1\\]") + "/c_train_*.bin'");
 }
 
 // Round 19: datasets side by side in one --out-dir. --name a beside a_val: a's printed -j a_val_*.bin
@@ -996,9 +997,10 @@ TEST(DataLoaderPrepareText, DatasetsSideBySideNeverTakeEachOthersShardsOrTokeniz
                           &output),
               0)
         << output;
-    const size_t at = output.find("next: ./train_gpt ");
+    const std::string next = "next: " + trainer_beside_prepare_text() + " ";   // the trainer, from any cwd
+    const size_t at = output.find(next);
     ASSERT_NE(at, std::string::npos) << output;
-    const std::string args = output.substr(at + 18, output.find('\n', at) - at - 18);
+    const std::string args = output.substr(at + next.size(), output.find('\n', at) - at - next.size());
     write_text(dir.file("next.sh"), "printf '%s\\n' " + args + "\n");
     ASSERT_EQ(run_command("sh '" + dir.file("next.sh") + "'", &output), 0) << output;
     EXPECT_EQ(output, "-i\n" + dir.file("q") + "/it's;x_train_*.bin\n-j\n" + dir.file("q") +

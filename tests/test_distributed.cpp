@@ -377,6 +377,8 @@ TEST(Distributed, ResumeFromIntactPassesOverADamagedCheckpointOnEveryRank) {
     std::string output;
     ASSERT_EQ(run_command(c.train_gpt(2, 2, out, "-x 6 --resume --resume-from-intact"), &output), 0) << output;
     EXPECT_CONTAINS(output, "resuming from " + out + "/checkpoints/step_00000002");
+    // round 26: the summary's next: --resume is this run's command, so it says to run it as this one ran
+    EXPECT_CONTAINS(output, "the run says how; under this run's launcher, 2 ranks)");
     EXPECT_TRUE(file_exists(newest + ".damaged/manifest.json")) << output;
     EXPECT_EQ(losses_of(out + "/log.jsonl").count(6), 1u);
 }

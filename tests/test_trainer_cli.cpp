@@ -89,7 +89,12 @@ TEST(TrainerCli, ShortRunWritesLogConfigAndSample) {
     EXPECT_EQ(output.find("MFU"), std::string::npos);
     EXPECT_CONTAINS(output, "---- run summary ----");
     EXPECT_CONTAINS(output, "for 6 step(s), 384 tokens");
-    EXPECT_CONTAINS(output, "plot it: scripts/plot_run.py " + corpus.dir.file("out/log.jsonl"));
+    // round 26: the plot script beside the trainer, so that the hint runs from any directory (it was
+    // scripts/plot_run.py, relative to the repository)
+    const std::string bin_dir = train_gpt_binary().substr(0, train_gpt_binary().rfind('/'));
+    const std::string plot =
+        file_exists(bin_dir + "/scripts/plot_run.py") ? bin_dir + "/scripts/plot_run.py" : "scripts/plot_run.py";
+    EXPECT_CONTAINS(output, "plot it: " + plot + " " + corpus.dir.file("out/log.jsonl"));
     EXPECT_CONTAINS(output, "checkpoint: none written");
     auto config = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
     EXPECT_EQ(config["n_embd"].get<int>(), 32);

@@ -76,6 +76,13 @@ inline std::string train_gpt_binary() {
     return access(beside.c_str(), X_OK) == 0 ? beside : repo_root() + "/train_gpt";
 }
 
+// The trainer as prepare_text's `next:` line names it: the one beside prepare_text's build/
+// directory (the repository's ./train_gpt for the usual build), else ./train_gpt.
+inline std::string trainer_beside_prepare_text() {
+    const std::string parent = build_dir().substr(0, build_dir().rfind('/'));
+    return access((parent + "/train_gpt").c_str(), X_OK) == 0 ? parent + "/train_gpt" : "./train_gpt";
+}
+
 // The Python the oracle scripts run with: $TRAIN_GPT_PYTHON, else Debian's (where setup.sh
 // installs torch, transformers and safetensors).
 inline std::string python_binary() {

@@ -81,9 +81,10 @@ struct Options {
     int token_bytes = 0;
     int64_t train_bytes = int64_t(1) << 30;
     int64_t chunk_bytes = int64_t(64) << 20;
-    int stop_after_parts = -1;     // testing: fail after tokenising this many parts
-    std::string command;           // this command line, recorded in the --out-dir lock
-    std::set<std::string> given;   // the flags on the command line ("--vocab-size", ...)
+    int stop_after_parts = -1;             // testing: fail after tokenising this many parts
+    std::string command;                   // this command line, recorded in the --out-dir lock
+    std::string trainer = "./train_gpt";   // the trainer beside build/ (path_beside_program), for next:
+    std::set<std::string> given;           // the flags on the command line ("--vocab-size", ...)
 };
 
 struct Input {
@@ -952,7 +953,7 @@ void run(const Options& opt) {
     const std::string dir_glob = glob_escaped(opt.out_dir);
     const std::string val_glob = val.empty() ? "" : format("%s/%s_val_*.bin", dir_glob.c_str(), opt.name.c_str());
     // quoted for a shell as a whole, so that it can be pasted whatever the names hold
-    std::printf("next: ./train_gpt -i %s -j %s -o %s\n",
+    std::printf("next: %s -i %s -j %s -o %s\n", shell_quoted(opt.trainer).c_str(),
                 shell_quoted(format("%s/%s_train_*.bin", dir_glob.c_str(), opt.name.c_str())).c_str(),
                 shell_quoted(val_glob).c_str(), shell_quoted("out/" + run_name).c_str());
 }
@@ -1015,6 +1016,7 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < argc; i++)
         opt.command += (i ? " " : "") + std::string(argv[i]);
+    opt.trainer = path_beside_program(argv[0], "../train_gpt", opt.trainer);   // build/prepare_text
     for (const CLI::Option* option : app.get_options()) {
         if (option->count() > 0) opt.given.insert(option->get_name());
     }

@@ -79,8 +79,8 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
     if (s.hellaswag_acc_norm) lines.push_back(format("hellaswag:  acc_norm %.4f (end)", *s.hellaswag_acc_norm));
     if (s.steps == 0 && s.sample_tokens > 0) lines.push_back(format("sample:     %d tokens (above)", s.sample_tokens));
     if (!s.log_path.empty())
-        lines.push_back("log:        " + s.log_path + "   (plot it: scripts/plot_run.py " + shell_quoted(s.log_path) +
-                        ")");
+        lines.push_back("log:        " + s.log_path + "   (plot it: " + shell_quoted(s.plot_script) + " " +
+                        shell_quoted(s.log_path) + ")");
     if (s.checkpoint) {
         std::string what = "a Hugging Face model directory: " + s.checkpoint_holds;
         // transformers' generate stops at n_positions tokens; the engine's sampling slides its window
@@ -99,7 +99,8 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
                                       : " --checkpoint-dir " + shell_quoted(s.checkpoint_dir);
         lines.push_back("            " + shell_quoted(s.program) + " --resume -o " + shell_quoted(s.output_dir) +
                         where + " -x " + std::to_string(2 * s.steps) +
-                        "   (train on, to twice the steps: the schedule stretches over them, and the run says how)");
+                        "   (train on, to twice the steps: the schedule stretches over them, and the run says how" +
+                        (s.ranks > 1 ? format("; under this run's launcher, %d ranks", s.ranks) : std::string()) + ")");
     } else if (s.checkpoints_refused > 0) {
         lines.push_back(
             format("checkpoint: none written (the model's state held a non-finite value at each of the %d "

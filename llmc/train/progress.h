@@ -56,13 +56,15 @@ class RunClock {
 // The closing lines of a run.
 struct RunSummary {
     std::string program = "./train_gpt";   // the trainer as it was started (argv[0]), for the next: commands
-    int steps = 0, first_step = 0;         // the run's steps, and where this process started
-    int64_t tokens = 0;                    // trained on, the whole run
-    double seconds = 0;                    // the whole run, to the end of its last sample
-    double process_seconds = 0;            // this process's (after a resume: less than seconds)
-    double mean_tokens_per_second = 0;     // this process's, over its training steps
-    double mfu = 0;                        // this process's mean, 0: none
-    int max_seq_len = 0;                   // the model's position table (the export's n_positions)
+    std::string plot_script = "scripts/plot_run.py";   // beside the trainer (path_beside_program)
+    int ranks = 1;                                     // the run's processes: next: runs under its launcher
+    int steps = 0, first_step = 0;                     // the run's steps, and where this process started
+    int64_t tokens = 0;                                // trained on, the whole run
+    double seconds = 0;                                // the whole run, to the end of its last sample
+    double process_seconds = 0;                        // this process's (after a resume: less than seconds)
+    double mean_tokens_per_second = 0;                 // this process's, over its training steps
+    double mfu = 0;                                    // this process's mean, 0: none
+    int max_seq_len = 0;                               // the model's position table (the export's n_positions)
     // what a checkpoint's step directory holds besides the weights ("and tokenizer", ...)
     std::string checkpoint_holds = "weights and tokenizer";
     bool tokenizer_encodes = true;   // a prompt can be given to sample from a checkpoint
