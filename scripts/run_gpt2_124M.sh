@@ -8,7 +8,8 @@
 # ZeRO-1, a checkpoint every 1000 steps. After a crash or a SIGUSR1 / SIGTERM stop (exit 75, a
 # checkpoint written): the same command with --resume (a fresh run into out/gpt2_124M is refused).
 # A SIGTERM or SIGINT to this script (or Ctrl-C in its terminal) reaches the ranks as SIGUSR1
-# (scripts/stoppable.sh): they checkpoint and exit 75, and so does the script.
+# (scripts/stoppable.sh): they checkpoint and exit 75, and so does the script. The ranks start in
+# the repository: a relative path among the extra flags (-o, -i, ...) is the repository's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # NUM_GPUS is the first argument where it is a number; otherwise 8, and every argument is a flag

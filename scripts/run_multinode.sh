@@ -9,9 +9,13 @@
 # Ranks are placed node by node; each rank uses the GPU of its local rank (rank within the node).
 # A SIGTERM or SIGINT to this script (or Ctrl-C in its terminal) reaches the ranks as SIGUSR1
 # (scripts/stoppable.sh): they checkpoint and exit 75, and so does the script.
+# HOSTFILE is read where the script is started; the ranks start in the repository, so a relative
+# path among the flags (-i, -o, ...) is the repository's, as it is for run_gpt2_124M.sh.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 : "${HOSTFILE:?set HOSTFILE to an Open MPI hostfile}"
+[[ -f $HOSTFILE ]] || { echo "run_multinode.sh: HOSTFILE $HOSTFILE is not a file (from $(pwd))" >&2; exit 1; }
+HOSTFILE=$(realpath "$HOSTFILE")
+cd "$(dirname "$0")/.."
 gpus_per_node=${GPUS_PER_NODE:-8}
 nodes=$(grep -cv '^\s*\(#\|$\)' "$HOSTFILE")
 # Open MPI refuses to start as root (containers, cloud images) unless told it may

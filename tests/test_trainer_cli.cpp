@@ -316,7 +316,20 @@ TEST(TrainerCli, LaunchScriptsStartMpirunAsRoot) {
             << multi;
         EXPECT_CONTAINS(single, "mpirun ");
         EXPECT_CONTAINS(single, "-np 2 --bind-to none ./train_gpt -e d12");
-        EXPECT_CONTAINS(multi, "-np 4 --hostfile");
+        EXPECT_CONTAINS(multi, "-np 4 --hostfile " + dir.file("hosts.txt") + " ");
+        // round 26: a HOSTFILE relative to where the script is started (it was read in the repository)
+        std::string relative;
+        EXPECT_EQ(run_command("cd '" + dir.path + "' && " + env + "HOSTFILE=hosts.txt GPUS_PER_NODE=2 " + repo_root() +
+                                  "/scripts/run_multinode.sh -x 1",
+                              &relative),
+                  0)
+            << relative;
+        EXPECT_CONTAINS(relative, "-np 4 --hostfile " + dir.file("hosts.txt") + " ");
+        EXPECT_EQ(run_command("cd '" + dir.path + "' && " + env + "HOSTFILE=nowhere.txt " + repo_root() +
+                                  "/scripts/run_multinode.sh -x 1",
+                              &relative),
+                  1);
+        EXPECT_CONTAINS(relative, "run_multinode.sh: HOSTFILE nowhere.txt is not a file (from " + dir.path + ")");
         for (const std::string& out : {single, multi}) {
             EXPECT_EQ(out.find("--allow-run-as-root") != std::string::npos, std::string(uid) == "0")
                 << uid << ": " << out;
