@@ -82,6 +82,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <sys/stat.h>
 #include <vector>
 
 using namespace train_gpt;
@@ -184,13 +185,19 @@ void check_flash_backward(const TrainConfig& cfg, const RunPlan& plan) {
 // refusal: measuring the training loss on a fixed set is a thing one may want.
 void warn_if_val_is_trained_on(const RunData& data) {
     if (data.train.empty() || data.val.empty() || !g_is_root) return;
-    std::set<std::string> train;
+    // a file by its device and inode: one file under two names (a symbolic or a hard link) is one
+    auto identity = [](const std::string& path) {
+        struct stat st {};   // (0, 0) where it cannot be read: the loaders say why
+        return ::stat(path.c_str(), &st) == 0 ? std::make_pair((uint64_t)st.st_dev, (uint64_t)st.st_ino)
+                                              : std::make_pair(uint64_t(0), uint64_t(0));
+    };
+    std::set<std::pair<uint64_t, uint64_t>> train;
     try {
         for (const std::string& f : expand_glob(data.train))
-            train.insert(resolved_path(f));
+            train.insert(identity(f));
         std::vector<std::string> both;
         for (const std::string& f : expand_glob(data.val))
-            if (train.count(resolved_path(f))) both.push_back(f);
+            if (const auto id = identity(f); id.second != 0 && train.count(id)) both.push_back(f);
         if (both.empty()) return;
         std::fprintf(stderr,
                      "warning: -i %s and -j %s both match %s%s: the val loss is measured on tokens the run trains on\n",

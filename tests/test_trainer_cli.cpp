@@ -707,6 +707,28 @@ TEST(TrainerCli, AnEvaluationNeverCountsATokenTwice) {
     EXPECT_CONTAINS(output, "| 1984 tokens (62 batches of 2x16)");
 }
 
+// A val shard the train glob also takes warns that the val loss is measured on trained tokens:
+// through an overlapping glob, a symbolic link, and (round 26: it was not seen) a hard link.
+TEST(TrainerCli, AValShardTheRunAlsoTrainsOnIsWarnedOfUnderAnyName) {
+    TinyCorpus corpus;
+    make_dirs(corpus.dir.file("links"));
+    const std::string val = corpus.dir.file("tiny_val_000000.bin");
+    ASSERT_EQ(::symlink(val.c_str(), corpus.dir.file("links/sym_000000.bin").c_str()), 0);
+    ASSERT_EQ(::link(val.c_str(), corpus.dir.file("links/hard_000000.bin").c_str()), 0);
+    for (const std::string& train :
+         {corpus.dir.file("tiny_*.bin"), corpus.dir.file("links/sym_*.bin"), corpus.dir.file("links/hard_*.bin")}) {
+        SCOPED_TRACE(train);
+        std::string output;
+        ASSERT_EQ(run_command(train_gpt_binary() + corpus.args(train) + " -x 1 -g 0 --overwrite-output", &output), 0)
+            << output;
+        EXPECT_CONTAINS(output, "warning: -i " + train + " and -j " + corpus.dir.file("tiny_val_*.bin") +
+                                    " both match " + val + ": the val loss is measured on tokens the run trains on");
+    }
+    std::string output;
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -g 0 --overwrite-output", &output), 0) << output;
+    EXPECT_EQ(output.find("both match"), std::string::npos) << output;
+}
+
 TEST(TrainerCli, UnknownFlagIsRejected) { EXPECT_CONTAINS(expect_failure("--no-such-flag 3"), "--no-such-flag"); }
 
 TEST(TrainerCli, NonNumericValueIsRejected) {
