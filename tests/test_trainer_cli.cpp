@@ -731,6 +731,16 @@ TEST(TrainerCli, AValShardTheRunAlsoTrainsOnIsWarnedOfUnderAnyName) {
 
 TEST(TrainerCli, UnknownFlagIsRejected) { EXPECT_CONTAINS(expect_failure("--no-such-flag 3"), "--no-such-flag"); }
 
+// Round 26: an unquoted glob the shell expanded got CLI11's "not expected" alone; now a hint too.
+TEST(TrainerCli, AnUnquotedGlobGetsAHintToQuoteIt) {
+    TinyCorpus corpus;
+    const std::string out = expect_failure("-x 1 -i " + corpus.dir.file("tiny_train_000000.bin") + " " +
+                                           corpus.dir.file("tiny_val_000000.bin"));
+    EXPECT_CONTAINS(out, "The following argument was not expected: " + corpus.dir.file("tiny_val_000000.bin"));
+    EXPECT_CONTAINS(out, "hint: -i and -j take one glob, in quotes (-i 'data/kjv/kjv_train_*.bin')");
+    EXPECT_EQ(expect_failure("-x 1 stray").find("hint:"), std::string::npos) << "not for any extra argument";
+}
+
 TEST(TrainerCli, NonNumericValueIsRejected) {
     std::string out = expect_failure("--batch-size abc");
     EXPECT_CONTAINS(out, "--batch-size");

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cfloat>
@@ -285,6 +286,18 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
     add_flags(app, c);
     try {
         app.parse(argc, argv);
+    } catch (const CLI::ExtrasError& e) {
+        const int rc = app.exit(e);
+        // an unquoted glob (-i data/x_*.bin) that the shell expanded: its second file is an extra
+        // argument (round 26: CLI11's message alone did not say why)
+        if (std::any_of(app.remaining().begin(), app.remaining().end(),
+                        [](const std::string& arg) { return arg.size() > 4 && arg.rfind(".bin") == arg.size() - 4; })) {
+            std::fprintf(
+                stderr,
+                "hint: -i and -j take one glob, in quotes (-i 'data/kjv/kjv_train_*.bin'); unquoted, the shell "
+                "expands it into several arguments\n");
+        }
+        return exit_status_after_printing(rc);
     } catch (const CLI::ParseError& e) {
         return exit_status_after_printing(app.exit(e));   // --help on stdout, or the error on stderr
     }
