@@ -203,6 +203,30 @@ TEST(HostileInputs, ATokenizerFileLargerThanItsFormatAllowsIsRefusedUnread) {
     }
 }
 
+// Round 27: a --hellaswag file and a checkpoint's manifest.json were read whole whatever their
+// size: a wrong file of gigabytes ended in "std::bad_alloc" naming nothing (or an OOM kill). Each
+// is refused by its size before it is read; --resume-from-intact sets such a checkpoint aside.
+TEST(HostileInputs, AHellaSwagFileOrAManifestLargerThanItsFormatIsRefusedUnread) {
+    Corpus c;
+    const std::string hs = c.dir.file("hs.jsonl");
+    write_text(hs, "");
+    std::filesystem::resize_file(hs, size_t(2) << 30);   // sparse
+    expect_refused(run(c.train_gpt("-x 1 --hellaswag '" + hs + "'")),
+                   {hs + ": 2147483648 bytes, more than a HellaSwag jsonl can hold (at most 1073741824)"});
+    EXPECT_FALSE(file_exists(c.dir.file("out")));
+
+    ASSERT_EQ(run(c.train_gpt("-x 4 --checkpoint-every 2")).rc, 0);
+    const std::string manifest = c.dir.file("out/checkpoints/step_00000004/manifest.json");
+    std::filesystem::resize_file(manifest, size_t(100) << 20);
+    const std::string says = manifest + ": 104857600 bytes, more than a checkpoint's manifest.json can hold";
+    expect_refused(run(c.train_gpt("-x 6 --resume")), {says});
+    expect_refused(run(train_gpt_binary() + " -x 0 -g 0 -j '' --init-from '" + c.dir.file("out/checkpoints") + "'"),
+                   {says});
+    const CommandResult intact = run(c.train_gpt("-x 6 --resume --resume-from-intact"));
+    EXPECT_EQ(intact.rc, 0) << intact.output;
+    EXPECT_CONTAINS(intact.output, "resuming from " + c.dir.file("out/checkpoints/step_00000002"));
+}
+
 TEST(HostileInputs, TiktokenRankBeyondTheFileIsRefusedBeforeAllocating) {
     ScratchDir dir;
     write_text(dir.file("book.txt"), "In the beginning.\n");

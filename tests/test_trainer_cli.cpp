@@ -554,7 +554,8 @@ TEST(TrainerCli, HelpExitsZeroAndShowsDefaults) {
 // the whole line printed the help and exited 0 with nothing trained. -h with a value is refused.
 TEST(TrainerCli, LlmcsMinusHWithAValueIsRefusedNotTakenForHelp) {
     TinyCorpus corpus;
-    for (const char* h : {"-h 1", "-h 0", "--help 1"}) {
+    // round 27: every spelling of a value (-h1 and --help=1 still printed the help)
+    for (const char* h : {"-h 1", "-h 0", "--help 1", "-h1", "-h=1", "--help=1"}) {
         SCOPED_TRACE(h);
         std::string output;
         EXPECT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 2 " + h, &output), 1) << output;

@@ -589,7 +589,8 @@ CheckpointManifest read_manifest(const std::string& dir) {
     if (!file_exists(path)) {
         fail("%s is not a checkpoint: it has no %s (an unfinished save is a *.tmp directory)", d, kManifestName);
     }
-    CheckpointManifest m = parse_manifest(read_file_text(path), path);
+    CheckpointManifest m =
+        parse_manifest(read_file_text(path, kMaxManifestBytes, "a checkpoint's manifest.json"), path);
     // a step_<N> directory holds the checkpoint of step N
     std::string name = dir;
     while (name.size() > 1 && name.back() == '/')

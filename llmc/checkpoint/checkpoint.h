@@ -152,6 +152,9 @@ struct NewerBuildError : Error {
     using Error::Error;
 };
 CheckpointManifest read_manifest(const std::string& dir);
+// A manifest.json lists a checkpoint's files (a few per rank) and its run's configuration: a few
+// kB. One larger than this is refused by its size before it is read (a damaged checkpoint).
+constexpr size_t kMaxManifestBytes = size_t(64) << 20;
 // The manifest in `text` (the contents of `path`), every field checked before use: present, of its
 // type and in range (the step and the model's shape positive ints, positions and sizes
 // non-negative integers, numbers finite), and the trainer's state in it as its owners read it —

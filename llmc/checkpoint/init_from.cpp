@@ -109,7 +109,8 @@ bool has_transformers_files(const std::string& dir) {
 bool foreign_manifest_beside_a_transformers_model(const std::string& dir) {
     if (!has_transformers_files(dir)) return false;
     try {
-        const nlohmann::json j = nlohmann::json::parse(read_file_text(dir + "/manifest.json"));
+        const nlohmann::json j =
+            nlohmann::json::parse(read_file_text(dir + "/manifest.json", kMaxManifestBytes, "a manifest.json"));
         return j.is_object() && !j.contains("format");
     } catch (const std::exception&) {
         return false;

@@ -11,7 +11,9 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
     if (!tokenizer.can_encode()) {
         fail("HellaSwag needs a tokenizer that encodes text; %s has no BPE merges", tokenizer.origin().c_str());
     }
-    const std::string text = read_file_text(path);
+    // HellaSwag's val set is 11 MB, its train set 47 MB: a file beyond 1 GiB is another one, refused
+    // by its size before it is read
+    const std::string text = read_file_text(path, size_t(1) << 30, "a HellaSwag jsonl");
     std::vector<HellaSwagExample> examples;
     int line_no = 0;
     for (size_t pos = 0; pos < text.size();) {

@@ -273,13 +273,17 @@ bool TrainConfig::injects_nonfinite_at(int step) const {
 std::optional<int> parse_command_line(int argc, const char* const* argv, TrainConfig& c) {
     // llm.c's -h 1 ("evaluate HellaSwag") is --help here, which wins over every other flag: its GPT-2
     // command line printed the help and exited 0, nothing trained (round 26). -h with a value is refused.
-    for (int i = 1; i + 1 < argc; i++) {
-        const std::string arg = argv[i], next = argv[i + 1];
-        if ((arg == "-h" || arg == "--help") && !next.empty() && next[0] != '-') {
+    // Every spelling: -h 1, --help 1, -h1, -h=1, --help=1.
+    for (int i = 1; i < argc; i++) {
+        const std::string arg = argv[i], next = i + 1 < argc ? argv[i + 1] : "";
+        std::string given;   // the help flag with a value, as typed
+        if ((arg == "-h" || arg == "--help") && !next.empty() && next[0] != '-') given = arg + " " + next;
+        if ((arg.size() > 2 && arg.compare(0, 2, "-h") == 0) || arg.rfind("--help=", 0) == 0) given = arg;
+        if (!given.empty()) {
             fail(
-                "%s %s: %s is --help here and takes no value; llm.c's -h 1 (evaluate HellaSwag) is --hellaswag "
-                "FILE (dev/data/hellaswag.sh fetches it), and -h 0 is the default: drop it",
-                arg.c_str(), next.c_str(), arg.c_str());
+                "%s: %s is --help here and takes no value; llm.c's -h 1 (evaluate HellaSwag) is --hellaswag FILE "
+                "(dev/data/hellaswag.sh fetches it), and -h 0 is the default: drop it",
+                given.c_str(), arg.rfind("--", 0) == 0 ? "--help" : "-h");
         }
     }
     CLI::App app = make_app();

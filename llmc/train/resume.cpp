@@ -87,7 +87,8 @@ namespace {
 // torn write (a crash mid-record) and is dropped; an unparsable line with records after it fails,
 // naming the file and the line (before: the log ended there, and a resume deleted what followed).
 void read_log(const std::string& path, std::vector<std::string>& lines, std::vector<nlohmann::json>& records) {
-    std::istringstream in(read_file_text(path));
+    // a step's record is ~300 bytes: 4 GiB is ten million steps, and a larger file another one
+    std::istringstream in(read_file_text(path, size_t(4) << 30, "a run's log.jsonl"));
     std::vector<std::pair<int, std::string>> text;   // (line number, line), blank ones left out
     int number = 0;
     for (std::string line; std::getline(in, line);) {
