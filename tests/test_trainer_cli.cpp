@@ -347,26 +347,36 @@ TEST(TrainerCli, LaunchScriptsStartMpirunAsRoot) {
 TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
     ScratchDir dir;
     make_dirs(dir.file("bin"));
-    write_text(dir.file("bin/mpirun"),
-               "#!/usr/bin/env python3\nimport signal, sys, time\n"
-               "def on(name, rc):\n"
-               "    def handler(signum, frame):\n"
-               "        print('stub: ' + name, flush=True)\n"
-               "        sys.exit(rc)\n"
-               "    return handler\n"
-               "signal.signal(signal.SIGUSR1, on('SIGUSR1', 75))\n"
-               "signal.signal(signal.SIGTERM, on('SIGTERM', 1))\n"
-               "signal.signal(signal.SIGINT, on('SIGINT', 1))\n"
-               "print('mpirun ' + ' '.join(sys.argv[1:]), flush=True)\n"
-               "while True:\n    time.sleep(0.05)\n");
+    // mpirun and srun: each says how it was called and which signal reached it
+    const std::string launcher_stub =
+        "#!/usr/bin/env python3\nimport os, signal, sys, time\n"
+        "def on(name, rc):\n"
+        "    def handler(signum, frame):\n"
+        "        print('stub: ' + name, flush=True)\n"
+        "        sys.exit(rc)\n"
+        "    return handler\n"
+        "signal.signal(signal.SIGUSR1, on('SIGUSR1', 75))\n"
+        "signal.signal(signal.SIGTERM, on('SIGTERM', 1))\n"
+        "signal.signal(signal.SIGINT, on('SIGINT', 1))\n"
+        "print(os.path.basename(sys.argv[0]) + ' ' + ' '.join(sys.argv[1:]), flush=True)\n"
+        "while True:\n    time.sleep(0.05)\n";
+    write_text(dir.file("bin/mpirun"), launcher_stub);
+    write_text(dir.file("bin/srun"), launcher_stub);
+    write_text(dir.file("bin/scontrol"), "#!/bin/sh\necho \"scontrol $*\"\n");
     write_text(dir.file("bin/make"), "#!/bin/sh\nexit 0\n");
     write_text(dir.file("hosts.txt"), "node1 slots=2\n");
     std::string out;
     ASSERT_EQ(run_command("chmod +x '" + dir.file("bin") + "'/*", &out), 0) << out;
     const std::string env = "PATH='" + dir.file("bin") + "':$PATH ";
-    for (const std::string& script : {env + repo_root() + "/scripts/run_gpt2_124M.sh 2 -x 1",
-                                      env + "HOSTFILE='" + dir.file("hosts.txt") + "' GPUS_PER_NODE=2 " + repo_root() +
-                                          "/scripts/run_multinode.sh"}) {
+    // round 27: slurm_train.sbatch (as sbatch runs it: a copy, from the submit directory) passed a
+    // SIGTERM to srun, which kills the ranks at once; it exits 75 and requeues the job
+    const std::string sbatch = "cd " + repo_root() + " && SLURM_JOB_ID=42 " + env +
+                               "bash -c 'cat scripts/slurm_train.sbatch > " + dir.file("slurm_script") +
+                               "; exec bash " + dir.file("slurm_script") + " -x 1'";
+    for (const std::string& script :
+         {env + repo_root() + "/scripts/run_gpt2_124M.sh 2 -x 1",
+          env + "HOSTFILE='" + dir.file("hosts.txt") + "' GPUS_PER_NODE=2 " + repo_root() + "/scripts/run_multinode.sh",
+          sbatch}) {
         // the script's pid, and (set -m: a process group of its own, as a terminal's foreground
         // job has) the whole group, as Ctrl-C and `kill -- -PGID` do
         for (const std::string signal : {"-TERM $pid", "-INT -- -$pid", "-TERM -- -$pid"}) {
@@ -381,8 +391,19 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
             EXPECT_CONTAINS(log, "stub: SIGUSR1");
             EXPECT_EQ(log.find("stub: SIGTERM"), std::string::npos) << log;
             EXPECT_EQ(log.find("stub: SIGINT"), std::string::npos) << log;
+            if (script == sbatch) {
+                EXPECT_CONTAINS(log, "srun --mpi=pmix ./train_gpt --auto-resume -x 1\n");
+                EXPECT_CONTAINS(log, "scontrol requeue 42\n");
+            }
         }
     }
+    // round 27: Slurm makes no directory for --output; out/slurm-%j.log failed the job at launch in
+    // a checkout without out/ (git ignores it)
+    const std::string sbatch_text = read_text(repo_root() + "/scripts/slurm_train.sbatch");
+    const size_t output_at = sbatch_text.find("#SBATCH --output=");
+    ASSERT_NE(output_at, std::string::npos);
+    const std::string output_value = sbatch_text.substr(output_at, sbatch_text.find('\n', output_at) - output_at);
+    EXPECT_EQ(output_value.find('/'), std::string::npos) << output_value << ": in the submit directory";
     // round 23: the restart of a start without NUM_GPUS, "the same command with --resume", gave
     // mpirun "-np --resume"; a first argument that is a flag leaves NUM_GPUS at 8
     for (const std::string& args : {std::string("--resume"), std::string("4 --resume")}) {
