@@ -32,6 +32,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <sys/wait.h>
 #include <thread>
@@ -960,6 +961,38 @@ TEST(Faults, AnOutputPathWithNoRoomForTheCheckpointsIsRefusedAtStart) {
     expect_refused(run("sh -c \"cd '" + c.dir.path + "' && " + c.train_gpt(out, "-x 2 --checkpoint-every 1") + "\""),
                    {"--checkpoint-dir " + out + "/checkpoints: its", "leave too little room for the files"});
     EXPECT_FALSE(file_exists(out)) << "nothing written";
+}
+
+// Round 27: an old checkpoint the run cannot remove (its directory write-protected, or another
+// user's) ended the run with exit 1 after every later save, left renamed to step_*.tmp (no longer a
+// checkpoint) and the save's log record missing. It is kept with a warning, and the run goes on.
+// Run as nobody where the tests run as root (root removes anything).
+TEST(Faults, AnOldCheckpointThatCannotBeRemovedIsKeptWithAWarning) {
+    Corpus c;
+    const std::string as_user = ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+    ASSERT_EQ(::chmod(c.dir.path.c_str(), 0777), 0);
+    const std::string out = c.dir.file("out"), checkpoints = out + "/checkpoints";
+    const std::string flags = "--checkpoint-every 1 --keep-checkpoints 1";
+    CommandResult r = run(as_user + c.train_gpt(out, "-x 2 " + flags));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    ASSERT_TRUE(file_exists(checkpoint_dir(checkpoints, 2) + "/manifest.json")) << r.output;
+    ASSERT_EQ(::chmod(checkpoint_dir(checkpoints, 2).c_str(), 0555), 0);   // protected
+    r = run(as_user + c.train_gpt(out, "-x 4 --resume " + flags));
+    EXPECT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "warning: cannot remove old checkpoint " + checkpoint_dir(checkpoints, 2) +
+                                  " (Permission denied); it is kept");
+    EXPECT_TRUE(file_exists(checkpoint_dir(checkpoints, 2) + "/manifest.json")) << "kept under its name";
+    EXPECT_FALSE(file_exists(checkpoint_dir(checkpoints, 3))) << "pruned as usual";
+    EXPECT_TRUE(file_exists(checkpoint_dir(checkpoints, 4) + "/manifest.json"));
+    EXPECT_FALSE(file_exists(checkpoint_tmp_dir(checkpoints, 2)));
+    std::set<int> logged;   // the steps of the log's checkpoint records: every save's
+    std::istringstream log(read_text(out + "/log.jsonl"));
+    for (std::string line; std::getline(log, line);) {
+        const auto j = nlohmann::json::parse(line);
+        if (j["type"] == "checkpoint") logged.insert(j["step"].get<int>());
+    }
+    EXPECT_EQ(logged, (std::set<int>{1, 2, 3, 4}));
+    ::chmod(checkpoint_dir(checkpoints, 2).c_str(), 0755);
 }
 
 // A shard truncated while the run reads it: one message naming the shard, exit 1 (before: "Bus

@@ -204,19 +204,35 @@ void prune_checkpoints(const std::string& out_dir, int keep_last,
             }
         }
     }
+    // Pruning is housekeeping after a good save: a checkpoint it cannot remove (a directory
+    // write-protected, or another user's) is kept with a warning, never a reason to stop the run
+    // (round 27: every later save ended the run with exit 1, the checkpoint left as a *.tmp).
+    auto keep_with_warning = [](const std::string& dir, const std::string& why) {
+        std::fprintf(stderr, "warning: cannot remove old checkpoint %s (%s); it is kept\n", dir.c_str(), why.c_str());
+    };
     std::error_code ec;
     for (size_t i = 0; i + (size_t)keep_last < found.size(); i++) {
         if (i == newest_healthy) continue;
         // Renamed out of the way first (atomic), then deleted: a crash mid-delete leaves a *.tmp
-        // directory, never a complete-looking checkpoint with files missing.
+        // directory, never a complete-looking checkpoint with files missing. Its files can be
+        // removed only where its directory is writable: checked first, so that one that cannot
+        // be removed keeps its name.
         const std::string& dir = found[i].dir;
         const std::string doomed = dir + ".tmp";
-        fs::remove_all(doomed, ec);
-        if (std::rename(dir.c_str(), doomed.c_str()) != 0) {
-            fail("cannot rename old checkpoint %s for deletion: %s", dir.c_str(), std::strerror(errno));
+        if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+            keep_with_warning(dir, std::strerror(errno));
+            continue;
         }
         fs::remove_all(doomed, ec);
-        if (ec) fail("cannot remove old checkpoint %s: %s", doomed.c_str(), ec.message().c_str());
+        if (std::rename(dir.c_str(), doomed.c_str()) != 0) {
+            keep_with_warning(dir, std::string("cannot rename it for deletion: ") + std::strerror(errno));
+            continue;
+        }
+        fs::remove_all(doomed, ec);
+        if (ec) {
+            std::fprintf(stderr, "warning: cannot remove old checkpoint %s: %s; what is left of it is there\n",
+                         doomed.c_str(), ec.message().c_str());
+        }
     }
     std::vector<fs::path> stale;   // collected first: no removal while the directory is being read
     for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
@@ -227,7 +243,7 @@ void prune_checkpoints(const std::string& out_dir, int keep_last,
     }
     for (const fs::path& path : stale) {
         fs::remove_all(path, ec);
-        if (ec) fail("cannot remove stale %s: %s", path.c_str(), ec.message().c_str());
+        if (ec) std::fprintf(stderr, "warning: cannot remove stale %s: %s\n", path.c_str(), ec.message().c_str());
     }
 }
 

@@ -101,7 +101,8 @@ std::vector<int64_t> list_checkpoints(const std::string& out_dir);
 // Deletes all but the newest keep_last (≥ 1) complete checkpoints, except the newest one that
 // `healthy` accepts (when given), and the *.tmp directories of steps older than the newest
 // complete one (stale leftovers of crashed saves). Never deletes a step directory whose manifest
-// does not read (a damaged checkpoint is left for its owner to inspect). Touches nothing else.
+// does not read (a damaged checkpoint is left for its owner to inspect). Touches nothing else. A
+// directory it cannot remove (write-protected, another user's) is kept with a warning on stderr.
 void prune_checkpoints(const std::string& out_dir, int keep_last,
                        const std::function<bool(const CheckpointManifest&)>& healthy = nullptr);
 
