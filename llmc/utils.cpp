@@ -155,6 +155,12 @@ void write_file_atomic(const std::string& path, const void* bytes, size_t size) 
     const std::string tmp = path + ".tmp";
     const int fd = open_regular_file(tmp, O_WRONLY | O_CREAT | O_TRUNC);
     try {
+        // a file replaced keeps who may read it (round 27: a private log.jsonl cut back on a resume
+        // became world-readable); its owner may still write it (the run appends to it)
+        if (struct stat old{}; ::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode) &&
+                               ::fchmod(fd, (old.st_mode & 0777) | S_IWUSR) != 0) {
+            fail("%s: cannot give it the mode of %s: %s", tmp.c_str(), path.c_str(), std::strerror(errno));
+        }
         write_all(fd, bytes, size, tmp);
         if (::fsync(fd) != 0) fail("%s: fsync failed: %s", tmp.c_str(), std::strerror(errno));
     } catch (const Error&) {

@@ -50,7 +50,8 @@ void write_all(int fd, const void* bytes, size_t size, const std::string& path);
 
 // Write `bytes` to `path` atomically: into path + ".tmp", fsync, then rename. A crash leaves
 // either the old file or the complete new one, never a torn one; a failed write (a full disk)
-// removes the .tmp file again and fails naming it and the reason.
+// removes the .tmp file again and fails naming it and the reason. A file replaced keeps its
+// permission bits (plus its owner's write bit).
 void write_file_atomic(const std::string& path, const void* bytes, size_t size);
 
 // Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF);

@@ -995,6 +995,21 @@ TEST(Faults, AnOldCheckpointThatCannotBeRemovedIsKeptWithAWarning) {
     ::chmod(checkpoint_dir(checkpoints, 2).c_str(), 0755);
 }
 
+// Round 27: a resume that cuts log.jsonl back replaced it by a file of the umask's mode: a private
+// (0600) log became world-readable. The file replaced keeps its mode.
+TEST(Faults, ALogCutBackOnAResumeKeepsItsMode) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "-x 4 --checkpoint-every 2")).rc, 0);
+    ASSERT_EQ(::chmod((out + "/log.jsonl").c_str(), 0600), 0);
+    std::filesystem::remove_all(checkpoint_dir(out + "/checkpoints", 4));   // the resume cuts steps 3-4 off
+    const CommandResult r = run(c.train_gpt(out, "-x 4 --checkpoint-every 2 --resume"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    struct stat st {};
+    ASSERT_EQ(::stat((out + "/log.jsonl").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
 // A shard truncated while the run reads it: one message naming the shard, exit 1 (before: "Bus
 // error" and nothing else, exit 135).
 TEST(Faults, AShardTruncatedWhileTrainingIsNamed) {
