@@ -227,6 +227,18 @@ TEST(HostileInputs, AHellaSwagFileOrAManifestLargerThanItsFormatIsRefusedUnread)
     EXPECT_CONTAINS(intact.output, "resuming from " + c.dir.file("out/checkpoints/step_00000002"));
 }
 
+// Round 27: a NUL byte ended a HellaSwag line (JSON's parser stops there): the record after it,
+// even an invalid one, went unread. Refused naming the line, as prepare_text refuses it in JSONL.
+TEST(HostileInputs, ANulByteInAHellaSwagLineIsRefused) {
+    Corpus c;
+    const std::string hs = c.dir.file("hs.jsonl");
+    const std::string record = R"({"ctx":"And God said","endings":["a","b","c","d"],"label":1})";
+    write_text(hs, record + std::string(1, '\0') + R"({"ctx":"x","endings":["a"],"label":9})" + "\n");
+    expect_refused(run(c.train_gpt("-x 1 --hellaswag '" + hs + "'")),
+                   {hs + ":1: a NUL byte, which JSON text does not hold"});
+    EXPECT_FALSE(file_exists(c.dir.file("out")));
+}
+
 TEST(HostileInputs, TiktokenRankBeyondTheFileIsRefusedBeforeAllocating) {
     ScratchDir dir;
     write_text(dir.file("book.txt"), "In the beginning.\n");

@@ -25,6 +25,11 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         HellaSwagExample ex;
         ex.source = path + ":" + std::to_string(line_no);
+        // JSON's parser stops at a NUL, so the rest of the line would go unread (round 27)
+        if (line.find('\0') != std::string::npos) {
+            fail("%s: a NUL byte, which JSON text does not hold (a binary file, or records joined by NULs?)",
+                 ex.source.c_str());
+        }
         try {
             const nlohmann::json j = nlohmann::json::parse(line);
             const auto& endings = j.at("endings");
