@@ -239,6 +239,21 @@ TEST(HostileInputs, ANulByteInAHellaSwagLineIsRefused) {
     EXPECT_FALSE(file_exists(c.dir.file("out")));
 }
 
+// Round 27: a checkpoint's step directory without its manifest.json, named by --init-from, was read
+// as a transformers model: its weights unverified (altered bytes trained on). Refused as damaged.
+TEST(HostileInputs, AStepDirectoryWithoutItsManifestIsNotReadAsATransformersModel) {
+    Corpus c;
+    ASSERT_EQ(run(c.train_gpt("-x 2 --checkpoint-every 2")).rc, 0);
+    const std::string step = c.dir.file("out/checkpoints/step_00000002");
+    ASSERT_TRUE(file_exists(step + "/config.json") && file_exists(step + "/state-00000.safetensors"));
+    std::filesystem::remove(step + "/manifest.json");
+    expect_refused(run(train_gpt_binary() + " -x 0 -g 4 -j '' --init-from '" + step + "' -o '" + c.dir.file("s") + "'"),
+                   {"--init-from " + step +
+                    ": a train_gpt checkpoint (it holds state-00000.safetensors) without its "
+                    "manifest.json"});
+    EXPECT_FALSE(file_exists(c.dir.file("s")));
+}
+
 TEST(HostileInputs, TiktokenRankBeyondTheFileIsRefusedBeforeAllocating) {
     ScratchDir dir;
     write_text(dir.file("book.txt"), "In the beginning.\n");

@@ -141,6 +141,13 @@ ModelDir find_model_dir(const std::string& path) {
         m.root = path;
         reading(m, [&] { m.model = read_manifest(*newest).model; });
         m.description = "checkpoint " + *newest + " (the newest in " + path + ")";
+    } else if (file_exists(path + "/state-00000.safetensors")) {
+        // a train_gpt step directory that lost its manifest: its weights would be read as a
+        // transformers model's, with nothing to verify them against (round 27)
+        fail(
+            "--init-from %s: a train_gpt checkpoint (it holds state-00000.safetensors) without its manifest.json: "
+            "damaged or copied in part, and its files cannot be verified without it; give a complete checkpoint",
+            path.c_str());
     } else if (has_transformers_files(path)) {
         m.dir = path;
         m.model = gpt_config_from_hf(path + "/config.json");
