@@ -995,6 +995,32 @@ TEST(Faults, AnOldCheckpointThatCannotBeRemovedIsKeptWithAWarning) {
     ::chmod(checkpoint_dir(checkpoints, 2).c_str(), 0755);
 }
 
+// Round 27: a checkpoint file this user may not read was called damaged, and --resume-from-intact
+// advised, which sets a healthy checkpoint aside; it is refused as unreadable, by either, with
+// nothing renamed. A file replaced by a FIFO was said to be "missing". (As nobody where the tests
+// run as root, whom permissions do not stop.)
+TEST(Faults, ACheckpointThisUserCannotReadIsNotCalledDamaged) {
+    Corpus c;
+    const std::string as_user = ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+    ASSERT_EQ(::chmod(c.dir.path.c_str(), 0777), 0);
+    const std::string out = c.dir.file("out"), step = checkpoint_dir(out + "/checkpoints", 2);
+    ASSERT_EQ(run(as_user + c.train_gpt(out, "-x 2 --checkpoint-every 2")).rc, 0);
+    ASSERT_EQ(::chmod((step + "/state-00000.safetensors").c_str(), 0), 0);
+    for (const char* intact : {"", " --resume-from-intact"}) {
+        SCOPED_TRACE(intact);
+        expect_refused(run(as_user + c.train_gpt(out, std::string("-x 4 --resume") + intact)),
+                       {"the checkpoint " + step + " cannot be read by this user (" + step +
+                        "/state-00000.safetensors: this user cannot read it: Permission denied). Nothing was "
+                        "changed"});
+        EXPECT_TRUE(file_exists(step + "/manifest.json")) << "not set aside";
+    }
+    ASSERT_EQ(::chmod((step + "/state-00000.safetensors").c_str(), 0644), 0);
+    std::filesystem::remove(step + "/config.json");
+    ASSERT_EQ(::mkfifo((step + "/config.json").c_str(), 0644), 0);
+    expect_refused(run(c.train_gpt(out, "-x 4 --resume")),
+                   {step + "/config.json: not a regular file (listed in manifest.json as one)"});
+}
+
 // Round 27: a resume that cuts log.jsonl back replaced it by a file of the umask's mode: a private
 // (0600) log became world-readable. The file replaced keeps its mode.
 TEST(Faults, ALogCutBackOnAResumeKeepsItsMode) {

@@ -601,9 +601,14 @@ CheckpointManifest read_manifest(const std::string& dir) {
         fail("checkpoint %s does not exist", d);
     }
     if (!fs::is_directory(dir, ec)) fail("%s is not a checkpoint: not a directory", d);
+    if (::access(d, R_OK | X_OK) != 0)
+        throw UnreadableCheckpointError(format("%s: this user cannot read it: %s", d, std::strerror(errno)));
     const std::string path = dir + "/" + kManifestName;
     if (!file_exists(path)) {
         fail("%s is not a checkpoint: it has no %s (an unfinished save is a *.tmp directory)", d, kManifestName);
+    }
+    if (::access(path.c_str(), R_OK) != 0) {
+        throw UnreadableCheckpointError(format("%s: this user cannot read it: %s", path.c_str(), std::strerror(errno)));
     }
     CheckpointManifest m =
         parse_manifest(read_file_text(path, kMaxManifestBytes, "a checkpoint's manifest.json"), path);
@@ -678,7 +683,10 @@ void verify_checkpoint_files(const std::string& dir, const CheckpointManifest& m
         const std::string path = dir + "/" + name;
         const char* p = path.c_str();
         struct stat st;
-        if (::stat(p, &st) != 0 || !S_ISREG(st.st_mode)) fail("%s: missing (listed in %s)", p, kManifestName);
+        if (::stat(p, &st) != 0) fail("%s: missing (listed in %s)", p, kManifestName);
+        if (!S_ISREG(st.st_mode)) fail("%s: not a regular file (listed in %s as one)", p, kManifestName);
+        if (::access(p, R_OK) != 0)
+            throw UnreadableCheckpointError(format("%s: this user cannot read it: %s", p, std::strerror(errno)));
         if ((uint64_t)st.st_size != r.bytes) {
             fail("%s: checksum mismatch: the file has %llu bytes, %s records %llu (truncated or altered)", p,
                  (unsigned long long)st.st_size, kManifestName, (unsigned long long)r.bytes);

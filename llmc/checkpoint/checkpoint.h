@@ -152,6 +152,11 @@ uint64_t finalize_checkpoint(const std::string& tmp_dir, const std::string& fina
 struct NewerBuildError : Error {
     using Error::Error;
 };
+// A checkpoint this user may not read (a directory or file without read permission) is not damaged
+// either: reading it (read_manifest, verify_checkpoint) throws UnreadableCheckpointError.
+struct UnreadableCheckpointError : Error {
+    using Error::Error;
+};
 CheckpointManifest read_manifest(const std::string& dir);
 // A manifest.json lists a checkpoint's files (a few per rank) and its run's configuration: a few
 // kB. One larger than this is refused by its size before it is read (a damaged checkpoint).

@@ -50,6 +50,13 @@ std::optional<ResumeChoice> choose_resume_checkpoint(const std::string& root, bo
         } catch (const NewerBuildError& e) {
             // not damaged: never passed over (nor renamed .damaged) by --resume-from-intact
             fail("the checkpoint %s is not this build's: %s. Nothing was changed", dir.c_str(), e.what());
+        } catch (const UnreadableCheckpointError& e) {
+            // nor is one this user may not read (round 27: called damaged, with --resume-from-intact
+            // advised, which would have set a healthy checkpoint aside)
+            fail(
+                "the checkpoint %s cannot be read by this user (%s). Nothing was changed: run as its owner, or give "
+                "this user read access",
+                dir.c_str(), e.what());
         } catch (const Error& e) {
             if (!fallback) {
                 fail(
