@@ -623,7 +623,9 @@ TEST(TrainerCli, AFlagThisRunDoesNotUseSaysItHasNoEffect) {
     std::string output;
     ASSERT_EQ(run_command(run + " -g 0 --fp8-recipe current --eval-every 5 --temperature 0.5", &output), 0) << output;
     EXPECT_CONTAINS(output, "notice: --fp8-recipe has no effect in this run: it applies with -p fp8 only");
-    EXPECT_CONTAINS(output, "notice: --eval-every has no effect in this run: it applies with --hellaswag FILE only");
+    EXPECT_CONTAINS(
+        output,
+        "notice: --eval-every has no effect in this run: it applies with --hellaswag FILE and -x N (N > 0) only");
     EXPECT_CONTAINS(output, "notice: --temperature has no effect in this run: it applies with -g N (N > 0) only");
     // round 17's: fp16's loss scaling, pruning without checkpoints, the CUDA kernel set's flags
     ASSERT_EQ(
@@ -650,6 +652,20 @@ TEST(TrainerCli, AFlagThisRunDoesNotUseSaysItHasNoEffect) {
     ASSERT_EQ(run_command(run + " -g 0 -k constant -q 0.5 --overwrite-output", &output), 0) << output;
     EXPECT_CONTAINS(output,
                     "notice: --final-lr-frac has no effect in this run: it applies with -k cosine, linear or wsd only");
+    // round 27's: sampling during training with -x 0, top-k/top-p of a greedy sample, HellaSwag's
+    // --eval-every with -x 0
+    ASSERT_EQ(run_command(run + " -g 2 --temperature 0 --top-k 5 --top-p 0.5 --overwrite-output", &output), 0)
+        << output;
+    for (const char* flag : {"top-k", "top-p"}) {
+        EXPECT_CONTAINS(output, std::string("notice: --") + flag +
+                                    " has no effect in this run: it applies with -g N (N > 0) and --temperature "
+                                    "above 0 (0 is greedy) only");
+    }
+    const std::string eval_only = train_gpt_binary() + corpus.args() + " -x 0 -g 2 --threads 1 -p fp32 -s 5";
+    ASSERT_EQ(run_command(eval_only + " --overwrite-output", &output), 0) << output;
+    EXPECT_CONTAINS(output,
+                    "notice: --sample-every has no effect in this run: it applies with -g N (N > 0) and -x N (N > 0) "
+                    "only");
     // used: no notice, the value in config.json
     ASSERT_EQ(run_command(run + " -g 2 --temperature 0.5 --overwrite-output", &output), 0) << output;
     EXPECT_EQ(output.find("has no effect"), std::string::npos) << output;

@@ -118,6 +118,9 @@ bool checkpointing_run(const C& c, const P&) { return c.checkpoint_every > 0 && 
 bool validating_run(const C& c, const P&) { return !c.val_data.empty(); }
 bool cuda_run(const C&, const P& p) { return p.device == "cuda"; }
 bool sampling_run(const C& c, const P&) { return c.sample_tokens > 0; }
+bool sampling_while_training(const C& c, const P&) { return c.sample_tokens > 0 && c.steps > 0; }
+bool random_sampling_run(const C& c, const P&) { return c.sample_tokens > 0 && c.temperature > 0; }
+bool hellaswag_while_training(const C& c, const P&) { return !c.hellaswag.empty() && c.steps > 0; }
 bool decaying_run(const C& c, const P&) { return c.lr_schedule != "constant"; }
 bool wsd_run(const C& c, const P&) { return c.lr_schedule == "wsd"; }
 bool sixteen_bit_run(const C&, const P& p) {
@@ -330,7 +333,7 @@ std::vector<Flag> make_table() {
         Flag("--eval-every", evaluation, "N", "Evaluate HellaSwag every N steps and at the end (0 = at the end only)",
              &C::eval_every)
             .checked(non_negative, ">= 0")
-            .only_for(hellaswag_run, "--hellaswag FILE"),
+            .only_for(hellaswag_while_training, "--hellaswag FILE and -x N (N > 0)"),
         Flag("--hellaswag-examples", evaluation, "N", "Evaluate the first N HellaSwag examples (0 = all)",
              &C::hellaswag_examples)
             .checked(non_negative, ">= 0")
@@ -341,7 +344,7 @@ std::vector<Flag> make_table() {
         Flag("-s,--sample-every", evaluation, "N", "Sample every N steps during training (0 = only at the end)",
              &C::sample_every)
             .checked(non_negative, ">= 0")
-            .only_for(sampling_run, "-g N (N > 0)"),
+            .only_for(sampling_while_training, "-g N (N > 0) and -x N (N > 0)"),
         Flag("--sample-prompt", evaluation, "TEXT", "Text to start the sample from ('' = <|endoftext|>)",
              &C::sample_prompt)
             .only_for(sampling_run, "-g N (N > 0)"),
@@ -350,11 +353,11 @@ std::vector<Flag> make_table() {
             .only_for(sampling_run, "-g N (N > 0)"),
         Flag("--top-k", evaluation, "K", "Sample from the k most likely tokens (0 = all)", &C::top_k)
             .checked(non_negative, ">= 0")
-            .only_for(sampling_run, "-g N (N > 0)"),
+            .only_for(random_sampling_run, "-g N (N > 0) and --temperature above 0 (0 is greedy)"),
         Flag("--top-p", evaluation, "P",
              "Sample from the smallest set of tokens holding this much probability (1 = all)", &C::top_p)
             .checked(numeric(0.0, 1.0, true), "above 0, at most 1")
-            .only_for(sampling_run, "-g N (N > 0)"),
+            .only_for(random_sampling_run, "-g N (N > 0) and --temperature above 0 (0 is greedy)"),
         Flag("--sample-seed", evaluation, "N", "Seed of the samples' draws (-1 = from --seed)", &C::sample_seed)
             .checked(numeric(-1.0), ">= -1")
             .config([](const C& c, const P&) {
