@@ -254,6 +254,21 @@ TEST(HostileInputs, AStepDirectoryWithoutItsManifestIsNotReadAsATransformersMode
     EXPECT_FALSE(file_exists(c.dir.file("s")));
 }
 
+// Round 27: a data directory this user may not list said only "no files match"; it says why. (As
+// nobody where the tests run as root, whom permissions do not stop.)
+TEST(HostileInputs, AGlobIntoADirectoryThatCannotBeListedSaysSo) {
+    Corpus c;
+    const std::string as_user = ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+    ASSERT_EQ(::chmod(c.dir.path.c_str(), 0777), 0);
+    const std::string data = c.dir.file("data");
+    make_dirs(data);
+    std::filesystem::copy_file(c.dir.file("train_000000.bin"), data + "/x_train_000000.bin");
+    ASSERT_EQ(::chmod(data.c_str(), 0711), 0);   // its files can be opened by name, not listed
+    expect_refused(
+        run(as_user + c.train_gpt("-x 1 -i '" + data + "/x_train_*.bin' -o '" + c.dir.file("o") + "'")),
+        {"no files match " + data + "/x_train_*.bin (a directory could not be read: " + data + ": Permission denied)"});
+}
+
 TEST(HostileInputs, TiktokenRankBeyondTheFileIsRefusedBeforeAllocating) {
     ScratchDir dir;
     write_text(dir.file("book.txt"), "In the beginning.\n");

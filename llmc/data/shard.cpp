@@ -174,10 +174,20 @@ void write_shard(const std::string& path, const uint32_t* tokens, int64_t n, int
     write_file_atomic(path, bytes.data(), bytes.size());
 }
 
+namespace {
+// The first directory glob(3) could not read, and why: a match may be missing for that reason
+thread_local std::string g_unreadable_dir;
+int note_unreadable_dir(const char* path, int err) {
+    if (g_unreadable_dir.empty()) g_unreadable_dir = format("%s: %s", path, std::strerror(err));
+    return 0;   // go on with the rest
+}
+}   // namespace
+
 std::vector<std::string> expand_glob(const std::string& pattern) {
     glob_t g;
     std::memset(&g, 0, sizeof(g));
-    const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+    g_unreadable_dir.clear();
+    const int rc = ::glob(pattern.c_str(), 0, note_unreadable_dir, &g);
     std::vector<std::string> paths;
     if (rc == 0) {
         for (size_t i = 0; i < g.gl_pathc; i++)
@@ -190,7 +200,9 @@ std::vector<std::string> expand_glob(const std::string& pattern) {
         fail("no files match %s%s", pattern.c_str(),
              literal_file ? " (the file of that name exists, but a glob reads its [ ] * ? as patterns: escape each "
                             "with a backslash)"
-                          : "");
+             : !g_unreadable_dir.empty()
+                 ? format(" (a directory could not be read: %s)", g_unreadable_dir.c_str()).c_str()
+                 : "");
     }
     if (rc != 0) {
         fail("cannot expand glob %s (%s)", pattern.c_str(), rc == GLOB_NOSPACE ? "out of memory" : "read error");
