@@ -1330,10 +1330,15 @@ std::optional<int> checkpoint_or_stop(Run& run, int step, const TrainCounters& c
         saved = save_checkpoint(plan.checkpoint_dir, step + 1, *run.model, comm, cfg, plan, *run.train_loader, counters,
                                 run.scaler, run.tokenizer, cfg.keep_checkpoints, run.sample_rng.state(), &written);
         if (saved) {
-            const int64_t streak = counters.skip_streak;
+            // one pruning passes over (healthy_checkpoint): said as it is saved
+            const int64_t streak = counters.skip_streak, spikes_since = counters.spike_since;
             print0("checkpoint: %s%s\n", path.c_str(),
                    streak > 0
                        ? format(" (during a streak of %lld skipped step(s): not counted as healthy)", (long long)streak)
+                             .c_str()
+                   : spikes_since > 0
+                       ? format(" (during a series of loss spikes since step %lld: not counted as healthy)",
+                                (long long)spikes_since)
                              .c_str()
                        : "");
             summary.checkpoint = path;

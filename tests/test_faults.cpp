@@ -391,6 +391,10 @@ TEST(Faults, ALossThatBlowsUpButStaysFiniteKeepsTheCheckpointBeforeIt) {
         << "the newest checkpoint, and the newest before the spikes";
     const auto extra = nlohmann::json::parse(read_manifest(checkpoint_dir(out + "/checkpoints", 10)).extra_json);
     EXPECT_EQ(extra["spike_since"].get<int>(), first_spike) << "the series is saved with the state";
+    // round 27: and said as it is saved (a skip streak's checkpoint said so; a spike series' did not)
+    EXPECT_CONTAINS(r.output,
+                    checkpoint_dir(out + "/checkpoints", 10) +
+                        format(" (during a series of loss spikes since step %d: not counted as healthy)", first_spike));
     EXPECT_EQ(nlohmann::json::parse(read_manifest(checkpoint_dir(out + "/checkpoints", 4)).extra_json)["spike_since"],
               0);
 }
