@@ -362,7 +362,10 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
         "while True:\n    time.sleep(0.05)\n";
     write_text(dir.file("bin/mpirun"), launcher_stub);
     write_text(dir.file("bin/srun"), launcher_stub);
-    write_text(dir.file("bin/scontrol"), "#!/bin/sh\necho \"scontrol $*\"\n");
+    // scontrol: the job's state from $JOB_STATE (RUNNING unless set), and the requeue it is asked for
+    write_text(dir.file("bin/scontrol"),
+               "#!/bin/sh\nif [ \"$1\" = show ]; then echo \"JobId=42 JobState=${JOB_STATE:-RUNNING} "
+               "Reason=None\"; else echo \"scontrol $*\"; fi\n");
     write_text(dir.file("bin/make"), "#!/bin/sh\nexit 0\n");
     write_text(dir.file("hosts.txt"), "node1 slots=2\n");
     std::string out;
@@ -396,6 +399,21 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
                 EXPECT_CONTAINS(log, "scontrol requeue 42\n");
             }
         }
+    }
+    // round 27: a plain scancel of a running job (the ranks checkpoint and exit 75) requeued it, so
+    // the job came back after every scancel; a job Slurm no longer has RUNNING is not requeued
+    {
+        std::string cancelled = sbatch;
+        cancelled.replace(cancelled.find("SLURM_JOB_ID=42 "), 16, "SLURM_JOB_ID=42 JOB_STATE=COMPLETING ");
+        const std::string cmd = "set -m; ( " + cancelled + " ) > '" + dir.file("out.txt") +
+                                "' 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo \"exit $?\"";
+        write_text(dir.file("drive.sh"), cmd + "\n");
+        std::string output;
+        run_command("bash '" + dir.file("drive.sh") + "'", &output);
+        const std::string log = read_text(dir.file("out.txt"));
+        EXPECT_CONTAINS(output, "exit 75") << log;
+        EXPECT_CONTAINS(log, "job 42 is COMPLETING (cancelled?): not requeued");
+        EXPECT_EQ(log.find("scontrol requeue"), std::string::npos) << log;
     }
     // round 27: Slurm makes no directory for --output; out/slurm-%j.log failed the job at launch in
     // a checkout without out/ (git ignores it)
