@@ -143,6 +143,48 @@ TEST(HellaSwag, ChoicesAndAccNormAreThoseOfThePyTorchComputation) {
 
 // Offline, the download scripts fail naming what failed, leave no empty directory, and
 // hellaswag.sh points to the bundled fixture (before: an empty data/hellaswag/ and no pointer).
+// Round 28: fineweb.sh with a stand-in for the datasets package (PYTHONPATH), which streams
+// "<dataset>:<sample> document i" for i < 50 (skip() honoured), and fails for the dataset "offline".
+// A re-run naming another DATASET appended its stream to the saved documents of the first, as one
+// dataset, exit 0; a failed download ended in a Python traceback.
+TEST(HellaSwag, FinewebRefusesToAppendAnotherSourceAndFailsCleanlyOffline) {
+    ScratchDir dir;
+    make_dirs(dir.file("stub/datasets"));
+    write_text(dir.file("stub/datasets/__init__.py"),
+               "class _Stream:\n"
+               "    def __init__(self, name, start=0): self.name, self.start = name, start\n"
+               "    def skip(self, n): return _Stream(self.name, self.start + n)\n"
+               "    def __iter__(self):\n"
+               "        for i in range(self.start, 50): yield {'text': f'{self.name} document {i}'}\n"
+               "def load_dataset(dataset, name=None, split=None, streaming=False):\n"
+               "    if dataset == 'offline': raise ConnectionError(\"Couldn't reach 'offline' on the Hub\")\n"
+               "    return _Stream(f'{dataset}:{name}')\n");
+    const std::string fw = dir.file("fw");
+    const std::string env = "PYTHONPATH='" + dir.file("stub") + "' OUT='" + fw + "' GPT2_DIR='" + repo_root() +
+                            "/../shared/data/gpt2' FILE_DOCS=10 THREADS=1 ";
+    const std::string script = repo_root() + "/dev/data/fineweb.sh";
+    std::string output;
+    ASSERT_EQ(run_command(env + "MAX_DOCS=20 " + script, &output), 0) << output;
+    EXPECT_EQ(read_text(fw + "/source"), "HuggingFaceFW/fineweb sample-10BT\n");
+    ASSERT_EQ(run_command(env + "MAX_DOCS=30 " + script, &output), 0) << output;   // the same source: on
+    EXPECT_CONTAINS(read_text(fw + "/fineweb_00002.jsonl"), "HuggingFaceFW/fineweb:sample-10BT document 20");
+    for (const std::string& other :
+         {std::string("DATASET=HuggingFaceFW/fineweb-edu"), std::string("SAMPLE=sample-100BT")}) {
+        SCOPED_TRACE(other);
+        EXPECT_EQ(run_command(env + other + " " + script, &output), 1) << output;
+        EXPECT_CONTAINS(output, "fineweb: error: " + fw +
+                                    " holds 3 file(s) of documents those of HuggingFaceFW/fineweb sample-10BT;");
+        EXPECT_FALSE(file_exists(fw + "/fineweb_00003.jsonl")) << "nothing appended";
+    }
+    const std::string off = dir.file("off");
+    EXPECT_EQ(run_command(env + "OUT='" + off + "' DATASET=offline " + script, &output), 1) << output;
+    EXPECT_CONTAINS(output,
+                    "fineweb: error: the download of offline (sample-10BT) failed after 0 documents: "
+                    "ConnectionError: Couldn't reach 'offline' on the Hub");
+    EXPECT_EQ(output.find("Traceback"), std::string::npos) << output;
+    EXPECT_FALSE(file_exists(off)) << "no empty directory left";
+}
+
 TEST(HellaSwag, TheDownloadScriptsFailCleanlyOffline) {
     ScratchDir dir;
     std::string output;

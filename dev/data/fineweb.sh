@@ -10,7 +10,9 @@
 # Steps, each resumable:
 #   1. data/fineweb/fineweb_NNNNN.jsonl: documents streamed from the hub, up to FILE_DOCS per
 #      file; files are renamed into place when closed, and a re-run keeps them and skips
-#      their documents in the stream.
+#      their documents in the stream (which streams them again, unsaved). data/fineweb/source
+#      records DATASET and SAMPLE: a re-run that names another is refused (it would append
+#      the new stream to the saved documents of the old); give it another OUT.
 #   2. build/prepare_text --tokenizer gpt2: shards of 100M tokens (uint16, llm.c's format, so
 #      llm.c reads them too), the last VAL_FRACTION of the stream as val; an interrupted run
 #      resumes from its saved parts.
@@ -55,32 +57,54 @@ mkdir -p "$OUT"
 import json, os, sys
 from datasets import load_dataset
 out, dataset, sample, max_docs, file_docs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+def die(message):
+    print(f"fineweb: error: {message}", file=sys.stderr)
+    sys.exit(1)
 files = sorted(p for p in os.listdir(out) if p.startswith("fineweb_") and p.endswith(".jsonl"))
+# the saved documents' source: a re-run streams on from where they end, so only from the same one
+source_path, source = os.path.join(out, "source"), f"{dataset} {sample}\n"
+saved_source = open(source_path, encoding="utf-8").read() if os.path.isfile(source_path) else None
+if files and saved_source != source:
+    said = f"those of {saved_source.strip()}" if saved_source else f"of a source {source_path} does not record"
+    die(f"{out} holds {len(files)} file(s) of documents {said}; DATASET={dataset} SAMPLE={sample} would be "
+        f"appended to them as one dataset: give another OUT, or remove {out}/fineweb_*.jsonl")
+if not files and saved_source not in (None, source):
+    os.remove(source_path)   # the record of documents no longer there
+def close_file(f, path):   # into place, the source recorded with the first
+    f.close()
+    if not os.path.isfile(source_path):
+        with open(source_path + ".tmp", "w", encoding="utf-8") as s:
+            s.write(source)
+        os.rename(source_path + ".tmp", source_path)
+    os.rename(path + ".part", path)
 done = 0
 for p in files:
     with open(os.path.join(out, p), "rb") as f:
         done += sum(1 for _ in f)
 if max_docs and done >= max_docs:
     sys.exit(0)
-stream = load_dataset(dataset, name=sample, split="train", streaming=True)
-if done:
-    print(f"fineweb: {done} documents already saved in {len(files)} file(s); skipping them", file=sys.stderr)
-    stream = stream.skip(done)
 f, n, index, in_file, path = None, done, len(files), 0, None
-for doc in stream:
-    if max_docs and n >= max_docs:
-        break
-    if f is None:
-        path = os.path.join(out, f"fineweb_{index:05d}.jsonl")
-        f = open(path + ".part", "w", encoding="utf-8", errors="replace")
-        index, in_file = index + 1, 0
-    f.write(json.dumps({"text": doc["text"]}, ensure_ascii=False) + "\n")
-    n, in_file = n + 1, in_file + 1
-    if in_file == file_docs:
-        f.close(); os.rename(path + ".part", path); f = None
-        print(f"fineweb: {n} documents", file=sys.stderr)
+try:
+    stream = load_dataset(dataset, name=sample, split="train", streaming=True)
+    if done:
+        print(f"fineweb: {done} documents already saved in {len(files)} file(s); skipping them", file=sys.stderr)
+        stream = stream.skip(done)
+    for doc in stream:
+        if max_docs and n >= max_docs:
+            break
+        if f is None:
+            path = os.path.join(out, f"fineweb_{index:05d}.jsonl")
+            f = open(path + ".part", "w", encoding="utf-8", errors="replace")
+            index, in_file = index + 1, 0
+        f.write(json.dumps({"text": doc["text"]}, ensure_ascii=False) + "\n")
+        n, in_file = n + 1, in_file + 1
+        if in_file == file_docs:
+            close_file(f, path); f = None
+            print(f"fineweb: {n} documents", file=sys.stderr)
+except Exception as e:   # offline, a hub error, a mistyped DATASET or SAMPLE: the files closed so far stay
+    die(f"the download of {dataset} ({sample}) failed after {n} documents: {type(e).__name__}: {e}")
 if f is not None:
-    f.close(); os.rename(path + ".part", path)
+    close_file(f, path)
 print(f"fineweb: {n} documents in {out}", file=sys.stderr)
 EOF
 
