@@ -16,8 +16,9 @@ cd "$(dirname "$0")/.."
 # (the restart "scripts/run_gpt2_124M.sh --resume" of a start without NUM_GPUS)
 gpus=8
 if [[ ${1:-} =~ ^[0-9]+$ ]]; then
+    # decimal, without leading zeros (bash reads 08 as octal)
+    [[ $1 =~ ^[1-9][0-9]{0,3}$ ]] || { echo "run_gpt2_124M.sh: NUM_GPUS=$1: expected 1 to 9999" >&2; exit 1; }
     gpus=$1; shift
-    (( gpus >= 1 )) || { echo "run_gpt2_124M.sh: NUM_GPUS must be at least 1" >&2; exit 1; }
 fi
 make -j"$(nproc)" all
 # Open MPI refuses to start as root (containers, cloud images) unless told it may

@@ -17,7 +17,11 @@ set -euo pipefail
 HOSTFILE=$(realpath "$HOSTFILE")
 cd "$(dirname "$0")/.."
 gpus_per_node=${GPUS_PER_NODE:-8}
-nodes=$(grep -cv '^\s*\(#\|$\)' "$HOSTFILE")
+# decimal, without leading zeros (bash reads 08 as octal)
+[[ $gpus_per_node =~ ^[1-9][0-9]{0,3}$ ]] ||
+    { echo "run_multinode.sh: GPUS_PER_NODE=$gpus_per_node: expected a number of GPUs per node, 1 to 9999" >&2; exit 1; }
+nodes=$(grep -cv '^\s*\(#\|$\)' "$HOSTFILE" || true)
+(( nodes > 0 )) || { echo "run_multinode.sh: HOSTFILE $HOSTFILE lists no host" >&2; exit 1; }
 # Open MPI refuses to start as root (containers, cloud images) unless told it may
 as_root=(); [[ $(id -u) == 0 ]] && as_root=(--allow-run-as-root)
 source scripts/stoppable.sh

@@ -196,6 +196,19 @@ TEST(HellaSwag, TheDownloadScriptsFailCleanlyOffline) {
     EXPECT_CONTAINS(output, "hellaswag: error: the download of http://127.0.0.1:9/none failed");
     EXPECT_CONTAINS(output, "tests/data/hellaswag_fixture.jsonl");
     EXPECT_FALSE(file_exists(out)) << "no empty directory left";
+    // round 28: a relative OUT is where the script is started (it was the repository's), and a file
+    // of blank lines is counted (grep -c's exit 1 on no match ended the script without a word)
+    make_dirs(dir.file("rel"));
+    std::string lines;
+    for (int i = 0; i < 10042; i++)
+        lines += "{}\n";
+    write_text(dir.file("rel/hellaswag_val.jsonl"), lines);
+    ASSERT_EQ(run_command("cd '" + dir.path + "' && OUT=rel " + repo_root() + "/dev/data/hellaswag.sh", &output), 0)
+        << output;
+    EXPECT_CONTAINS(output, "hellaswag: " + dir.file("rel/hellaswag_val.jsonl") + " ready (10042 examples)");
+    write_text(dir.file("rel/hellaswag_val.jsonl"), "\n\n");
+    EXPECT_EQ(run_command("OUT='" + dir.file("rel") + "' " + repo_root() + "/dev/data/hellaswag.sh", &output), 1);
+    EXPECT_CONTAINS(output, "hellaswag_val.jsonl has 0 examples; the validation set has 10042");
     const std::string ts = dir.file("ts");
     EXPECT_NE(
         run_command("OUT='" + ts + "' URL=http://127.0.0.1:9 " + repo_root() + "/dev/data/tinystories.sh", &output), 0)

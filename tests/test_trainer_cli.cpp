@@ -330,6 +330,24 @@ TEST(TrainerCli, LaunchScriptsStartMpirunAsRoot) {
                               &relative),
                   1);
         EXPECT_CONTAINS(relative, "run_multinode.sh: HOSTFILE nowhere.txt is not a file (from " + dir.path + ")");
+        // round 28: a hostfile without hosts, and GPU counts bash cannot take (exit 1 with no word, or
+        // bash's own "unbound variable" / "value too great for base")
+        write_text(dir.file("empty_hosts.txt"), "# none\n\n");
+        for (const auto& [vars, says] :
+             {std::pair<std::string, std::string>{"HOSTFILE=empty_hosts.txt",
+                                                  "HOSTFILE " + dir.file("empty_hosts.txt") + " lists no host"},
+              {"HOSTFILE=hosts.txt GPUS_PER_NODE=08", "GPUS_PER_NODE=08: expected a number of GPUs per node"},
+              {"HOSTFILE=hosts.txt GPUS_PER_NODE=abc", "GPUS_PER_NODE=abc: expected a number of GPUs per node"},
+              {"HOSTFILE=hosts.txt GPUS_PER_NODE=0", "GPUS_PER_NODE=0: expected a number of GPUs per node"}}) {
+            EXPECT_EQ(run_command("cd '" + dir.path + "' && " + env + vars + " " + repo_root() +
+                                      "/scripts/run_multinode.sh -x 1",
+                                  &relative),
+                      1)
+                << vars;
+            EXPECT_CONTAINS(relative, "run_multinode.sh: " + says);
+        }
+        EXPECT_EQ(run_command(env + repo_root() + "/scripts/run_gpt2_124M.sh 08 -x 1", &relative), 1);
+        EXPECT_CONTAINS(relative, "run_gpt2_124M.sh: NUM_GPUS=08: expected 1 to 9999");
         for (const std::string& out : {single, multi}) {
             EXPECT_EQ(out.find("--allow-run-as-root") != std::string::npos, std::string(uid) == "0")
                 << uid << ": " << out;

@@ -24,6 +24,9 @@
 # (sample-10BT; sample-100BT, ...), MAX_DOCS (all), FILE_DOCS (1000000), VAL_FRACTION (0.01),
 # GPT2_DIR (../shared/data/gpt2), THREADS (all cores).
 set -euo pipefail
+# a path given (OUT, GPT2_DIR) is where the script is started; the defaults are the repository's
+[[ -n ${OUT:-} && $OUT != /* ]] && OUT=$PWD/$OUT
+[[ -n ${GPT2_DIR:-} && $GPT2_DIR != /* ]] && GPT2_DIR=$PWD/$GPT2_DIR
 cd "$(dirname "$0")/../.."
 
 OUT=${OUT:-data/fineweb}

@@ -10,6 +10,8 @@
 #
 # Overrides (environment): OUT (data/hellaswag), URL (the file in the HellaSwag repository).
 set -euo pipefail
+# a path given (OUT, GPT2_DIR) is where the script is started; the defaults are the repository's
+[[ -n ${OUT:-} && $OUT != /* ]] && OUT=$PWD/$OUT
 cd "$(dirname "$0")/../.."
 
 OUT=${OUT:-data/hellaswag}
@@ -29,6 +31,6 @@ if [[ ! -s $file ]]; then
     }
     mv "$file.part" "$file"
 fi
-lines=$(grep -c . "$file")
+lines=$(grep -c . "$file" || true)   # grep -c exits 1 on no match
 [[ $lines == 10042 ]] || die "$file has $lines examples; the validation set has 10042 (a partial download? remove it and re-run)"
 echo "hellaswag: $file ready (10042 examples)"

@@ -17,6 +17,9 @@
 # Overrides (environment): OUT (data/tinystories), TOKENIZER (gpt2 | bpe), VOCAB (4096, bpe
 # only), GPT2_DIR (../shared/data/gpt2), THREADS (all cores), URL (the dataset on huggingface.co).
 set -euo pipefail
+# a path given (OUT, GPT2_DIR) is where the script is started; the defaults are the repository's
+[[ -n ${OUT:-} && $OUT != /* ]] && OUT=$PWD/$OUT
+[[ -n ${GPT2_DIR:-} && $GPT2_DIR != /* ]] && GPT2_DIR=$PWD/$GPT2_DIR
 cd "$(dirname "$0")/../.."
 
 OUT=${OUT:-data/tinystories}
