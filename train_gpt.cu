@@ -983,6 +983,9 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
         run.hellaswag = load_hellaswag(cfg.hellaswag, *tokenizer, cfg.hellaswag_examples);
         check_hellaswag_fits(run.hellaswag, plan.seq_len, plan.model.max_seq_len);
     }
+    // what config.json and every checkpoint will hold can be written (UTF-8 text), before anything is
+    config_json(cfg, plan);
+    path_dirs_json(cfg);
 }
 
 // The kernel set and the model (its weights initialised; a checkpoint's come later), and fp16's

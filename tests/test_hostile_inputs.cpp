@@ -269,6 +269,24 @@ TEST(HostileInputs, AGlobIntoADirectoryThatCannotBeListedSaysSo) {
         {"no files match " + data + "/x_train_*.bin (a directory could not be read: " + data + ": Permission denied)"});
 }
 
+// Round 28: a working directory whose name is not UTF-8 (Latin-1), with a relative path flag, failed
+// the first checkpoint save in the JSON library ("type_error.316"), the steps before it lost; a glob
+// into such a directory failed alike after -o was made. Both are refused at start, named.
+TEST(HostileInputs, ADirectoryNameThatIsNotUtf8IsRefusedAtStart) {
+    Corpus c;
+    const std::string latin = c.dir.file("w\xe9rk");   // "wérk" in Latin-1
+    make_dirs(latin);
+    const std::string said = c.dir.file("w\xef\xbf\xbdrk");   // as messages print it: U+FFFD for the byte
+    expect_refused(run("sh -c \"cd '" + latin + "' && " + c.train_gpt("-x 2 --checkpoint-every 1 -o out") + "\""),
+                   {"the working directory " + said + " is not valid UTF-8", "relative path --output-dir out"});
+    EXPECT_FALSE(file_exists(latin + "/out")) << "nothing written";
+    std::filesystem::copy_file(c.dir.file("train_000000.bin"), latin + "/x_train_000000.bin");
+    std::filesystem::copy_file(c.dir.file("tokenizer.bin"), latin + "/tokenizer.bin");
+    expect_refused(run(c.train_gpt("-x 1 --tokenizer '' -i '" + c.dir.file("w?rk") + "/x_train_*.bin'")),
+                   {"tokenizer " + said + "/tokenizer.bin: not valid UTF-8 (a directory named in another encoding?)"});
+    EXPECT_FALSE(file_exists(c.dir.file("out"))) << "nothing written";
+}
+
 TEST(HostileInputs, TiktokenRankBeyondTheFileIsRefusedBeforeAllocating) {
     ScratchDir dir;
     write_text(dir.file("book.txt"), "In the beginning.\n");

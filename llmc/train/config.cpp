@@ -612,10 +612,19 @@ std::string path_dirs_json(const TrainConfig& c) {
     for (const auto& [name, text] : c.flag_texts) {
         if (!is_path_flag(name) || text.empty() || text[0] == '/') continue;
         const auto kept = c.path_dirs.find(name);
-        if (kept != c.path_dirs.end())
+        if (kept != c.path_dirs.end()) {
             j[name] = kept->second;
-        else if (!ec)
+        } else if (!ec) {
+            // round 28: a Latin-1 directory name failed the first checkpoint save in the JSON library
+            if (!valid_utf8(here)) {
+                fail(
+                    "the working directory %s is not valid UTF-8, and the run records it (for the relative path "
+                    "--%s %s) in its checkpoints' JSON, which holds UTF-8 only: run from a directory whose name is "
+                    "UTF-8, or give the paths absolute",
+                    printable(here).c_str(), name.c_str(), text.c_str());
+            }
             j[name] = here;
+        }
     }
     return j.dump();
 }
@@ -1011,6 +1020,14 @@ void print_config_table(const TrainConfig& c, const RunPlan& p) {
 std::string config_json(const TrainConfig& c, const RunPlan& p) {
     nlohmann::ordered_json j;
     for (const ConfigRow& r : describe(c, p)) {
+        // a flag's text is checked as it is parsed; what the run found (a tokenizer beside shards a
+        // glob matched) is checked here (round 28: the JSON library's error, after -o was made)
+        if (!valid_utf8(r.value)) {
+            fail(
+                "%s %s: not valid UTF-8 (a directory named in another encoding?); the run's JSON files (config.json, "
+                "log.jsonl, checkpoints) hold UTF-8 only",
+                r.key.c_str(), printable(r.value).c_str());
+        }
         switch (r.kind) {
             case ConfigRow::kText: j[r.key] = r.value; break;
             case ConfigRow::kInteger:   // int64, or uint64 (the seed)
