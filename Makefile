@@ -19,7 +19,7 @@
 CXX      ?= g++
 CUDA_HOME ?= /usr/local/cuda
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
-HAVE_NVCC := $(shell test -x "$(NVCC)" && echo 1)
+HAVE_NVCC := $(shell test -f "$(NVCC)" -a -x "$(NVCC)" && echo 1)
 # where the trainer goes
 TRAIN_GPT ?= train_gpt
 # Hopper: sm_90a enables the FP8 / wgmma instructions. Override for other GPUs.

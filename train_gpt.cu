@@ -897,6 +897,28 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     }
     if (resume_from) {
         const std::vector<FlagOverride> overrides = restore_run_flags(argc, argv, resume_from->dir, cfg);
+        // --auto-resume restarts one command line: a checkpoint whose run it gives another model, data,
+        // -o, optimizer, precision or seed is another job's, sharing the directory (round 28: it was
+        // taken over: trained on from, its checkpoints pruned, or its result reported as this run's
+        // and its config.json rewritten with values that never applied)
+        if (cfg.auto_resume) {
+            std::string differences;
+            // -o naming the directory that holds these checkpoints is this run's, moved
+            const std::string root = resume_from->dir.substr(0, resume_from->dir.find_last_of('/'));
+            const std::string holder = resolved_path(root.empty() ? "." : root + "/..");
+            for (const FlagOverride& o : overrides) {
+                if (o.flag == "output-dir" && resolved_path(cfg.output_dir) == holder) continue;
+                if (defines_the_run(o.flag))
+                    differences += format("%s--%s %s", differences.empty() ? "" : ", ", o.flag.c_str(), o.now.c_str());
+            }
+            if (!differences.empty()) {
+                fail(
+                    "--auto-resume: %s is a checkpoint of another run (this command line gives %s; the checkpoint's "
+                    "run, above, had others). --auto-resume restarts one command line: give this run its own "
+                    "--checkpoint-dir (or -o), or --resume to continue that run with these changes",
+                    resume_from->dir.c_str(), differences.c_str());
+            }
+        }
         // the checkpoint's run logged to a directory that is gone (moved, with the checkpoints the
         // run resumes from?): said, since its log is made there again, not where the run went
         if (!cfg.given.count("output-dir") && !cfg.output_dir.empty() && !file_exists(cfg.output_dir))

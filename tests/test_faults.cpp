@@ -2259,6 +2259,33 @@ TEST(Faults, BranchesAreRefusedFromAnyDirectoryAndNeverSplicedOntoTheOriginal) {
     EXPECT_EQ(last_step(r + "/log.jsonl"), 10);
 }
 
+// Round 28: --auto-resume adopted whatever run's checkpoint stood in its --checkpoint-dir. A second
+// job of a sweep in the same -o (another --lr, the same -x) trained nothing, reported the first
+// job's val loss as its own, exit 0, and rewrote its config.json with an lr that never applied;
+// a job with its own -o but a shared --checkpoint-dir trained on from the other's weights and
+// pruned its checkpoints. A checkpoint whose run this command line gives another model, data, -o,
+// optimizer, precision or seed is refused; a restart with a longer -x or another cadence is not.
+TEST(Faults, AutoResumeRefusesTheCheckpointOfAnotherRun) {
+    Corpus c;
+    const std::string out = c.dir.file("out");
+    ASSERT_EQ(run(c.train_gpt(out, "--auto-resume -x 4 -n 2")).rc, 0);
+    const std::string config = read_text(out + "/config.json");
+    const std::string shared = "-o '" + c.dir.file("other") + "' --checkpoint-dir '" + out + "/checkpoints'";
+    for (const std::string& other : {std::string("-l 1e-5"), std::string("--seed 7"), shared}) {
+        SCOPED_TRACE(other);
+        expect_refused(run(c.train_gpt(out, "--auto-resume -x 4 -n 2 ") + other),
+                       {"--auto-resume: " + checkpoint_dir(out + "/checkpoints", 4) + " is a checkpoint of another run",
+                        "give this run its own --checkpoint-dir (or -o), or --resume"});
+    }
+    EXPECT_EQ(read_text(out + "/config.json"), config) << "the other run's, untouched";
+    EXPECT_EQ(list_checkpoints(out + "/checkpoints"), (std::vector<int64_t>{2, 4}));
+    EXPECT_FALSE(file_exists(c.dir.file("other")));
+    // the same run restarted: a longer -x, another checkpoint cadence and evaluation
+    const CommandResult longer = run(c.train_gpt(out, "--auto-resume -x 6 -n 3 -v 1"));
+    ASSERT_EQ(longer.rc, 0) << longer.output;
+    EXPECT_CONTAINS(longer.output, "resuming from " + checkpoint_dir(out + "/checkpoints", 4));
+}
+
 // Round 9: the refusals above never stop a legitimate restart. A requeue loop whose kill fell
 // between a checkpoint's save and its log record, and was killed again later, resumes (before:
 // refused for good as "the checkpoint of a branch?"): the log's resume record of the checkpoint

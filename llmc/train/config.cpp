@@ -629,6 +629,17 @@ std::string path_dirs_json(const TrainConfig& c) {
     return j.dump();
 }
 
+bool defines_the_run(const std::string& name) {
+    if (name == "steps") return false;
+    if (name == "seed") return true;
+    const Flag* flag = find_flag(name);
+    if (flag == nullptr) return false;
+    for (const char* group : {"Data", "Model", "Batch", "Optimizer", "Precision"}) {
+        if (flag->group == group) return true;
+    }
+    return false;
+}
+
 std::string first_flag_difference(const std::string& flags, const std::string& reference) {
     const nlohmann::json a = nlohmann::json::parse(flags), b = nlohmann::json::parse(reference);
     for (const auto& [name, text] : b.items()) {

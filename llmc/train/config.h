@@ -133,6 +133,11 @@ std::string flags_json(const TrainConfig& cfg);
 // "" if two flags_json() texts give the same flags, else the first difference, in words
 // ("--steps is 4 here, 6 on rank 0").
 std::string first_flag_difference(const std::string& flags, const std::string& reference);
+// Whether a flag says which run it is: its data and output directory, model, batch, optimizer (but
+// -x, which a longer run's resubmission raises), precision, and --seed. --auto-resume, which
+// restarts one command line, refuses a checkpoint whose run this command line gives other values
+// of these (another job's, sharing the directory); --resume takes them as deliberate changes.
+bool defines_the_run(const std::string& long_name);
 
 // A resumed run: cfg (this command line, parsed) becomes the checkpoint's run — `saved_json`, the
 // flags_json() its checkpoint recorded — with the flags given on this command line on top. Not
