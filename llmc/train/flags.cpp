@@ -392,7 +392,8 @@ std::vector<Flag> make_table() {
             .no_value(),
         Flag("--auto-resume", checkpoints, "",
              "As --resume when --checkpoint-dir holds a checkpoint, else start fresh: one command line for the first "
-             "start and every restart (a requeued job)",
+             "start and every restart (a requeued job). A checkpoint whose run this command line gives another "
+             "model, data, -o, batch, optimizer, precision or seed is another run's: refused",
              &C::auto_resume)
             .no_value(),
         Flag("--resume-from-intact", checkpoints, "",
