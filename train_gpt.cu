@@ -952,6 +952,16 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     if (start_model && !resume_from && cfg.steps == 0) evaluate_as_trained(*start_model, cfg);
     run.data = run_data(cfg);   // the shards it reads: none to train on with -x 0
     warn_if_val_is_trained_on(run.data);
+    // -i given without -j (or the reverse): the other is the bundled KJV set's default, which data
+    // of the same tokenizer passes every check with (round 28: the val loss was KJV's, unsaid)
+    if (!run.data.train.empty() && !run.data.val.empty() && !resume_from &&
+        cfg.given.count("train-data") != cfg.given.count("val-data")) {
+        const bool train_given = cfg.given.count("train-data") > 0;
+        print0("notice: %s %s is given, %s is the default, %s: give %s for this data's%s\n", train_given ? "-i" : "-j",
+               (train_given ? cfg.train_data : cfg.val_data).c_str(), train_given ? "-j" : "-i",
+               (train_given ? cfg.val_data : cfg.train_data).c_str(), train_given ? "-j" : "-i",
+               train_given ? " val shards (-j '' for none)" : " training shards");
+    }
     // the tokenizer: --tokenizer, the model's, or the one beside the shards; checked against what
     // the shards that the run reads record (no training data with -x 0)
     // (-x 0 from a fresh model reads no training data, but its samples take the tokenizer beside it)

@@ -783,6 +783,25 @@ TEST(TrainerCli, AnEvaluationNeverCountsATokenTwice) {
 
 // A val shard the train glob also takes warns that the val loss is measured on trained tokens:
 // through an overlapping glob, a symbolic link, and (round 26: it was not seen) a hard link.
+// Round 28: -i without -j validated on the bundled KJV set (the default -j) without a word when the
+// tokenizers agreed; it is said.
+TEST(TrainerCli, TrainingDataWithoutValDataSaysTheValSetIsTheDefault) {
+    TinyCorpus corpus;
+    const std::string project = corpus.dir.file("p");
+    make_dirs(project + "/data/kjv");
+    std::filesystem::copy_file(corpus.dir.file("tiny_val_000000.bin"), project + "/data/kjv/kjv_val_000000.bin");
+    const std::string run = "cd '" + project + "' && " + train_gpt_binary() + " -i '" +
+                            corpus.dir.file("tiny_train_*.bin") + "' --tokenizer '" + corpus.dir.file("tokenizer.bin") +
+                            "' -e d2 --n-embd 32 -b 2 -t 16 -m 2 -x 1 -g 0 --overwrite-output -o out";
+    std::string output;
+    ASSERT_EQ(run_command(run, &output), 0) << output;
+    EXPECT_CONTAINS(output, "notice: -i " + corpus.dir.file("tiny_train_*.bin") +
+                                " is given, -j is the default, data/kjv/kjv_val_*.bin: give -j for this data's val "
+                                "shards (-j '' for none)");
+    ASSERT_EQ(run_command(run + " -j ''", &output), 0) << output;
+    EXPECT_EQ(output.find("is the default"), std::string::npos) << output;
+}
+
 TEST(TrainerCli, AValShardTheRunAlsoTrainsOnIsWarnedOfUnderAnyName) {
     TinyCorpus corpus;
     make_dirs(corpus.dir.file("links"));
