@@ -973,10 +973,16 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
         } catch (const Error&) {
         }
     }
-    run.tokenizer =
-        choose_run_tokenizer(cfg.tokenizer, start_model ? read_model_tokenizer(start_model->dir) : std::nullopt,
-                             tokenizer_globs, &run.tokenizer_how);
+    const std::optional<Tokenizer> models_tokenizer =
+        start_model ? read_model_tokenizer(start_model->dir) : std::optional<Tokenizer>();
+    run.tokenizer = choose_run_tokenizer(cfg.tokenizer, models_tokenizer, tokenizer_globs, &run.tokenizer_how);
     const std::optional<Tokenizer>& tokenizer = run.tokenizer;
+    // a model without tokenizer files (transformers' save_pretrained writes none): its ids are taken to
+    // be the run's tokenizer's, which only the vocabulary size checks (round 28: said nowhere)
+    if (start_model && !models_tokenizer && tokenizer) {
+        print0("notice: %s brings no tokenizer: its token ids are taken to be those of %s\n",
+               start_model->description.c_str(), tokenizer->origin().c_str());
+    }
     run.plan = resolve_run_plan(cfg, comm.world_size(), tokenizer ? tokenizer->vocab_size() : 0,
                                 start_model ? &start_model->model : nullptr, start_model ? start_model->dir : "");
     RunPlan& plan = run.plan;

@@ -287,6 +287,27 @@ TEST(HostileInputs, ADirectoryNameThatIsNotUtf8IsRefusedAtStart) {
     EXPECT_FALSE(file_exists(c.dir.file("out"))) << "nothing written";
 }
 
+// Round 28: a transformers directory without tokenizer files (save_pretrained writes none) took the
+// run's tokenizer's ids as its own without a word; it is said.
+TEST(HostileInputs, AModelWithoutATokenizerSaysWhoseIdsItTakes) {
+    Corpus c;
+    ASSERT_EQ(run(c.train_gpt("-x 1 --checkpoint-every 1")).rc, 0);
+    const std::string step = c.dir.file("out/checkpoints/step_00000001"), hf = c.dir.file("hf");
+    make_dirs(hf);
+    for (const char* f : {"config.json", "model-00001-of-00001.safetensors", "model.safetensors.index.json"})
+        std::filesystem::copy_file(step + "/" + f, hf + "/" + f);
+    const CommandResult r = run(c.train_gpt("-x 1 --init-from '" + hf + "' -o '" + c.dir.file("tuned") + "'"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "notice: transformers model " + hf +
+                                  " brings no tokenizer: its token ids are taken to "
+                                  "be those of " +
+                                  c.dir.file("tokenizer.bin"));
+    // a checkpoint, which brings its own: no such notice
+    const CommandResult own = run(c.train_gpt("-x 1 --init-from '" + step + "' -o '" + c.dir.file("own") + "'"));
+    ASSERT_EQ(own.rc, 0) << own.output;
+    EXPECT_EQ(own.output.find("brings no tokenizer"), std::string::npos) << own.output;
+}
+
 TEST(HostileInputs, TiktokenRankBeyondTheFileIsRefusedBeforeAllocating) {
     ScratchDir dir;
     write_text(dir.file("book.txt"), "In the beginning.\n");
