@@ -34,7 +34,11 @@ shard_ok() {
     size=$(stat -c %s "$1")
     [[ ${#header[@]} == 3 && ${header[0]} == 20240520 ]] && (( size == 1024 + 2 * header[2] ))
 }
-if [[ -f $out/tokenizer.bin && -f $out/encoder.json && -f $out/vocab.bpe ]] &&
+# prepare_text's marker: a run cut short while it put the shards in place (whole, but maybe of two
+# preparations); the trainer refuses them, so they are made again (prepare_text finishes the job)
+if [[ -e $out/kjv.publishing ]]; then
+    echo "prepare_kjv: $out/kjv.publishing: an earlier preparation was cut short; making the shards again"
+elif [[ -f $out/tokenizer.bin && -f $out/encoder.json && -f $out/vocab.bpe ]] &&
    shard_ok "$out/kjv_train_000000.bin" && shard_ok "$out/kjv_val_000000.bin"; then
     echo "data/kjv ready"
     exit 0

@@ -456,6 +456,15 @@ TEST(DataLoaderPrepareText, PrepareKjvMakesADamagedShardOrTextAgain) {
     EXPECT_CONTAINS(out, "prepare_kjv: data/kjv/kjv.txt is incomplete (17 bytes); making it again");
     EXPECT_EQ(read_shard_header(shard).num_tokens, made.num_tokens);
     EXPECT_CONTAINS(out, "data/kjv ready");
+    // round 28: beside prepare_text's publishing marker (a run cut short while it put the shards in
+    // place) it said "ready", and the trainer refused the shards on every run
+    write_text(dir.file("data/kjv/kjv.publishing"), "prepare_text is replacing the dataset kjv here\n");
+    ASSERT_EQ(run_command(script, &out), 0) << out;
+    EXPECT_CONTAINS(out,
+                    "prepare_kjv: data/kjv/kjv.publishing: an earlier preparation was cut short; making the "
+                    "shards again");
+    EXPECT_FALSE(file_exists(dir.file("data/kjv/kjv.publishing"))) << out;
+    EXPECT_EQ(read_shard_header(shard).num_tokens, made.num_tokens);
 }
 
 TEST(DataLoaderPrepareText, RerunRemovesStaleShards) {
