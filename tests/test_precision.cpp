@@ -583,6 +583,11 @@ TEST(Precision, Fp8GemmsSelectsTheGemmsThatRunInFp8) {
     EXPECT_NE(run_command(run.command("-p fp8 -x 1 --fp8-gemms mlp"), &output), 0);
     EXPECT_NE(output.find("--fp8-gemms"), std::string::npos) << output;
     EXPECT_NE(output.find("'mlp'"), std::string::npos) << output;
+    // round 29: the flag named once (it was "--fp8-gemms: --fp8-gemms: ..."), all/none said to stand
+    // alone, and spaces around a name are no part of it ("qkv, fc" was refused for ' fc')
+    EXPECT_EQ(output.find("--fp8-gemms: --fp8-gemms"), std::string::npos) << output;
+    EXPECT_NE(output.find("(all or none alone, or a comma list of"), std::string::npos) << output;
+    EXPECT_EQ(run_command(run.command("-p fp8 -x 1 --fp8-gemms 'qkv, fc' --overwrite-output"), &output), 0) << output;
 }
 
 // --fp8-gemms auto: the timing runs every op of both paths on a kernel set (here the CPU's, where

@@ -36,14 +36,18 @@ unsigned parse_fp8_gemms(const std::string& list) {
     size_t begin = 0;
     while (begin <= list.size()) {
         const size_t end = std::min(list.find(',', begin), list.size());
-        const std::string name = list.substr(begin, end - begin);
+        std::string name = list.substr(begin, end - begin);
+        name.erase(0, name.find_first_not_of(' '));   // "qkv, fc": spaces around a name are no part of it
+        name.erase(name.find_last_not_of(' ') + 1);
         unsigned bit = 0;
         for (unsigned g = 0; g < kNumBlockGemms; g++) {
             if (name == kBlockGemms[g].name) bit = 1u << g;
         }
         if (bit == 0) {
-            fail("--fp8-gemms: '%s' is not a GEMM of the block (all, or a comma list of qkv, attproj, fc, fcproj)",
-                 name.c_str());
+            fail(
+                "--fp8-gemms: '%s' is not a GEMM of the block (all or none alone, or a comma list of qkv, attproj, fc, "
+                "fcproj)",
+                name.c_str());
         }
         mask |= bit;
         begin = end + 1;

@@ -88,7 +88,8 @@ std::string fp8_gemms_check(const std::string& text) {
     try {
         if (text != "auto") parse_fp8_gemms(text);
     } catch (const Error& e) {
-        return e.what();
+        const std::string what = e.what(), flag = "--fp8-gemms: ";   // the parser names the flag itself
+        return what.rfind(flag, 0) == 0 ? what.substr(flag.size()) : what;
     }
     return "";
 }
