@@ -251,7 +251,8 @@ std::vector<Flag> make_table() {
             .effective_only_for(sixteen_bit_run, "-p bf16, fp16 or fp8"),
         Flag("--loss-scaling", precision, "BOOL", "fp16: dynamic loss scaling", &C::loss_scaling)
             .only_for(fp16_run, "-p fp16"),
-        Flag("--loss-scale-init", precision, "S", "fp16: initial loss scale", &C::loss_scale_init)
+        Flag("--loss-scale-init", precision, "S",
+             "fp16: initial loss scale, between --loss-scale-min and the ceiling 2^24 (16777216)", &C::loss_scale_init)
             .checked(positive, "> 0")
             .config(one_row([](const C& c, const P&) { return number_row("loss_scale_init", c.loss_scale_init); }))
             .only_for(fp16_scaled, "-p fp16 with --loss-scaling"),
@@ -262,7 +263,8 @@ std::vector<Flag> make_table() {
                 return integer_row("loss_scale_growth_interval", c.loss_scale_growth_interval);
             }))
             .only_for(fp16_scaled, "-p fp16 with --loss-scaling"),
-        Flag("--loss-scale-min", precision, "S", "fp16: floor of the loss scale", &C::loss_scale_min)
+        Flag("--loss-scale-min", precision, "S", "fp16: floor of the loss scale, at most the ceiling 2^24 (16777216)",
+             &C::loss_scale_min)
             .checked(positive, "> 0")
             .config(one_row([](const C& c, const P&) { return number_row("loss_scale_min", c.loss_scale_min); }))
             .only_for(fp16_scaled, "-p fp16 with --loss-scaling"),
