@@ -384,8 +384,10 @@ bool save_checkpoint(const std::string& dir, int64_t step, GPT& model, Comm& com
 // Restores everything save_checkpoint wrote, into a model of any world size. Rank 0 verified
 // every file of the checkpoint when it chose it (train/resume.h); every other rank verifies the
 // state files it reads (its ranks' storage may not be rank 0's), and every rank checks the shape.
+// `restart` (--auto-resume, one command line): training data other than the checkpoint's is another
+// run's, refused; a --resume says so and goes on.
 ResumeState load_checkpoint(const ResumeChoice& from, GPT& model, const RunPlan& plan, DataLoader* loader,
-                            std::optional<LossScaler>& scaler, const Comm& comm) {
+                            std::optional<LossScaler>& scaler, const Comm& comm, bool restart) {
     const CheckpointManifest& manifest = from.manifest;
     check_model_config(manifest, plan.model, from.dir);
     const size_t begin = model.state_begin(), end = begin + model.state_size();
@@ -418,6 +420,14 @@ ResumeState load_checkpoint(const ResumeChoice& from, GPT& model, const RunPlan&
         }
         if (manifest.train_tokens >= 0 &&
             (manifest.train_shards != loader->num_shards() || manifest.train_tokens != loader->num_tokens())) {
+            if (restart) {   // round 29: another job's checkpoint, sharing the directory, was trained on from
+                fail(
+                    "--auto-resume: %s is a checkpoint of another run: its run read %lld tokens in %d shard(s), this "
+                    "command line's -i %s holds %lld in %d. --auto-resume restarts one command line: give this run "
+                    "its own --checkpoint-dir (or -o), or --resume to continue that run on this data",
+                    from.dir.c_str(), (long long)manifest.train_tokens, manifest.train_shards, loader->glob().c_str(),
+                    (long long)loader->num_tokens(), loader->num_shards());
+            }
             print0(
                 "notice: the training data is not the checkpoint's: %s holds %lld tokens in %d shard(s), the "
                 "checkpoint's run read %lld in %d; its data position (sample %lld) now falls elsewhere in the text\n",
@@ -896,20 +906,33 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
                resume_from->dir.c_str(), cfg.init_from.c_str());
     }
     if (resume_from) {
+        const std::string command_line_flags = flags_json(cfg);   // before the checkpoint's run's are restored
         const std::vector<FlagOverride> overrides = restore_run_flags(argc, argv, resume_from->dir, cfg);
         // --auto-resume restarts one command line: a checkpoint whose run it gives another model, data,
         // -o, optimizer, precision or seed is another job's, sharing the directory (round 28: it was
         // taken over: trained on from, its checkpoints pruned, or its result reported as this run's
         // and its config.json rewritten with values that never applied)
         if (cfg.auto_resume) {
-            std::string differences;
-            // -o naming the directory that holds these checkpoints is this run's, moved
+            // the flags of the model, batch, optimizer, precision and seed, given or left at their
+            // defaults (round 29: a job on the defaults took over a run that gave others), ...
+            const std::string saved = run_flags_from_json(resume_from->manifest.extra_json);
+            std::string differences = saved.empty() ? "" : run_identity_differences(command_line_flags, saved);
+            // ... the paths this command line gives (-o naming the directory that holds these
+            // checkpoints is this run's, moved), and --init-from, which a resume does not apply
             const std::string root = resume_from->dir.substr(0, resume_from->dir.find_last_of('/'));
             const std::string holder = resolved_path(root.empty() ? "." : root + "/..");
             for (const FlagOverride& o : overrides) {
                 if (o.flag == "output-dir" && resolved_path(cfg.output_dir) == holder) continue;
-                if (defines_the_run(o.flag))
+                if (defines_the_run(o.flag) && (saved.empty() || names_a_path(o.flag)))
                     differences += format("%s--%s %s", differences.empty() ? "" : ", ", o.flag.c_str(), o.now.c_str());
+            }
+            if (!cfg.init_from.empty() && !saved.empty()) {
+                const std::string started_from = recorded_flag_text(saved, "init-from");
+                if (started_from != cfg.init_from) {
+                    differences +=
+                        format("%s--init-from %s (the checkpoint's run: %s)", differences.empty() ? "" : ", ",
+                               cfg.init_from.c_str(), started_from.empty() ? "a fresh model" : started_from.c_str());
+                }
             }
             if (!differences.empty()) {
                 fail(
@@ -1100,7 +1123,8 @@ void open_data_and_start(Run& run, Comm& comm) {
             std::make_unique<DataLoader>(run.data.val, B, T, comm.rank(), plan.world_size, false, cfg.seed, vocab_size);
     }
     if (run.resume_from) {
-        run.start = load_checkpoint(*run.resume_from, *run.model, plan, run.train_loader.get(), run.scaler, comm);
+        run.start = load_checkpoint(*run.resume_from, *run.model, plan, run.train_loader.get(), run.scaler, comm,
+                                    cfg.auto_resume);
     } else if (run.start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
         run.model->set_weights(read_model_weights(*run.start_model));
     }

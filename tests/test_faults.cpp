@@ -2280,8 +2280,32 @@ TEST(Faults, AutoResumeRefusesTheCheckpointOfAnotherRun) {
     EXPECT_EQ(read_text(out + "/config.json"), config) << "the other run's, untouched";
     EXPECT_EQ(list_checkpoints(out + "/checkpoints"), (std::vector<int64_t>{2, 4}));
     EXPECT_FALSE(file_exists(c.dir.file("other")));
-    // the same run restarted: a longer -x, another checkpoint cadence and evaluation
-    const CommandResult longer = run(c.train_gpt(out, "--auto-resume -x 6 -n 3 -v 1"));
+    // round 29: the other way round (a job on the defaults over a run that gave others), a
+    // fine-tune's --init-from over a run started fresh, and other training data under the same -i
+    const std::string given = c.dir.file("given");
+    ASSERT_EQ(run(c.train_gpt(given, "--auto-resume -x 4 -n 2 -l 1e-3 --seed 5")).rc, 0);
+    expect_refused(run(c.train_gpt(given, "--auto-resume -x 4 -n 2")),
+                   {"is a checkpoint of another run (this command line gives --lr 0.002 (the checkpoint's run: 1e-3), "
+                    "--seed 1337 (the checkpoint's run: 5)"});
+    expect_refused(run(c.train_gpt(out, "--auto-resume -x 4 -n 2 --init-from '" + given + "/checkpoints'")),
+                   {"--init-from " + given + "/checkpoints (the checkpoint's run: a fresh model)"});
+    EXPECT_EQ(list_checkpoints(out + "/checkpoints"), (std::vector<int64_t>{2, 4}));
+    // two projects, the same relative -i and -o, one --checkpoint-dir: the second took the first's over
+    const std::string shared_dir = c.dir.file("shared");
+    const std::string same_line =
+        "-i 'data/train_*.bin' -o out --checkpoint-dir '" + shared_dir + "' --auto-resume -x 2 -n 2";
+    for (const auto& [project, tokens] :
+         {std::pair<std::string, size_t>{c.dir.file("p1"), 6000}, {c.dir.file("p2"), 5000}}) {
+        make_dirs(project + "/data");
+        const std::vector<uint32_t> text(tokens, 'b');
+        write_shard(project + "/data/train_000000.bin", text.data(), (int64_t)text.size(), 2);
+    }
+    ASSERT_EQ(run(c.train_gpt_project_in(c.dir.file("p1"), same_line)).rc, 0);
+    expect_refused(run(c.train_gpt_project_in(c.dir.file("p2"), same_line)),
+                   {"its run read 6000 tokens in 1 shard(s), this command line's -i data/train_*.bin holds 5000 in 1"});
+    EXPECT_EQ(list_checkpoints(shared_dir), (std::vector<int64_t>{2}));
+    // the same run restarted: a longer -x, another checkpoint cadence, evaluation, divergence watch
+    const CommandResult longer = run(c.train_gpt(out, "--auto-resume -x 6 -n 3 -v 1 --max-skipped-steps 7"));
     ASSERT_EQ(longer.rc, 0) << longer.output;
     EXPECT_CONTAINS(longer.output, "resuming from " + checkpoint_dir(out + "/checkpoints", 4));
 }

@@ -630,7 +630,12 @@ std::string path_dirs_json(const TrainConfig& c) {
 }
 
 bool defines_the_run(const std::string& name) {
-    if (name == "steps") return false;
+    // -x (a longer run's resubmission), the divergence watch and telemetry (round 29: a restart
+    // that changed one was refused), and the memory knobs, which change no value the run computes
+    for (const char* knob : {"steps", "max-skipped-steps", "loss-spike-factor", "grad-norm-spike-factor",
+                             "stop-on-loss-spike", "fp8-telemetry-every", "recompute", "lm-head-chunks"}) {
+        if (name == knob) return false;
+    }
     if (name == "seed") return true;
     const Flag* flag = find_flag(name);
     if (flag == nullptr) return false;
@@ -638,6 +643,35 @@ bool defines_the_run(const std::string& name) {
         if (flag->group == group) return true;
     }
     return false;
+}
+
+bool names_a_path(const std::string& long_name) { return is_path_flag(long_name); }
+
+std::string recorded_flag_text(const std::string& flags, const std::string& long_name) {
+    const nlohmann::json j = nlohmann::json::parse(flags);
+    return j.contains(long_name) && j[long_name].is_string() ? j[long_name].get<std::string>() : "";
+}
+
+std::string run_identity_differences(const std::string& now_flags, const std::string& saved_flags) {
+    const nlohmann::json now = nlohmann::json::parse(now_flags), saved = nlohmann::json::parse(saved_flags);
+    // the same number however written ("0.002", "2e-3")
+    auto same = [](const std::string& a, const std::string& b) {
+        if (a == b) return true;
+        char *end_a = nullptr, *end_b = nullptr;
+        const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
+        return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+    };
+    std::string out;
+    for (const auto& [name, text] : now.items()) {
+        if (!defines_the_run(name) || is_path_flag(name) || !saved.contains(name) || !text.is_string() ||
+            !saved[name].is_string())
+            continue;
+        if (!same(text.get<std::string>(), saved[name].get<std::string>())) {
+            out += format("%s--%s %s (the checkpoint's run: %s)", out.empty() ? "" : ", ", name.c_str(),
+                          text.get<std::string>().c_str(), saved[name].get<std::string>().c_str());
+        }
+    }
+    return out;
 }
 
 std::string first_flag_difference(const std::string& flags, const std::string& reference) {

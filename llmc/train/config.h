@@ -138,6 +138,14 @@ std::string first_flag_difference(const std::string& flags, const std::string& r
 // restarts one command line, refuses a checkpoint whose run this command line gives other values
 // of these (another job's, sharing the directory); --resume takes them as deliberate changes.
 bool defines_the_run(const std::string& long_name);
+// The flags that define the run (defines_the_run, paths aside) whose values differ between this
+// command line's flags_json and the checkpoint's recorded one (every flag is recorded, given or
+// at its default, so a flag left at its default counts too), in words; "" where none does.
+std::string run_identity_differences(const std::string& now_flags, const std::string& saved_flags);
+// Whether the flag names a file, directory or glob (-i, -j, -o, --tokenizer, ...).
+bool names_a_path(const std::string& long_name);
+// A flag's text in a flags_json() text; "" where it has none.
+std::string recorded_flag_text(const std::string& flags, const std::string& long_name);
 
 // A resumed run: cfg (this command line, parsed) becomes the checkpoint's run — `saved_json`, the
 // flags_json() its checkpoint recorded — with the flags given on this command line on top. Not
