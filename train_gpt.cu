@@ -1047,6 +1047,20 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     // what config.json and every checkpoint will hold can be written (UTF-8 text), before anything is
     config_json(cfg, plan);
     path_dirs_json(cfg);
+    // --auto-resume without a checkpoint replaces the log.jsonl and config.json of a start that saved
+    // none: the same command line's, killed early; not another run's (round 29: replaced)
+    if (cfg.auto_resume && !resume_from && !cfg.overwrite_output && !run.dirs.output.empty() &&
+        file_exists(run.dirs.output + "/config.json")) {
+        const std::string differences = config_identity_differences(
+            read_file_text(run.dirs.output + "/config.json", size_t(16) << 20, "a config.json"), cfg, plan);
+        if (!differences.empty()) {
+            fail(
+                "--auto-resume found no checkpoint, and %s holds the log.jsonl and config.json of another run (%s): "
+                "it replaces only those of a start of this command line. Give this run another --output-dir, or add "
+                "--overwrite-output to replace them",
+                run.dirs.output.c_str(), differences.c_str());
+        }
+    }
 }
 
 // The kernel set and the model (its weights initialised; a checkpoint's come later), and fp16's

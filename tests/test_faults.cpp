@@ -2304,6 +2304,24 @@ TEST(Faults, AutoResumeRefusesTheCheckpointOfAnotherRun) {
     expect_refused(run(c.train_gpt_project_in(c.dir.file("p2"), same_line)),
                    {"its run read 6000 tokens in 1 shard(s), this command line's -i data/train_*.bin holds 5000 in 1"});
     EXPECT_EQ(list_checkpoints(shared_dir), (std::vector<int64_t>{2}));
+    // round 29: a start that saved no checkpoint (killed): --auto-resume replaced its log and config
+    // whatever run it was; only a start of the same command line's is replaced
+    const std::string early = c.dir.file("early");
+    {
+        Background job(c.train_gpt(early, "-x 100000 --checkpoint-every 50000 --auto-resume"), c.dir.file("job.txt"));
+        ASSERT_TRUE(wait_until([&] { return last_step(early + "/log.jsonl") >= 2; })) << job.output();
+        kill(-job.pid, SIGKILL);
+        job.wait(300);
+    }
+    const std::string early_log = read_text(early + "/log.jsonl");
+    expect_refused(run(c.train_gpt(early, "-x 4 --checkpoint-every 2 --auto-resume -l 1e-5")),
+                   {"--auto-resume found no checkpoint, and " + early +
+                    " holds the log.jsonl and config.json of "
+                    "another run (lr 1e-05 (config.json: 0.002)"});
+    EXPECT_EQ(read_text(early + "/log.jsonl"), early_log);
+    const CommandResult same = run(c.train_gpt(early, "-x 4 --checkpoint-every 2 --auto-resume"));
+    ASSERT_EQ(same.rc, 0) << same.output;
+    EXPECT_CONTAINS(same.output, "starting a fresh run (it replaces the log.jsonl and config.json in " + early);
     // the same run restarted: a longer -x, another checkpoint cadence, evaluation, divergence watch
     const CommandResult longer = run(c.train_gpt(out, "--auto-resume -x 6 -n 3 -v 1 --max-skipped-steps 7"));
     ASSERT_EQ(longer.rc, 0) << longer.output;

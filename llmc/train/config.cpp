@@ -647,6 +647,25 @@ bool defines_the_run(const std::string& name) {
 
 bool names_a_path(const std::string& long_name) { return is_path_flag(long_name); }
 
+std::string config_identity_differences(const std::string& saved_config_json, const TrainConfig& c, const RunPlan& p) {
+    const auto saved = nlohmann::json::parse(saved_config_json, nullptr, false);
+    if (!saved.is_object()) return "";
+    const auto now = nlohmann::json::parse(config_json(c, p));
+    std::string out;
+    for (const Flag& flag : flag_table()) {
+        const std::string key = flag.key();
+        // fp8's GEMMs: auto is resolved (timed) after this, and config.json holds the choice; the
+        // warmup's default follows -x, which a restart may raise
+        if (!defines_the_run(flag.long_name()) || is_path_flag(flag.long_name()) || key == "fp8_gemms" ||
+            (key == "warmup_steps" && !c.given.count("warmup-steps")) || !saved.contains(key) || !now.contains(key) ||
+            saved[key] == now[key])
+            continue;
+        out += format("%s%s %s (config.json: %s)", out.empty() ? "" : ", ", key.c_str(), now[key].dump().c_str(),
+                      saved[key].dump().c_str());
+    }
+    return out;
+}
+
 std::string recorded_flag_text(const std::string& flags, const std::string& long_name) {
     const nlohmann::json j = nlohmann::json::parse(flags);
     return j.contains(long_name) && j[long_name].is_string() ? j[long_name].get<std::string>() : "";

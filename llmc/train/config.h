@@ -302,5 +302,10 @@ Precision default_precision_for(const std::string& device);
 std::string precision_source(const TrainConfig& cfg, const RunPlan& plan);
 void save_config_json(const std::string& path, const TrainConfig& cfg, const RunPlan& plan);
 std::string config_json(const TrainConfig& cfg, const RunPlan& plan);   // the same, as text
+// The flags that define the run (defines_the_run, paths aside) on which this run's resolved
+// configuration and the config.json an earlier start wrote disagree, in words; "" where they agree
+// or it does not parse.
+std::string config_identity_differences(const std::string& saved_config_json, const TrainConfig& cfg,
+                                        const RunPlan& plan);
 
 }   // namespace train_gpt
