@@ -172,10 +172,15 @@ TEST(HellaSwag, FinewebRefusesToAppendAnotherSourceAndFailsCleanlyOffline) {
          {std::string("DATASET=HuggingFaceFW/fineweb-edu"), std::string("SAMPLE=sample-100BT")}) {
         SCOPED_TRACE(other);
         EXPECT_EQ(run_command(env + other + " " + script, &output), 1) << output;
-        EXPECT_CONTAINS(output, "fineweb: error: " + fw +
-                                    " holds 3 file(s) of documents those of HuggingFaceFW/fineweb sample-10BT;");
+        EXPECT_CONTAINS(
+            output, "fineweb: error: " + fw + " holds 3 file(s) of documents of HuggingFaceFW/fineweb sample-10BT;");
         EXPECT_FALSE(file_exists(fw + "/fineweb_00003.jsonl")) << "nothing appended";
     }
+    // round 29: a download from before the source was recorded says how to record it
+    std::filesystem::remove(fw + "/source");
+    EXPECT_EQ(run_command(env + script, &output), 1) << output;
+    EXPECT_CONTAINS(output, "whose source it does not record");
+    EXPECT_CONTAINS(output, "printf '%s %s\\n' HuggingFaceFW/fineweb sample-10BT > " + fw + "/source");
     const std::string off = dir.file("off");
     EXPECT_EQ(run_command(env + "OUT='" + off + "' DATASET=offline " + script, &output), 1) << output;
     EXPECT_CONTAINS(output,

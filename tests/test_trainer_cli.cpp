@@ -382,7 +382,8 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
     write_text(dir.file("bin/srun"), launcher_stub);
     // scontrol: the job's state from $JOB_STATE (RUNNING unless set), and the requeue it is asked for
     write_text(dir.file("bin/scontrol"),
-               "#!/bin/sh\nif [ \"$1\" = show ]; then echo \"JobId=42 JobState=${JOB_STATE:-RUNNING} "
+               "#!/bin/sh\nif [ \"$1\" = show ] && [ \"$JOB_STATE\" = fail ]; then exit 1; fi\nif [ \"$1\" = show ]; "
+               "then echo \"JobId=42 JobState=${JOB_STATE:-RUNNING} "
                "Reason=None\"; else echo \"scontrol $*\"; fi\n");
     write_text(dir.file("bin/make"), "#!/bin/sh\nexit 0\n");
     write_text(dir.file("hosts.txt"), "node1 slots=2\n");
@@ -432,6 +433,14 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
         EXPECT_CONTAINS(output, "exit 75") << log;
         EXPECT_CONTAINS(log, "job 42 is COMPLETING (cancelled?): not requeued");
         EXPECT_EQ(log.find("scontrol requeue"), std::string::npos) << log;
+        // round 29: a state scontrol could not say (the controller busy): requeued, as before
+        std::string unknown = sbatch;
+        unknown.replace(unknown.find("SLURM_JOB_ID=42 "), 16, "SLURM_JOB_ID=42 JOB_STATE=fail ");
+        write_text(dir.file("drive.sh"),
+                   "set -m; ( " + unknown + " ) > '" + dir.file("out.txt") +
+                       "' 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo \"exit $?\"\n");
+        run_command("bash '" + dir.file("drive.sh") + "'", &output);
+        EXPECT_CONTAINS(read_text(dir.file("out.txt")), "scontrol requeue 42\n");
     }
     // round 27: Slurm makes no directory for --output; out/slurm-%j.log failed the job at launch in
     // a checkout without out/ (git ignores it)

@@ -68,9 +68,13 @@ files = sorted(p for p in os.listdir(out) if p.startswith("fineweb_") and p.ends
 source_path, source = os.path.join(out, "source"), f"{dataset} {sample}\n"
 saved_source = open(source_path, encoding="utf-8").read() if os.path.isfile(source_path) else None
 if files and saved_source != source:
-    said = f"those of {saved_source.strip()}" if saved_source else f"of a source {source_path} does not record"
-    die(f"{out} holds {len(files)} file(s) of documents {said}; DATASET={dataset} SAMPLE={sample} would be "
-        f"appended to them as one dataset: give another OUT, or remove {out}/fineweb_*.jsonl")
+    if saved_source:
+        die(f"{out} holds {len(files)} file(s) of documents of {saved_source.strip()}; DATASET={dataset} "
+            f"SAMPLE={sample} would be appended to them as one dataset: give another OUT, or remove "
+            f"{out}/fineweb_*.jsonl")
+    die(f"{out} holds {len(files)} file(s) of documents whose source it does not record (a download before "
+        f"{source_path} was written): if they are of DATASET={dataset} SAMPLE={sample}, write that line "
+        f"(printf '%s %s\\n' {dataset} {sample} > {source_path}) and run again; else give another OUT")
 if not files and saved_source not in (None, source):
     os.remove(source_path)   # the record of documents no longer there
 def close_file(f, path):   # into place, the source recorded with the first
@@ -104,6 +108,8 @@ try:
         if in_file == file_docs:
             close_file(f, path); f = None
             print(f"fineweb: {n} documents", file=sys.stderr)
+except KeyboardInterrupt:   # Ctrl-C: the files closed so far stay, and a re-run goes on after them
+    die(f"interrupted after {n} documents; run again to go on")
 except Exception as e:   # offline, a hub error, a mistyped DATASET or SAMPLE: the files closed so far stay
     die(f"the download of {dataset} ({sample}) failed after {n} documents: {type(e).__name__}: {e}")
 if f is not None:
