@@ -294,7 +294,8 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, TrainCo
         const int rc = app.exit(e);
         // an unquoted glob (-i data/x_*.bin) that the shell expanded: its second file is an extra
         // argument (round 26: CLI11's message alone did not say why)
-        if (std::any_of(app.remaining().begin(), app.remaining().end(),
+        const std::vector<std::string> extras = app.remaining();   // one copy: both iterators are its
+        if (std::any_of(extras.begin(), extras.end(),
                         [](const std::string& arg) { return arg.size() > 4 && arg.rfind(".bin") == arg.size() - 4; })) {
             std::fprintf(
                 stderr,
