@@ -510,6 +510,45 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
     return choice;
 }
 
+// --auto-resume restarts one command line: a checkpoint whose run this command line (its flags
+// `command_line_flags`, before the checkpoint's were restored) gives another model, data, -o,
+// optimizer, precision or seed is another job's, sharing the directory, and is refused (round 28:
+// it was taken over: trained on from, its checkpoints pruned, or its result reported as this run's
+// and its config.json rewritten with values that never applied). The training data's token and
+// shard counts are compared when the checkpoint is loaded (load_checkpoint).
+void fail_if_another_runs_checkpoint(const TrainConfig& cfg, const ResumeChoice& from,
+                                     const std::string& command_line_flags,
+                                     const std::vector<FlagOverride>& overrides) {
+    const std::string saved = run_flags_from_json(from.manifest.extra_json);
+    if (saved.empty()) return;   // an older checkpoint, which records no flags: the run is this command line's
+    // the flags of the model, batch, optimizer, precision and seed, given or left at their defaults
+    // (round 29: a job on the defaults took over a run that gave others), ...
+    std::string differences = run_identity_differences(command_line_flags, saved);
+    // ... the paths this command line gives, ...
+    std::vector<std::string> notices;
+    const std::string root = from.dir.substr(0, from.dir.find_last_of('/'));
+    const std::string paths = path_identity_differences(
+        overrides, saved, run_path_dirs_from_json(from.manifest.extra_json), root.empty() ? "." : root, &notices);
+    if (!paths.empty()) differences += (differences.empty() ? "" : ", ") + paths;
+    // ... and --init-from, which a resume does not apply
+    if (!cfg.init_from.empty()) {
+        const std::string started_from = recorded_flag_text(saved, "init-from");
+        if (started_from != cfg.init_from) {
+            differences += format("%s--init-from %s (the checkpoint's run: %s)", differences.empty() ? "" : ", ",
+                                  cfg.init_from.c_str(), started_from.empty() ? "a fresh model" : started_from.c_str());
+        }
+    }
+    if (!differences.empty()) {
+        fail(
+            "--auto-resume: %s is a checkpoint of another run (this command line gives %s; the checkpoint's "
+            "run, above, had others). --auto-resume restarts one command line: give this run its own "
+            "--checkpoint-dir (or -o), or --resume to continue that run with these changes",
+            from.dir.c_str(), differences.c_str());
+    }
+    for (const std::string& n : notices)
+        print0("notice: --auto-resume: %s\n", n.c_str());
+}
+
 // Every rank's command-line flags are rank 0's (a resume then restores the same checkpoint's on
 // every rank): ranks started with different flags would hang in a collective (another -x) or
 // disagree silently (another -b).
@@ -908,40 +947,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     if (resume_from) {
         const std::string command_line_flags = flags_json(cfg);   // before the checkpoint's run's are restored
         const std::vector<FlagOverride> overrides = restore_run_flags(argc, argv, resume_from->dir, cfg);
-        // --auto-resume restarts one command line: a checkpoint whose run it gives another model, data,
-        // -o, optimizer, precision or seed is another job's, sharing the directory (round 28: it was
-        // taken over: trained on from, its checkpoints pruned, or its result reported as this run's
-        // and its config.json rewritten with values that never applied)
-        if (cfg.auto_resume) {
-            // the flags of the model, batch, optimizer, precision and seed, given or left at their
-            // defaults (round 29: a job on the defaults took over a run that gave others), ...
-            const std::string saved = run_flags_from_json(resume_from->manifest.extra_json);
-            std::string differences = saved.empty() ? "" : run_identity_differences(command_line_flags, saved);
-            // ... the paths this command line gives (-o naming the directory that holds these
-            // checkpoints is this run's, moved), and --init-from, which a resume does not apply
-            const std::string root = resume_from->dir.substr(0, resume_from->dir.find_last_of('/'));
-            const std::string holder = resolved_path(root.empty() ? "." : root + "/..");
-            for (const FlagOverride& o : overrides) {
-                if (o.flag == "output-dir" && resolved_path(cfg.output_dir) == holder) continue;
-                if (defines_the_run(o.flag) && (saved.empty() || names_a_path(o.flag)))
-                    differences += format("%s--%s %s", differences.empty() ? "" : ", ", o.flag.c_str(), o.now.c_str());
-            }
-            if (!cfg.init_from.empty() && !saved.empty()) {
-                const std::string started_from = recorded_flag_text(saved, "init-from");
-                if (started_from != cfg.init_from) {
-                    differences +=
-                        format("%s--init-from %s (the checkpoint's run: %s)", differences.empty() ? "" : ", ",
-                               cfg.init_from.c_str(), started_from.empty() ? "a fresh model" : started_from.c_str());
-                }
-            }
-            if (!differences.empty()) {
-                fail(
-                    "--auto-resume: %s is a checkpoint of another run (this command line gives %s; the checkpoint's "
-                    "run, above, had others). --auto-resume restarts one command line: give this run its own "
-                    "--checkpoint-dir (or -o), or --resume to continue that run with these changes",
-                    resume_from->dir.c_str(), differences.c_str());
-            }
-        }
+        if (cfg.auto_resume) fail_if_another_runs_checkpoint(cfg, *resume_from, command_line_flags, overrides);
         // the checkpoint's run logged to a directory that is gone (moved, with the checkpoints the
         // run resumes from?): said, since its log is made there again, not where the run went
         if (!cfg.given.count("output-dir") && !cfg.output_dir.empty() && !file_exists(cfg.output_dir))

@@ -2328,6 +2328,54 @@ TEST(Faults, AutoResumeRefusesTheCheckpointOfAnotherRun) {
     EXPECT_CONTAINS(longer.output, "resuming from " + checkpoint_dir(out + "/checkpoints", 4));
 }
 
+// Round 29 (lows): --auto-resume compared path flags as text. The same directory spelled otherwise
+// (-o . then -o ./ or ../cd1) was refused as another run's; so was a project moved with its data,
+// whose job script gives absolute paths (the moved -o was exempt, the moved -i not). And the
+// exemption for a moved run's -o (the directory holding the checkpoints) admitted another run
+// whose checkpoints were only put there with --checkpoint-dir.
+TEST(Faults, AutoResumeKnowsARunByItsPathsNotTheirSpelling) {
+    Corpus c;
+    const std::string run_dir = c.dir.file("cd1");
+    make_dirs(run_dir);
+    const std::string in_place = "--auto-resume -n 2 -i '" + c.dir.file("train_*.bin") + "'";
+    ASSERT_EQ(run(c.train_gpt_project_in(run_dir, in_place + " -x 2 -o . --checkpoint-dir .")).rc, 0);
+    for (const std::string& spelling : {std::string("./"), std::string("../cd1"), run_dir + "/"}) {
+        SCOPED_TRACE(spelling);
+        const CommandResult again =
+            run(c.train_gpt_project_in(run_dir, in_place + " -x 4 -o " + spelling + " --checkpoint-dir " + spelling));
+        ASSERT_EQ(again.rc, 0) << again.output;
+        EXPECT_CONTAINS(again.output, "resuming from ");
+        ASSERT_EQ(run("rm -r '" + run_dir + "/step_00000004'").rc, 0);   // the next spelling resumes step 2 too
+    }
+    // a project moved with its data: the restart gives the new absolute paths
+    const std::string p1 = c.dir.file("p1"), p2 = c.dir.file("p2");
+    write_project_shard(p1, 6000, 'b');
+    auto project_line = [&](const std::string& p, int steps) {
+        return train_gpt_binary() + " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
+               c.dir.file("tokenizer.bin") + "' -i '" + p + "/data/x_train_*.bin' -o '" + p +
+               "/out' --auto-resume -n 2 -x " + std::to_string(steps);
+    };
+    ASSERT_EQ(run(project_line(p1, 2)).rc, 0);
+    ASSERT_EQ(run("mv '" + p1 + "' '" + p2 + "'").rc, 0);
+    const CommandResult moved = run(project_line(p2, 4));
+    ASSERT_EQ(moved.rc, 0) << moved.output;
+    EXPECT_CONTAINS(moved.output, "--train-data " + p2 + "/data/x_train_*.bin: the checkpoint's run's " + p1 +
+                                      "/data/x_train_*.bin names nothing now; taken as moved here");
+    EXPECT_CONTAINS(moved.output, "resuming from " + p2 + "/out/checkpoints/step_00000002");
+    // ... but moved data that is not the run's (other tokens) is refused when the checkpoint is read
+    write_project_shard(p2, 5000, 'b');
+    ASSERT_EQ(run("mv '" + p2 + "' '" + p1 + "'").rc, 0);
+    expect_refused(run(project_line(p1, 6)),
+                   {"is a checkpoint of another run: its run read 6000 tokens in 1 shard(s)"});
+    // another run's checkpoints put under this -o by its --checkpoint-dir: not this run, moved
+    const std::string logs = c.dir.file("logs1"), sh = c.dir.file("sh");
+    ASSERT_EQ(run(c.train_gpt(logs, "--auto-resume -n 2 -x 2 --checkpoint-dir '" + sh + "/checkpoints'")).rc, 0);
+    expect_refused(run(c.train_gpt(sh, "--auto-resume -n 2 -x 4")),
+                   {"--auto-resume: " + checkpoint_dir(sh + "/checkpoints", 2) +
+                    " is a checkpoint of another run (this command line gives --output-dir " + sh});
+    EXPECT_EQ(list_checkpoints(sh + "/checkpoints"), (std::vector<int64_t>{2}));
+}
+
 // Round 9: the refusals above never stop a legitimate restart. A requeue loop whose kill fell
 // between a checkpoint's save and its log record, and was killed again later, resumes (before:
 // refused for good as "the checkpoint of a branch?"): the log's resume record of the checkpoint

@@ -355,6 +355,43 @@ fs::path normal_absolute(const fs::path& p) {
     return n;
 }
 
+// A path flag's text as the checkpoint's run read it: relative to the directory `saved_dirs`
+// records for the flag (its run's working directory), absolute and lexically normal.
+fs::path recorded_path(const std::string& name, const std::string& text,
+                       const std::map<std::string, std::string>& saved_dirs) {
+    const auto dir = saved_dirs.find(name);
+    const fs::path t = text;
+    return normal_absolute(t.is_absolute() || dir == saved_dirs.end() ? t : fs::path(dir->second) / t);
+}
+
+// Whether two texts of a path flag name one path: `was` as the checkpoint's run read it, `now`
+// relative to this directory ("out", "./out/", ../run/out, or a link to it). A glob's directory
+// part is resolved and its pattern compared as text.
+bool names_one_path(const std::string& name, const std::string& was,
+                    const std::map<std::string, std::string>& saved_dirs, const std::string& now) {
+    if (was.empty() || now.empty()) return was == now;
+    const fs::path a = recorded_path(name, was, saved_dirs), b = normal_absolute(now);
+    if (a == b) return true;
+    std::error_code ec;
+    if (is_glob_flag(name)) {
+        return a.filename() == b.filename() && fs::equivalent(a.parent_path(), b.parent_path(), ec);
+    }
+    return fs::equivalent(a, b, ec);
+}
+
+// Whether the checkpoint's run kept its checkpoints at <output-dir>/checkpoints: no
+// --checkpoint-dir, or one naming just that, as a resume records it (as spelled, through links, or
+// (the links gone after a move) by the names of its last two components). `saved`: its flags.
+bool in_output_dir_layout(const nlohmann::json& saved, const std::map<std::string, std::string>& saved_dirs) {
+    if (!saved.contains("checkpoint-dir") || saved["checkpoint-dir"].get<std::string>().empty()) return true;
+    if (!saved.contains("output-dir") || saved["output-dir"].get<std::string>().empty()) return false;
+    std::error_code ec;
+    const fs::path k = recorded_path("checkpoint-dir", saved["checkpoint-dir"].get<std::string>(), saved_dirs);
+    const fs::path was = recorded_path("output-dir", saved["output-dir"].get<std::string>(), saved_dirs);
+    return k == was / "checkpoints" || fs::weakly_canonical(k, ec) == fs::weakly_canonical(was, ec) / "checkpoints" ||
+           (k.filename() == "checkpoints" && k.parent_path().filename() == was.filename());
+}
+
 // Where a checkpoint's run is now, when its checkpoints were found elsewhere than it wrote them:
 // its directory was moved or copied (and another may stand at its old place).
 struct MovedRun {
@@ -393,24 +430,12 @@ std::optional<MovedRun> moved_run(const nlohmann::json& saved, const std::map<st
     if (given.count("output-dir") || !saved.contains("output-dir") || !saved.contains("checkpoint-dir"))
         return std::nullopt;
     std::error_code ec;
-    auto recorded = [&](const std::string& name) {   // a path flag's text as the checkpoint's run read it
-        const fs::path text = saved[name].get<std::string>();
-        const auto dir = saved_dirs.find(name);
-        return normal_absolute(text.is_absolute() || dir == saved_dirs.end() ? text : fs::path(dir->second) / text);
-    };
     const std::string output_text = saved["output-dir"].get<std::string>();
     if (output_text.empty()) return std::nullopt;
-    const fs::path was = recorded("output-dir");
-    // the layout: the recorded checkpoint dir is <-o>/checkpoints, as spelled or through links (a
-    // resume from a linked spelling recorded that: round 22), or (the links gone after a move) by
-    // the names of its last two components
-    if (!saved["checkpoint-dir"].get<std::string>().empty()) {
-        const fs::path k = recorded("checkpoint-dir");
-        const bool layout = k == was / "checkpoints" ||
-                            fs::weakly_canonical(k, ec) == fs::weakly_canonical(was, ec) / "checkpoints" ||
-                            (k.filename() == "checkpoints" && k.parent_path().filename() == was.filename());
-        if (!layout) return std::nullopt;   // checkpoints of their own place: the log need not be beside them
-    }
+    const fs::path was = recorded_path("output-dir", output_text, saved_dirs);
+    // checkpoints of their own place (--checkpoint-dir): the log need not be beside them (a resume
+    // from a linked spelling of <-o>/checkpoints recorded that: round 22)
+    if (!in_output_dir_layout(saved, saved_dirs)) return std::nullopt;
     // the checkpoints as named (<out>/checkpoints may be a link to storage elsewhere: nothing moved),
     // else where a link to them leads
     MovedRun m;
@@ -600,6 +625,9 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
         const std::string read = is_integer_flag(name) ? integer_as_read_before(was)
                                  : is_bool_flag(name)  ? bool_as_read_before(was)
                                                        : std::string();
+        // a path spelled otherwise ("-o ." then "-o ./") is no change (round 29: --auto-resume took it
+        // for another run's)
+        if (is_path_flag(name) && names_one_path(name, was, saved_path_dirs, now)) continue;
         if (!same_value(read.empty() ? was : read, now)) overrides.push_back({name, was, now});
     }
     c = resumed;
@@ -646,7 +674,47 @@ bool defines_the_run(const std::string& name) {
     return false;
 }
 
-bool names_a_path(const std::string& long_name) { return is_path_flag(long_name); }
+namespace {
+// Whether a path flag's text names something: a file or directory, or a glob's match.
+bool names_something(const std::string& name, const fs::path& path) {
+    if (is_glob_flag(name)) return exists_under(path.parent_path().string(), name, path.filename().string());
+    std::error_code ec;
+    return fs::exists(path, ec);
+}
+}   // namespace
+
+std::string path_identity_differences(const std::vector<FlagOverride>& overrides, const std::string& saved_flags,
+                                      const std::map<std::string, std::string>& saved_dirs,
+                                      const std::string& checkpoint_root, std::vector<std::string>* notices) {
+    const nlohmann::json saved = nlohmann::json::parse(saved_flags);
+    std::error_code ec;
+    const fs::path holder = normal_absolute(checkpoint_root).parent_path();
+    std::string out;
+    for (const FlagOverride& o : overrides) {
+        if (!is_path_flag(o.flag) || !defines_the_run(o.flag)) continue;
+        // -o naming the directory that holds the checkpoints of a run that kept them there: this
+        // run's directory, moved (round 29: not one whose --checkpoint-dir put them there)
+        if (o.flag == "output-dir" && in_output_dir_layout(saved, saved_dirs) &&
+            (normal_absolute(o.now) == holder || fs::equivalent(o.now, holder, ec)))
+            continue;
+        // what the checkpoint's run read is gone, and this path names something: moved (round 29:
+        // a project moved with its job script's absolute paths was refused)
+        const fs::path was = recorded_path(o.flag, o.saved, saved_dirs);
+        if (!o.saved.empty() && !o.now.empty() && !names_something(o.flag, was) &&
+            names_something(o.flag, normal_absolute(o.now))) {
+            if (notices) {
+                notices->push_back(
+                    format("--%s %s: the checkpoint's run's %s names nothing now; taken as moved "
+                           "here%s",
+                           o.flag.c_str(), o.now.c_str(), was.c_str(),
+                           o.flag == "train-data" ? " (its token and shard counts are checked)" : ""));
+            }
+            continue;
+        }
+        out += format("%s--%s %s", out.empty() ? "" : ", ", o.flag.c_str(), o.now.c_str());
+    }
+    return out;
+}
 
 std::string config_identity_differences(const std::string& saved_config_json, const TrainConfig& c, const RunPlan& p) {
     const auto saved = nlohmann::json::parse(saved_config_json, nullptr, false);

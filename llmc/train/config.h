@@ -142,8 +142,6 @@ bool defines_the_run(const std::string& long_name);
 // command line's flags_json and the checkpoint's recorded one (every flag is recorded, given or
 // at its default, so a flag left at its default counts too), in words; "" where none does.
 std::string run_identity_differences(const std::string& now_flags, const std::string& saved_flags);
-// Whether the flag names a file, directory or glob (-i, -j, -o, --tokenizer, ...).
-bool names_a_path(const std::string& long_name);
 // A flag's text in a flags_json() text; "" where it has none.
 std::string recorded_flag_text(const std::string& flags, const std::string& long_name);
 
@@ -165,11 +163,23 @@ struct FlagOverride {
 // that holds a log (moved or copied) keeps its log there: -o is that directory. Its other relative
 // paths are read from the moved directory where they exist there and, for a copy (the recorded -o
 // still holds this run's log: `holds_run_log(dir)`), only where the original's directory lost them.
+// A path flag given now that names the recorded path otherwise spelled ("-o ./" for "-o .") is no
+// override.
 std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const* argv, const std::string& saved_json,
                                                      const std::string& checkpoint_root, TrainConfig& cfg,
                                                      const std::map<std::string, std::string>& saved_path_dirs = {},
                                                      std::vector<std::string>* notices = nullptr,
                                                      const std::function<bool(const std::string&)>& holds_run_log = {});
+// The path flags among `overrides` that define the run (-i, -j, -o, --tokenizer, ...) and name other
+// files than the checkpoint's run read (its flags `saved_flags`, relative paths from `saved_dirs`),
+// in words ("--train-data x, --output-dir y"); "" where none does. --auto-resume refuses these.
+// Not counted: -o naming the directory that holds the checkpoints (in `checkpoint_root`) of a run
+// that kept them at <output-dir>/checkpoints (its directory, moved), and a path whose recorded
+// place names nothing now while this one does (moved with the project: a line in *notices; the
+// training data's token and shard counts are checked when the checkpoint is loaded).
+std::string path_identity_differences(const std::vector<FlagOverride>& overrides, const std::string& saved_flags,
+                                      const std::map<std::string, std::string>& saved_dirs,
+                                      const std::string& checkpoint_root, std::vector<std::string>* notices);
 // The directory each relative path flag of cfg is relative to, as JSON ({"train-data": "/home/me"}):
 // cfg.path_dirs' for those a resume took from its checkpoint, this process's working directory
 // for the others.
