@@ -395,20 +395,25 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
     const std::string sbatch = "cd " + repo_root() + " && SLURM_JOB_ID=42 " + env +
                                "bash -c 'cat scripts/slurm_train.sbatch > " + dir.file("slurm_script") +
                                "; exec bash " + dir.file("slurm_script") + " -x 1'";
+    // runs `script` in the background (set -m: a process group of its own, as a terminal's
+    // foreground job has), sends `kill` its `signal` a second later; returns what the driver printed
+    // ("exit N") and the script's own output
+    auto signalled = [&](const std::string& script, const std::string& signal) {
+        write_text(dir.file("drive.sh"), "set -m; ( " + script + " ) > '" + dir.file("out.txt") +
+                                             "' 2>&1 & pid=$!; sleep 1; kill " + signal +
+                                             "; wait $pid; echo \"exit $?\"\n");
+        std::string output;
+        run_command("bash '" + dir.file("drive.sh") + "'", &output);
+        return std::make_pair(output, read_text(dir.file("out.txt")));
+    };
     for (const std::string& script :
          {env + repo_root() + "/scripts/run_gpt2_124M.sh 2 -x 1",
           env + "HOSTFILE='" + dir.file("hosts.txt") + "' GPUS_PER_NODE=2 " + repo_root() + "/scripts/run_multinode.sh",
           sbatch}) {
-        // the script's pid, and (set -m: a process group of its own, as a terminal's foreground
-        // job has) the whole group, as Ctrl-C and `kill -- -PGID` do
+        // the script's pid, and the whole group, as Ctrl-C and `kill -- -PGID` do
         for (const std::string signal : {"-TERM $pid", "-INT -- -$pid", "-TERM -- -$pid"}) {
             SCOPED_TRACE(script + ": kill " + signal);
-            const std::string cmd = "set -m; ( " + script + " ) > '" + dir.file("out.txt") +
-                                    "' 2>&1 & pid=$!; sleep 1; kill " + signal + "; wait $pid; echo \"exit $?\"";
-            write_text(dir.file("drive.sh"), cmd + "\n");
-            std::string output;
-            run_command("bash '" + dir.file("drive.sh") + "'", &output);
-            const std::string log = read_text(dir.file("out.txt"));
+            const auto [output, log] = signalled(script, signal);
             EXPECT_CONTAINS(output, "exit 75") << log;
             EXPECT_CONTAINS(log, "stub: SIGUSR1");
             EXPECT_EQ(log.find("stub: SIGTERM"), std::string::npos) << log;
@@ -422,25 +427,17 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
     // round 27: a plain scancel of a running job (the ranks checkpoint and exit 75) requeued it, so
     // the job came back after every scancel; a job Slurm no longer has RUNNING is not requeued
     {
-        std::string cancelled = sbatch;
-        cancelled.replace(cancelled.find("SLURM_JOB_ID=42 "), 16, "SLURM_JOB_ID=42 JOB_STATE=COMPLETING ");
-        const std::string cmd = "set -m; ( " + cancelled + " ) > '" + dir.file("out.txt") +
-                                "' 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo \"exit $?\"";
-        write_text(dir.file("drive.sh"), cmd + "\n");
-        std::string output;
-        run_command("bash '" + dir.file("drive.sh") + "'", &output);
-        const std::string log = read_text(dir.file("out.txt"));
+        auto in_state = [&](const std::string& state) {   // the sbatch script, scontrol saying `state`
+            std::string script = sbatch;
+            script.replace(script.find("SLURM_JOB_ID=42 "), 16, "SLURM_JOB_ID=42 JOB_STATE=" + state + " ");
+            return script;
+        };
+        const auto [output, log] = signalled(in_state("COMPLETING"), "-TERM $pid");
         EXPECT_CONTAINS(output, "exit 75") << log;
         EXPECT_CONTAINS(log, "job 42 is COMPLETING (cancelled?): not requeued");
         EXPECT_EQ(log.find("scontrol requeue"), std::string::npos) << log;
         // round 29: a state scontrol could not say (the controller busy): requeued, as before
-        std::string unknown = sbatch;
-        unknown.replace(unknown.find("SLURM_JOB_ID=42 "), 16, "SLURM_JOB_ID=42 JOB_STATE=fail ");
-        write_text(dir.file("drive.sh"),
-                   "set -m; ( " + unknown + " ) > '" + dir.file("out.txt") +
-                       "' 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo \"exit $?\"\n");
-        run_command("bash '" + dir.file("drive.sh") + "'", &output);
-        EXPECT_CONTAINS(read_text(dir.file("out.txt")), "scontrol requeue 42\n");
+        EXPECT_CONTAINS(signalled(in_state("fail"), "-TERM $pid").second, "scontrol requeue 42\n");
     }
     // round 27: Slurm makes no directory for --output; out/slurm-%j.log failed the job at launch in
     // a checkout without out/ (git ignores it)
@@ -452,12 +449,7 @@ TEST(TrainerCli, ASigtermToALaunchScriptStopsTheRanksWithACheckpoint) {
     // round 23: the restart of a start without NUM_GPUS, "the same command with --resume", gave
     // mpirun "-np --resume"; a first argument that is a flag leaves NUM_GPUS at 8
     for (const std::string& args : {std::string("--resume"), std::string("4 --resume")}) {
-        const std::string cmd = "set -m; ( " + env + repo_root() + "/scripts/run_gpt2_124M.sh " + args + " ) > '" +
-                                dir.file("out.txt") + "' 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid";
-        write_text(dir.file("drive.sh"), cmd + "\n");
-        std::string output;
-        run_command("bash '" + dir.file("drive.sh") + "'", &output);
-        const std::string log = read_text(dir.file("out.txt"));
+        const std::string log = signalled(env + repo_root() + "/scripts/run_gpt2_124M.sh " + args, "-TERM $pid").second;
         EXPECT_CONTAINS(log, args == "--resume" ? " -np 8 --bind-to none ./train_gpt " : " -np 4 --bind-to none ");
         EXPECT_CONTAINS(log, "-o out/gpt2_124M --resume\n");
     }
