@@ -1040,6 +1040,45 @@ TEST(Faults, ALogCutBackOnAResumeKeepsItsMode) {
     EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// Round 28 (low): a resume held all of log.jsonl's records at once, about ten times the file's
+// size (a 233 MB log took 2.35 GB, where a 4 GiB log is allowed); it parses one record at a time.
+// The peak memory of a resume with a 50 MB log, over that of one with a short log, is measured
+// (getrusage of the finished child) and bounded by 4x the log: the text, a cut-back copy of it,
+// and the lines being parsed.
+TEST(Faults, AResumeReadsALongLogOneRecordAtATime) {
+    Corpus c;
+    const std::string short_log = c.dir.file("short"), long_log = c.dir.file("long");
+    for (const std::string& out : {short_log, long_log})
+        ASSERT_EQ(run(c.train_gpt(out, "-x 2 --checkpoint-every 2")).rc, 0);
+    // 220000 copies of the first step record after the start record: kept by the cut-back (step 1)
+    std::istringstream in(read_text(long_log + "/log.jsonl"));
+    std::string start, step_record, rest;
+    std::getline(in, start);
+    std::getline(in, step_record);
+    ASSERT_NE(step_record.find("\"type\":\"step\""), std::string::npos) << step_record;
+    rest = step_record + "\n" + std::string(std::istreambuf_iterator<char>(in), {});
+    std::string text = start + "\n";
+    for (int i = 0; i < 220000; i++)
+        text += step_record + "\n";
+    write_text(long_log + "/log.jsonl", text + rest);
+    const double log_mib = (double)text.size() / (1 << 20);
+    ASSERT_GT(log_mib, 40.0);
+    auto peak_mib = [&](const std::string& out) {   // the resume's peak resident memory
+        write_text(c.dir.file("resume.sh"), c.train_gpt(out, "-x 3 --checkpoint-every 2 --resume") + "\n");
+        const CommandResult r =
+            run("python3 -c 'import resource, subprocess, sys; rc = subprocess.run([\"sh\", sys.argv[1]]).returncode; "
+                "print(\"rc\", rc, \"peak_kib\", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' '" +
+                c.dir.file("resume.sh") + "'");
+        EXPECT_CONTAINS(r.output, "rc 0 peak_kib ");
+        const size_t at = r.output.rfind("peak_kib ");
+        return at == std::string::npos ? 0.0 : std::stod(r.output.substr(at + 9)) / 1024;
+    };
+    const double base = peak_mib(short_log), peak = peak_mib(long_log);
+    EXPECT_GT(base, 1.0);
+    EXPECT_LT(peak - base, 4 * log_mib) << "a " << log_mib << " MiB log; " << base << " MiB with a short one";
+    EXPECT_EQ(last_step(long_log + "/log.jsonl"), 3);
+}
+
 // A shard truncated while the run reads it: one message naming the shard, exit 1 (before: "Bus
 // error" and nothing else, exit 135).
 TEST(Faults, AShardTruncatedWhileTrainingIsNamed) {

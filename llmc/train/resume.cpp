@@ -11,7 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
-#include <sstream>
+#include <functional>
+#include <string_view>
 
 namespace train_gpt {
 
@@ -90,34 +91,41 @@ std::string set_aside_damaged_checkpoint(const std::string& dir) {
 }
 
 namespace {
-// The records of a log.jsonl and their lines. Blank lines are skipped; an unparsable last line is a
-// torn write (a crash mid-record) and is dropped; an unparsable line with records after it fails,
-// naming the file and the line (before: the log ended there, and a resume deleted what followed).
-void read_log(const std::string& path, std::vector<std::string>& lines, std::vector<nlohmann::json>& records) {
-    // a step's record is ~300 bytes: 4 GiB is ten million steps, and a larger file another one
-    std::istringstream in(read_file_text(path, size_t(4) << 30, "a run's log.jsonl"));
-    std::vector<std::pair<int, std::string>> text;   // (line number, line), blank ones left out
-    int number = 0;
-    for (std::string line; std::getline(in, line);) {
+// Calls visit(line, record) for each record of a log.jsonl's `text`, in order. Blank lines are
+// skipped; an unparsable last line is a torn write (a crash mid-record) and is dropped; an
+// unparsable line with records after it fails, naming the file and the line (before: the log
+// ended there, and a resume deleted what followed). One record is parsed at a time (round 27: the
+// whole log's records were held at once, about ten times the file's size).
+void for_each_log_record(const std::string& path, const std::string& text,
+                         const std::function<void(std::string_view line, const nlohmann::json& record)>& visit) {
+    int number = 0, torn = 0;   // the line number of an unparsable line not yet followed by another
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = std::min(text.find('\n', at), text.size());
+        const std::string_view line(text.data() + at, end - at);
+        at = end + 1;
         number++;
-        if (line.find_first_not_of(" \t\r") != std::string::npos) text.emplace_back(number, line);
-    }
-    for (size_t i = 0; i < text.size(); i++) {
-        nlohmann::json j;
-        try {
-            j = nlohmann::json::parse(text[i].second);
-        } catch (const nlohmann::json::exception&) {
-        }
-        if (!j.is_object()) {
-            if (i + 1 == text.size()) break;   // a torn last line
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+        if (torn != 0) {
             fail(
                 "%s:%d: not a JSON record, with records after it (a log edited by hand?): fix or remove that line; "
                 "a resume would otherwise lose what follows it",
-                path.c_str(), text[i].first);
+                path.c_str(), torn);
         }
-        records.push_back(std::move(j));
-        lines.push_back(text[i].second);
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception&) {
+        }
+        if (!j.is_object()) {
+            torn = number;
+            continue;
+        }
+        visit(line, j);
     }
+}
+// a step's record is ~300 bytes: 4 GiB is ten million steps, and a larger file another one
+std::string read_log_text(const std::string& path) {
+    return read_file_text(path, size_t(4) << 30, "a run's log.jsonl");
 }
 // a record's type ("" where it has none, or one that is no string: a hand-edited log)
 std::string type_of(const nlohmann::json& j) {
@@ -131,11 +139,8 @@ int64_t step_of(const nlohmann::json& j) {
 LoggedRun read_logged_run(const std::string& path) {
     LoggedRun run;
     if (!file_exists(path)) return run;
-    std::vector<std::string> lines;
-    std::vector<nlohmann::json> records;
-    read_log(path, lines, records);
-    run.record_count = (int64_t)records.size();
-    for (const nlohmann::json& j : records) {
+    for_each_log_record(path, read_log_text(path), [&](std::string_view, const nlohmann::json& j) {
+        run.record_count++;
         const std::string type = type_of(j);
         if (type == "step") run.last_step = std::max(run.last_step, step_of(j));
         if (type == "summary") run.summary_step = std::max(run.summary_step, step_of(j));
@@ -156,7 +161,7 @@ LoggedRun read_logged_run(const std::string& path) {
         if (names_run && j.contains("run_id") && j["run_id"].is_string())
             run.run_ids.insert(j["run_id"].get<std::string>());
         if (type == "summary") run.finished = true;
-    }
+    });
     return run;
 }
 
@@ -210,27 +215,27 @@ bool LoggedRun::saved_step(int64_t step, const std::string& manifest_hash) const
 
 void truncate_log_for_resume(const std::string& path, int64_t step) {
     if (!file_exists(path)) return;
-    std::vector<std::string> lines;
-    std::vector<nlohmann::json> records;
-    read_log(path, lines, records);
-    size_t keep_until = lines.size();   // the lines [0, keep_until) are kept, unless filtered below
-    bool found = false;
-    for (size_t i = lines.size(); i-- > 0;) {
-        if (type_of(records[i]) == "checkpoint" && step_of(records[i]) == step) {
-            keep_until = i + 1;
-            found = true;
-            break;
-        }
-    }
+    const std::string log = read_log_text(path);
+    // the last checkpoint record of the step, if any: the records up to it are kept
+    int64_t record = 0, keep_until = -1;
+    for_each_log_record(path, log, [&](std::string_view, const nlohmann::json& j) {
+        if (type_of(j) == "checkpoint" && step_of(j) == step) keep_until = record + 1;
+        record++;
+    });
+    const bool found = keep_until >= 0;
     std::string text;
-    for (size_t i = 0; i < keep_until; i++) {
+    record = 0;
+    for_each_log_record(path, log, [&](std::string_view line, const nlohmann::json& j) {
+        const int64_t i = record++;
+        if (found && i >= keep_until) return;
         if (!found) {
-            const std::string type = type_of(records[i]);
+            const std::string type = type_of(j);
             const bool after_the_step = type == "step" || type == "fp8" || type == "checkpoint";
-            if (after_the_step ? step_of(records[i]) > step : step_of(records[i]) >= step) continue;
+            if (after_the_step ? step_of(j) > step : step_of(j) >= step) return;
         }
-        text += lines[i] + "\n";
-    }
+        text.append(line);
+        text += '\n';
+    });
     write_file_atomic(path, text.data(), text.size());
 }
 
