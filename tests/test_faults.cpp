@@ -1189,6 +1189,35 @@ TEST(Faults, TheDefaultOutputDirectoryMovesAPreviousRunAsideAndSaysWhere) {
     ASSERT_EQ(run(in_dir + "-x 2\"").rc, 0) << "and once more";
 }
 
+// Round 30: the move-aside checked the locks of out and out/checkpoints only, and moved a live run
+// whose -o (the README's -o out/mine) or --checkpoint-dir was inside out: that run stopped at its
+// next save, its steps since the last checkpoint lost. A live run anywhere under out now stops it.
+TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
+    Corpus c;
+    const std::string cwd = c.dir.file("cwd");
+    make_dirs(cwd);
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 1")).rc, 0);   // out holds a previous run
+    for (const std::string& inside :
+         {std::string("-o out/mine"), "-o '" + c.dir.file("elsewhere") + "' --checkpoint-dir out/checkpoints"}) {
+        SCOPED_TRACE(inside);
+        const std::string held = inside.find("out/mine") != std::string::npos ? "out/mine" : "out/checkpoints";
+        Background live(c.train_gpt_in(cwd, "-x 100000 --checkpoint-every 50000 " + inside), c.dir.file("live.txt"));
+        ASSERT_TRUE(wait_until([&] { return file_exists(cwd + "/" + held + "/train_gpt.lock"); })) << live.output();
+        sleep(1);   // locked (the file is made, then locked)
+        expect_refused(run(c.train_gpt_in(cwd, "-x 1")),
+                       {"out holds a previous run, which this run would move aside, with " + held +
+                            " inside it: " + held + " is in use by another run: pid ",
+                        held + "/train_gpt.lock holds the lock"});
+        for (const auto& e : std::filesystem::directory_iterator(cwd))
+            EXPECT_EQ(e.path().filename().string().rfind("out.previous-", 0), std::string::npos) << e.path();
+        kill(-live.pid, SIGINT);   // its process group: the shell and the run
+        EXPECT_EQ(live.wait(300), 130) << live.output();
+    }
+    const CommandResult after = run(c.train_gpt_in(cwd, "-x 1"));   // none live: moved aside
+    ASSERT_EQ(after.rc, 0) << after.output;
+    EXPECT_CONTAINS(after.output, "notice: out held a previous run; it is now out.previous-");
+}
+
 // Extending a finished run with a larger -x stretches its schedule: the learning rate it resumes
 // at is raised, and the run says so, with the flags that keep the rate it ended with (which then
 // resume without a notice). Before: the rate rose from 1e-4 to 3.25e-4 silently.

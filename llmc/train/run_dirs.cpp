@@ -205,11 +205,38 @@ void check_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) 
     check_previous_run(dirs, cfg, resuming);
 }
 
+namespace {
+// Fails naming the holder if a live run (or prepare_text) holds a directory in the tree under
+// `dir`, `dir` included, through links to directories too (its path goes with a move of `dir`):
+// moving `dir` aside would move that run's directory from under it (round 30: a run with -o
+// out/mine stopped at its next save, its steps since the last checkpoint lost). The walk goes 8
+// levels deep (a link back up ends there).
+void fail_if_any_held_under(const std::string& dir) {
+    namespace fs = std::filesystem;
+    auto check = [&](const std::string& held) {
+        try {
+            DirLock::fail_if_held(held);
+        } catch (const Error& e) {
+            fail("%s holds a previous run, which this run would move aside, with %s inside it: %s", dir.c_str(),
+                 held.c_str(), e.what());
+        }
+    };
+    DirLock::fail_if_held(dir);
+    std::error_code ec;
+    fs::recursive_directory_iterator it(
+        dir, fs::directory_options::follow_directory_symlink | fs::directory_options::skip_permission_denied, ec);
+    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (it.depth() >= 8) it.disable_recursion_pending();
+        std::error_code type_ec;
+        if (it->is_directory(type_ec)) check(it->path().string());
+    }
+}
+}   // namespace
+
 HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming, const std::string& command) {
     HeldRunDirs held;
-    if (dirs.move_previous) {   // not while another run holds it
-        DirLock::fail_if_held(dirs.output);
-        if (!dirs.checkpoints.empty() && file_exists(dirs.checkpoints)) DirLock::fail_if_held(dirs.checkpoints);
+    if (dirs.move_previous) {   // not while another run holds it, or a directory inside it
+        fail_if_any_held_under(dirs.output);
         const std::time_t now = std::time(nullptr);
         char when[32];
         std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", std::gmtime(&now));
