@@ -493,20 +493,6 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
             "fresh otherwise",
             root.c_str());
     }
-    const LoggedRun logged =
-        choice || cfg.output_dir.empty() ? LoggedRun{} : read_logged_run(cfg.output_dir + "/log.jsonl");
-    // a log of a run that saved checkpoints or finished is refused instead (check_run_dirs), so no notice
-    if (!choice && (cfg.overwrite_output || (logged.checkpoints.empty() && !logged.finished))) {
-        const bool earlier =
-            !cfg.output_dir.empty() && !cfg.overwrite_output &&
-            (file_exists(cfg.output_dir + "/log.jsonl") || file_exists(cfg.output_dir + "/config.json"));
-        print0("notice: --auto-resume: no checkpoint in %s; starting a fresh run%s\n", root.c_str(),
-               earlier
-                   ? format(" (it replaces the log.jsonl and config.json in %s of a start that wrote no checkpoint)",
-                            cfg.output_dir.c_str())
-                         .c_str()
-                   : "");
-    }
     return choice;
 }
 
@@ -516,28 +502,21 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
 // it was taken over: trained on from, its checkpoints pruned, or its result reported as this run's
 // and its config.json rewritten with values that never applied). The training data's token and
 // shard counts are compared when the checkpoint is loaded (load_checkpoint).
-void fail_if_another_runs_checkpoint(const TrainConfig& cfg, const ResumeChoice& from,
-                                     const std::string& command_line_flags,
+void fail_if_another_runs_checkpoint(const ResumeChoice& from, const std::string& command_line_flags,
                                      const std::vector<FlagOverride>& overrides) {
     const std::string saved = run_flags_from_json(from.manifest.extra_json);
     if (saved.empty()) return;   // an older checkpoint, which records no flags: the run is this command line's
     // the flags of the model, batch, optimizer, precision and seed, given or left at their defaults
     // (round 29: a job on the defaults took over a run that gave others), ...
     std::string differences = run_identity_differences(command_line_flags, saved);
-    // ... the paths this command line gives, ...
+    // ... the paths this command line gives, and --init-from, given or not (which a resume does not
+    // apply: where the run's weights began)
     std::vector<std::string> notices;
     const std::string root = from.dir.substr(0, from.dir.find_last_of('/'));
-    const std::string paths = path_identity_differences(
-        overrides, saved, run_path_dirs_from_json(from.manifest.extra_json), root.empty() ? "." : root, &notices);
+    const std::string paths = path_identity_differences(overrides, command_line_flags, saved,
+                                                        run_path_dirs_from_json(from.manifest.extra_json),
+                                                        root.empty() ? "." : root, &notices);
     if (!paths.empty()) differences += (differences.empty() ? "" : ", ") + paths;
-    // ... and --init-from, which a resume does not apply
-    if (!cfg.init_from.empty()) {
-        const std::string started_from = recorded_flag_text(saved, "init-from");
-        if (started_from != cfg.init_from) {
-            differences += format("%s--init-from %s (the checkpoint's run: %s)", differences.empty() ? "" : ", ",
-                                  cfg.init_from.c_str(), started_from.empty() ? "a fresh model" : started_from.c_str());
-        }
-    }
     if (!differences.empty()) {
         fail(
             "--auto-resume: %s is a checkpoint of another run (this command line gives %s; the checkpoint's "
@@ -931,6 +910,42 @@ struct Run {
     }
 };
 
+// --auto-resume found no checkpoint: the run starts fresh. It replaces the log.jsonl and config.json
+// of a start that saved none: the same command line's, killed early; not another run's (round 29:
+// replaced; round 30: one that differed in its paths or --init-from, or whose config.json is gone
+// or unreadable, was replaced too). A log of a run that saved or resumed from a checkpoint, or
+// finished, was refused before (check_run_dirs).
+void start_fresh_after_auto_resume(const TrainConfig& cfg, const RunPlan& plan, const RunDirs& dirs) {
+    const std::string config = dirs.output + "/config.json", log = dirs.output + "/log.jsonl";
+    const bool earlier = !dirs.output.empty() && !cfg.overwrite_output && (file_exists(log) || file_exists(config));
+    if (earlier) {
+        const std::optional<std::string> differences =
+            file_exists(config)
+                ? config_identity_differences(read_file_text(config, size_t(16) << 20, "a config.json"), cfg, plan)
+                : std::nullopt;
+        // no config.json to tell (deleted, or unreadable): a start's log with no step in it is
+        // replaced (killed between its log and config.json); one with steps is kept
+        const std::string why = differences                          ? *differences
+                                : read_logged_run(log).last_step < 0 ? ""
+                                                                     : format(
+                                                                           "its config.json is %s, so whose run it "
+                                                                           "is cannot be told",
+                                                                           file_exists(config) ? "unreadable" : "gone");
+        if (!why.empty()) {
+            fail(
+                "--auto-resume found no checkpoint, and %s holds the log.jsonl and config.json of another run (%s): "
+                "it replaces only those of a start of this command line. Give this run another --output-dir, or add "
+                "--overwrite-output to replace them",
+                dirs.output.c_str(), why.c_str());
+        }
+    }
+    print0("notice: --auto-resume: no checkpoint in %s; starting a fresh run%s\n", plan.checkpoint_dir.c_str(),
+           earlier ? format(" (it replaces the log.jsonl and config.json in %s of a start that wrote no checkpoint)",
+                            dirs.output.c_str())
+                         .c_str()
+                   : "");
+}
+
 // The configuration: the flags, and what they resolve to on this machine; every check before
 // anything is built or written. --resume / --auto-resume: the run of the newest checkpoint, with
 // the flags given now on top.
@@ -947,7 +962,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     if (resume_from) {
         const std::string command_line_flags = flags_json(cfg);   // before the checkpoint's run's are restored
         const std::vector<FlagOverride> overrides = restore_run_flags(argc, argv, resume_from->dir, cfg);
-        if (cfg.auto_resume) fail_if_another_runs_checkpoint(cfg, *resume_from, command_line_flags, overrides);
+        if (cfg.auto_resume) fail_if_another_runs_checkpoint(*resume_from, command_line_flags, overrides);
         // the checkpoint's run logged to a directory that is gone (moved, with the checkpoints the
         // run resumes from?): said, since its log is made there again, not where the run went
         if (!cfg.given.count("output-dir") && !cfg.output_dir.empty() && !file_exists(cfg.output_dir))
@@ -1053,20 +1068,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     // what config.json and every checkpoint will hold can be written (UTF-8 text), before anything is
     config_json(cfg, plan);
     path_dirs_json(cfg);
-    // --auto-resume without a checkpoint replaces the log.jsonl and config.json of a start that saved
-    // none: the same command line's, killed early; not another run's (round 29: replaced)
-    if (cfg.auto_resume && !resume_from && !cfg.overwrite_output && !run.dirs.output.empty() &&
-        file_exists(run.dirs.output + "/config.json")) {
-        const std::string differences = config_identity_differences(
-            read_file_text(run.dirs.output + "/config.json", size_t(16) << 20, "a config.json"), cfg, plan);
-        if (!differences.empty()) {
-            fail(
-                "--auto-resume found no checkpoint, and %s holds the log.jsonl and config.json of another run (%s): "
-                "it replaces only those of a start of this command line. Give this run another --output-dir, or add "
-                "--overwrite-output to replace them",
-                run.dirs.output.c_str(), differences.c_str());
-        }
-    }
+    if (cfg.auto_resume && !resume_from) start_fresh_after_auto_resume(cfg, plan, run.dirs);
 }
 
 // The kernel set and the model (its weights initialised; a checkpoint's come later), and fp16's

@@ -2427,7 +2427,7 @@ TEST(Faults, AutoResumeKnowsARunByItsPathsNotTheirSpelling) {
     ASSERT_EQ(run("mv '" + p1 + "' '" + p2 + "'").rc, 0);
     const CommandResult moved = run(project_line(p2, 4));
     ASSERT_EQ(moved.rc, 0) << moved.output;
-    EXPECT_CONTAINS(moved.output, "--train-data " + p2 + "/data/x_train_*.bin: the checkpoint's run's " + p1 +
+    EXPECT_CONTAINS(moved.output, "--train-data " + p2 + "/data/x_train_*.bin: the earlier run's " + p1 +
                                       "/data/x_train_*.bin names nothing now; taken as moved here");
     EXPECT_CONTAINS(moved.output, "resuming from " + p2 + "/out/checkpoints/step_00000002");
     // ... but moved data that is not the run's (other tokens) is refused when the checkpoint is read
@@ -2442,6 +2442,77 @@ TEST(Faults, AutoResumeKnowsARunByItsPathsNotTheirSpelling) {
                    {"--auto-resume: " + checkpoint_dir(sh + "/checkpoints", 2) +
                     " is a checkpoint of another run (this command line gives --output-dir " + sh});
     EXPECT_EQ(list_checkpoints(sh + "/checkpoints"), (std::vector<int64_t>{2}));
+}
+
+// Round 30: --auto-resume's "same run" rule, at its edges. --init-from was compared only when given
+// now, and a resume recorded none: a fresh model's command line took over a fine-tune's
+// checkpoints, and after one manual --resume the fine-tune's own job line was refused. Seeds above
+// 2^53 were compared as doubles. Without a checkpoint, a start that differed only in its data or
+// --init-from, or whose config.json was gone, had its log replaced, and so had the log of a resume
+// killed before its next save; an explicit -u -1 (the default) refused its own longer -x.
+TEST(Faults, AutoResumeKnowsARunByWhereItsWeightsAndDataCameFrom) {
+    Corpus c;
+    const std::string base = c.dir.file("base"), tune = c.dir.file("tune");
+    ASSERT_EQ(run(c.train_gpt(base, "-x 2 --checkpoint-every 2")).rc, 0);
+    const std::string from = " --init-from '" + base + "/checkpoints'";
+    ASSERT_EQ(run(c.train_gpt(tune, "--auto-resume -n 2 -x 2" + from)).rc, 0);
+    expect_refused(run(c.train_gpt(tune, "--auto-resume -n 2 -x 4")),
+                   {"is a checkpoint of another run (this command line gives no --init-from (a fresh model) (the "
+                    "checkpoint's run: --init-from " +
+                    base + "/checkpoints)"});
+    EXPECT_EQ(list_checkpoints(tune + "/checkpoints"), (std::vector<int64_t>{2}));
+    ASSERT_EQ(run(train_gpt_binary() + " --resume -o '" + tune + "' -x 4").rc, 0);   // the summary's next: line
+    EXPECT_CONTAINS(read_text(tune + "/config.json"), "\"init_from\": \"" + base + "/checkpoints\"");
+    const CommandResult job = run(c.train_gpt(tune, "--auto-resume -n 2 -x 6" + from));
+    ASSERT_EQ(job.rc, 0) << job.output;
+    EXPECT_CONTAINS(job.output, "resuming from " + checkpoint_dir(tune + "/checkpoints", 4));
+    // seeds that one double cannot tell apart
+    const std::string seeded = c.dir.file("seeded");
+    ASSERT_EQ(run(c.train_gpt(seeded, "--auto-resume -n 2 -x 2 --seed 10000000000000000001")).rc, 0);
+    expect_refused(run(c.train_gpt(seeded, "--auto-resume -n 2 -x 4 --seed 10000000000000000002")),
+                   {"--seed 10000000000000000002 (the checkpoint's run: 10000000000000000001)"});
+    // starts killed before their first checkpoint
+    auto killed_start = [&](const std::string& out, const std::string& flags) {
+        Background job(c.train_gpt(out, "-x 100000 --checkpoint-every 50000 --auto-resume " + flags),
+                       c.dir.file("job.txt"));
+        EXPECT_TRUE(wait_until([&] { return last_step(out + "/log.jsonl") >= 2; })) << job.output();
+        kill(-job.pid, SIGKILL);
+        job.wait(300);
+    };
+    const std::string early = c.dir.file("early");
+    killed_start(early, "-u -1");
+    const std::string early_log = read_text(early + "/log.jsonl");
+    write_project_shard(c.dir.file("other"), 6000, 'b');
+    for (const std::string& other : {"-i '" + c.dir.file("other") + "/data/x_train_*.bin'", from}) {
+        SCOPED_TRACE(other);
+        expect_refused(run(c.train_gpt(early, "-x 100000 --checkpoint-every 50000 --auto-resume -u -1 " + other)),
+                       {"--auto-resume found no checkpoint, and " + early +
+                        " holds the log.jsonl and config.json of "
+                        "another run ("});
+    }
+    EXPECT_EQ(read_text(early + "/log.jsonl"), early_log);
+    const CommandResult longer = run(c.train_gpt(early, "-x 4 --checkpoint-every 2 --auto-resume -u -1"));
+    ASSERT_EQ(longer.rc, 0) << longer.output;   // the same line, a longer -x: replaced, with a notice
+    EXPECT_CONTAINS(longer.output, "starting a fresh run (it replaces the log.jsonl and config.json in " + early);
+    const std::string gone = c.dir.file("gone");
+    killed_start(gone, "");
+    std::filesystem::remove(gone + "/config.json");
+    const CommandResult unknown = run(c.train_gpt(gone, "-x 4 --checkpoint-every 2 --auto-resume"));
+    expect_refused(unknown, {"holds the log.jsonl and config.json of another run (its config.json is gone, so "
+                             "whose run it is cannot be told)"});
+    EXPECT_EQ(unknown.output.find("starting a fresh run"), std::string::npos) << "no notice before the refusal";
+    // a resume killed before its next save: its log records the resume, and is no start's
+    const std::string branch = c.dir.file("branch");
+    {
+        Background job(c.train_gpt(branch, "-x 100000 --checkpoint-every 50000 --resume --checkpoint-dir '" + tune +
+                                               "/checkpoints'"),
+                       c.dir.file("job.txt"));
+        ASSERT_TRUE(wait_until([&] { return last_step(branch + "/log.jsonl") >= 8; })) << job.output();
+        kill(-job.pid, SIGKILL);
+        job.wait(300);
+    }
+    expect_refused(run(c.train_gpt(branch, "-x 100000 --checkpoint-every 50000 --auto-resume")),
+                   {"is the log of a run that resumed from " + checkpoint_dir(tune + "/checkpoints", 6)});
 }
 
 // Round 9: the refusals above never stop a legitimate restart. A requeue loop whose kill fell

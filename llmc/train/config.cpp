@@ -221,6 +221,16 @@ std::string integer_as_read_before(std::string text) {
 }
 
 // Two texts of one flag mean the same value: equal, or equal numbers ("2e-3", "0.002").
+// A text of decimal digits only as the integer it writes; nullopt for any other text or one past
+// 2^64 - 1.
+std::optional<uint64_t> parse_u64(const std::string& text) {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    errno = 0;
+    const unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
+    if (errno == ERANGE) return std::nullopt;
+    return (uint64_t)value;
+}
+
 bool same_value(const std::string& a, const std::string& b) {
     if (a == b) return true;
     // true/false in any of boolean_value()'s spellings ("1" and "true")
@@ -630,6 +640,15 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
         if (is_path_flag(name) && names_one_path(name, was, saved_path_dirs, now)) continue;
         if (!same_value(read.empty() ? was : read, now)) overrides.push_back({name, was, now});
     }
+    // --init-from is not restored (a resume starts from the checkpoint's weights), but the run began
+    // from it: recorded on, so its checkpoints and config.json keep saying so and --auto-resume
+    // knows the run by it (round 30: a resume recorded none, and the run's own restart with its
+    // --init-from was refused as another run's)
+    if (!resumed.given.count("init-from") && saved.contains("init-from")) {
+        resumed.init_from = resumed.flag_texts["init-from"] = saved["init-from"].get<std::string>();
+        if (const auto dir = saved_path_dirs.find("init-from"); dir != saved_path_dirs.end())
+            resumed.path_dirs["init-from"] = dir->second;
+    }
     c = resumed;
     return overrides;
 }
@@ -683,7 +702,35 @@ bool names_something(const std::string& name, const fs::path& path) {
 }
 }   // namespace
 
-std::string path_identity_differences(const std::vector<FlagOverride>& overrides, const std::string& saved_flags,
+namespace {
+// Whether this run's path flag text `now` names what the earlier run's `was` (relative to
+// `saved_dirs`' directory for the flag) named: the same path however spelled (names_one_path), or
+// its new place: what `was` named is gone, and `now` names something (round 29: a project moved
+// with its job script's absolute paths was refused), said in *notices.
+bool same_or_moved_path(const std::string& name, const std::string& was,
+                        const std::map<std::string, std::string>& saved_dirs, const std::string& now,
+                        std::vector<std::string>* notices) {
+    if (names_one_path(name, was, saved_dirs, now)) return true;
+    const fs::path then = recorded_path(name, was, saved_dirs);
+    if (was.empty() || now.empty() || names_something(name, then) || !names_something(name, normal_absolute(now)))
+        return false;
+    if (notices) {
+        notices->push_back(format("--%s %s: the earlier run's %s names nothing now; taken as moved here%s",
+                                  name.c_str(), now.c_str(), then.c_str(),
+                                  name == "train-data" ? " (its token and shard counts are checked)" : ""));
+    }
+    return true;
+}
+// "--init-from X (the checkpoint's run: Y)", an empty one said as a fresh model
+std::string init_from_difference(const std::string& now, const std::string& was) {
+    return format("%s (the checkpoint's run: %s)",
+                  now.empty() ? "no --init-from (a fresh model)" : ("--init-from " + now).c_str(),
+                  was.empty() ? "a fresh model" : ("--init-from " + was).c_str());
+}
+}   // namespace
+
+std::string path_identity_differences(const std::vector<FlagOverride>& overrides, const std::string& now_flags,
+                                      const std::string& saved_flags,
                                       const std::map<std::string, std::string>& saved_dirs,
                                       const std::string& checkpoint_root, std::vector<std::string>* notices) {
     const nlohmann::json saved = nlohmann::json::parse(saved_flags);
@@ -697,40 +744,50 @@ std::string path_identity_differences(const std::vector<FlagOverride>& overrides
         if (o.flag == "output-dir" && in_output_dir_layout(saved, saved_dirs) &&
             (normal_absolute(o.now) == holder || fs::equivalent(o.now, holder, ec)))
             continue;
-        // what the checkpoint's run read is gone, and this path names something: moved (round 29:
-        // a project moved with its job script's absolute paths was refused)
-        const fs::path was = recorded_path(o.flag, o.saved, saved_dirs);
-        if (!o.saved.empty() && !o.now.empty() && !names_something(o.flag, was) &&
-            names_something(o.flag, normal_absolute(o.now))) {
-            if (notices) {
-                notices->push_back(
-                    format("--%s %s: the checkpoint's run's %s names nothing now; taken as moved "
-                           "here%s",
-                           o.flag.c_str(), o.now.c_str(), was.c_str(),
-                           o.flag == "train-data" ? " (its token and shard counts are checked)" : ""));
-            }
-            continue;
-        }
+        if (same_or_moved_path(o.flag, o.saved, saved_dirs, o.now, notices)) continue;
         out += format("%s--%s %s", out.empty() ? "" : ", ", o.flag.c_str(), o.now.c_str());
     }
+    // --init-from, given now or not (a resume does not restore it, but records it on): round 30, a
+    // fresh model's command line took over a fine-tune's checkpoints
+    const std::string from_now = recorded_flag_text(now_flags, "init-from"),
+                      from_then = recorded_flag_text(saved_flags, "init-from");
+    if (!same_or_moved_path("init-from", from_then, saved_dirs, from_now, notices))
+        out += (out.empty() ? "" : ", ") + init_from_difference(from_now, from_then);
     return out;
 }
 
-std::string config_identity_differences(const std::string& saved_config_json, const TrainConfig& c, const RunPlan& p) {
+std::optional<std::string> config_identity_differences(const std::string& saved_config_json, const TrainConfig& c,
+                                                       const RunPlan& p) {
     const auto saved = nlohmann::json::parse(saved_config_json, nullptr, false);
-    if (!saved.is_object()) return "";
+    if (!saved.is_object()) return std::nullopt;
     const auto now = nlohmann::json::parse(config_json(c, p));
     std::string out;
     for (const Flag& flag : flag_table()) {
         const std::string key = flag.key();
         // fp8's GEMMs: auto is resolved (timed) after this, and config.json holds the choice; the
         // warmup's default follows -x, which a restart may raise
-        if (!defines_the_run(flag.long_name()) || is_path_flag(flag.long_name()) || key == "fp8_gemms" ||
-            (key == "warmup_steps" && !c.given.count("warmup-steps")) || !saved.contains(key) || !now.contains(key) ||
+        // warmup's default (-u -1 given or not) follows -x, which a restart may raise (round 30: an
+        // explicit -u -1 was compared as the warmup it resolved to)
+        if (!defines_the_run(flag.long_name()) || key == "fp8_gemms" || key == "output_dir" ||
+            (key == "warmup_steps" && c.warmup_steps < 0) || !saved.contains(key) || !now.contains(key) ||
             saved[key] == now[key])
+            continue;
+        // a path (-i, -j, the tokenizer the run resolved) as what it names, relative to this
+        // directory (round 30: a job on other data replaced the log of another, killed early)
+        if (is_path_flag(flag.long_name()) && saved[key].is_string() && now[key].is_string() &&
+            same_or_moved_path(flag.long_name(), saved[key].get<std::string>(), {}, now[key].get<std::string>(),
+                               nullptr))
             continue;
         out += format("%s%s %s (config.json: %s)", out.empty() ? "" : ", ", key.c_str(), now[key].dump().c_str(),
                       saved[key].dump().c_str());
+    }
+    // where its weights came from (a fine-tune's, or a fresh model)
+    if (saved.contains("init_from") && saved["init_from"].is_string() && now.contains("init_from") &&
+        now["init_from"].is_string() &&
+        !same_or_moved_path("init-from", saved["init_from"].get<std::string>(), {}, now["init_from"].get<std::string>(),
+                            nullptr)) {
+        out += format("%sinit_from %s (config.json: %s)", out.empty() ? "" : ", ", now["init_from"].dump().c_str(),
+                      saved["init_from"].dump().c_str());
     }
     return out;
 }
@@ -742,9 +799,12 @@ std::string recorded_flag_text(const std::string& flags, const std::string& long
 
 std::string run_identity_differences(const std::string& now_flags, const std::string& saved_flags) {
     const nlohmann::json now = nlohmann::json::parse(now_flags), saved = nlohmann::json::parse(saved_flags);
-    // the same number however written ("0.002", "2e-3")
+    // the same number however written ("0.002", "2e-3"); integers as integers (round 30: seeds above
+    // 2^53 differing in their low bits were one double)
     auto same = [](const std::string& a, const std::string& b) {
         if (a == b) return true;
+        const std::optional<uint64_t> int_a = parse_u64(a), int_b = parse_u64(b);
+        if (int_a && int_b) return *int_a == *int_b;
         char *end_a = nullptr, *end_b = nullptr;
         const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
         return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;

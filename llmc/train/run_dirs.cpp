@@ -135,13 +135,16 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         }
     }
     // ... but only that: not the log of a run that saved checkpoints (into another --checkpoint-dir,
-    // or since moved or deleted) or finished, which a fresh start would lose
+    // or since moved or deleted), resumed from one (round 30: a resume killed before its next save
+    // was taken for a start) or finished, which a fresh start would lose
     if (!dirs.output.empty() && !cfg.overwrite_output && cfg.auto_resume) {
         const LoggedRun before = read_logged_run(dirs.output + "/log.jsonl");
-        if (!before.checkpoints.empty() || before.finished) {
-            const std::string what = before.checkpoints.empty() ? std::string("finished (it logged its summary)")
-                                                                : format("saved checkpoints (its newest: %s)",
-                                                                         before.checkpoints.back().second.c_str());
+        if (!before.known.empty() || before.finished) {
+            const std::string what =
+                !before.checkpoints.empty()
+                    ? format("saved checkpoints (its newest: %s)", before.checkpoints.back().second.c_str())
+                : !before.known.empty() ? format("resumed from %s", before.known.back().first.c_str())
+                                        : std::string("finished (it logged its summary)");
             fail(
                 "--auto-resume found no checkpoint in %s, but %s/log.jsonl is the log of a run that %s: a fresh start "
                 "would replace it. Give --checkpoint-dir of that run's checkpoints to continue it, another "
