@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 from collections import defaultdict
 
@@ -187,4 +188,7 @@ def main():
 
 
 if __name__ == "__main__":
+    # stdout into a reader that stops early (| head): end quietly, as command-line tools do (round
+    # 30: a BrokenPipeError traceback)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     main()

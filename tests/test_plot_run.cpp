@@ -130,6 +130,11 @@ TEST(PlotRun, BadInputsAreNamedWithoutATraceback) {
     const std::string script = "/usr/bin/python3 " + repo_root() + "/scripts/plot_run.py ";
     const std::string good = "{\"type\": \"step\", \"step\": 1, \"loss\": 3.5, \"lr\": 0.001, \"grad_norm\": 1.0}\n";
     write_text(dir.file("good.jsonl"), good);
+    // round 30: a reader that stops early (| head) ended it in a BrokenPipeError traceback
+    std::string piped;
+    run_command("sh -c \"" + script + "'" + dir.file("good.jsonl") + "' | true\"", &piped);
+    EXPECT_EQ(piped.find("Traceback"), std::string::npos) << piped;
+    EXPECT_EQ(piped.find("BrokenPipe"), std::string::npos) << piped;
     write_text(dir.file("number.jsonl"), "5\n" + good);
     write_text(dir.file("stepless.jsonl"), good + "{\"type\": \"resume\"}\n" + good);
     // round 23: garbage that slipped past the checks into tracebacks
