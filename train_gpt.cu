@@ -180,31 +180,47 @@ void check_flash_backward(const TrainConfig& cfg, const RunPlan& plan) {
             "--flash-backward default");
 }
 
-// A shard both -i and -j match (a train glob wide enough to take the val shards too, or -j the
-// train glob): the val loss is then measured on tokens the run trains on. A warning, not a
-// refusal: measuring the training loss on a fixed set is a thing one may want.
-void warn_if_val_is_trained_on(const RunData& data) {
-    if (data.train.empty() || data.val.empty() || !g_is_root) return;
+// Shards the run would read under two names (a symbolic or a hard link), warned of; not
+// refusals. One -i or -j matches twice (round 30: those tokens were read twice per epoch, unsaid).
+// Both -i and -j match one (a train glob wide enough to take the val shards too, or -j the train
+// glob): the val loss is then measured on tokens the run trains on, a thing one may want.
+void warn_of_shards_read_twice(const RunData& data) {
+    if (!g_is_root) return;
     // a file by its device and inode: one file under two names (a symbolic or a hard link) is one
+    using FileId = std::pair<uint64_t, uint64_t>;
     auto identity = [](const std::string& path) {
         struct stat st {};   // (0, 0) where it cannot be read: the loaders say why
-        return ::stat(path.c_str(), &st) == 0 ? std::make_pair((uint64_t)st.st_dev, (uint64_t)st.st_ino)
-                                              : std::make_pair(uint64_t(0), uint64_t(0));
+        return ::stat(path.c_str(), &st) == 0 ? FileId((uint64_t)st.st_dev, (uint64_t)st.st_ino) : FileId(0, 0);
     };
-    std::set<std::pair<uint64_t, uint64_t>> train;
-    try {
-        for (const std::string& f : expand_glob(data.train))
-            train.insert(identity(f));
-        std::vector<std::string> both;
-        for (const std::string& f : expand_glob(data.val))
-            if (const auto id = identity(f); id.second != 0 && train.count(id)) both.push_back(f);
-        if (both.empty()) return;
-        std::fprintf(stderr,
-                     "warning: -i %s and -j %s both match %s%s: the val loss is measured on tokens the run trains on\n",
-                     data.train.c_str(), data.val.c_str(), both[0].c_str(),
-                     both.size() > 1 ? format(" and %zu more", both.size() - 1).c_str() : "");
-    } catch (const Error&) {   // a glob that matches nothing: the loaders say so, naming the flag
-    }
+    // the files a glob matches by identity; a warning for one matched twice
+    auto files_of = [&](const std::string& glob, const char* flag) {
+        std::map<FileId, std::string> files;
+        if (glob.empty()) return files;
+        try {
+            for (const std::string& f : expand_glob(glob)) {
+                const FileId id = identity(f);
+                if (id.second == 0) continue;
+                if (const auto [at, added] = files.emplace(id, f); !added) {
+                    std::fprintf(stderr,
+                                 "warning: %s %s matches %s and %s, one file under two names (a link): its tokens "
+                                 "are read twice %s\n",
+                                 flag, glob.c_str(), at->second.c_str(), f.c_str(),
+                                 std::string(flag) == "-i" ? "per epoch" : "in each evaluation");
+                }
+            }
+        } catch (const Error&) {   // a glob that matches nothing: the loaders say so, naming the flag
+        }
+        return files;
+    };
+    const std::map<FileId, std::string> train = files_of(data.train, "-i"), val = files_of(data.val, "-j");
+    std::vector<std::string> both;
+    for (const auto& [id, f] : val)
+        if (train.count(id)) both.push_back(f);
+    if (both.empty()) return;
+    std::fprintf(stderr,
+                 "warning: -i %s and -j %s both match %s%s: the val loss is measured on tokens the run trains on\n",
+                 data.train.c_str(), data.val.c_str(), both[0].c_str(),
+                 both.size() > 1 ? format(" and %zu more", both.size() - 1).c_str() : "");
 }
 
 // The kernel set of this rank: one GPU per rank (local rank mod the GPUs of the node), or the CPU.
@@ -995,7 +1011,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     }
     if (start_model && !resume_from && cfg.steps == 0) evaluate_as_trained(*start_model, cfg);
     run.data = run_data(cfg);   // the shards it reads: none to train on with -x 0
-    warn_if_val_is_trained_on(run.data);
+    warn_of_shards_read_twice(run.data);
     // -i given without -j (or the reverse): the other is the bundled KJV set's default, which data
     // of the same tokenizer passes every check with (round 28: the val loss was KJV's, unsaid)
     if (!run.data.train.empty() && !run.data.val.empty() && !resume_from &&

@@ -803,7 +803,7 @@ TEST(TrainerCli, TrainingDataWithoutValDataSaysTheValSetIsTheDefault) {
     EXPECT_EQ(output.find("is the default"), std::string::npos) << output;
 }
 
-TEST(TrainerCli, AValShardTheRunAlsoTrainsOnIsWarnedOfUnderAnyName) {
+TEST(TrainerCli, AShardReadTwiceIsWarnedOfUnderAnyName) {
     TinyCorpus corpus;
     make_dirs(corpus.dir.file("links"));
     const std::string val = corpus.dir.file("tiny_val_000000.bin");
@@ -821,6 +821,14 @@ TEST(TrainerCli, AValShardTheRunAlsoTrainsOnIsWarnedOfUnderAnyName) {
     std::string output;
     ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -g 0 --overwrite-output", &output), 0) << output;
     EXPECT_EQ(output.find("both match"), std::string::npos) << output;
+    EXPECT_EQ(output.find("under two names"), std::string::npos) << output;
+    // round 30: one training shard under two names, read twice per epoch without a word
+    const std::string train = corpus.dir.file("tiny_train_000000.bin");
+    ASSERT_EQ(::symlink(train.c_str(), corpus.dir.file("tiny_train_000001.bin").c_str()), 0);
+    ASSERT_EQ(run_command(train_gpt_binary() + corpus.args() + " -x 1 -g 0 --overwrite-output", &output), 0) << output;
+    EXPECT_CONTAINS(output, "warning: -i " + corpus.dir.file("tiny_train_*.bin") + " matches " + train + " and " +
+                                corpus.dir.file("tiny_train_000001.bin") +
+                                ", one file under two names (a link): its tokens are read twice per epoch");
 }
 
 TEST(TrainerCli, UnknownFlagIsRejected) { EXPECT_CONTAINS(expect_failure("--no-such-flag 3"), "--no-such-flag"); }
