@@ -903,7 +903,10 @@ struct Run {
     RunDirs dirs;          // where it writes
     std::optional<ResumeChoice> resume_from;   // the checkpoint it continues, if any
     bool replace_log = false;                  // a resume with --overwrite-output over another run's log
-    std::optional<ModelDir> start_model;       // the weights it starts from, if not fresh
+    // a resumed run's best val loss before this process, from its log (the summary's "best" covers
+    // the whole run: round 30), where the val set is the checkpoint's run's
+    std::optional<std::pair<double, int64_t>> best_val_before;
+    std::optional<ModelDir> start_model;   // the weights it starts from, if not fresh
     std::optional<Tokenizer> tokenizer;
     std::string tokenizer_how;                 // which tokenizer, and why (printed)
     std::vector<HellaSwagExample> hellaswag;   // tokenised, checked against T
@@ -1259,6 +1262,10 @@ void open_outputs(Run& run, int argc, char** argv) {
         if (!batch.empty()) print0("notice: %s\n", batch.c_str());
         const std::string val = val_set_change_notice(cfg, run.plan, resume_from->manifest.train_config_json);
         if (!val.empty()) print0("notice: %s\n", val.c_str());
+        if (val.empty() && run.log) {   // cut back to the checkpoint's step: the run's history before it
+            const LoggedRun before = read_logged_run(run.log->path());
+            if (before.best_val_loss) run.best_val_before = std::make_pair(*before.best_val_loss, before.best_val_step);
+        }
         run.write_log(LogRecord("resume")
                           .num("step", run.start.step)
                           .str("checkpoint", resolved_path(resume_from->dir))
@@ -1574,6 +1581,10 @@ int train(Run& run, Comm& comm) {
     summary.plot_script = path_beside_program(run.program, "scripts/plot_run.py", summary.plot_script);
     summary.ranks = plan.world_size;
     summary.first_step = (int)run.start.step;
+    if (run.best_val_before) {
+        summary.best_val_loss = run.best_val_before->first;
+        summary.best_val_step = (int)run.best_val_before->second;
+    }
     if (run.resume_from) summary.checkpoint = run.resume_from->dir;
     double this_process_tokens = 0, this_process_step_seconds = 0;
     // SIGTERM / SIGUSR1 / SIGINT: stop after a step, from the first step on. The evaluations at the

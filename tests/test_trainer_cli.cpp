@@ -3,6 +3,7 @@
 // and leaves an existing output directory untouched.
 #include "data/shard.h"
 #include "train/config.h"
+#include "model_test_util.h"
 #include "test_util.h"
 #include "data/tokenizer.h"
 #include "rng.h"
@@ -829,6 +830,32 @@ TEST(TrainerCli, AShardReadTwiceIsWarnedOfUnderAnyName) {
     EXPECT_CONTAINS(output, "warning: -i " + corpus.dir.file("tiny_train_*.bin") + " matches " + train + " and " +
                                 corpus.dir.file("tiny_train_000001.bin") +
                                 ", one file under two names (a link): its tokens are read twice per epoch");
+}
+
+// Round 30: after a resume, the summary's "best val loss ... at step N" (and the summary record's)
+// covered this process's evaluations only, while the same summary speaks for the whole run. A run
+// whose val loss worsens from step 0 on (-l 0.5), resumed at step 4: its best is step 0's.
+TEST(TrainerCli, TheSummarysBestValLossCoversTheWholeRun) {
+    TinyCorpus corpus;
+    std::string output;
+    const std::string base = train_gpt_binary() + corpus.args() + " -v 2 -g 0 --threads 1 -l 0.5 ";
+    ASSERT_EQ(run_command(base + "-x 4 --checkpoint-every 4", &output), 0) << output;
+    ASSERT_EQ(run_command(base + "-x 6 --resume", &output), 0) << output;
+    const auto vals = log_records(corpus.dir.file("out/log.jsonl"), "val");
+    ASSERT_GE(vals.size(), 4u);
+    double best = INFINITY;
+    int64_t best_step = -1;
+    for (const auto& v : vals) {
+        if (v["loss"].get<double>() < best) {
+            best = v["loss"].get<double>();
+            best_step = v["step"].get<int64_t>();
+        }
+    }
+    ASSERT_LT(best_step, 4) << "the run's best before the resume (else this test shows nothing)";
+    EXPECT_CONTAINS(output, format(", best %.4f at step %lld", best, (long long)best_step));
+    const auto summary = log_records(corpus.dir.file("out/log.jsonl"), "summary");
+    ASSERT_FALSE(summary.empty());
+    EXPECT_EQ(summary.back()["best_val_step"].get<int64_t>(), best_step);
 }
 
 TEST(TrainerCli, UnknownFlagIsRejected) { EXPECT_CONTAINS(expect_failure("--no-such-flag 3"), "--no-such-flag"); }
