@@ -1191,7 +1191,8 @@ TEST(Faults, TheDefaultOutputDirectoryMovesAPreviousRunAsideAndSaysWhere) {
 
 // Round 30: the move-aside checked the locks of out and out/checkpoints only, and moved a live run
 // whose -o (the README's -o out/mine) or --checkpoint-dir was inside out: that run stopped at its
-// next save, its steps since the last checkpoint lost. A live run anywhere under out now stops it.
+// next save, its steps since the last checkpoint lost. A live run anywhere under out now stops it,
+// and so do shards the run reads, or its redirected output, inside out.
 TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
     Corpus c;
     const std::string cwd = c.dir.file("cwd");
@@ -1213,6 +1214,22 @@ TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
         kill(-live.pid, SIGINT);   // its process group: the shell and the run
         EXPECT_EQ(live.wait(300), 130) << live.output();
     }
+    // round 28 (lows): shards under out were read from, and stdout redirected to out/train.log
+    // written into, the moved-aside previous run
+    write_project_shard(cwd + "/out", 6000, 'b');
+    expect_refused(run("sh -c \"cd '" + cwd + "' && " + train_gpt_binary() +
+                       " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
+                       c.dir.file("tokenizer.bin") + "' -i 'out/data/x_train_*.bin' -x 1\""),
+                   {"-i out/data/x_train_*.bin (out/data/x_train_000000.bin) is inside out, the default "
+                    "--output-dir, whose previous run this run would move aside"});
+    std::filesystem::remove_all(cwd + "/out/data");
+    const CommandResult redirected = run(c.train_gpt_in(cwd, "-x 1 > out/train.log 2>&1"));
+    EXPECT_EQ(redirected.rc, 1);
+    EXPECT_CONTAINS(
+        read_text(cwd + "/out/train.log"),
+        "error: stdout, redirected to " + std::filesystem::canonical(cwd).string() + "/out/train.log, is inside out");
+    for (const auto& e : std::filesystem::directory_iterator(cwd))
+        EXPECT_EQ(e.path().filename().string().rfind("out.previous-", 0), std::string::npos) << e.path();
     const CommandResult after = run(c.train_gpt_in(cwd, "-x 1"));   // none live: moved aside
     ASSERT_EQ(after.rc, 0) << after.output;
     EXPECT_CONTAINS(after.output, "notice: out held a previous run; it is now out.previous-");

@@ -2,6 +2,7 @@
 #include "train/run_dirs.h"
 
 #include "checkpoint/checkpoint.h"
+#include "data/shard.h"
 #include "train/resume.h"
 #include "utils.h"
 
@@ -117,6 +118,47 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
                 through_link ? format(" (%s, through links into %s)", step.c_str(), resolved_path(step).c_str()).c_str()
                              : "",
                 dirs.output.c_str(), dirs.output.c_str());
+        }
+    }
+    if (dirs.move_previous && !output_is_link) {
+        // what else the run reads from inside out, or writes its output to there: it would go with
+        // the previous run (round 28: shards under out/ were read from, stdout redirected to
+        // out/train.log was written into, out.previous-<time>)
+        const std::string out = resolved_path(dirs.output);
+        auto inside = [&](const std::string& path) {
+            const std::string p = resolved_path(path);
+            return p == out || p.compare(0, out.size() + 1, out + "/") == 0;
+        };
+        auto refuse = [&](const std::string& what) {
+            fail(
+                "%s is inside %s, the default --output-dir, whose previous run this run would move aside (to "
+                "%s.previous-<time>), and would go with it: give this run its own --output-dir (-o), or keep it "
+                "out of %s",
+                what.c_str(), dirs.output.c_str(), dirs.output.c_str(), dirs.output.c_str());
+        };
+        const RunData data = run_data(cfg);
+        for (const auto& [flag, glob] : {std::pair<const char*, std::string>{"-i", data.train}, {"-j", data.val}}) {
+            if (glob.empty()) continue;
+            std::vector<std::string> shards;
+            try {
+                shards = expand_glob(glob);
+            } catch (const Error&) {   // matches nothing: the loaders say so, naming the flag
+            }
+            for (const std::string& shard : shards)
+                if (inside(shard)) refuse(format("%s %s (%s)", flag, glob.c_str(), shard.c_str()));
+        }
+        for (const auto& [flag, path] :
+             {std::pair<const char*, std::string>{"--tokenizer", cfg.tokenizer}, {"--hellaswag", cfg.hellaswag}}) {
+            if (!path.empty() && file_exists(path) && inside(path)) refuse(format("%s %s", flag, path.c_str()));
+        }
+        for (const auto& [fd, name] : {std::pair<int, const char*>{1, "stdout"}, {2, "stderr"}}) {
+            char target[PATH_MAX + 1] = {0};
+            const std::string link = "/proc/self/fd/" + std::to_string(fd);
+            struct stat st;
+            if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::readlink(link.c_str(), target, PATH_MAX) > 0 &&
+                target[0] == '/' && inside(target)) {
+                refuse(format("%s, redirected to %s,", name, target));
+            }
         }
     }
     if (resuming || dirs.move_previous) return;
