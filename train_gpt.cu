@@ -518,20 +518,19 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
 // it was taken over: trained on from, its checkpoints pruned, or its result reported as this run's
 // and its config.json rewritten with values that never applied). The training data's token and
 // shard counts are compared when the checkpoint is loaded (load_checkpoint).
-void fail_if_another_runs_checkpoint(const ResumeChoice& from, const std::string& command_line_flags,
-                                     const std::vector<FlagOverride>& overrides) {
+void fail_if_another_runs_checkpoint(const ResumeChoice& from, const std::string& command_line_flags) {
     const std::string saved = run_flags_from_json(from.manifest.extra_json);
     if (saved.empty()) return;   // an older checkpoint, which records no flags: the run is this command line's
     // the flags of the model, batch, optimizer, precision and seed, given or left at their defaults
     // (round 29: a job on the defaults took over a run that gave others), ...
     std::string differences = run_identity_differences(command_line_flags, saved);
-    // ... the paths this command line gives, and --init-from, given or not (which a resume does not
-    // apply: where the run's weights began)
+    // ... its data and output directory, and --init-from (which a resume does not apply: where the
+    // run's weights began), given or left at their defaults
     std::vector<std::string> notices;
     const std::string root = from.dir.substr(0, from.dir.find_last_of('/'));
-    const std::string paths = path_identity_differences(overrides, command_line_flags, saved,
-                                                        run_path_dirs_from_json(from.manifest.extra_json),
-                                                        root.empty() ? "." : root, &notices);
+    const std::string paths =
+        path_identity_differences(command_line_flags, saved, run_path_dirs_from_json(from.manifest.extra_json),
+                                  root.empty() ? "." : root, &notices);
     if (!paths.empty()) differences += (differences.empty() ? "" : ", ") + paths;
     if (!differences.empty()) {
         fail(
@@ -981,7 +980,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     if (resume_from) {
         const std::string command_line_flags = flags_json(cfg);   // before the checkpoint's run's are restored
         const std::vector<FlagOverride> overrides = restore_run_flags(argc, argv, resume_from->dir, cfg);
-        if (cfg.auto_resume) fail_if_another_runs_checkpoint(*resume_from, command_line_flags, overrides);
+        if (cfg.auto_resume) fail_if_another_runs_checkpoint(*resume_from, command_line_flags);
         // the checkpoint's run logged to a directory that is gone (moved, with the checkpoints the
         // run resumes from?): said, since its log is made there again, not where the run went
         if (!cfg.given.count("output-dir") && !cfg.output_dir.empty() && !file_exists(cfg.output_dir))

@@ -1847,7 +1847,7 @@ TEST(Faults, ARequeuedRunFollowsItsMovedOrCopiedDirectory) {
     shards(tree, 5000, 'b');   // another project at the old place, with a run of its own
     ASSERT_EQ(in(tree, "-i 'data/x_train_*.bin' -x 2 -n 2").rc, 0);
     const std::string others_log = read_text(tree + "/out/log.jsonl");
-    const CommandResult requeued = in(moved, "--auto-resume -x 6 -n 2");
+    const CommandResult requeued = in(moved, "-i 'data/x_train_*.bin' --auto-resume -x 6 -n 2");   // its job line
     ASSERT_EQ(requeued.rc, 0) << requeued.output;
     EXPECT_CONTAINS(requeued.output, "its log goes on beside them, in " + moved + "/out\n");
     EXPECT_CONTAINS(requeued.output, "train: 3000 tokens in 1 shard(s)");
@@ -2530,6 +2530,69 @@ TEST(Faults, AutoResumeKnowsARunByWhereItsWeightsAndDataCameFrom) {
     }
     expect_refused(run(c.train_gpt(branch, "-x 100000 --checkpoint-every 50000 --auto-resume")),
                    {"is the log of a run that resumed from " + checkpoint_dir(tune + "/checkpoints", 6)});
+}
+
+// Round 31: the same rule against fine-tunes and defaults. A fine-tune's job line, its --init-from
+// relative, was refused in a copy of its project, and in its project moved with the base deleted;
+// once a base run pruned the step a fine-tune began from, another fine-tune's line took it over
+// ("taken as moved"); a job on the default -i took over a run that gave other data; -w true was
+// not the default's "1"; and a fine-tune killed before its first checkpoint could not restart once
+// its base saved a newer step (its tokenizer's path inside that step was compared).
+TEST(Faults, AutoResumeKnowsAFineTuneByItsJobLine) {
+    Corpus c;
+    auto in = [&](const std::string& cwd, const std::string& args) { return run(c.train_gpt_project_in(cwd, args)); };
+    const std::string p1 = c.dir.file("p1"), copy = c.dir.file("copy"), moved = c.dir.file("moved");
+    write_project_shard(p1, 6000, 'b');
+    const std::string data = "-i 'data/x_train_*.bin' ";
+    ASSERT_EQ(in(p1, data + "-o base -x 2 -n 2").rc, 0);
+    const std::string job = data + "-o ft -n 2 --auto-resume --init-from base/checkpoints";
+    ASSERT_EQ(in(p1, job + " -x 2").rc, 0);
+    ASSERT_EQ(run("cp -a '" + p1 + "' '" + copy + "'").rc, 0);
+    CommandResult r = in(copy, job + " -x 4");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "resuming from ft/checkpoints/step_00000002");
+    ASSERT_EQ(std::rename(p1.c_str(), moved.c_str()), 0);
+    std::filesystem::remove_all(moved + "/base");
+    r = in(moved, job + " -x 4");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "resuming from ft/checkpoints/step_00000002");
+    // a job on the default -i (and no --init-from): not the fine-tune's run
+    expect_refused(in(copy, "-o ft -n 2 --auto-resume -x 6"),
+                   {"this command line gives --train-data data/kjv/kjv_train_*.bin (the checkpoint's run: "
+                    "data/x_train_*.bin), no --init-from (a fresh model) (the checkpoint's run: --init-from "
+                    "base/checkpoints)"});
+    // the step a fine-tune began from, pruned by its base run, is no other step
+    const std::string b = c.dir.file("b"), ft = c.dir.file("ft2");
+    ASSERT_EQ(run(c.train_gpt(b, "-x 2 -n 2 --keep-checkpoints 1")).rc, 0);
+    ASSERT_EQ(run(c.train_gpt(ft, "-x 4 -n 2 --auto-resume --init-from '" + b + "/checkpoints/step_00000002'")).rc, 0);
+    ASSERT_EQ(run(c.train_gpt(b, "-x 6 -n 2 --keep-checkpoints 1 --resume")).rc, 0);
+    ASSERT_FALSE(file_exists(b + "/checkpoints/step_00000002")) << "pruned";
+    expect_refused(
+        run(c.train_gpt(ft, "-x 8 -n 2 --auto-resume --init-from '" + b + "/checkpoints/step_00000006'")),
+        {"this command line gives --init-from " + b + "/checkpoints/step_00000006 (the checkpoint's run: --init-from " +
+         b + "/checkpoints/step_00000002)"});
+    // true in another spelling
+    const std::string w = c.dir.file("w");
+    ASSERT_EQ(run(c.train_gpt(w, "-x 2 -n 2 --auto-resume")).rc, 0);
+    r = run(c.train_gpt(w, "-x 4 -n 2 --auto-resume -w true"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    // a fine-tune killed before its first checkpoint, its base saving on meanwhile (no --tokenizer:
+    // the model's, in the newest step of --init-from)
+    const std::string ft3 = c.dir.file("ft3");
+    const std::string line = train_gpt_binary() +
+                             " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" +
+                             c.dir.file("train_*.bin") + "' -o '" + ft3 +
+                             "' --checkpoint-every 50000 --auto-resume --init-from '" + b + "/checkpoints'";
+    {
+        Background job(line + " -x 100000", c.dir.file("job.txt"));
+        ASSERT_TRUE(wait_until([&] { return last_step(ft3 + "/log.jsonl") >= 2; })) << job.output();
+        kill(-job.pid, SIGKILL);
+        job.wait(300);
+    }
+    ASSERT_EQ(run(c.train_gpt(b, "-x 8 -n 2 --keep-checkpoints 2 --resume")).rc, 0);
+    r = run(line + " -x 3");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "starting a fresh run (it replaces the log.jsonl and config.json in " + ft3);
 }
 
 // Round 9: the refusals above never stop a legitimate restart. A requeue loop whose kill fell

@@ -703,14 +703,23 @@ bool names_something(const std::string& name, const fs::path& path) {
 }   // namespace
 
 namespace {
-// Whether this run's path flag text `now` names what the earlier run's `was` (relative to
-// `saved_dirs`' directory for the flag) named: the same path however spelled (names_one_path), or
-// its new place: what `was` named is gone, and `now` names something (round 29: a project moved
-// with its job script's absolute paths was refused), said in *notices.
-bool same_or_moved_path(const std::string& name, const std::string& was,
-                        const std::map<std::string, std::string>& saved_dirs, const std::string& now,
-                        std::vector<std::string>* notices) {
-    if (names_one_path(name, was, saved_dirs, now)) return true;
+// The path flags that say which run it is: its data, its output directory, and where its weights
+// began. Not the tokenizer: the shards pin its vocabulary, and a resume takes the checkpoint's
+// (round 31: the path a start resolved it to, inside --init-from's newest step, was compared).
+constexpr const char* kRunPathFlags[] = {"train-data", "val-data", "output-dir", "init-from"};
+
+// Whether this run's text `now` of a path flag (given or its default) is the earlier run's `was`
+// (relative to `saved_dirs`' directory for the flag): the same text (the same job line, in its
+// project moved or copied too: round 31), the same path however spelled (names_one_path), or, for
+// -i and -j only, their new place: what `was` named is gone and `now` names something (round 29:
+// a project moved with its job script's absolute paths was refused; the training data's token
+// counts still decide), said in *notices. Never for --init-from, whose weights a resume does not
+// read: a recorded start model gone (a base run's pruned step) is not any other (round 31).
+bool same_path_of_the_run(const std::string& name, const std::string& was,
+                          const std::map<std::string, std::string>& saved_dirs, const std::string& now,
+                          std::vector<std::string>* notices) {
+    if (was == now || names_one_path(name, was, saved_dirs, now)) return true;
+    if (name != "train-data" && name != "val-data") return false;
     const fs::path then = recorded_path(name, was, saved_dirs);
     if (was.empty() || now.empty() || names_something(name, then) || !names_something(name, normal_absolute(now)))
         return false;
@@ -729,30 +738,29 @@ std::string init_from_difference(const std::string& now, const std::string& was)
 }
 }   // namespace
 
-std::string path_identity_differences(const std::vector<FlagOverride>& overrides, const std::string& now_flags,
-                                      const std::string& saved_flags,
+std::string path_identity_differences(const std::string& now_flags, const std::string& saved_flags,
                                       const std::map<std::string, std::string>& saved_dirs,
                                       const std::string& checkpoint_root, std::vector<std::string>* notices) {
     const nlohmann::json saved = nlohmann::json::parse(saved_flags);
     std::error_code ec;
     const fs::path holder = normal_absolute(checkpoint_root).parent_path();
     std::string out;
-    for (const FlagOverride& o : overrides) {
-        if (!is_path_flag(o.flag) || !defines_the_run(o.flag)) continue;
+    // given now or left at their defaults (round 31: a job on the default -i took over a run that
+    // gave other data; round 30: one without --init-from, a fine-tune's)
+    for (const char* name : kRunPathFlags) {
+        if (!saved.contains(name)) continue;   // a checkpoint from before the flag
+        const std::string now = recorded_flag_text(now_flags, name), was = recorded_flag_text(saved_flags, name);
         // -o naming the directory that holds the checkpoints of a run that kept them there: this
         // run's directory, moved (round 29: not one whose --checkpoint-dir put them there)
-        if (o.flag == "output-dir" && in_output_dir_layout(saved, saved_dirs) &&
-            (normal_absolute(o.now) == holder || fs::equivalent(o.now, holder, ec)))
+        if (std::string(name) == "output-dir" && !now.empty() && in_output_dir_layout(saved, saved_dirs) &&
+            (normal_absolute(now) == holder || fs::equivalent(now, holder, ec)))
             continue;
-        if (same_or_moved_path(o.flag, o.saved, saved_dirs, o.now, notices)) continue;
-        out += format("%s--%s %s", out.empty() ? "" : ", ", o.flag.c_str(), o.now.c_str());
+        if (same_path_of_the_run(name, was, saved_dirs, now, notices)) continue;
+        out += (out.empty() ? "" : ", ") +
+               (std::string(name) == "init-from"
+                    ? init_from_difference(now, was)
+                    : format("--%s %s (the checkpoint's run: %s)", name, now.c_str(), was.c_str()));
     }
-    // --init-from, given now or not (a resume does not restore it, but records it on): round 30, a
-    // fresh model's command line took over a fine-tune's checkpoints
-    const std::string from_now = recorded_flag_text(now_flags, "init-from"),
-                      from_then = recorded_flag_text(saved_flags, "init-from");
-    if (!same_or_moved_path("init-from", from_then, saved_dirs, from_now, notices))
-        out += (out.empty() ? "" : ", ") + init_from_difference(from_now, from_then);
     return out;
 }
 
@@ -763,31 +771,29 @@ std::optional<std::string> config_identity_differences(const std::string& saved_
     const auto now = nlohmann::json::parse(config_json(c, p));
     std::string out;
     for (const Flag& flag : flag_table()) {
-        const std::string key = flag.key();
+        const std::string key = flag.key(), name = flag.long_name();
         // fp8's GEMMs: auto is resolved (timed) after this, and config.json holds the choice; the
-        // warmup's default follows -x, which a restart may raise
-        // warmup's default (-u -1 given or not) follows -x, which a restart may raise (round 30: an
-        // explicit -u -1 was compared as the warmup it resolved to)
-        if (!defines_the_run(flag.long_name()) || key == "fp8_gemms" || key == "output_dir" ||
+        // warmup's default (-u -1, given or not) follows -x, which a restart may raise (round 30:
+        // an explicit -u -1 was compared as the warmup it resolved to); paths below
+        if (!defines_the_run(name) || is_path_flag(name) || key == "fp8_gemms" ||
             (key == "warmup_steps" && c.warmup_steps < 0) || !saved.contains(key) || !now.contains(key) ||
             saved[key] == now[key])
-            continue;
-        // a path (-i, -j, the tokenizer the run resolved) as what it names, relative to this
-        // directory (round 30: a job on other data replaced the log of another, killed early)
-        if (is_path_flag(flag.long_name()) && saved[key].is_string() && now[key].is_string() &&
-            same_or_moved_path(flag.long_name(), saved[key].get<std::string>(), {}, now[key].get<std::string>(),
-                               nullptr))
             continue;
         out += format("%s%s %s (config.json: %s)", out.empty() ? "" : ", ", key.c_str(), now[key].dump().c_str(),
                       saved[key].dump().c_str());
     }
-    // where its weights came from (a fine-tune's, or a fresh model)
-    if (saved.contains("init_from") && saved["init_from"].is_string() && now.contains("init_from") &&
-        now["init_from"].is_string() &&
-        !same_or_moved_path("init-from", saved["init_from"].get<std::string>(), {}, now["init_from"].get<std::string>(),
-                            nullptr)) {
-        out += format("%sinit_from %s (config.json: %s)", out.empty() ? "" : ", ", now["init_from"].dump().c_str(),
-                      saved["init_from"].dump().c_str());
+    // the data and where the weights began, as what they name relative to this directory (round
+    // 30: a job on other data, or a fresh model, replaced the log of another killed early); -o is
+    // the directory this config.json is in
+    for (const char* name : kRunPathFlags) {
+        std::string key = name;
+        std::replace(key.begin(), key.end(), '-', '_');
+        if (key == "output_dir" || !saved.contains(key) || !saved[key].is_string() || !now.contains(key) ||
+            !now[key].is_string() ||
+            same_path_of_the_run(name, saved[key].get<std::string>(), {}, now[key].get<std::string>(), nullptr))
+            continue;
+        out += format("%s%s %s (config.json: %s)", out.empty() ? "" : ", ", key.c_str(), now[key].dump().c_str(),
+                      saved[key].dump().c_str());
     }
     return out;
 }
@@ -805,9 +811,7 @@ std::string run_identity_differences(const std::string& now_flags, const std::st
         if (a == b) return true;
         const std::optional<uint64_t> int_a = parse_u64(a), int_b = parse_u64(b);
         if (int_a && int_b) return *int_a == *int_b;
-        char *end_a = nullptr, *end_b = nullptr;
-        const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
-        return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+        return same_value(a, b);   // true/false in any spelling (round 31: -w true was not "1"), numbers
     };
     std::string out;
     for (const auto& [name, text] : now.items()) {

@@ -171,16 +171,16 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
                                                      const std::map<std::string, std::string>& saved_path_dirs = {},
                                                      std::vector<std::string>* notices = nullptr,
                                                      const std::function<bool(const std::string&)>& holds_run_log = {});
-// The path flags among `overrides` that define the run (-i, -j, -o, --tokenizer, ...) and name other
-// files than the checkpoint's run read (its flags `saved_flags`, relative paths from `saved_dirs`),
-// and --init-from where this command line's (`now_flags`, given or not) is not the run's, in words
-// ("--train-data x, --output-dir y"); "" where none does. --auto-resume refuses these.
-// Not counted: -o naming the directory that holds the checkpoints (in `checkpoint_root`) of a run
-// that kept them at <output-dir>/checkpoints (its directory, moved), and a path whose recorded
-// place names nothing now while this one does (moved with the project: a line in *notices; the
-// training data's token and shard counts are checked when the checkpoint is loaded).
-std::string path_identity_differences(const std::vector<FlagOverride>& overrides, const std::string& now_flags,
-                                      const std::string& saved_flags,
+// The path flags that say which run it is (-i, -j, -o, --init-from), given now or left at their
+// defaults, whose text in this command line's flags (`now_flags`) names other files than the
+// checkpoint's run's (`saved_flags`, relative paths from `saved_dirs`), in words
+// ("--train-data x (the checkpoint's run: y)"); "" where none does. --auto-resume refuses these.
+// The same text, or the same path however spelled, is the run's. Not counted either: -o naming
+// the directory that holds the checkpoints (in `checkpoint_root`) of a run that kept them at
+// <output-dir>/checkpoints (its directory, moved), and an -i or -j whose recorded place names
+// nothing now while this one does (moved with the project: a line in *notices; the training
+// data's token and shard counts are checked when the checkpoint is loaded).
+std::string path_identity_differences(const std::string& now_flags, const std::string& saved_flags,
                                       const std::map<std::string, std::string>& saved_dirs,
                                       const std::string& checkpoint_root, std::vector<std::string>* notices);
 // The directory each relative path flag of cfg is relative to, as JSON ({"train-data": "/home/me"}):
@@ -315,8 +315,8 @@ Precision default_precision_for(const std::string& device);
 std::string precision_source(const TrainConfig& cfg, const RunPlan& plan);
 void save_config_json(const std::string& path, const TrainConfig& cfg, const RunPlan& plan);
 std::string config_json(const TrainConfig& cfg, const RunPlan& plan);   // the same, as text
-// The flags that define the run (defines_the_run; paths as what they name, relative to this
-// directory) and --init-from on which this run's resolved configuration and the config.json an
+// The flags that define the run (defines_the_run; -i, -j and --init-from as what they name,
+// relative to this directory) on which this run's resolved configuration and the config.json an
 // earlier start wrote disagree, in words; "" where they agree, nullopt where it does not parse.
 std::optional<std::string> config_identity_differences(const std::string& saved_config_json, const TrainConfig& cfg,
                                                        const RunPlan& plan);

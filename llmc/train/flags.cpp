@@ -396,8 +396,8 @@ std::vector<Flag> make_table() {
         Flag("--auto-resume", checkpoints, "",
              "As --resume when --checkpoint-dir holds a checkpoint, else start fresh: one command line for the first "
              "start and every restart (a requeued job). A checkpoint of another run is refused: one whose model, "
-             "batch, optimizer, precision or seed differ from this command line's (given or default), or the paths "
-             "it gives, its --init-from (given or not), or the training data it reads",
+             "batch, optimizer, precision, seed, -i, -j, -o or --init-from differ from this command line's (given or "
+             "default), or whose training data differs",
              &C::auto_resume)
             .no_value(),
         Flag("--resume-from-intact", checkpoints, "",
