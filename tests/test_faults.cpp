@@ -1198,10 +1198,14 @@ TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
     const std::string cwd = c.dir.file("cwd");
     make_dirs(cwd);
     ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 1")).rc, 0);   // out holds a previous run
-    for (const std::string& inside :
-         {std::string("-o out/mine"), "-o '" + c.dir.file("elsewhere") + "' --checkpoint-dir out/checkpoints"}) {
+    // the live run's flags, and the directory it holds (round 31: 10 levels down, past the walk's
+    // depth bound then)
+    const std::string deep = "out/a/b/c/d/e/f/g/h/i/j/k";
+    for (const auto& [inside, held] : std::vector<std::pair<std::string, std::string>>{
+             {"-o out/mine", "out/mine"},
+             {"-o '" + c.dir.file("elsewhere") + "' --checkpoint-dir out/checkpoints", "out/checkpoints"},
+             {"-o " + deep, deep}}) {
         SCOPED_TRACE(inside);
-        const std::string held = inside.find("out/mine") != std::string::npos ? "out/mine" : "out/checkpoints";
         Background live(c.train_gpt_in(cwd, "-x 100000 --checkpoint-every 50000 " + inside), c.dir.file("live.txt"));
         ASSERT_TRUE(wait_until([&] { return file_exists(cwd + "/" + held + "/train_gpt.lock"); })) << live.output();
         sleep(1);   // locked (the file is made, then locked)
@@ -1230,9 +1234,28 @@ TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
         "error: stdout, redirected to " + std::filesystem::canonical(cwd).string() + "/out/train.log, is inside out");
     for (const auto& e : std::filesystem::directory_iterator(cwd))
         EXPECT_EQ(e.path().filename().string().rfind("out.previous-", 0), std::string::npos) << e.path();
-    const CommandResult after = run(c.train_gpt_in(cwd, "-x 1"));   // none live: moved aside
-    ASSERT_EQ(after.rc, 0) << after.output;
-    EXPECT_CONTAINS(after.output, "notice: out held a previous run; it is now out.previous-");
+    // round 31: links back up (out/l1 -> .) made the walk exponential (six: three minutes); a
+    // directory it cannot list is not moved unlooked-at
+    for (int k = 0; k < 8; k++)
+        ASSERT_EQ(::symlink(".", (cwd + "/out/l" + std::to_string(k)).c_str()), 0);
+    const CommandResult linked = run(c.train_gpt_in(cwd, "-x 1 -o linked"));
+    ASSERT_EQ(linked.rc, 0) << linked.output;
+    const CommandResult looped = run(c.train_gpt_in(cwd, "-x 1"));
+    ASSERT_EQ(looped.rc, 0) << looped.output;
+    EXPECT_LT(looped.seconds, linked.seconds + 30) << "the walk of out, next to a run that walks nothing";
+    EXPECT_CONTAINS(looped.output, "notice: out held a previous run; it is now out.previous-");
+    const std::string as_user = ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+    const std::string mine = c.dir.file("mine");
+    make_dirs(mine + "/out/x");
+    ASSERT_EQ(run("chmod -R 0777 '" + c.dir.path + "' && chown -R 65534:65534 '" + mine +
+                  "' 2>/dev/null; chmod 0311 '" + mine + "/out/x'")
+                  .rc,
+              0);
+    write_text(mine + "/out/log.jsonl", "");   // a previous run's
+    expect_refused(run(as_user + c.train_gpt_in(mine, "-x 1")),
+                   {"out holds a previous run, which this run would move aside, but out/x cannot be listed "
+                    "(Permission denied), so a live run inside it could be moved from under it"});
+    ::chmod((mine + "/out/x").c_str(), 0755);
 }
 
 // Extending a finished run with a larger -x stretches its schedule: the learning rate it resumes

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <set>
+#include <vector>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -252,28 +254,46 @@ void check_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) 
 
 namespace {
 // Fails naming the holder if a live run (or prepare_text) holds a directory in the tree under
-// `dir`, `dir` included, through links to directories too (its path goes with a move of `dir`):
+// `dir`, `dir` included, links to directories followed (their paths go with a move of `dir`):
 // moving `dir` aside would move that run's directory from under it (round 30: a run with -o
-// out/mine stopped at its next save, its steps since the last checkpoint lost). The walk goes 8
-// levels deep (a link back up ends there).
+// out/mine stopped at its next save, its steps since the last checkpoint lost). Each directory is
+// looked into once (by device and inode: links back up end there, round 31: a walk with a depth
+// bound missed deeper runs and was exponential in such links); one that cannot be listed, or a
+// tree of more than `kMaxDirs` directories, fails too: what it cannot look into, it does not move.
 void fail_if_any_held_under(const std::string& dir) {
+    constexpr size_t kMaxDirs = 100000;
     namespace fs = std::filesystem;
-    auto check = [&](const std::string& held) {
-        try {
-            DirLock::fail_if_held(held);
-        } catch (const Error& e) {
-            fail("%s holds a previous run, which this run would move aside, with %s inside it: %s", dir.c_str(),
-                 held.c_str(), e.what());
-        }
-    };
     DirLock::fail_if_held(dir);
-    std::error_code ec;
-    fs::recursive_directory_iterator it(
-        dir, fs::directory_options::follow_directory_symlink | fs::directory_options::skip_permission_denied, ec);
-    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        if (it.depth() >= 8) it.disable_recursion_pending();
-        std::error_code type_ec;
-        if (it->is_directory(type_ec)) check(it->path().string());
+    auto cannot_look = [&](const std::string& why) {
+        fail(
+            "%s holds a previous run, which this run would move aside, but %s, so a live run inside it could be "
+            "moved from under it: give this run its own --output-dir (-o)",
+            dir.c_str(), why.c_str());
+    };
+    std::set<std::pair<dev_t, ino_t>> seen;
+    std::vector<std::string> todo = {dir};
+    while (!todo.empty()) {
+        const std::string at = todo.back();
+        todo.pop_back();
+        struct stat st;
+        if (::stat(at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !seen.insert({st.st_dev, st.st_ino}).second)
+            continue;
+        if (seen.size() > kMaxDirs) cannot_look(format("it holds more than %zu directories", kMaxDirs));
+        if (at != dir) {
+            try {
+                DirLock::fail_if_held(at);
+            } catch (const Error& e) {
+                fail("%s holds a previous run, which this run would move aside, with %s inside it: %s", dir.c_str(),
+                     at.c_str(), e.what());
+            }
+        }
+        std::error_code ec;
+        fs::directory_iterator entries(at, ec);
+        for (; !ec && entries != fs::directory_iterator(); entries.increment(ec)) {
+            std::error_code type_ec;
+            if (entries->is_directory(type_ec)) todo.push_back(entries->path().string());
+        }
+        if (ec) cannot_look(format("%s cannot be listed (%s)", at.c_str(), ec.message().c_str()));
     }
 }
 }   // namespace
