@@ -937,18 +937,24 @@ void start_fresh_after_auto_resume(const TrainConfig& cfg, const RunPlan& plan, 
     const std::string config = dirs.output + "/config.json", log = dirs.output + "/log.jsonl";
     const bool earlier = !dirs.output.empty() && !cfg.overwrite_output && (file_exists(log) || file_exists(config));
     if (earlier) {
-        const std::optional<std::string> differences =
-            file_exists(config)
-                ? config_identity_differences(read_file_text(config, size_t(16) << 20, "a config.json"), cfg, plan)
-                : std::nullopt;
-        // no config.json to tell (deleted, or unreadable): a start's log with no step in it is
-        // replaced (killed between its log and config.json); one with steps is kept
-        const std::string why = differences                          ? *differences
-                                : read_logged_run(log).last_step < 0 ? ""
-                                                                     : format(
-                                                                           "its config.json is %s, so whose run it "
-                                                                           "is cannot be told",
-                                                                           file_exists(config) ? "unreadable" : "gone");
+        // what tells a start of this command line (round 31: another program's log.jsonl, with no
+        // config.json or one of other names, was replaced): a log whose records are train_gpt's (a
+        // start record naming its run), beside a config.json of train_gpt's whose values are this
+        // command line's; no config.json where the start was killed before writing it (its log
+        // holds no step then)
+        const LoggedRun before = read_logged_run(log);   // fails naming a line that is no record
+        std::string why;
+        if (before.record_count > 0 && before.run_ids.empty()) {
+            why = "its log.jsonl holds no record of a train_gpt run's start";
+        } else if (file_exists(config)) {
+            const std::optional<std::string> differences =
+                config_identity_differences(read_file_text(config, size_t(16) << 20, "a config.json"), cfg, plan);
+            why = !differences        ? "its config.json is unreadable or not a train_gpt run's"
+                  : !file_exists(log) ? "a config.json without the log.jsonl a start writes before it"
+                                      : *differences;
+        } else if (before.last_step >= 0) {
+            why = "its config.json is gone, so whose run it is cannot be told";
+        }
         if (!why.empty()) {
             fail(
                 "--auto-resume found no checkpoint, and %s holds the log.jsonl and config.json of another run (%s): "

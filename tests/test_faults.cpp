@@ -2541,6 +2541,26 @@ TEST(Faults, AutoResumeKnowsARunByWhereItsWeightsAndDataCameFrom) {
     expect_refused(unknown, {"holds the log.jsonl and config.json of another run (its config.json is gone, so "
                              "whose run it is cannot be told)"});
     EXPECT_EQ(unknown.output.find("starting a fresh run"), std::string::npos) << "no notice before the refusal";
+    // round 31: another program's log.jsonl (with no config.json, or one of other names), or a lone
+    // config.json of someone's, was replaced as "a start that wrote no checkpoint"
+    const std::string foreign = c.dir.file("foreign");
+    const std::string events = "{\"event\": \"eval\", \"epoch\": 1, \"acc\": 0.5}\n";
+    const std::string settings = "{\"learning_rate\": 0.001, \"num_train_epochs\": 3}";
+    for (const auto& [log, config] :
+         std::vector<std::pair<std::string, std::string>>{{events, ""}, {events, settings}, {"", settings}}) {
+        SCOPED_TRACE(log + " | " + config);
+        std::filesystem::remove_all(foreign);
+        make_dirs(foreign);
+        if (!log.empty()) write_text(foreign + "/log.jsonl", log);
+        if (!config.empty()) write_text(foreign + "/config.json", config);
+        const auto before = directory_snapshot(foreign);
+        expect_refused(run(c.train_gpt(foreign, "-x 2 --auto-resume")),
+                       {"--auto-resume found no checkpoint, and " + foreign +
+                        " holds the log.jsonl and config.json of another run (" +
+                        (!log.empty() ? "its log.jsonl holds no record of a train_gpt run's start"
+                                      : "its config.json is unreadable or not a train_gpt run's")});
+        EXPECT_EQ(directory_snapshot(foreign), before);
+    }
     // a resume killed before its next save: its log records the resume, and is no start's
     const std::string branch = c.dir.file("branch");
     {

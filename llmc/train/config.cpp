@@ -768,6 +768,10 @@ std::optional<std::string> config_identity_differences(const std::string& saved_
                                                        const RunPlan& p) {
     const auto saved = nlohmann::json::parse(saved_config_json, nullptr, false);
     if (!saved.is_object()) return std::nullopt;
+    // a config.json of train_gpt's holds these (round 31: one of another program, none of them,
+    // compared equal)
+    for (const char* key : {"train_data", "model", "batch_size", "lr", "seed", "precision"})
+        if (!saved.contains(key)) return std::nullopt;
     const auto now = nlohmann::json::parse(config_json(c, p));
     std::string out;
     for (const Flag& flag : flag_table()) {

@@ -317,7 +317,8 @@ void save_config_json(const std::string& path, const TrainConfig& cfg, const Run
 std::string config_json(const TrainConfig& cfg, const RunPlan& plan);   // the same, as text
 // The flags that define the run (defines_the_run; -i, -j and --init-from as what they name,
 // relative to this directory) on which this run's resolved configuration and the config.json an
-// earlier start wrote disagree, in words; "" where they agree, nullopt where it does not parse.
+// earlier start wrote disagree, in words; "" where they agree, nullopt where it does not parse or
+// is not a train_gpt run's (no model, data, batch, lr, seed or precision).
 std::optional<std::string> config_identity_differences(const std::string& saved_config_json, const TrainConfig& cfg,
                                                        const RunPlan& plan);
 
