@@ -1234,6 +1234,13 @@ TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
         "error: stdout, redirected to " + std::filesystem::canonical(cwd).string() + "/out/train.log, is inside out");
     for (const auto& e : std::filesystem::directory_iterator(cwd))
         EXPECT_EQ(e.path().filename().string().rfind("out.previous-", 0), std::string::npos) << e.path();
+    // round 32: nor with another run's directory inside it that holds its checkpoints, live or
+    // not (a job waiting to be requeued with -o out/d48 found none, and started over)
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 2 --checkpoint-every 2 -o out/d48")).rc, 0);
+    expect_refused(run(c.train_gpt_in(cwd, "-x 1")),
+                   {"out holds a previous run, which this run would move aside, and another run's directory, "
+                    "out/d48, with its checkpoint out/d48/checkpoints/step_00000002"});
+    std::filesystem::remove_all(cwd + "/out/d48");
     // round 31: links back up (out/l1 -> .) made the walk exponential (six: three minutes); a
     // directory it cannot list is not moved unlooked-at
     for (int k = 0; k < 8; k++)
@@ -2599,6 +2606,20 @@ TEST(Faults, AutoResumeKnowsAFineTuneByItsJobLine) {
     r = in(moved, job + " -x 4");
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output, "resuming from ft/checkpoints/step_00000002");
+    // round 32: a project moved with its job line's absolute paths: -o, -i and --init-from moved
+    // with it (--init-from was another run's)
+    const std::string abs1 = c.dir.file("abs1"), abs2 = c.dir.file("abs2");
+    write_project_shard(abs1, 6000, 'b');
+    auto absolute_line = [&](const std::string& p, const std::string& extra) {
+        return "-i '" + p + "/data/x_train_*.bin' -n 2 --auto-resume -o '" + p + "/" + extra;
+    };
+    ASSERT_EQ(in(abs1, absolute_line(abs1, "base' -x 2")).rc, 0);
+    ASSERT_EQ(in(abs1, absolute_line(abs1, "ft' -x 2 --init-from '" + abs1 + "/base/checkpoints'")).rc, 0);
+    ASSERT_EQ(std::rename(abs1.c_str(), abs2.c_str()), 0);
+    r = in(abs2, absolute_line(abs2, "ft' -x 4 --init-from '" + abs2 + "/base/checkpoints'"));
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "--init-from " + abs2 + "/base/checkpoints: the earlier run's " + abs1 +
+                                  "/base/checkpoints, moved with the run's directory (" + abs1 + " to " + abs2 + ")");
     // a job on the default -i (and no --init-from): not the fine-tune's run
     expect_refused(in(copy, "-o ft -n 2 --auto-resume -x 6"),
                    {"this command line gives --train-data data/kjv/kjv_train_*.bin (the checkpoint's run: "

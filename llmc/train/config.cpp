@@ -730,6 +730,42 @@ bool same_path_of_the_run(const std::string& name, const std::string& was,
     }
     return true;
 }
+// Where `path` (absolute) is now if it moved as `from` moved to `to` (a directory under `from` is
+// now under `to`); "" if it was not under `from`.
+fs::path moved_along(const fs::path& path, const fs::path& from, const fs::path& to) {
+    auto at = path.begin();
+    for (auto part = from.begin(); part != from.end(); ++part, ++at) {
+        if (at == path.end() || *at != *part) return {};
+    }
+    fs::path now = to;
+    for (; at != path.end(); ++at)
+        now /= *at;
+    return now;
+}
+// A run's directory moved from `was` to `now` (absolute): from what to what, their shared last
+// names left out (/w/p/ft -> /w/q/ft: /w/p -> /w/q); {} where it did not move.
+std::pair<fs::path, fs::path> directory_move(fs::path was, fs::path now) {
+    while (was != now && was.has_relative_path() && now.has_relative_path() && was.filename() == now.filename()) {
+        was = was.parent_path();
+        now = now.parent_path();
+    }
+    return was == now ? std::pair<fs::path, fs::path>{} : std::make_pair(was, now);
+}
+// Whether `now` is the path `was` (absolute) moved with the run's directory (`move`, from
+// directory_move; round 32: a fine-tune's absolute --init-from in a moved project was another
+// run's); said in *notices.
+bool moved_with_the_run(const std::string& name, const fs::path& was, const std::string& now,
+                        const std::pair<fs::path, fs::path>& move, std::vector<std::string>* notices) {
+    if (move.first.empty() || was.empty() || now.empty()) return false;
+    const fs::path along = moved_along(was, move.first, move.second);
+    std::error_code ec;
+    if (along.empty() || (along != normal_absolute(now) && !fs::equivalent(along, now, ec))) return false;
+    if (notices) {
+        notices->push_back(format("--%s %s: the earlier run's %s, moved with the run's directory (%s to %s)",
+                                  name.c_str(), now.c_str(), was.c_str(), move.first.c_str(), move.second.c_str()));
+    }
+    return true;
+}
 // "--init-from X (the checkpoint's run: Y)", an empty one said as a fresh model
 std::string init_from_difference(const std::string& now, const std::string& was) {
     return format("%s (the checkpoint's run: %s)",
@@ -744,6 +780,13 @@ std::string path_identity_differences(const std::string& now_flags, const std::s
     const nlohmann::json saved = nlohmann::json::parse(saved_flags);
     std::error_code ec;
     const fs::path holder = normal_absolute(checkpoint_root).parent_path();
+    // the run's directory moved (its checkpoints, of the <-o>/checkpoints layout, are found under
+    // another directory): a path under its old place given at the new one moved with it
+    std::pair<fs::path, fs::path> move;
+    if (saved.contains("output-dir") && in_output_dir_layout(saved, saved_dirs) &&
+        !recorded_flag_text(saved_flags, "output-dir").empty())
+        move = directory_move(recorded_path("output-dir", recorded_flag_text(saved_flags, "output-dir"), saved_dirs),
+                              holder);
     std::string out;
     // given now or left at their defaults (round 31: a job on the default -i took over a run that
     // gave other data; round 30: one without --init-from, a fine-tune's)
@@ -755,7 +798,9 @@ std::string path_identity_differences(const std::string& now_flags, const std::s
         if (std::string(name) == "output-dir" && !now.empty() && in_output_dir_layout(saved, saved_dirs) &&
             (normal_absolute(now) == holder || fs::equivalent(now, holder, ec)))
             continue;
-        if (same_path_of_the_run(name, was, saved_dirs, now, notices)) continue;
+        if (same_path_of_the_run(name, was, saved_dirs, now, notices) ||
+            (!was.empty() && moved_with_the_run(name, recorded_path(name, was, saved_dirs), now, move, notices)))
+            continue;
         out += (out.empty() ? "" : ", ") +
                (std::string(name) == "init-from"
                     ? init_from_difference(now, was)
@@ -789,12 +834,18 @@ std::optional<std::string> config_identity_differences(const std::string& saved_
     // the data and where the weights began, as what they name relative to this directory (round
     // 30: a job on other data, or a fresh model, replaced the log of another killed early); -o is
     // the directory this config.json is in
+    std::pair<fs::path, fs::path> move;   // moved with the directory of this config.json, which records it
+    if (saved.contains("output_dir") && saved["output_dir"].is_string() && !c.output_dir.empty())
+        move = directory_move(normal_absolute(saved["output_dir"].get<std::string>()), normal_absolute(c.output_dir));
     for (const char* name : kRunPathFlags) {
         std::string key = name;
         std::replace(key.begin(), key.end(), '-', '_');
         if (key == "output_dir" || !saved.contains(key) || !saved[key].is_string() || !now.contains(key) ||
-            !now[key].is_string() ||
-            same_path_of_the_run(name, saved[key].get<std::string>(), {}, now[key].get<std::string>(), nullptr))
+            !now[key].is_string())
+            continue;
+        const std::string was = saved[key].get<std::string>(), is = now[key].get<std::string>();
+        if (same_path_of_the_run(name, was, {}, is, nullptr) ||
+            (!was.empty() && moved_with_the_run(name, normal_absolute(was), is, move, nullptr)))
             continue;
         out += format("%s%s %s (config.json: %s)", out.empty() ? "" : ", ", key.c_str(), now[key].dump().c_str(),
                       saved[key].dump().c_str());

@@ -260,7 +260,8 @@ namespace {
 // looked into once (by device and inode: links back up end there, round 31: a walk with a depth
 // bound missed deeper runs and was exponential in such links); one that cannot be listed, or a
 // tree of more than `kMaxDirs` directories, fails too: what it cannot look into, it does not move.
-void fail_if_any_held_under(const std::string& dir) {
+// So does another run's directory inside it that holds checkpoints, live or not.
+void fail_unless_movable_aside(const std::string& dir) {
     constexpr size_t kMaxDirs = 100000;
     namespace fs = std::filesystem;
     DirLock::fail_if_held(dir);
@@ -271,6 +272,8 @@ void fail_if_any_held_under(const std::string& dir) {
             dir.c_str(), why.c_str());
     };
     std::set<std::pair<dev_t, ino_t>> seen;
+    std::pair<dev_t, ino_t> own{0, 0};   // <dir>/checkpoints: the previous run's own, which it moves
+    if (struct stat st; ::stat((dir + "/checkpoints").c_str(), &st) == 0) own = {st.st_dev, st.st_ino};
     std::vector<std::string> todo = {dir};
     while (!todo.empty()) {
         const std::string at = todo.back();
@@ -285,6 +288,20 @@ void fail_if_any_held_under(const std::string& dir) {
             } catch (const Error& e) {
                 fail("%s holds a previous run, which this run would move aside, with %s inside it: %s", dir.c_str(),
                      at.c_str(), e.what());
+            }
+            // ... nor while another run's directory there holds its checkpoints: a job waiting to be
+            // requeued with -o out/d48 would find none and start over (round 32)
+            const bool own_checkpoints = own.first == st.st_dev && own.second == st.st_ino;
+            if (!own_checkpoints && file_exists(lock_file_of(at))) {
+                const std::optional<std::string> newest =
+                    latest_checkpoint(at) ? latest_checkpoint(at) : latest_checkpoint(at + "/checkpoints");
+                if (newest) {
+                    fail(
+                        "%s holds a previous run, which this run would move aside, and another run's directory, %s, "
+                        "with its checkpoint %s: moved along, that run (a job waiting to be requeued) would find "
+                        "none and start over. Give this run its own --output-dir (-o), or move %s out of %s",
+                        dir.c_str(), at.c_str(), newest->c_str(), at.c_str(), dir.c_str());
+                }
             }
         }
         std::error_code ec;
@@ -301,7 +318,7 @@ void fail_if_any_held_under(const std::string& dir) {
 HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming, const std::string& command) {
     HeldRunDirs held;
     if (dirs.move_previous) {   // not while another run holds it, or a directory inside it
-        fail_if_any_held_under(dirs.output);
+        fail_unless_movable_aside(dirs.output);
         const std::time_t now = std::time(nullptr);
         char when[32];
         std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", std::gmtime(&now));
