@@ -1241,6 +1241,16 @@ TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
                    {"out holds a previous run, which this run would move aside, and another run's directory, "
                     "out/d48, with its checkpoint out/d48/checkpoints/step_00000002"});
     std::filesystem::remove_all(cwd + "/out/d48");
+    // ... nor where its own run kept its checkpoints elsewhere: its log would be parted from them
+    const std::string elsewhere = c.dir.file("ck");
+    ASSERT_EQ(
+        run(c.train_gpt_in(cwd, "-x 2 --checkpoint-every 2 --overwrite-output --checkpoint-dir '" + elsewhere + "'"))
+            .rc,
+        0);
+    expect_refused(run(c.train_gpt_in(cwd, "-x 1")),
+                   {"out holds a previous run, which this run would move aside, whose checkpoints are elsewhere (" +
+                    std::filesystem::canonical(c.dir.path).string() + "/ck/step_00000002)"});
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 1 --overwrite-output")).rc, 0);   // out's run is this one's now
     // round 31: links back up (out/l1 -> .) made the walk exponential (six: three minutes); a
     // directory it cannot list is not moved unlooked-at
     for (int k = 0; k < 8; k++)

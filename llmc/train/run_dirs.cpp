@@ -153,6 +153,17 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
              {std::pair<const char*, std::string>{"--tokenizer", cfg.tokenizer}, {"--hellaswag", cfg.hellaswag}}) {
             if (!path.empty() && file_exists(path) && inside(path)) refuse(format("%s %s", flag, path.c_str()));
         }
+        // the previous run's log, parted from checkpoints it saved elsewhere (its own
+        // --checkpoint-dir): its restart would find them, and another run's log (round 32)
+        const LoggedRun previous = read_logged_run(dirs.output + "/log.jsonl");
+        for (auto saved = previous.checkpoints.rbegin(); saved != previous.checkpoints.rend(); ++saved) {
+            if (file_exists(saved->second + "/manifest.json") && !inside(saved->second)) {
+                fail(
+                    "%s holds a previous run, which this run would move aside, whose checkpoints are elsewhere (%s): "
+                    "moved aside, its log would be parted from them. Give this run its own --output-dir (-o)",
+                    dirs.output.c_str(), saved->second.c_str());
+            }
+        }
         for (const auto& [fd, name] : {std::pair<int, const char*>{1, "stdout"}, {2, "stderr"}}) {
             char target[PATH_MAX + 1] = {0};
             const std::string link = "/proc/self/fd/" + std::to_string(fd);
