@@ -1211,6 +1211,16 @@ void open_outputs(Run& run, int argc, char** argv) {
     const std::optional<ResumeChoice>& resume_from = run.resume_from;
     if (g_is_root) {
         run.held = hold_run_dirs(run.dirs, cfg, resume_from.has_value(), command_line(argc, argv));
+        // the checkpoint verified before the directories were locked is still there: another command
+        // did not move it meanwhile (round 32: a default run moved out, with a resume's out/mine,
+        // which then trained on in a new, empty out/mine)
+        if (resume_from && !file_exists(resume_from->dir + "/manifest.json")) {
+            fail(
+                "the checkpoint %s was moved or removed while this run started (before it held its directories): "
+                "nothing was trained or written. Find where it went (another command moved its directory?) and "
+                "resume from there",
+                resume_from->dir.c_str());
+        }
         if (run.trace) run.trace->open(cfg.trace_ops);   // checked with the directories, now held
         for (const std::string& w : run.held.warnings)
             std::fprintf(stderr, "warning: %s\n", w.c_str());

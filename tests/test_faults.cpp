@@ -1227,6 +1227,14 @@ TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
                    {"-i out/data/x_train_*.bin (out/data/x_train_000000.bin) is inside out, the default "
                     "--output-dir, whose previous run this run would move aside"});
     std::filesystem::remove_all(cwd + "/out/data");
+    // round 32: ... through a link inside out too (out/linked -> elsewhere): the link moves
+    write_project_shard(c.dir.file("scratch"), 6000, 'b');
+    ASSERT_EQ(::symlink(c.dir.file("scratch/data").c_str(), (cwd + "/out/linked").c_str()), 0);
+    expect_refused(run("sh -c \"cd '" + cwd + "' && " + train_gpt_binary() +
+                       " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
+                       c.dir.file("tokenizer.bin") + "' -i 'out/linked/x_train_*.bin' -x 1\""),
+                   {"-i out/linked/x_train_*.bin (out/linked/x_train_000000.bin) is inside out"});
+    std::filesystem::remove(cwd + "/out/linked");
     const CommandResult redirected = run(c.train_gpt_in(cwd, "-x 1 > out/train.log 2>&1"));
     EXPECT_EQ(redirected.rc, 1);
     EXPECT_CONTAINS(

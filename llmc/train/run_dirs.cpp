@@ -122,14 +122,20 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
                 dirs.output.c_str(), dirs.output.c_str());
         }
     }
-    if (dirs.move_previous && !output_is_link) {
+    if (dirs.move_previous) {
         // what else the run reads from inside out, or writes its output to there: it would go with
         // the previous run (round 28: shards under out/ were read from, stdout redirected to
-        // out/train.log was written into, out.previous-<time>)
-        const std::string out = resolved_path(dirs.output);
+        // out/train.log was written into, out.previous-<time>). A path spelled through out (through
+        // a link inside it too: out/data -> /scratch/data) moves with its name; a file of out's
+        // tree reached by another name moves too, unless out is a link (which moves alone)
+        auto under = [](const std::string& p, const std::string& dir) {
+            return p == dir || p.compare(0, dir.size() + 1, dir + "/") == 0;
+        };
+        const std::string out = resolved_path(dirs.output),
+                          spelled_out = std::filesystem::absolute(dirs.output).lexically_normal().string();
         auto inside = [&](const std::string& path) {
-            const std::string p = resolved_path(path);
-            return p == out || p.compare(0, out.size() + 1, out + "/") == 0;
+            return under(std::filesystem::absolute(path).lexically_normal().string(), spelled_out) ||
+                   (!output_is_link && under(resolved_path(path), out));
         };
         auto refuse = [&](const std::string& what) {
             fail(
@@ -155,9 +161,10 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         }
         // the previous run's log, parted from checkpoints it saved elsewhere (its own
         // --checkpoint-dir): its restart would find them, and another run's log (round 32)
-        const LoggedRun previous = read_logged_run(dirs.output + "/log.jsonl");
+        // (out a link: the log stays where the link leads, with them)
+        const LoggedRun previous = output_is_link ? LoggedRun{} : read_logged_run(dirs.output + "/log.jsonl");
         for (auto saved = previous.checkpoints.rbegin(); saved != previous.checkpoints.rend(); ++saved) {
-            if (file_exists(saved->second + "/manifest.json") && !inside(saved->second)) {
+            if (file_exists(saved->second + "/manifest.json") && !under(resolved_path(saved->second), out)) {
                 fail(
                     "%s holds a previous run, which this run would move aside, whose checkpoints are elsewhere (%s): "
                     "moved aside, its log would be parted from them. Give this run its own --output-dir (-o)",
@@ -169,7 +176,7 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
             const std::string link = "/proc/self/fd/" + std::to_string(fd);
             struct stat st;
             if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::readlink(link.c_str(), target, PATH_MAX) > 0 &&
-                target[0] == '/' && inside(target)) {
+                target[0] == '/' && under(target, out)) {   // into the previous run's files, wherever they are
                 refuse(format("%s, redirected to %s,", name, target));
             }
         }
