@@ -1259,6 +1259,15 @@ TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
                    {"out holds a previous run, which this run would move aside, whose checkpoints are elsewhere (" +
                     std::filesystem::canonical(c.dir.path).string() + "/ck/step_00000002)"});
     ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 1 --overwrite-output")).rc, 0);   // out's run is this one's now
+    // round 33: ... but a copy of a project is no such case: its log names the original's
+    // checkpoints, under the -o it records (the copy's default run was refused)
+    const std::string p1 = c.dir.file("proj1"), p2 = c.dir.file("proj2");
+    make_dirs(p1);
+    ASSERT_EQ(run(c.train_gpt_in(p1, "-x 2 --checkpoint-every 2")).rc, 0);
+    ASSERT_EQ(run("cp -a '" + p1 + "' '" + p2 + "'").rc, 0);
+    const CommandResult in_copy = run(c.train_gpt_in(p2, "-x 1"));
+    ASSERT_EQ(in_copy.rc, 0) << in_copy.output;
+    EXPECT_CONTAINS(in_copy.output, "notice: out held a previous run; it is now out.previous-");
     // round 31: links back up (out/l1 -> .) made the walk exponential (six: three minutes); a
     // directory it cannot list is not moved unlooked-at
     for (int k = 0; k < 8; k++)
@@ -2638,6 +2647,24 @@ TEST(Faults, AutoResumeKnowsAFineTuneByItsJobLine) {
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output, "--init-from " + abs2 + "/base/checkpoints: the earlier run's " + abs1 +
                                   "/base/checkpoints, moved with the run's directory (" + abs1 + " to " + abs2 + ")");
+    // round 33: -j has no token counts behind it: a recorded val set gone is not "moved" to any
+    // other (any -j was), only to its place in the moved project
+    const std::string v1 = c.dir.file("v1"), v2 = c.dir.file("v2");
+    write_project_shard(v1, 6000, 'b');
+    ASSERT_EQ(run("cp '" + v1 + "/data/x_train_000000.bin' '" + v1 + "/data/x_val_000000.bin'").rc, 0);
+    auto val_line = [&](const std::string& p, const std::string& val, int steps) {
+        return train_gpt_binary() +
+               " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -g 0 -v 2 -m 1 --threads 1 --tokenizer '" +
+               c.dir.file("tokenizer.bin") + "' -i '" + p + "/data/x_train_*.bin' -j '" + val + "' -o '" + p +
+               "/out' -n 2 --auto-resume -x " + std::to_string(steps);
+    };
+    ASSERT_EQ(run(val_line(v1, v1 + "/data/x_val_*.bin", 2)).rc, 0);
+    ASSERT_EQ(std::rename(v1.c_str(), v2.c_str()), 0);
+    expect_refused(run(val_line(v2, c.dir.file("train_*.bin"), 4)),
+                   {"this command line gives --val-data " + c.dir.file("train_*.bin") +
+                    " (the checkpoint's run: " + v1 + "/data/x_val_*.bin)"});
+    r = run(val_line(v2, v2 + "/data/x_val_*.bin", 4));
+    ASSERT_EQ(r.rc, 0) << r.output;
     // a job on the default -i (and no --init-from): not the fine-tune's run
     expect_refused(in(copy, "-o ft -n 2 --auto-resume -x 6"),
                    {"this command line gives --train-data data/kjv/kjv_train_*.bin (the checkpoint's run: "

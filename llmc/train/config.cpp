@@ -711,15 +711,17 @@ constexpr const char* kRunPathFlags[] = {"train-data", "val-data", "output-dir",
 // Whether this run's text `now` of a path flag (given or its default) is the earlier run's `was`
 // (relative to `saved_dirs`' directory for the flag): the same text (the same job line, in its
 // project moved or copied too: round 31), the same path however spelled (names_one_path), or, for
-// -i and -j only, their new place: what `was` named is gone and `now` names something (round 29:
-// a project moved with its job script's absolute paths was refused; the training data's token
-// counts still decide), said in *notices. Never for --init-from, whose weights a resume does not
-// read: a recorded start model gone (a base run's pruned step) is not any other (round 31).
+// -i only, its new place: what `was` named is gone and `now` names something (round 29: a project
+// moved with its job script's absolute paths was refused; the training data's token counts still
+// decide), said in *notices. Not for -j, whose val set nothing else checks (round 33), nor for
+// --init-from, whose weights a resume does not read: a recorded start model gone (a base run's
+// pruned step) is not any other (round 31). (A path under a moved run's old directory, given at
+// its new place, is the run's: moved_with_the_run.)
 bool same_path_of_the_run(const std::string& name, const std::string& was,
                           const std::map<std::string, std::string>& saved_dirs, const std::string& now,
                           std::vector<std::string>* notices) {
     if (was == now || names_one_path(name, was, saved_dirs, now)) return true;
-    if (name != "train-data" && name != "val-data") return false;
+    if (name != "train-data") return false;   // -j: no counts to back it (round 33: any val set was "moved")
     const fs::path then = recorded_path(name, was, saved_dirs);
     if (was.empty() || now.empty() || names_something(name, then) || !names_something(name, normal_absolute(now)))
         return false;

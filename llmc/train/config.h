@@ -177,7 +177,7 @@ std::vector<FlagOverride> parse_resumed_command_line(int argc, const char* const
 // ("--train-data x (the checkpoint's run: y)"); "" where none does. --auto-resume refuses these.
 // The same text, or the same path however spelled, is the run's. Not counted either: -o naming
 // the directory that holds the checkpoints (in `checkpoint_root`) of a run that kept them at
-// <output-dir>/checkpoints (its directory, moved), and an -i or -j whose recorded place names
+// <output-dir>/checkpoints (its directory, moved), and an -i whose recorded place names
 // nothing now while this one does (moved with the project: a line in *notices; the training
 // data's token and shard counts are checked when the checkpoint is loaded).
 std::string path_identity_differences(const std::string& now_flags, const std::string& saved_flags,

@@ -163,8 +163,17 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         // --checkpoint-dir): its restart would find them, and another run's log (round 32)
         // (out a link: the log stays where the link leads, with them)
         const LoggedRun previous = output_is_link ? LoggedRun{} : read_logged_run(dirs.output + "/log.jsonl");
+        // (a copy of a run's directory: its log names the original's checkpoints, under the -o its
+        // records name, which are not elsewhere: round 33)
+        auto elsewhere = [&](const std::string& checkpoint) {
+            const std::string path = resolved_path(checkpoint);
+            if (under(path, out)) return false;
+            for (const std::string& logged_out : previous.output_dirs)
+                if (under(path, logged_out) || under(path, resolved_path(logged_out))) return false;
+            return true;
+        };
         for (auto saved = previous.checkpoints.rbegin(); saved != previous.checkpoints.rend(); ++saved) {
-            if (file_exists(saved->second + "/manifest.json") && !under(resolved_path(saved->second), out)) {
+            if (file_exists(saved->second + "/manifest.json") && elsewhere(saved->second)) {
                 fail(
                     "%s holds a previous run, which this run would move aside, whose checkpoints are elsewhere (%s): "
                     "moved aside, its log would be parted from them. Give this run its own --output-dir (-o)",
@@ -316,8 +325,9 @@ void fail_unless_movable_aside(const std::string& dir) {
                 if (newest) {
                     fail(
                         "%s holds a previous run, which this run would move aside, and another run's directory, %s, "
-                        "with its checkpoint %s: moved along, that run (a job waiting to be requeued) would find "
-                        "none and start over. Give this run its own --output-dir (-o), or move %s out of %s",
+                        "with its checkpoint %s: moved along, that run's restart (a job requeued, or a run resumed "
+                        "to train on) would find none. Give this run its own --output-dir (-o), or move %s out of "
+                        "%s",
                         dir.c_str(), at.c_str(), newest->c_str(), at.c_str(), dir.c_str());
                 }
             }
