@@ -1652,8 +1652,7 @@ int train(Run& run, Comm& comm) {
             print0("%s%s\n", verdict.kind == StepVerdict::kSpike ? "warning: " : "", verdict.message.c_str());
         if (g_is_root && run.log) keep_output_dir_locked(run.held, run.dirs.output);   // train/run_dirs.h
         if (const std::optional<int> stopped = checkpoint_or_stop(run, step, counters, summary, comm)) return *stopped;
-        std::fflush(stdout);
-        warn_if_stdout_failed(run.log.has_value());
+        flush_stdout_or_warn(run.log.has_value());
     }
     // a signal during the final evaluation or sample: that phase runs to its end, then the run stops
     // with the last step's checkpoint, so that a requeued --auto-resume does the rest
@@ -1668,8 +1667,7 @@ int train(Run& run, Comm& comm) {
             return *stopped;
     stop_signals.reset();   // from here on (the summary) a signal ends the process at once
     finish(run, summary, counters, clock, this_process_tokens, this_process_step_seconds, peak, step_flops);
-    std::fflush(stdout);
-    warn_if_stdout_failed(run.log.has_value() || !g_is_root);   // (only rank 0 prints)
+    flush_stdout_or_warn(run.log.has_value() || !g_is_root);   // (only rank 0 prints)
     return 0;
 }
 

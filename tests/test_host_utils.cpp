@@ -1,6 +1,6 @@
 // test_host_utils.cpp — the small host helpers: learning-rate schedules, the RNG, the JSONL
 // log, command-line parsing and the resolved config, model shapes, the file utilities, the
-// divergence rules and the directory lock.
+// divergence rules, the directory lock and the reason stdout failed.
 #include "train/config.h"
 #include "model/gpt.h"
 #include "train/divergence.h"
@@ -8,11 +8,15 @@
 #include "train/run_lock.h"
 #include "rng.h"
 #include "train/schedule.h"
+#include "train/signals.h"
 #include "test_util.h"
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
@@ -355,4 +359,52 @@ TEST(DirLock, ASecondHolderIsRefusedNamingTheFirstAndTheLockGoesWithItsHolder) {
     EXPECT_CONTAINS(e, "train_gpt -x 10");
     first.reset();
     EXPECT_NE(DirLock::acquire(dir.path, "again", &warning), nullptr) << "released with its holder";
+}
+
+// A stream whose writes fail with the errno queued in `failures` (front first), then succeed.
+struct FailingWrites {
+    std::vector<int> failures;
+    static ssize_t write(void* cookie, const char*, size_t size) {
+        auto* self = static_cast<FailingWrites*>(cookie);
+        if (self->failures.empty()) return (ssize_t)size;
+        errno = self->failures.front();
+        self->failures.erase(self->failures.begin());
+        return -1;
+    }
+    std::FILE* open() { return fopencookie(this, "w", {nullptr, &FailingWrites::write, nullptr, nullptr}); }
+};
+
+// Round 33: a write to stdout that failed once (ENOSPC, inside a printf) was reported with
+// whatever errno the run had set since ("No such file or directory"). The reason is the flush's
+// own error, or none named where only an earlier write failed.
+TEST(StdoutFailure, TheReasonIsTheFlushsOwnErrorNeverAStaleErrno) {
+    FailingWrites healthy;
+    std::FILE* f = healthy.open();
+    std::fputs("step 1\n", f);
+    EXPECT_EQ(flush_failure(f), "");
+    std::fclose(f);
+
+    FailingWrites once{{ENOSPC}};
+    f = once.open();
+    std::fputs("step 1\n", f);
+    EXPECT_EQ(std::fflush(f), EOF);   // as a printf that filled the buffer would
+    std::fputs("step 2\n", f);
+    errno = ENOENT;   // a stat since
+    EXPECT_EQ(flush_failure(f), "an earlier write failed");
+    std::fclose(f);
+
+    FailingWrites full{{ENOSPC, ENOSPC}};
+    f = full.open();
+    std::fputs("step 1\n", f);
+    EXPECT_EQ(std::fflush(f), EOF);
+    std::fputs("step 2\n", f);
+    errno = ENOENT;
+    EXPECT_EQ(flush_failure(f), std::strerror(ENOSPC));
+    std::fclose(f);
+
+    FailingWrites closed{{EPIPE}};
+    f = closed.open();
+    std::fputs("step 1\n", f);
+    EXPECT_EQ(flush_failure(f), "it was closed");
+    std::fclose(f);
 }

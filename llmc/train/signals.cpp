@@ -91,14 +91,23 @@ void stdout_lost(const std::string& what, bool log_kept) {
 
 void warn_that_stdout_is_closed(bool log_kept) { stdout_lost("stdout is closed", log_kept); }
 
-void warn_if_stdout_failed(bool log_kept) {
+std::string flush_failure(std::FILE* stream) {
+    // errno is read only where this flush failed: a write that failed inside an earlier printf
+    // left the stream's error flag, but errno has been overwritten since (a stat, an open)
+    errno = 0;
+    const bool failed_now = std::fflush(stream) == EOF;
+    const int failure = errno;
+    if (!std::ferror(stream)) return "";
+    if (!failed_now || failure == 0) return "an earlier write failed";
+    return failure == EPIPE ? "it was closed" : std::strerror(failure);
+}
+
+void flush_stdout_or_warn(bool log_kept) {
     static bool warned = false;
-    if (warned || !std::ferror(stdout)) return;
+    const std::string failure = flush_failure(stdout);
+    if (warned || failure.empty()) return;
     warned = true;
-    stdout_lost(format("writing to stdout failed (%s)", errno == EPIPE ? "it was closed"
-                                                        : errno != 0   ? std::strerror(errno)
-                                                                       : "an I/O error"),
-                log_kept);
+    stdout_lost(format("writing to stdout failed (%s)", failure.c_str()), log_kept);
 }
 
 StopSignals::StopSignals() {

@@ -14,7 +14,7 @@
 // Always (ignore_output_signals, at start): SIGXFSZ is ignored, so a write past a file-size
 // limit (ulimit -f) fails with "File too large" and stops the run with the file named, instead of
 // killing it; and SIGPIPE, so a closed stdout (the run piped into `head`) is a failed write the
-// trainer reports once (warn_if_stdout_failed) while the run goes on, not a kill without a
+// trainer reports once (flush_stdout_or_warn) while the run goes on, not a kill without a
 // checkpoint.
 //
 // A handler only records the signal; the trainer asks at the end of every step. Under MPI the
@@ -23,6 +23,8 @@
 #pragma once
 
 #include <csignal>
+#include <cstdio>
+#include <string>
 
 namespace train_gpt {
 
@@ -49,9 +51,13 @@ bool keep_standard_descriptors_open();
 // goes on. Without one (-x 0 without -o, -o ''), stdout is the run's only record (its samples, its
 // val loss): an error, the run fails.
 void warn_that_stdout_is_closed(bool log_kept);
-// Once: stdout could not be written (closed, a full device), said as above. Call after the step
-// lines are printed.
-void warn_if_stdout_failed(bool log_kept);
+// stdout flushed; once, where it could not be written (closed, a full device), said as above.
+// Call after the step lines are printed.
+void flush_stdout_or_warn(bool log_kept);
+// Why `stream` failed, seen when it is flushed ("" where it has not): "it was closed" (EPIPE),
+// the flush's own error, or "an earlier write failed" when only an earlier write did (its errno
+// is long gone).
+std::string flush_failure(std::FILE* stream);
 
 // SIGTERM, SIGUSR1 and SIGINT recorded instead of ending the process, for as long as it lives;
 // the dispositions before it come back when it dies. One at a time.
