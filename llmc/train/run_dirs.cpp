@@ -73,15 +73,25 @@ void check_path_room(const std::string& dir, size_t room, const char* flag) {
     }
 }
 
+// `path` as spelled, made absolute: links in it are not followed (what it names moves with the
+// names it is spelled through)
+std::string spelled_path(const std::string& path) {
+    return std::filesystem::absolute(path).lexically_normal().string();
+}
+
+// `path` is `dir` or lies under it (both spelled alike: absolute, normal or resolved)
+bool is_under(const std::string& path, const std::string& dir) {
+    return path == dir || path.compare(0, dir.size() + 1, dir + "/") == 0;
+}
+
 void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
     struct stat link;   // a link to the previous run moves as a link: the run's files stay where they are
     const bool output_is_link = ::lstat(dirs.output.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
     if (dirs.move_previous && !cfg.init_from.empty() && output_is_link) {
         // ... so a start model is taken away only where its path is spelled through the link's
         // name, which the move gives to a new, empty directory
-        auto spelled = [](const std::string& path) { return std::filesystem::absolute(path).lexically_normal(); };
-        const std::string out = spelled(dirs.output).string(), from = spelled(cfg.init_from).string();
-        if (from == out || from.compare(0, out.size() + 1, out + "/") == 0) {
+        const std::string out = spelled_path(dirs.output), from = spelled_path(cfg.init_from);
+        if (is_under(from, out)) {
             fail(
                 "--init-from %s is inside %s, the default --output-dir (a link to %s), which this run would move "
                 "aside (to %s.previous-<time>): give the start model as %s, or this run its own --output-dir",
@@ -94,10 +104,7 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         // run aside took this run's start model away from the name it records (config.json,
         // manifests), which its own checkpoints then took
         const std::string out = resolved_path(dirs.output);
-        auto inside = [&](const std::string& path) {
-            const std::string p = resolved_path(path);
-            return p == out || p.compare(0, out.size() + 1, out + "/") == 0;
-        };
+        auto inside = [&](const std::string& path) { return is_under(resolved_path(path), out); };
         // the root given, or the step it starts from (a link into out: round 21)
         std::error_code ec;
         const std::optional<std::string> newest =
@@ -128,14 +135,9 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         // out/train.log was written into, out.previous-<time>). A path spelled through out (through
         // a link inside it too: out/data -> /scratch/data) moves with its name; a file of out's
         // tree reached by another name moves too, unless out is a link (which moves alone)
-        auto under = [](const std::string& p, const std::string& dir) {
-            return p == dir || p.compare(0, dir.size() + 1, dir + "/") == 0;
-        };
-        const std::string out = resolved_path(dirs.output),
-                          spelled_out = std::filesystem::absolute(dirs.output).lexically_normal().string();
+        const std::string out = resolved_path(dirs.output), spelled_out = spelled_path(dirs.output);
         auto inside = [&](const std::string& path) {
-            return under(std::filesystem::absolute(path).lexically_normal().string(), spelled_out) ||
-                   (!output_is_link && under(resolved_path(path), out));
+            return is_under(spelled_path(path), spelled_out) || (!output_is_link && is_under(resolved_path(path), out));
         };
         auto refuse = [&](const std::string& what) {
             fail(
@@ -167,9 +169,9 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         // records name, which are not elsewhere: round 33)
         auto elsewhere = [&](const std::string& checkpoint) {
             const std::string path = resolved_path(checkpoint);
-            if (under(path, out)) return false;
+            if (is_under(path, out)) return false;
             for (const std::string& logged_out : previous.output_dirs)
-                if (under(path, logged_out) || under(path, resolved_path(logged_out))) return false;
+                if (is_under(path, logged_out) || is_under(path, resolved_path(logged_out))) return false;
             return true;
         };
         for (auto saved = previous.checkpoints.rbegin(); saved != previous.checkpoints.rend(); ++saved) {
@@ -185,7 +187,7 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
             const std::string link = "/proc/self/fd/" + std::to_string(fd);
             struct stat st;
             if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::readlink(link.c_str(), target, PATH_MAX) > 0 &&
-                target[0] == '/' && under(target, out)) {   // into the previous run's files, wherever they are
+                target[0] == '/' && is_under(target, out)) {   // into the previous run's files, wherever they are
                 refuse(format("%s, redirected to %s,", name, target));
             }
         }
