@@ -4,6 +4,7 @@
 #include <xxhash.h>   // Debian's libxxhash-dev; link -lxxhash
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fcntl.h>
@@ -209,6 +210,12 @@ void make_dirs(const std::string& path) {
         if (::mkdir(partial.c_str(), 0755) == 0) continue;
         if (errno != EEXIST) fail("cannot create directory %s: %s", partial.c_str(), std::strerror(errno));
         struct stat st;
+        if (::stat(partial.c_str(), &st) != 0) {   // a link to nothing (mkdir does not follow it)
+            char target[PATH_MAX + 1] = {0};
+            if (::readlink(partial.c_str(), target, PATH_MAX) > 0) {
+                fail("cannot create directory %s: it is a link to %s, which does not exist", partial.c_str(), target);
+            }
+        }
         if (::stat(partial.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
             fail("cannot create directory %s: it exists and is not a directory", partial.c_str());
         }

@@ -2910,6 +2910,14 @@ TEST(Faults, MovingASymlinkedOutAsideSaysWhereTheNewRunGoes) {
     EXPECT_CONTAINS(second.output,
                     "warning: out was a symbolic link to " + scratch + ": the link is now out.previous-");
     EXPECT_TRUE(file_exists(scratch + "/log.jsonl")) << "the previous run stays where the link points";
+    // a link to a place that is gone (a scratch area not mounted): said so, not "not a directory"
+    // (round 32), the default out and a given -o alike
+    const std::string gone = c.dir.file("gone");
+    ASSERT_EQ(run("rm -r '" + cwd + "/out' && ln -s '" + gone + "' '" + cwd + "/out'").rc, 0);
+    expect_refused(run(c.train_gpt_in(cwd, "-x 2")),
+                   {"cannot create directory out: it is a link to " + gone + ", which does not exist"});
+    expect_refused(run(c.train_gpt(cwd + "/out", "-x 2")), {"it is a link to " + gone + ", which does not exist"});
+    EXPECT_FALSE(file_exists(gone));
 }
 
 // Round 10: after the checkpoints were moved, a branch into the run's own -o is still refused (before:
