@@ -1292,6 +1292,39 @@ TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
     ::chmod((mine + "/out/x").c_str(), 0755);
 }
 
+// Round 34: a job started with --auto-resume (sbatch scripts/slurm_train.sbatch without -o),
+// preempted (SIGUSR1, exit 75) and waiting to be requeued in the default out, was moved aside by a
+// plain run there; the requeue then found no checkpoint and started over, or resumed the plain
+// run's checkpoint as its own (the flags agreed). Such a job's out stays until it has finished.
+TEST(Faults, AJobWaitingToBeRequeuedInTheDefaultOutIsNotMovedAside) {
+    Corpus c;
+    const std::string cwd = c.dir.file("cwd");
+    make_dirs(cwd);
+    std::string line = c.train_gpt_in(cwd, "--auto-resume -x 100000 --checkpoint-every 50000");
+    line.replace(line.find("&& "), 3, "&& exec ");   // job.pid: the run itself
+    Background job(line, c.dir.file("job.txt"));
+    ASSERT_TRUE(wait_until([&] { return last_step(cwd + "/out/log.jsonl") >= 2; })) << job.output();
+    kill(job.pid, SIGUSR1);
+    ASSERT_EQ(job.wait(300), 75) << job.output();
+    const std::vector<int64_t> saved = list_checkpoints(cwd + "/out/checkpoints");
+    ASSERT_EQ(saved.size(), 1u) << job.output();
+    const auto before = directory_snapshot(cwd);
+    expect_refused(run(c.train_gpt_in(cwd, "-x 1")),
+                   {format("out holds a run started with --auto-resume that has not finished (its newest checkpoint: "
+                           "out/checkpoints/step_%08lld), a job waiting to be requeued",
+                           (long long)saved[0]),
+                    "Give this run its own --output-dir (-o)"});
+    EXPECT_EQ(directory_snapshot(cwd), before) << "nothing moved";
+    // the requeue goes on from the job's checkpoint, to its end; then a plain run moves it aside
+    const std::string requeue = format("--auto-resume -x %lld --checkpoint-every 50000", (long long)saved[0] + 2);
+    const CommandResult requeued = run(c.train_gpt_in(cwd, requeue));
+    ASSERT_EQ(requeued.rc, 0) << requeued.output;
+    EXPECT_CONTAINS(requeued.output, format("resuming from out/checkpoints/step_%08lld", (long long)saved[0]));
+    const CommandResult plain = run(c.train_gpt_in(cwd, "-x 1"));
+    ASSERT_EQ(plain.rc, 0) << plain.output;
+    EXPECT_CONTAINS(plain.output, "notice: out held a previous run; it is now out.previous-");
+}
+
 // Extending a finished run with a larger -x stretches its schedule: the learning rate it resumes
 // at is raised, and the run says so, with the flags that keep the rate it ended with (which then
 // resume without a notice). Before: the rate rose from 1e-4 to 3.25e-4 silently.

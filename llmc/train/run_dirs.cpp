@@ -6,6 +6,8 @@
 #include "train/resume.h"
 #include "utils.h"
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <cerrno>
 #include <climits>
@@ -82,6 +84,19 @@ std::string spelled_path(const std::string& path) {
 // `path` is `dir` or lies under it (both spelled alike: absolute, normal or resolved)
 bool is_under(const std::string& path, const std::string& dir) {
     return path == dir || path.compare(0, dir.size() + 1, dir + "/") == 0;
+}
+
+// The config.json of a run's last start says --auto-resume was given (false where it is
+// unreadable, or not a train_gpt run's: nothing to tell by)
+bool started_with_auto_resume(const std::string& config_json) {
+    if (!file_exists(config_json)) return false;
+    try {
+        const nlohmann::json j =
+            nlohmann::json::parse(read_file_text(config_json, size_t(16) << 20, "a config.json"), nullptr, false);
+        return j.is_object() && j.contains("auto_resume") && j["auto_resume"] == true;
+    } catch (const Error&) {
+        return false;
+    }
 }
 
 void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
@@ -164,7 +179,8 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         // the previous run's log, parted from checkpoints it saved elsewhere (its own
         // --checkpoint-dir): its restart would find them, and another run's log (round 32)
         // (out a link: the log stays where the link leads, with them)
-        const LoggedRun previous = output_is_link ? LoggedRun{} : read_logged_run(dirs.output + "/log.jsonl");
+        const LoggedRun logged = read_logged_run(dirs.output + "/log.jsonl");
+        const LoggedRun previous = output_is_link ? LoggedRun{} : logged;
         // (a copy of a run's directory: its log names the original's checkpoints, under the -o its
         // records name, which are not elsewhere: round 33)
         auto elsewhere = [&](const std::string& checkpoint) {
@@ -181,6 +197,20 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
                     "moved aside, its log would be parted from them. Give this run its own --output-dir (-o)",
                     dirs.output.c_str(), saved->second.c_str());
             }
+        }
+        // the previous run a job that --auto-resume restarts (a requeue), not finished: moved aside,
+        // its restart found no checkpoint in out and trained from step 0, or resumed this run's
+        // checkpoint as its own where the flags agree (round 34). A link moves too: the job's out
+        // is then the new directory.
+        const std::optional<std::string> newest = latest_checkpoint(dirs.output + "/checkpoints");
+        const bool finished = logged.summary_step >= 0 && logged.summary_step >= logged.last_step;
+        if (newest && !finished && started_with_auto_resume(dirs.output + "/config.json")) {
+            fail(
+                "%s holds a run started with --auto-resume that has not finished (its newest checkpoint: %s), a job "
+                "waiting to be requeued: moved aside, its restart would find no checkpoint in %s and start over. "
+                "Give this run its own --output-dir (-o); to go on with that job, give its command again (with "
+                "--auto-resume); to set it aside, move %s yourself",
+                dirs.output.c_str(), newest->c_str(), dirs.output.c_str(), dirs.output.c_str());
         }
         for (const auto& [fd, name] : {std::pair<int, const char*>{1, "stdout"}, {2, "stderr"}}) {
             char target[PATH_MAX + 1] = {0};
