@@ -1325,6 +1325,43 @@ TEST(Faults, AJobWaitingToBeRequeuedInTheDefaultOutIsNotMovedAside) {
     EXPECT_CONTAINS(plain.output, "notice: out held a previous run; it is now out.previous-");
 }
 
+// Round 34 (lows): the previous run's own checkpoints, kept in out by another name (its
+// --checkpoint-dir out/ckpt) or through a link inside out (out/checkpoints -> a bigger disk),
+// stopped the move-aside as "another run's directory" or "checkpoints elsewhere": they move with
+// its log, and so the run goes on. An out that is a mount point cannot move: said so, with -o.
+TEST(Faults, TheDefaultOutMovesAsideWithItsOwnCheckpointsWhereverTheyLie) {
+    Corpus c;
+    const std::string cwd = c.dir.file("cwd"), scratch = c.dir.file("scratch");
+    make_dirs(cwd);
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 2 --checkpoint-every 2 --checkpoint-dir out/ckpt")).rc, 0);
+    CommandResult again = run(c.train_gpt_in(cwd, "-x 1"));
+    ASSERT_EQ(again.rc, 0) << again.output;
+    EXPECT_CONTAINS(again.output, "notice: out held a previous run; it is now out.previous-");
+    make_dirs(scratch);
+    std::filesystem::remove_all(cwd);
+    make_dirs(cwd + "/out");
+    ASSERT_EQ(::symlink(scratch.c_str(), (cwd + "/out/checkpoints").c_str()), 0);
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 2 --checkpoint-every 2")).rc, 0);
+    ASSERT_EQ(list_checkpoints(scratch), (std::vector<int64_t>{2}));
+    again = run(c.train_gpt_in(cwd, "-x 1"));
+    ASSERT_EQ(again.rc, 0) << again.output;
+    EXPECT_CONTAINS(again.output, "notice: out held a previous run; it is now out.previous-");
+    EXPECT_EQ(list_checkpoints(scratch), (std::vector<int64_t>{2}));
+    // out a mount point (a container's volume), in a mount namespace of its own
+    std::filesystem::remove_all(cwd);
+    make_dirs(cwd + "/out");
+    make_dirs(cwd + "/volume");
+    write_text(c.dir.file("mounted.sh"), "mount --bind '" + cwd + "/volume' '" + cwd + "/out' || exit 99\n" +
+                                             c.train_gpt_in(cwd, "-x 1 > /dev/null") + " || exit 98\necho second\n" +
+                                             c.train_gpt_in(cwd, "-x 1") + "\n");
+    const CommandResult mounted = run("unshare -m sh '" + c.dir.file("mounted.sh") + "'");
+    if (mounted.output.find("second") == std::string::npos)
+        GTEST_SKIP() << "this machine does not allow a bind mount in a mount namespace: " << mounted.output;
+    expect_refused(mounted, {"cannot move the previous run in out to out.previous-",
+                             "Device or resource busy (out is a mount point, which cannot be moved): give this run "
+                             "its own --output-dir (-o)"});
+}
+
 // Extending a finished run with a larger -x stretches its schedule: the learning rate it resumes
 // at is raised, and the run says so, with the flags that keep the rate it ended with (which then
 // resume without a notice). Before: the rate rose from 1e-4 to 3.25e-4 silently.

@@ -183,9 +183,18 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         const LoggedRun previous = output_is_link ? LoggedRun{} : logged;
         // (a copy of a run's directory: its log names the original's checkpoints, under the -o its
         // records name, which are not elsewhere: round 33)
+        // (nor are those a link inside out leads to, out/checkpoints -> /scratch/ck: the link moves
+        // with the log, round 34)
+        std::vector<std::string> linked;
+        std::error_code ec;
+        for (const auto& entry : std::filesystem::directory_iterator(dirs.output, ec))
+            if (std::error_code link_ec; entry.is_symlink(link_ec))
+                linked.push_back(resolved_path(entry.path().string()));
         auto elsewhere = [&](const std::string& checkpoint) {
             const std::string path = resolved_path(checkpoint);
             if (is_under(path, out)) return false;
+            for (const std::string& target : linked)
+                if (is_under(path, target)) return false;
             for (const std::string& logged_out : previous.output_dirs)
                 if (is_under(path, logged_out) || is_under(path, resolved_path(logged_out))) return false;
             return true;
@@ -331,8 +340,14 @@ void fail_unless_movable_aside(const std::string& dir) {
             dir.c_str(), why.c_str());
     };
     std::set<std::pair<dev_t, ino_t>> seen;
-    std::pair<dev_t, ino_t> own{0, 0};   // <dir>/checkpoints: the previous run's own, which it moves
-    if (struct stat st; ::stat((dir + "/checkpoints").c_str(), &st) == 0) own = {st.st_dev, st.st_ino};
+    // the previous run's own checkpoint directories, which move with its log: <dir>/checkpoints, and
+    // where its log records saves (its --checkpoint-dir out/ckpt: round 34, called another run's)
+    std::set<std::pair<dev_t, ino_t>> own;
+    std::vector<std::string> own_dirs = {dir + "/checkpoints"};
+    for (const auto& saved : read_logged_run(dir + "/log.jsonl").checkpoints)
+        own_dirs.push_back(fs::path(saved.second).parent_path().string());
+    for (const std::string& d : own_dirs)
+        if (struct stat st; ::stat(d.c_str(), &st) == 0) own.insert({st.st_dev, st.st_ino});
     std::vector<std::string> todo = {dir};
     while (!todo.empty()) {
         const std::string at = todo.back();
@@ -350,7 +365,7 @@ void fail_unless_movable_aside(const std::string& dir) {
             }
             // ... nor while another run's directory there holds its checkpoints: a job waiting to be
             // requeued with -o out/d48 would find none and start over (round 32)
-            const bool own_checkpoints = own.first == st.st_dev && own.second == st.st_ino;
+            const bool own_checkpoints = own.count({st.st_dev, st.st_ino}) > 0;
             if (!own_checkpoints && file_exists(lock_file_of(at))) {
                 const std::optional<std::string> newest =
                     latest_checkpoint(at) ? latest_checkpoint(at) : latest_checkpoint(at + "/checkpoints");
@@ -392,7 +407,14 @@ HeldRunDirs hold_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resu
         const bool is_link = ::lstat(dirs.output.c_str(), &link) == 0 && S_ISLNK(link.st_mode) &&
                              ::readlink(dirs.output.c_str(), target, PATH_MAX) > 0;
         if (std::rename(dirs.output.c_str(), to.c_str()) != 0) {
-            fail("cannot move the previous run in %s to %s: %s", dirs.output.c_str(), to.c_str(), std::strerror(errno));
+            const int error = errno;
+            fail("cannot move the previous run in %s to %s: %s%s", dirs.output.c_str(), to.c_str(),
+                 std::strerror(error),
+                 error == EBUSY ? format(" (%s is a mount point, which cannot be moved): give this run its own "
+                                         "--output-dir (-o)",
+                                         dirs.output.c_str())
+                                      .c_str()
+                                : "");
         }
         held.moved_to = to;
         if (is_link)
