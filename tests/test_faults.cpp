@@ -2559,6 +2559,12 @@ TEST(Faults, AutoResumeKnowsARunByItsPathsNotTheirSpelling) {
         EXPECT_CONTAINS(again.output, "resuming from ");
         ASSERT_EQ(run("rm -r '" + run_dir + "/step_00000004'").rc, 0);   // the next spelling resumes step 2 too
     }
+    // the -i glob given as the one file it matches: the job line retyped with the glob unquoted,
+    // which the shell expanded (round 34: refused as another run's data)
+    const CommandResult expanded = run(c.train_gpt_project_in(
+        run_dir, "--auto-resume -n 2 -i '" + c.dir.file("train_000000.bin") + "' -x 4 -o . --checkpoint-dir ."));
+    ASSERT_EQ(expanded.rc, 0) << expanded.output;
+    EXPECT_CONTAINS(expanded.output, "resuming from ");
     // a project moved with its data: the restart gives the new absolute paths
     const std::string p1 = c.dir.file("p1"), p2 = c.dir.file("p2");
     write_project_shard(p1, 6000, 'b');

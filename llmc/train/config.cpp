@@ -374,9 +374,26 @@ fs::path recorded_path(const std::string& name, const std::string& text,
     return normal_absolute(t.is_absolute() || dir == saved_dirs.end() ? t : fs::path(dir->second) / t);
 }
 
+// The files an absolute glob pattern matches (its directory part taken as spelled), each
+// resolved, sorted; none where it matches none.
+std::vector<std::string> matched_files(const fs::path& pattern) {
+    glob_t g{};
+    std::vector<std::string> files;
+    const std::string escaped = glob_escaped(pattern.parent_path().string()) + "/" + pattern.filename().string();
+    if (::glob(escaped.c_str(), 0, nullptr, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            files.push_back(resolved_path(g.gl_pathv[i]));
+    }
+    globfree(&g);
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
 // Whether two texts of a path flag name one path: `was` as the checkpoint's run read it, `now`
 // relative to this directory ("out", "./out/", ../run/out, or a link to it). A glob's directory
-// part is resolved and its pattern compared as text.
+// part is resolved and its pattern compared as text, or, where they differ, the files each
+// matches now (round 34: the job line retyped with the glob unquoted, which the shell expanded
+// to the one file it matches).
 bool names_one_path(const std::string& name, const std::string& was,
                     const std::map<std::string, std::string>& saved_dirs, const std::string& now) {
     if (was.empty() || now.empty()) return was == now;
@@ -384,7 +401,9 @@ bool names_one_path(const std::string& name, const std::string& was,
     if (a == b) return true;
     std::error_code ec;
     if (is_glob_flag(name)) {
-        return a.filename() == b.filename() && fs::equivalent(a.parent_path(), b.parent_path(), ec);
+        if (a.filename() == b.filename() && fs::equivalent(a.parent_path(), b.parent_path(), ec)) return true;
+        const std::vector<std::string> files = matched_files(a);
+        return !files.empty() && files == matched_files(b);
     }
     return fs::equivalent(a, b, ec);
 }
