@@ -1364,13 +1364,22 @@ TEST(Faults, TheDefaultOutMovesAsideWithItsOwnCheckpointsWhereverTheyLie) {
 
 // Extending a finished run with a larger -x stretches its schedule: the learning rate it resumes
 // at is raised, and the run says so, with the flags that keep the rate it ended with (which then
-// resume without a notice). Before: the rate rose from 1e-4 to 3.25e-4 silently.
+// resume without a notice). Before: the rate rose from 1e-4 to 3.25e-4 silently. Another --lr
+// is said as such.
 TEST(Faults, ExtendingAFinishedRunSaysHowTheLearningRateChanges) {
     Corpus c;
     const std::string out = c.dir.file("out");
     ASSERT_EQ(run(c.train_gpt(out, "-x 6 --checkpoint-every 6 -l 1e-3")).rc, 0);
     ASSERT_EQ(run("cp -a '" + out + "' '" + c.dir.file("copy") + "'").rc, 0);
-    CommandResult r = run(train_gpt_binary() + " --resume -o '" + out + "' -x 9");
+    ASSERT_EQ(run("cp -a '" + out + "' '" + c.dir.file("lr") + "'").rc, 0);
+    // only --lr changed (the README's "resume with other settings"): said so, and the new rate is
+    // not advised away (round 34: "now runs to step 6 (the checkpoint's run: 6)", then the old --lr)
+    CommandResult r = run(train_gpt_binary() + " --resume -o '" + c.dir.file("lr") + "' -l 3e-3");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output,
+                    "notice: the learning-rate schedule changed: --lr 0.003 (the checkpoint's run: 0.001), so the "
+                    "learning rate at step 7 is 0.0003, raised from the 0.0001 of the checkpoint's schedule\n");
+    r = run(train_gpt_binary() + " --resume -o '" + out + "' -x 9");
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output,
                     "notice: the learning-rate schedule now runs to step 9 (the checkpoint's run: 6), so the "

@@ -1036,12 +1036,42 @@ std::string schedule_change_notice(const LrSchedule& now, const std::string& sav
     const double was = then.at((int)step), is = now.at((int)step);
     // below 0.1% the change is immaterial (and would print as "raised from 0.002 to 0.002")
     if (std::fabs(is - was) <= 1e-3 * std::max(std::fabs(was), std::fabs(is))) return "";
+    // what changed (round 34: a resume given only another --lr was told its schedule "now runs to
+    // step 6 (the checkpoint's run: 6)", and advised to undo the --lr)
+    std::vector<std::string> changes;
+    const bool longer = now.total_steps != then.total_steps;
+    if (longer)
+        changes.push_back(format("now runs to step %d (the checkpoint's run: %d)", now.total_steps, then.total_steps));
+    auto changed = [&](const char* flag, const std::string& is_text, const std::string& was_text) {
+        if (is_text != was_text)
+            changes.push_back(format("%s %s (the checkpoint's run: %s)", flag, is_text.c_str(), was_text.c_str()));
+    };
+    changed("--lr", format("%.4g", now.lr), format("%.4g", then.lr));
+    // (the default warmup follows -x: a longer run's is said by its steps)
+    if (!longer) changed("--warmup-steps", std::to_string(now.warmup_steps), std::to_string(then.warmup_steps));
+    changed("--lr-schedule", lr_schedule_name(now.kind), lr_schedule_name(then.kind));
+    changed("--final-lr-frac", format("%.4g", now.final_lr_frac), format("%.4g", then.final_lr_frac));
+    changed("--wsd-decay-frac", format("%.4g", now.decay_frac), format("%.4g", then.decay_frac));
+    std::string what;
+    for (size_t i = 0; i < changes.size(); i++)
+        what += (i == 0 ? "" : i + 1 == changes.size() ? " and " : ", ") + changes[i];
+    if (changes.empty())
+        what = "changed";
+    else if (!longer)
+        what = "changed: " + what;
+    // the advice keeps the rate the checkpoint's run would have trained on; where --lr itself was
+    // changed, the new rate is the point
+    const bool lr_given = now.lr != then.lr;
     return format(
-        "the learning-rate schedule now runs to step %d (the checkpoint's run: %d), so the learning rate "
-        "at step %lld is %.4g, %s from the %.4g of the checkpoint's schedule (a decay is stretched over "
-        "the new steps). To train on at the checkpoint's rate instead, add --lr-schedule constant "
-        "--lr %.4g --warmup-steps 0",
-        now.total_steps, then.total_steps, (long long)step + 1, is, is > was ? "raised" : "lowered", was, was);
+        "the learning-rate schedule %s, so the learning rate at step %lld is %.4g, %s from the %.4g of the "
+        "checkpoint's schedule%s%s",
+        what.c_str(), (long long)step + 1, is, is > was ? "raised" : "lowered", was,
+        longer ? " (a decay is stretched over the new steps)" : "",
+        lr_given ? ""
+                 : format(". To train on at the checkpoint's rate instead, add --lr-schedule constant --lr "
+                          "%.4g --warmup-steps 0",
+                          was)
+                       .c_str());
 }
 
 std::string evaluation_flags_of(const std::string& saved_config_json, TrainConfig& c) {
