@@ -2713,6 +2713,17 @@ TEST(Faults, AutoResumeKnowsAFineTuneByItsJobLine) {
     CommandResult r = in(copy, job + " -x 4");
     ASSERT_EQ(r.rc, 0) << r.output;
     EXPECT_CONTAINS(r.output, "resuming from ft/checkpoints/step_00000002");
+    // round 34: a fine-tune's job line without the shape flags (its start model's shape), restarted
+    // with them given truly, was refused against the defaults' texts; its config.json said "d2"
+    const std::string bare = "sh -c \"cd '" + p1 + "' && " + train_gpt_binary() +
+                             " --device cpu -b 2 -t 16 -j '' -g 0 --threads 1 --tokenizer '" +
+                             c.dir.file("tokenizer.bin") + "' " + data + "-o bare -n 2 --auto-resume " +
+                             "--init-from base/checkpoints";
+    ASSERT_EQ(run(bare + " -x 2\"").rc, 0);
+    EXPECT_CONTAINS(read_text(p1 + "/bare/config.json"), "\"model\": \"from --init-from\"");
+    r = run(bare + " -x 4 -e d2 --n-embd 32\"");
+    ASSERT_EQ(r.rc, 0) << r.output;
+    EXPECT_CONTAINS(r.output, "resuming from bare/checkpoints/step_00000002");
     ASSERT_EQ(std::rename(p1.c_str(), moved.c_str()), 0);
     std::filesystem::remove_all(moved + "/base");
     r = in(moved, job + " -x 4");

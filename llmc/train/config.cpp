@@ -696,6 +696,13 @@ std::string path_dirs_json(const TrainConfig& c) {
     return j.dump();
 }
 
+// the flags that set the model's shape (with --init-from: its start model's, checked against them)
+static bool is_model_shape_flag(const std::string& name) {
+    for (const char* shape : {"model", "n-embd", "n-head", "vocab-size", "max-seq-len"})
+        if (name == shape) return true;
+    return false;
+}
+
 bool defines_the_run(const std::string& name) {
     // -x (a longer run's resubmission), the divergence watch and telemetry (round 29: a restart
     // that changed one was refused), and the memory knobs, which change no value the run computes
@@ -889,11 +896,20 @@ std::string run_identity_differences(const std::string& now_flags, const std::st
         if (int_a && int_b) return *int_a == *int_b;
         return same_value(a, b);   // true/false in any spelling (round 31: -w true was not "1"), numbers
     };
+    // a fine-tune's shape is its start model's (--init-from, compared as a path), and a shape flag
+    // given is checked against that model: the text of one left at its default says nothing
+    // (round 34: a restart giving the true -e d1 was refused against the default's "d2")
+    auto from_a_model = [](const nlohmann::json& flags) {
+        return flags.contains("init-from") && flags["init-from"].is_string() &&
+               !flags["init-from"].get<std::string>().empty();
+    };
+    const bool shaped_by_init_from = from_a_model(now) && from_a_model(saved);
     std::string out;
     for (const auto& [name, text] : now.items()) {
         if (!defines_the_run(name) || is_path_flag(name) || !saved.contains(name) || !text.is_string() ||
             !saved[name].is_string())
             continue;
+        if (shaped_by_init_from && is_model_shape_flag(name)) continue;
         if (!same(text.get<std::string>(), saved[name].get<std::string>())) {
             out += format("%s--%s %s (the checkpoint's run: %s)", out.empty() ? "" : ", ", name.c_str(),
                           text.get<std::string>().c_str(), saved[name].get<std::string>().c_str());

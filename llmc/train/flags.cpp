@@ -166,7 +166,15 @@ std::vector<Flag> make_table() {
              &C::model)
             .checked(model_spec_check, "")
             .config([](const C& c, const P& p) {
-                return Rows{text_row("model", c.model), integer_row("n_layer", p.model.n_layer)};
+                // a fine-tune without -e has its start model's shape, whose dN (if it is one) is
+                // recorded, not the default's (round 34: "d2" beside n_layer 1)
+                const GPTConfig& m = p.model;
+                std::string model = c.model;
+                if (!c.given.count("model") && !c.init_from.empty()) {
+                    model = m.n_embd == 64 * m.n_layer && m.n_head == m.n_layer ? "d" + std::to_string(m.n_layer)
+                                                                                : "from --init-from";
+                }
+                return Rows{text_row("model", model), integer_row("n_layer", p.model.n_layer)};
             }),
         Flag("--n-embd", model, "C", "Override the width C (0 = from --model)", &C::n_embd)
             .checked(non_negative, ">= 0")
