@@ -1204,6 +1204,29 @@ void open_data_and_start(Run& run, Comm& comm) {
     comm.barrier();   // every rank's checks have passed: from here on, files are written
 }
 
+// The evaluations due at `step` (before its update): val loss every -v steps and at the end,
+// HellaSwag every --eval-every steps and at the end; their results go into the summary.
+bool val_due(const Run& run, int step) {
+    return run.val_loader && (step % run.cfg.val_every == 0 || step == run.cfg.steps);
+}
+bool hellaswag_due(const Run& run, int step) {
+    return !run.hellaswag.empty() &&
+           ((run.cfg.eval_every > 0 && step % run.cfg.eval_every == 0) || step == run.cfg.steps);
+}
+
+// The records a resumed run writes again at its first step, `step`: its evaluations when due, and
+// its sample (every --sample-every steps, and at the end)
+std::set<std::string> written_again_at(const Run& run, int step) {
+    std::set<std::string> again;
+    if (val_due(run, step)) again.insert("val");
+    if (hellaswag_due(run, step)) again.insert("hellaswag");
+    const TrainConfig& cfg = run.cfg;
+    if (cfg.sample_tokens > 0 &&
+        (step == cfg.steps || (cfg.sample_every > 0 && step > 0 && step % cfg.sample_every == 0)))
+        again.insert("sample");
+    return again;
+}
+
 // The outputs (rank 0): the directories locked, the config table, config.json, the JSONL log
 // (continued on resume); then what the run starts from, its data and its memory.
 void open_outputs(Run& run, int argc, char** argv) {
@@ -1246,7 +1269,8 @@ void open_outputs(Run& run, int argc, char** argv) {
                     "back and mixed two histories)\n",
                     run.dirs.output.c_str());
             } else if (resume_from) {
-                truncate_log_for_resume(log_path, run.start.step);   // no step twice
+                // no step twice
+                truncate_log_for_resume(log_path, run.start.step, written_again_at(run, (int)run.start.step));
             }
             run.log.emplace(log_path, /*append=*/resume_from.has_value() && !run.replace_log);
             if (!resume_from) {   // the run's identity, first: a resume can tell this log from another's
@@ -1317,15 +1341,6 @@ void sample(Run& run, Rng& rng, int step) {
     run.write_log(LogRecord("sample").num("step", step).str("text", text));
 }
 
-// The evaluations due at `step` (before its update): val loss every -v steps and at the end,
-// HellaSwag every --eval-every steps and at the end; their results go into the summary.
-bool val_due(const Run& run, int step) {
-    return run.val_loader && (step % run.cfg.val_every == 0 || step == run.cfg.steps);
-}
-bool hellaswag_due(const Run& run, int step) {
-    return !run.hellaswag.empty() &&
-           ((run.cfg.eval_every > 0 && step % run.cfg.eval_every == 0) || step == run.cfg.steps);
-}
 // The steps after `step` at which an evaluation is due (for the ETA): the multiples of -v (with a
 // val set) and of --eval-every (with HellaSwag) in (step, steps], each once, and the last step.
 // Counted, not walked: every step line asks (before: a loop over the steps left, 60 ms a line at

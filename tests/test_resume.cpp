@@ -139,8 +139,12 @@ TEST(Resume, TheLogIsCutAfterTheCheckpointRecordOfTheStep) {
                                               R"({"type":"step","step":5,"loss":6.9})",
                                               R"({"type":"step","st)"};   // torn by a crash
     write_text(path, log_of(kept) + log_of(dropped));
-    truncate_log_for_resume(path, 4);
+    truncate_log_for_resume(path, 4, {"val", "sample"});   // the resumed run evaluates step 4 again
     EXPECT_EQ(read_text(path), log_of(kept));
+    // ... or not (-v 0 now): the val loss of the step itself stays (round 35: it was lost)
+    write_text(path, log_of(kept) + log_of(dropped));
+    truncate_log_for_resume(path, 4, {"sample"});
+    EXPECT_EQ(read_text(path), log_of(kept) + log_of({dropped[0]}));
 }
 
 TEST(Resume, ALogWithoutTheCheckpointRecordKeepsWhatCameBeforeTheStep) {
@@ -149,11 +153,18 @@ TEST(Resume, ALogWithoutTheCheckpointRecordKeepsWhatCameBeforeTheStep) {
     write_text(path, log_of({R"({"type":"val","step":0,"loss":7.6})", R"({"type":"step","step":1,"loss":7.5})",
                              R"({"type":"step","step":2,"loss":7.4})", R"({"type":"fp8","step":2,"tensor":"x"})",
                              R"({"type":"val","step":2,"loss":7.3})", R"({"type":"step","step":3,"loss":7.2})"}));
-    truncate_log_for_resume(path, 2);
+    const std::string before = read_text(path);
+    truncate_log_for_resume(path, 2, {"val"});
     EXPECT_EQ(read_text(path),
               log_of({R"({"type":"val","step":0,"loss":7.6})", R"({"type":"step","step":1,"loss":7.5})",
                       R"({"type":"step","step":2,"loss":7.4})", R"({"type":"fp8","step":2,"tensor":"x"})"}));
-    truncate_log_for_resume(dir.file("missing.jsonl"), 2);
+    write_text(path, before);
+    truncate_log_for_resume(path, 2, {});
+    EXPECT_EQ(read_text(path),
+              log_of({R"({"type":"val","step":0,"loss":7.6})", R"({"type":"step","step":1,"loss":7.5})",
+                      R"({"type":"step","step":2,"loss":7.4})", R"({"type":"fp8","step":2,"tensor":"x"})",
+                      R"({"type":"val","step":2,"loss":7.3})"}));
+    truncate_log_for_resume(dir.file("missing.jsonl"), 2, {});
     EXPECT_FALSE(file_exists(dir.file("missing.jsonl")));
 }
 

@@ -858,6 +858,40 @@ TEST(TrainerCli, TheSummarysBestValLossCoversTheWholeRun) {
     EXPECT_EQ(summary.back()["best_val_step"].get<int64_t>(), best_step);
 }
 
+// Round 35: a resume cut the log back to its checkpoint's record, and the val loss and sample of
+// that step, written after it, went with it; a resume with -v 0 -g 0 never wrote them again (and
+// the summary's best val loss missed them). They stay where the resumed run does not redo them,
+// and are not doubled where it does.
+TEST(TrainerCli, AResumeKeepsTheEvaluationsOfItsCheckpointsStepItDoesNotRedo) {
+    TinyCorpus corpus;
+    std::string output;
+    const std::string base = train_gpt_binary() + corpus.args() + " --threads 1 ";
+    const std::string log = corpus.dir.file("out/log.jsonl");
+    ASSERT_EQ(run_command(base + "-x 4 -v 2 -g 4 --checkpoint-every 4", &output), 0) << output;
+    const std::string copy = "cp -a '" + corpus.dir.file("out") + "' '" + corpus.dir.file("saved") + "'";
+    ASSERT_EQ(run_command(copy, &output), 0) << output;
+    auto at_step = [&](const char* type, int64_t step) {
+        int n = 0;
+        for (const auto& r : log_records(log, type))
+            n += r["step"].get<int64_t>() == step;
+        return n;
+    };
+    ASSERT_EQ(at_step("val", 4), 1);
+    ASSERT_EQ(at_step("sample", 4), 1);
+    ASSERT_EQ(run_command(base + "-x 6 -v 0 -g 0 --resume", &output), 0) << output;
+    EXPECT_EQ(at_step("val", 4), 1) << read_text(log);
+    EXPECT_EQ(at_step("sample", 4), 1) << read_text(log);
+    // redone: once, the resumed run's
+    ASSERT_EQ(run_command("rm -r '" + corpus.dir.file("out") + "' && mv '" + corpus.dir.file("saved") + "' '" +
+                              corpus.dir.file("out") + "'",
+                          &output),
+              0);
+    ASSERT_EQ(run_command(base + "-x 6 -v 2 -g 4 --sample-every 2 --resume", &output), 0) << output;
+    EXPECT_EQ(at_step("val", 4), 1) << read_text(log);
+    EXPECT_EQ(at_step("sample", 4), 1) << read_text(log);
+    EXPECT_EQ(at_step("val", 6), 1) << read_text(log);
+}
+
 TEST(TrainerCli, UnknownFlagIsRejected) { EXPECT_CONTAINS(expect_failure("--no-such-flag 3"), "--no-such-flag"); }
 
 // Round 26: an unquoted glob the shell expanded got CLI11's "not expected" alone; now a hint too.

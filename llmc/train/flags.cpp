@@ -116,7 +116,9 @@ bool fp16_run(const C&, const P& p) { return p.precision.precision == Precision:
 bool hellaswag_run(const C& c, const P&) { return !c.hellaswag.empty(); }
 bool training_run(const C& c, const P&) { return c.steps > 0; }
 bool checkpointing_run(const C& c, const P&) { return c.checkpoint_every > 0 && c.steps > 0; }
-bool validating_run(const C& c, const P&) { return !c.val_data.empty(); }
+// a val set read: -j given, or the default's in a run that trains (a -x 0 run reads -j only when
+// given: round 34, its -m and -v had no effect without a word)
+bool validating_run(const C& c, const P&) { return !c.val_data.empty() && (c.steps > 0 || c.given.count("val-data")); }
 bool cuda_run(const C&, const P& p) { return p.device == "cuda"; }
 bool sampling_run(const C& c, const P&) { return c.sample_tokens > 0; }
 bool sampling_while_training(const C& c, const P&) { return c.sample_tokens > 0 && c.steps > 0; }
@@ -333,7 +335,8 @@ std::vector<Flag> make_table() {
         // evaluation and sampling
         Flag("-v,--val-every", evaluation, "N", "Evaluate val loss every N steps and at the end (0 = never)",
              &C::val_every)
-            .checked(non_negative, ">= 0"),
+            .checked(non_negative, ">= 0")
+            .only_for(validating_run, "-j GLOB"),
         Flag("-m,--val-batches", evaluation, "N", "Micro-batches per val-loss evaluation", &C::val_batches)
             .checked(positive, "> 0")
             .only_for(validating_run, "-j GLOB"),

@@ -218,7 +218,7 @@ bool LoggedRun::saved_step(int64_t step, const std::string& manifest_hash) const
     return false;
 }
 
-void truncate_log_for_resume(const std::string& path, int64_t step) {
+void truncate_log_for_resume(const std::string& path, int64_t step, const std::set<std::string>& written_again) {
     if (!file_exists(path)) return;
     const std::string log = read_log_text(path);
     // the last checkpoint record of the step, if any: the records up to it are kept
@@ -228,12 +228,19 @@ void truncate_log_for_resume(const std::string& path, int64_t step) {
         record++;
     });
     const bool found = keep_until >= 0;
+    // what the run evaluated or sampled at the step itself (after its checkpoint record) stays,
+    // unless the resumed run does it again
+    auto kept_evaluation = [&](const nlohmann::json& j) {
+        const std::string type = type_of(j);
+        return (type == "val" || type == "hellaswag" || type == "sample") && step_of(j) == step &&
+               !written_again.count(type);
+    };
     std::string text;
     record = 0;
     for_each_log_record(path, log, [&](std::string_view line, const nlohmann::json& j) {
         const int64_t i = record++;
-        if (found && i >= keep_until) return;
-        if (!found) {
+        if (found && i >= keep_until && !kept_evaluation(j)) return;
+        if (!found && !kept_evaluation(j)) {
             const std::string type = type_of(j);
             const bool after_the_step = type == "step" || type == "fp8" || type == "checkpoint";
             if (after_the_step ? step_of(j) > step : step_of(j) >= step) return;

@@ -85,9 +85,12 @@ LoggedRun read_logged_run(const std::string& path);
 // The log of a run resumed at `step`: keeps the records up to the checkpoint record of that step
 // (the trainer logs {"type": "checkpoint", "step": s, ...} when it saves one) and drops the rest,
 // which the resumed run writes again. A log without that record keeps the step and fp8 records
-// of steps <= step and the other records of steps < step. A torn last line is dropped; an
+// of steps <= step and the other records of steps < step. Either way the val, hellaswag and
+// sample records of `step` itself are kept, but for the types in `written_again`: those the
+// resumed run writes again at its first step (round 35: a resume with -v 0 dropped the val loss
+// of its checkpoint's step, and the best val loss with it). A torn last line is dropped; an
 // unparsable line before the last fails (read as read_logged_run reads). Rewrites the file
 // atomically; a missing file is left missing.
-void truncate_log_for_resume(const std::string& path, int64_t step);
+void truncate_log_for_resume(const std::string& path, int64_t step, const std::set<std::string>& written_again);
 
 }   // namespace train_gpt
