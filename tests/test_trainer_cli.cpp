@@ -704,6 +704,13 @@ TEST(TrainerCli, AFlagThisRunDoesNotUseSaysItHasNoEffect) {
     EXPECT_CONTAINS(output,
                     "notice: --sample-every has no effect in this run: it applies with -g N (N > 0) and -x N (N > 0) "
                     "only");
+    // round 34's: a -x 0 run reads a val set only where -j is given: -v and -m have no effect without
+    const std::string no_val_set = train_gpt_binary() + " -i '" + corpus.dir.file("tiny_train_*.bin") +
+                                   "' --tokenizer '" + corpus.dir.file("tokenizer.bin") +
+                                   "' -e d2 --n-embd 32 -b 2 -t 16 -x 0 -g 2 --threads 1 -p fp32";
+    ASSERT_EQ(run_command(no_val_set + " -v 5 -m 3", &output), 0) << output;
+    EXPECT_CONTAINS(output, "notice: --val-every has no effect in this run: it applies with -j GLOB only");
+    EXPECT_CONTAINS(output, "notice: --val-batches has no effect in this run: it applies with -j GLOB only");
     // used: no notice, the value in config.json
     ASSERT_EQ(run_command(run + " -g 2 --temperature 0.5 --overwrite-output", &output), 0) << output;
     EXPECT_EQ(output.find("has no effect"), std::string::npos) << output;
