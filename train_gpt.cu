@@ -1277,7 +1277,8 @@ void open_outputs(Run& run, int argc, char** argv) {
                 run.write_log(LogRecord("start")
                                   .num("step", 0)
                                   .str("run_id", run.start.counters.run_id)
-                                  .str("output_dir", resolved_path(run.dirs.output)));
+                                  .str("output_dir", resolved_path(run.dirs.output))
+                                  .boolean("auto_resume", cfg.auto_resume));
             }
             save_config_json(run.dirs.output + "/config.json", cfg, run.plan);
         }
@@ -1310,7 +1311,8 @@ void open_outputs(Run& run, int argc, char** argv) {
                           .str("checkpoint", resolved_path(resume_from->dir))
                           .str("manifest", manifest_hash(resume_from->dir))
                           .str("run_id", run.start.counters.run_id)
-                          .str("output_dir", resolved_path(cfg.output_dir)));
+                          .str("output_dir", resolved_path(cfg.output_dir))
+                          .boolean("auto_resume", cfg.auto_resume));
     } else if (run.start_model) {
         print0("initialised from the weights of %s\n", run.start_model->description.c_str());
     }

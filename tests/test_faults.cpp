@@ -1300,29 +1300,52 @@ TEST(Faults, AJobWaitingToBeRequeuedInTheDefaultOutIsNotMovedAside) {
     Corpus c;
     const std::string cwd = c.dir.file("cwd");
     make_dirs(cwd);
-    std::string line = c.train_gpt_in(cwd, "--auto-resume -x 100000 --checkpoint-every 50000");
-    line.replace(line.find("&& "), 3, "&& exec ");   // job.pid: the run itself
-    Background job(line, c.dir.file("job.txt"));
-    ASSERT_TRUE(wait_until([&] { return last_step(cwd + "/out/log.jsonl") >= 2; })) << job.output();
-    kill(job.pid, SIGUSR1);
-    ASSERT_EQ(job.wait(300), 75) << job.output();
-    const std::vector<int64_t> saved = list_checkpoints(cwd + "/out/checkpoints");
-    ASSERT_EQ(saved.size(), 1u) << job.output();
-    const auto before = directory_snapshot(cwd);
-    expect_refused(run(c.train_gpt_in(cwd, "-x 1")),
-                   {format("out holds a run started with --auto-resume that has not finished (its newest checkpoint: "
-                           "out/checkpoints/step_%08lld), a job waiting to be requeued",
-                           (long long)saved[0]),
-                    "Give this run its own --output-dir (-o)"});
-    EXPECT_EQ(directory_snapshot(cwd), before) << "nothing moved";
+    // `flags` run in cwd, stopped by SIGUSR1 (exit 75) after a few steps, with a checkpoint
+    auto preempted = [&](const std::string& flags) {
+        std::string line = c.train_gpt_in(cwd, flags + " -x 100000 --checkpoint-every 50000");
+        line.replace(line.find("&& "), 3, "&& exec ");   // job.pid: the run itself
+        const int steps = last_step(cwd + "/out/log.jsonl");
+        Background job(line, c.dir.file("job.txt"));
+        EXPECT_TRUE(wait_until([&] { return last_step(cwd + "/out/log.jsonl") >= steps + 2; })) << job.output();
+        kill(job.pid, SIGUSR1);
+        EXPECT_EQ(job.wait(300), 75) << job.output();
+    };
+    auto refused = [&](const std::string& checkpoints) {
+        const std::vector<int64_t> saved = list_checkpoints(cwd + "/" + checkpoints);
+        ASSERT_FALSE(saved.empty());
+        const auto before = directory_snapshot(cwd);
+        expect_refused(
+            run(c.train_gpt_in(cwd, "-x 1")),
+            {"out holds a run started with --auto-resume that has not finished (its newest checkpoint: ",
+             format("%s/step_%08lld), a job waiting to be requeued", checkpoints.c_str(), (long long)saved.back()),
+             "Give this run its own --output-dir (-o)"});
+        EXPECT_EQ(directory_snapshot(cwd), before) << "nothing moved";
+    };
+    preempted("--auto-resume");
+    refused("out/checkpoints");
+    // ... and once resumed by hand, and preempted again: a job still (round 35: config.json said
+    // only the last start's flags, and it was moved)
+    preempted("--resume");
+    refused("out/checkpoints");
     // the requeue goes on from the job's checkpoint, to its end; then a plain run moves it aside
-    const std::string requeue = format("--auto-resume -x %lld --checkpoint-every 50000", (long long)saved[0] + 2);
-    const CommandResult requeued = run(c.train_gpt_in(cwd, requeue));
+    const int64_t saved = list_checkpoints(cwd + "/out/checkpoints").back();
+    const CommandResult requeued =
+        run(c.train_gpt_in(cwd, format("--auto-resume -x %lld --checkpoint-every 50000", (long long)saved + 2)));
     ASSERT_EQ(requeued.rc, 0) << requeued.output;
-    EXPECT_CONTAINS(requeued.output, format("resuming from out/checkpoints/step_%08lld", (long long)saved[0]));
-    const CommandResult plain = run(c.train_gpt_in(cwd, "-x 1"));
+    EXPECT_CONTAINS(requeued.output, format("resuming from out/checkpoints/step_%08lld", (long long)saved));
+    CommandResult plain = run(c.train_gpt_in(cwd, "-x 1"));
     ASSERT_EQ(plain.rc, 0) << plain.output;
     EXPECT_CONTAINS(plain.output, "notice: out held a previous run; it is now out.previous-");
+    // a job whose checkpoints are inside out by another name (round 35: only out/checkpoints was
+    // looked in)
+    std::filesystem::remove_all(cwd);
+    make_dirs(cwd);
+    preempted("--auto-resume --checkpoint-dir out/ckpt");
+    refused("out/ckpt");
+    std::filesystem::remove_all(cwd);
+    make_dirs(cwd);
+    preempted("--auto-resume --checkpoint-dir out");
+    refused("out");
 }
 
 // Round 34 (lows): the previous run's own checkpoints, kept in out by another name (its

@@ -104,7 +104,8 @@ TEST(Logger, WritesOneJsonObjectPerLineIncludingNonFinite) {
     ScratchDir dir;
     {
         JsonlLog log(dir.file("log.jsonl"));
-        log.write(LogRecord("step").num("step", 1).num("loss", 2.5).str("note", "a \"quoted\" word"));
+        log.write(
+            LogRecord("step").num("step", 1).num("loss", 2.5).str("note", "a \"quoted\" word").boolean("ok", true));
         log.write(LogRecord("step").num("step", 2).num("loss", NAN).num("grad_norm", INFINITY));
     }
     std::string text = read_text(dir.file("log.jsonl"));
@@ -113,6 +114,9 @@ TEST(Logger, WritesOneJsonObjectPerLineIncludingNonFinite) {
     EXPECT_EQ(first["type"], "step");
     EXPECT_EQ(first["loss"].get<double>(), 2.5);
     EXPECT_EQ(first["note"], "a \"quoted\" word");
+    EXPECT_EQ(first["ok"], true);
+    EXPECT_EQ(text.substr(0, newline),
+              R"({"type":"step","step":1,"loss":2.5,"note":"a \"quoted\" word","ok":true})");   // in the order given
     auto second = nlohmann::json::parse(text.substr(newline + 1));
     EXPECT_EQ(second["loss"], "nan");
     EXPECT_EQ(second["grad_norm"], "inf");

@@ -17,8 +17,10 @@ namespace train_gpt {
 std::string LogRecord::to_json() const {
     nlohmann::ordered_json j;
     j["type"] = type_;
-    for (auto [is_num, i] : order_) {
-        if (is_num) {
+    for (auto [kind, i] : order_) {
+        if (kind == kBool) {
+            j[bools_[i].first] = bools_[i].second;
+        } else if (kind == kNum) {
             double v = nums_[i].second;
             // JSON has no inf/NaN: log them as strings so a diverging run stays parseable
             if (!std::isfinite(v)) {

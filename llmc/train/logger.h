@@ -20,21 +20,28 @@ class LogRecord {
     explicit LogRecord(std::string type) : type_(std::move(type)) {}
     LogRecord& num(const std::string& key, double value) {
         nums_.emplace_back(key, value);
-        order_.push_back({true, nums_.size() - 1});
+        order_.push_back({kNum, nums_.size() - 1});
         return *this;
     }
     LogRecord& str(const std::string& key, const std::string& value) {
         strs_.emplace_back(key, value);
-        order_.push_back({false, strs_.size() - 1});
+        order_.push_back({kStr, strs_.size() - 1});
+        return *this;
+    }
+    LogRecord& boolean(const std::string& key, bool value) {
+        bools_.emplace_back(key, value);
+        order_.push_back({kBool, bools_.size() - 1});
         return *this;
     }
     std::string to_json() const;
 
   private:
+    enum Kind { kNum, kStr, kBool };
     std::string type_;
     std::vector<std::pair<std::string, double>> nums_;
     std::vector<std::pair<std::string, std::string>> strs_;
-    std::vector<std::pair<bool, size_t>> order_;
+    std::vector<std::pair<std::string, bool>> bools_;
+    std::vector<std::pair<Kind, size_t>> order_;   // the fields in the order given: which list, where
 };
 
 class JsonlLog {

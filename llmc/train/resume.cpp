@@ -161,6 +161,8 @@ LoggedRun read_logged_run(const std::string& path) {
         if (names_run && j.contains("run_id") && j["run_id"].is_string())
             run.run_ids.insert(j["run_id"].get<std::string>());
         if (type == "summary") run.finished = true;
+        if ((type == "start" || type == "resume") && j.contains("auto_resume") && j["auto_resume"] == true)
+            run.auto_resumed = true;
         if (type == "val" && j.contains("loss") && j["loss"].is_number() &&
             (!run.best_val_loss || j["loss"].get<double>() < *run.best_val_loss)) {
             run.best_val_loss = j["loss"].get<double>();

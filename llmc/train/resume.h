@@ -63,9 +63,10 @@ struct LoggedRun {
     int64_t last_step = -1;              // the last step record's step (-1: none)
     int64_t summary_step = -1;           // the step of its last summary (-1: none)
     bool finished = false;
-    std::optional<double> best_val_loss;               // the lowest val loss its val records hold (the first such)
-    int64_t best_val_step = -1;                        // and its step
-    int64_t record_count = 0;                          // how many records it holds (0: an empty file, nothing to lose)
+    bool auto_resumed = false;             // a start or resume record of it says --auto-resume (a job requeued)
+    std::optional<double> best_val_loss;   // the lowest val loss its val records hold (the first such)
+    int64_t best_val_step = -1;            // and its step
+    int64_t record_count = 0;              // how many records it holds (0: an empty file, nothing to lose)
     bool saved(const std::string& checkpoint) const;   // a checkpoint record of this step directory
     // a checkpoint record of this step (of this manifest's hash, where both have one)
     bool saved_step(int64_t step, const std::string& manifest_hash = "") const;

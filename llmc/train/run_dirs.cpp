@@ -210,10 +210,15 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
         // the previous run a job that --auto-resume restarts (a requeue), not finished: moved aside,
         // its restart found no checkpoint in out and trained from step 0, or resumed this run's
         // checkpoint as its own where the flags agree (round 34). A link moves too: the job's out
-        // is then the new directory.
-        const std::optional<std::string> newest = latest_checkpoint(dirs.output + "/checkpoints");
+        // is then the new directory. Its checkpoints: in out/checkpoints, in out itself, or
+        // wherever its log saved them (--checkpoint-dir out/ckpt: round 35); a job started with
+        // --auto-resume and once resumed by hand with --resume is one still (its log says so).
+        std::optional<std::string> newest = latest_checkpoint(dirs.output + "/checkpoints");
+        if (!newest) newest = latest_checkpoint(dirs.output);
+        for (auto saved = logged.checkpoints.rbegin(); !newest && saved != logged.checkpoints.rend(); ++saved)
+            if (file_exists(saved->second + "/manifest.json")) newest = saved->second;
         const bool finished = logged.summary_step >= 0 && logged.summary_step >= logged.last_step;
-        if (newest && !finished && started_with_auto_resume(dirs.output + "/config.json")) {
+        if (newest && !finished && (logged.auto_resumed || started_with_auto_resume(dirs.output + "/config.json"))) {
             fail(
                 "%s holds a run started with --auto-resume that has not finished (its newest checkpoint: %s), a job "
                 "waiting to be requeued: moved aside, its restart would find no checkpoint in %s and start over. "
