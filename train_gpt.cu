@@ -999,10 +999,11 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     validate(cfg);
     if (resume_from && cfg.steps < resume_from->manifest.step) {
         fail(
-            "--resume: %s is at step %lld, past --steps %d: there is nothing to train. Give --steps above %lld to "
+            "%s: %s is at step %lld, past --steps %d: there is nothing to train. Give --steps above %lld to "
             "train on, or --init-from %s -x 0 to evaluate or sample it",
-            resume_from->dir.c_str(), (long long)resume_from->manifest.step, cfg.steps,
-            (long long)resume_from->manifest.step, resume_from->dir.c_str());
+            cfg.auto_resume ? "--auto-resume" : "--resume", resume_from->dir.c_str(),
+            (long long)resume_from->manifest.step, cfg.steps, (long long)resume_from->manifest.step,
+            resume_from->dir.c_str());
     }
     if (cfg.threads > 0) set_cpu_threads(cfg.threads);
     // the model the run starts from, if not a fresh one: the checkpoint it resumes, or --init-from

@@ -621,6 +621,8 @@ TEST(Faults, ConflictingResumeFlagsAndRanksThatDisagreeAreRefusedAtStart) {
     expect_refused(run(c.train_gpt(out, "--resume -x 3")),
                    {"--resume: " + step6 + " is at step 6, past --steps 3: there is nothing to train",
                     "--init-from " + step6 + " -x 0"});
+    expect_refused(run(c.train_gpt(out, "--auto-resume -x 3 --checkpoint-every 6")),   // named as given
+                   {"--auto-resume: " + step6 + " is at step 6, past --steps 3: there is nothing to train"});
     EXPECT_EQ(directory_snapshot(out), before) << "nothing written";
     const std::string other = c.dir.file("other");
     const CommandResult r = run(std::string(kMpirun) + "-np 1 " + train_gpt_binary() + c.flags(other, "-x 4") +
@@ -1395,6 +1397,14 @@ TEST(Faults, ExtendingAFinishedRunSaysHowTheLearningRateChanges) {
     ASSERT_EQ(run(c.train_gpt(out, "-x 6 --checkpoint-every 6 -l 1e-3")).rc, 0);
     ASSERT_EQ(run("cp -a '" + out + "' '" + c.dir.file("copy") + "'").rc, 0);
     ASSERT_EQ(run("cp -a '" + out + "' '" + c.dir.file("lr") + "'").rc, 0);
+    ASSERT_EQ(run("cp -a '" + out + "' '" + c.dir.file("warm") + "'").rc, 0);
+    // a run ten times longer: its warmup (a sixth of -x) covers the step again, and is named
+    CommandResult warm = run(train_gpt_binary() + " --resume -o '" + c.dir.file("warm") + "' -x 60");
+    ASSERT_EQ(warm.rc, 0) << warm.output;
+    EXPECT_CONTAINS(warm.output,
+                    "notice: the learning-rate schedule now runs to step 60 (the checkpoint's run: 6), so the learning "
+                    "rate at step 7 is 0.0007, raised from the 0.0001 of the checkpoint's schedule (the step is back "
+                    "in the warmup, which now runs to step 10)");
     // only --lr changed (the README's "resume with other settings"): said so, and the new rate is
     // not advised away (round 34: "now runs to step 6 (the checkpoint's run: 6)", then the old --lr)
     CommandResult r = run(train_gpt_binary() + " --resume -o '" + c.dir.file("lr") + "' -l 3e-3");

@@ -1078,11 +1078,17 @@ std::string schedule_change_notice(const LrSchedule& now, const std::string& sav
     // the advice keeps the rate the checkpoint's run would have trained on; where --lr itself was
     // changed, the new rate is the point
     const bool lr_given = now.lr != then.lr;
+    // why a longer run's rate differs: the step back inside the warmup (a sixth of -x by default),
+    // or further from the decay's end
+    const std::string cause =
+        !longer ? ""
+        : step < now.warmup_steps
+            ? format(" (the step is back in the warmup, which now runs to step %d)", now.warmup_steps)
+            : " (a decay is stretched over the new steps)";
     return format(
         "the learning-rate schedule %s, so the learning rate at step %lld is %.4g, %s from the %.4g of the "
         "checkpoint's schedule%s%s",
-        what.c_str(), (long long)step + 1, is, is > was ? "raised" : "lowered", was,
-        longer ? " (a decay is stretched over the new steps)" : "",
+        what.c_str(), (long long)step + 1, is, is > was ? "raised" : "lowered", was, cause.c_str(),
         lr_given ? ""
                  : format(". To train on at the checkpoint's rate instead, add --lr-schedule constant --lr "
                           "%.4g --warmup-steps 0",
