@@ -399,6 +399,34 @@ TEST(Faults, ALossThatBlowsUpButStaysFiniteKeepsTheCheckpointBeforeIt) {
               0);
 }
 
+// Round 36: a run put inside another run's checkpoint step directory (a fine-tune kept beside the
+// step it starts from, -o <base>/checkpoints/step_2/ft) was accepted, and went, log, config and
+// checkpoints, when the base run pruned that step. Such a -o or --checkpoint-dir is refused; and
+// pruning keeps, with a warning, a step directory that holds a directory.
+TEST(Faults, NoRunIsKeptInsideACheckpointThatPruningDeletes) {
+    Corpus c;
+    const std::string base = c.dir.file("base"), step2 = checkpoint_dir(base + "/checkpoints", 2);
+    ASSERT_EQ(run(c.train_gpt(base, "-x 4 --checkpoint-every 2 --keep-checkpoints 5")).rc, 0);
+    const auto before = directory_snapshot(base);
+    expect_refused(run(c.train_gpt(step2 + "/ft", "-x 2 --checkpoint-every 1 --init-from '" + step2 + "'")),
+                   {"--output-dir " + step2 + "/ft: it is inside " + step2 +
+                    ", a checkpoint's step directory, which "
+                    "the run that saved it deletes whole when it prunes its old checkpoints"});
+    expect_refused(
+        run(c.train_gpt(c.dir.file("o"), "-x 2 --checkpoint-every 1 --checkpoint-dir '" + step2 + "/sub/ck'")),
+        {"--checkpoint-dir " + step2 + "/sub/ck: it is inside " + step2 + ", a checkpoint's step directory"});
+    EXPECT_EQ(directory_snapshot(base), before) << "nothing written";
+    // put there by hand: kept
+    make_dirs(step2 + "/notes");
+    write_text(step2 + "/notes/mine.txt", "mine");
+    const CommandResult pruned = run(c.train_gpt(base, "--resume -x 8 --checkpoint-every 2 --keep-checkpoints 1"));
+    ASSERT_EQ(pruned.rc, 0) << pruned.output;
+    EXPECT_CONTAINS(pruned.output, "warning: cannot remove old checkpoint " + step2 +
+                                       " (it holds notes, which is no part of a checkpoint); it is kept");
+    EXPECT_EQ(read_text(step2 + "/notes/mine.txt"), "mine");
+    EXPECT_EQ(list_checkpoints(base + "/checkpoints"), (std::vector<int64_t>{2, 8}));
+}
+
 // ---- 3. resume -------------------------------------------------------------------------------
 
 namespace {

@@ -92,13 +92,6 @@ std::string manifest_self_checksum(nlohmann::ordered_json j) {
     return hex64(XXH3_64bits(text.data(), text.size()));
 }
 
-// "step_00001000" → 1000; -1 if `name` is not step_<digits>.
-int64_t parse_step_name(const std::string& name) {
-    if (name.size() <= 5 || name.compare(0, 5, "step_") != 0 || name.size() > 5 + 18) return -1;
-    if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
-    return std::stoll(name.substr(5));
-}
-
 nlohmann::json json_or_null(const std::string& text, const char* what) {
     if (text.empty()) return nullptr;
     try {
@@ -118,6 +111,12 @@ struct Slice {
 };
 
 }   // namespace
+
+int64_t parse_step_name(const std::string& name) {
+    if (name.size() <= 5 || name.compare(0, 5, "step_") != 0 || name.size() > 5 + 18) return -1;
+    if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
+    return std::stoll(name.substr(5));
+}
 
 // ---- directories ------------------------------------------------------------------------------
 
@@ -221,6 +220,22 @@ void prune_checkpoints(const std::string& out_dir, int keep_last,
         const std::string doomed = dir + ".tmp";
         if (::access(dir.c_str(), W_OK | X_OK) != 0) {
             keep_with_warning(dir, std::strerror(errno));
+            continue;
+        }
+        // a checkpoint is files; a directory in it is someone's (round 36: another run's -o put
+        // inside this step went with it), and it stays
+        std::string foreign;
+        for (const auto& entry : fs::directory_iterator(dir, ec)) {
+            std::error_code type_ec;
+            if (!entry.is_regular_file(type_ec)) {   // (a link to a file is one: a cp -rs copy's)
+                foreign = entry.path().filename().string();
+                break;
+            }
+        }
+        if (ec || !foreign.empty()) {
+            keep_with_warning(dir, ec ? "it cannot be listed: " + ec.message()
+                                      : "it holds " + foreign + ", which is no part of a checkpoint");
+            ec.clear();
             continue;
         }
         fs::remove_all(doomed, ec);

@@ -96,13 +96,16 @@ std::vector<std::pair<int64_t, std::string>> checkpoint_step_dirs(const std::str
 // out_dir does not exist): a damaged newest checkpoint is returned, so that whoever reads it
 // names what is wrong with it instead of silently taking an older one.
 std::optional<std::string> latest_checkpoint(const std::string& out_dir);
+// "step_00001000" → 1000; -1 if `name` is not step_<digits>.
+int64_t parse_step_name(const std::string& name);
 // Steps of the complete checkpoints under out_dir (manifest present and valid), ascending.
 std::vector<int64_t> list_checkpoints(const std::string& out_dir);
 // Deletes all but the newest keep_last (≥ 1) complete checkpoints, except the newest one that
 // `healthy` accepts (when given), and the *.tmp directories of steps older than the newest
 // complete one (stale leftovers of crashed saves). Never deletes a step directory whose manifest
 // does not read (a damaged checkpoint is left for its owner to inspect). Touches nothing else. A
-// directory it cannot remove (write-protected, another user's) is kept with a warning on stderr.
+// directory it cannot remove (write-protected, another user's), or one that holds anything but
+// files (a directory of someone's put there), is kept with a warning on stderr.
 void prune_checkpoints(const std::string& out_dir, int keep_last,
                        const std::function<bool(const CheckpointManifest&)>& healthy = nullptr);
 

@@ -309,6 +309,18 @@ static void refuse_model_directory(const std::string& dir, const char* flag) {
             flag, dir.c_str(),
             manifest ? "a checkpoint's step directory (it holds manifest.json)" : "a model directory", flag);
     }
+    // ... nor is any directory inside a step directory: the run that saved it deletes it whole
+    // when it prunes its old checkpoints (round 36: a fine-tune kept in its start step's
+    // directory, -o <base>/checkpoints/step_2/ft, went with it)
+    const std::filesystem::path resolved = resolved_path(dir);
+    for (std::filesystem::path up = resolved.parent_path(); up.has_relative_path(); up = up.parent_path()) {
+        if (file_exists((up / "manifest.json").string()) && parse_step_name(up.filename().string()) >= 0) {
+            fail(
+                "%s %s: it is inside %s, a checkpoint's step directory, which the run that saved it deletes whole "
+                "when it prunes its old checkpoints (--keep-checkpoints): give a %s outside it",
+                flag, dir.c_str(), up.c_str(), flag);
+        }
+    }
 }
 
 void check_run_dirs(const RunDirs& dirs, const TrainConfig& cfg, bool resuming) {
