@@ -1279,6 +1279,19 @@ TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
                    {"out holds a previous run, which this run would move aside, and another run's directory, "
                     "out/d48, with its checkpoint out/d48/checkpoints/step_00000002"});
     std::filesystem::remove_all(cwd + "/out/d48");
+    // round 36: ... its checkpoints kept elsewhere (moved along, its log was parted from them), or
+    // another run's --checkpoint-dir out/checkpoints, its -o elsewhere (taken as out's own by name)
+    const std::string job_ck = c.dir.file("job_ck"), job_out = c.dir.file("job_out");
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 2 --checkpoint-every 2 -o out/job --checkpoint-dir '" + job_ck + "'")).rc, 0);
+    expect_refused(run(c.train_gpt_in(cwd, "-x 1")), {"and another run's directory, out/job, with its checkpoint " +
+                                                      std::filesystem::canonical(job_ck).string() + "/step_00000002"});
+    std::filesystem::remove_all(cwd + "/out/job");
+    ASSERT_EQ(
+        run(c.train_gpt_in(cwd, "-x 2 --checkpoint-every 2 -o '" + job_out + "' --checkpoint-dir out/checkpoints")).rc,
+        0);
+    expect_refused(run(c.train_gpt_in(cwd, "-x 1")),
+                   {"and another run's directory, out/checkpoints, with its checkpoint out/checkpoints/step_00000002"});
+    std::filesystem::remove_all(cwd + "/out/checkpoints");
     // ... nor where its own run kept its checkpoints elsewhere: its log would be parted from them
     const std::string elsewhere = c.dir.file("ck");
     ASSERT_EQ(

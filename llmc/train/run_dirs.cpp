@@ -357,12 +357,20 @@ void fail_unless_movable_aside(const std::string& dir) {
             dir.c_str(), why.c_str());
     };
     std::set<std::pair<dev_t, ino_t>> seen;
-    // the previous run's own checkpoint directories, which move with its log: <dir>/checkpoints, and
-    // where its log records saves (its --checkpoint-dir out/ckpt: round 34, called another run's)
+    // the previous run's own checkpoint directories, which move with its log: where its log records
+    // saves (its --checkpoint-dir out/ckpt: round 34, called another run's), and <dir>/checkpoints
+    // where it saved into <its -o>/checkpoints (a copied run's log names the original's). Not by
+    // the name alone: another run's --checkpoint-dir out/checkpoints, its -o elsewhere, was moved
+    // (round 36).
     std::set<std::pair<dev_t, ino_t>> own;
-    std::vector<std::string> own_dirs = {dir + "/checkpoints"};
-    for (const auto& saved : read_logged_run(dir + "/log.jsonl").checkpoints)
-        own_dirs.push_back(fs::path(saved.second).parent_path().string());
+    std::vector<std::string> own_dirs;
+    const LoggedRun previous = read_logged_run(dir + "/log.jsonl");
+    for (const auto& saved : previous.checkpoints) {
+        const fs::path parent = fs::path(saved.second).parent_path();
+        own_dirs.push_back(parent.string());
+        if (parent.filename() == "checkpoints" && previous.output_dirs.count(parent.parent_path().string()))
+            own_dirs.push_back(dir + "/checkpoints");
+    }
     for (const std::string& d : own_dirs)
         if (struct stat st; ::stat(d.c_str(), &st) == 0) own.insert({st.st_dev, st.st_ino});
     std::vector<std::string> todo = {dir};
@@ -384,13 +392,19 @@ void fail_unless_movable_aside(const std::string& dir) {
             // requeued with -o out/d48 would find none and start over (round 32)
             const bool own_checkpoints = own.count({st.st_dev, st.st_ino}) > 0;
             if (!own_checkpoints && file_exists(lock_file_of(at))) {
-                const std::optional<std::string> newest =
+                // (or its log's, kept elsewhere: moved along, its log would be parted from them,
+                // round 36)
+                std::optional<std::string> newest =
                     latest_checkpoint(at) ? latest_checkpoint(at) : latest_checkpoint(at + "/checkpoints");
+                const LoggedRun logged = newest ? LoggedRun{} : read_logged_run(at + "/log.jsonl");
+                for (auto saved = logged.checkpoints.rbegin(); !newest && saved != logged.checkpoints.rend(); ++saved)
+                    if (file_exists(saved->second + "/manifest.json")) newest = saved->second;
                 if (newest) {
                     fail(
                         "%s holds a previous run, which this run would move aside, and another run's directory, %s, "
                         "with its checkpoint %s: moved along, that run's restart (a job requeued, or a run resumed "
-                        "to train on) would find none. Give this run its own --output-dir (-o), or move %s out of "
+                        "to train on) would find no checkpoint, or no log, where it looks. Give this run its own "
+                        "--output-dir (-o), or move %s out of "
                         "%s",
                         dir.c_str(), at.c_str(), newest->c_str(), at.c_str(), dir.c_str());
                 }
