@@ -416,15 +416,36 @@ TEST(Faults, NoRunIsKeptInsideACheckpointThatPruningDeletes) {
         run(c.train_gpt(c.dir.file("o"), "-x 2 --checkpoint-every 1 --checkpoint-dir '" + step2 + "/sub/ck'")),
         {"--checkpoint-dir " + step2 + "/sub/ck: it is inside " + step2 + ", a checkpoint's step directory"});
     EXPECT_EQ(directory_snapshot(base), before) << "nothing written";
-    // put there by hand: kept
-    make_dirs(step2 + "/notes");
-    write_text(step2 + "/notes/mine.txt", "mine");
+    // round 37: ... nor inside (or at) an unfinished save's step_N.tmp, which the next save removes
+    const std::string tmp5 = checkpoint_dir(base + "/checkpoints", 5) + ".tmp";
+    make_dirs(tmp5);
+    expect_refused(run(c.train_gpt(tmp5 + "/ft", "-x 2")), {"--output-dir " + tmp5 + "/ft: it is inside " + tmp5 +
+                                                            ", an unfinished save's directory, which "
+                                                            "the run that saved it deletes whole at its next save"});
+    expect_refused(run(c.train_gpt(tmp5, "-x 2")), {"--output-dir " + tmp5 + ": it is " + tmp5 + ", an unfinished"});
+    EXPECT_FALSE(file_exists(tmp5 + "/ft")) << "nothing written";
+    std::filesystem::remove_all(tmp5);
+    // put there by hand (a file no manifest lists, round 37; a directory; one in a stale save): kept
+    write_text(step2 + "/eval_results.json", "mine");
+    const std::string tmp1 = checkpoint_dir(base + "/checkpoints", 1) + ".tmp";
+    make_dirs(tmp1 + "/notes");
+    write_text(tmp1 + "/notes/mine.txt", "mine");
     const CommandResult pruned = run(c.train_gpt(base, "--resume -x 8 --checkpoint-every 2 --keep-checkpoints 1"));
     ASSERT_EQ(pruned.rc, 0) << pruned.output;
     EXPECT_CONTAINS(pruned.output, "warning: cannot remove old checkpoint " + step2 +
-                                       " (it holds notes, which is no part of a checkpoint); it is kept");
-    EXPECT_EQ(read_text(step2 + "/notes/mine.txt"), "mine");
+                                       " (it holds eval_results.json, which is no part of a checkpoint); it is kept");
+    EXPECT_CONTAINS(pruned.output,
+                    "warning: the stale " + tmp1 + " holds notes, which is no part of a checkpoint; it is kept");
+    EXPECT_EQ(read_text(step2 + "/eval_results.json"), "mine");
+    EXPECT_EQ(read_text(tmp1 + "/notes/mine.txt"), "mine");
     EXPECT_EQ(list_checkpoints(base + "/checkpoints"), (std::vector<int64_t>{2, 8}));
+    // a stale save of the step about to be saved, holding a directory: the save stops, it is kept
+    const std::string tmp10 = checkpoint_dir(base + "/checkpoints", 10) + ".tmp";
+    make_dirs(tmp10 + "/notes");
+    expect_refused(run(c.train_gpt(base, "--resume -x 10 --checkpoint-every 2 --keep-checkpoints 1")),
+                   {"cannot save checkpoint " + checkpoint_dir(base + "/checkpoints", 10) + ": its unfinished save " +
+                    tmp10 + " holds notes, which is no part of a checkpoint; move it away"});
+    EXPECT_TRUE(std::filesystem::is_directory(tmp10 + "/notes"));
 }
 
 // ---- 3. resume -------------------------------------------------------------------------------

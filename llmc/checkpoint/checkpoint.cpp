@@ -118,6 +118,22 @@ int64_t parse_step_name(const std::string& name) {
     return std::stoll(name.substr(5));
 }
 
+namespace {
+// The first entry of a step directory (or of its *.tmp) that is no part of a checkpoint ("" where
+// there is none): anything but a file (a directory or a link to one: another run's -o put there,
+// round 36), or, given the checkpoint's manifest, a file it does not list (a model card, eval
+// results put beside the weights: round 37). Removing the directory would take them along.
+std::string foreign_entry(const std::string& dir, const CheckpointManifest* manifest, std::error_code& ec) {
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        std::error_code type_ec;
+        const std::string name = entry.path().filename().string();
+        if (!entry.is_regular_file(type_ec)) return name;   // (a link to a file is one: a cp -rs copy's)
+        if (manifest != nullptr && name != kManifestName && !manifest->files.count(name)) return name;
+    }
+    return "";
+}
+}   // namespace
+
 // ---- directories ------------------------------------------------------------------------------
 
 std::string checkpoint_dir(const std::string& out_dir, int64_t step) {
@@ -134,7 +150,19 @@ std::string begin_checkpoint(const std::string& out_dir, int64_t step) {
         fail("checkpoint %s already exists; checkpoints are never overwritten", final_dir.c_str());
     make_dirs(out_dir);
     std::error_code ec;
-    fs::remove_all(tmp, ec);   // a stale tmp directory of this step: a save that crashed
+    // a stale tmp directory of this step (a save that crashed) goes, but not with what is no part of
+    // a save (round 37: a run kept in step_N.tmp/ft was deleted whole)
+    if (fs::is_directory(tmp, ec)) {
+        const std::string foreign = foreign_entry(tmp, nullptr, ec);
+        if (!foreign.empty()) {
+            fail(
+                "cannot save checkpoint %s: its unfinished save %s holds %s, which is no part of a checkpoint; move "
+                "it away",
+                final_dir.c_str(), tmp.c_str(), foreign.c_str());
+        }
+    }
+    ec.clear();
+    fs::remove_all(tmp, ec);
     if (ec) fail("cannot remove stale %s: %s", tmp.c_str(), ec.message().c_str());
     if (::mkdir(tmp.c_str(), 0755) != 0) fail("cannot create directory %s: %s", tmp.c_str(), std::strerror(errno));
     return tmp;
@@ -222,16 +250,9 @@ void prune_checkpoints(const std::string& out_dir, int keep_last,
             keep_with_warning(dir, std::strerror(errno));
             continue;
         }
-        // a checkpoint is files; a directory in it is someone's (round 36: another run's -o put
-        // inside this step went with it), and it stays
-        std::string foreign;
-        for (const auto& entry : fs::directory_iterator(dir, ec)) {
-            std::error_code type_ec;
-            if (!entry.is_regular_file(type_ec)) {   // (a link to a file is one: a cp -rs copy's)
-                foreign = entry.path().filename().string();
-                break;
-            }
-        }
+        // a checkpoint is the files its manifest lists; a step holding more keeps it (round 36:
+        // another run's -o put inside this step went with it)
+        const std::string foreign = foreign_entry(dir, &found[i].manifest, ec);
         if (ec || !foreign.empty()) {
             keep_with_warning(dir, ec ? "it cannot be listed: " + ec.message()
                                       : "it holds " + foreign + ", which is no part of a checkpoint");
@@ -257,6 +278,13 @@ void prune_checkpoints(const std::string& out_dir, int keep_last,
         if (step >= 0 && step < found.back().step && entry.is_directory(ec)) stale.push_back(entry.path());
     }
     for (const fs::path& path : stale) {
+        const std::string foreign = foreign_entry(path.string(), nullptr, ec);
+        if (ec || !foreign.empty()) {   // (round 37: a run kept in step_N.tmp/ft went with it)
+            std::fprintf(stderr, "warning: the stale %s holds %s, which is no part of a checkpoint; it is kept\n",
+                         path.c_str(), ec ? ec.message().c_str() : foreign.c_str());
+            ec.clear();
+            continue;
+        }
         fs::remove_all(path, ec);
         if (ec) std::fprintf(stderr, "warning: cannot remove stale %s: %s\n", path.c_str(), ec.message().c_str());
     }

@@ -312,13 +312,20 @@ static void refuse_model_directory(const std::string& dir, const char* flag) {
     // ... nor is any directory inside a step directory: the run that saved it deletes it whole
     // when it prunes its old checkpoints (round 36: a fine-tune kept in its start step's
     // directory, -o <base>/checkpoints/step_2/ft, went with it)
+    // (or inside, or at, an unfinished save's step_N.tmp in a checkpoint directory, which the
+    // next save removes: round 37)
     const std::filesystem::path resolved = resolved_path(dir);
-    for (std::filesystem::path up = resolved.parent_path(); up.has_relative_path(); up = up.parent_path()) {
-        if (file_exists((up / "manifest.json").string()) && parse_step_name(up.filename().string()) >= 0) {
-            fail(
-                "%s %s: it is inside %s, a checkpoint's step directory, which the run that saved it deletes whole "
-                "when it prunes its old checkpoints (--keep-checkpoints): give a %s outside it",
-                flag, dir.c_str(), up.c_str(), flag);
+    for (std::filesystem::path up = resolved; up.has_relative_path(); up = up.parent_path()) {
+        const std::string name = up.filename().string(), parent = up.parent_path().string();
+        const bool unfinished = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0 &&
+                                parse_step_name(name.substr(0, name.size() - 4)) >= 0 &&
+                                (file_exists(lock_file_of(parent)) || latest_checkpoint(parent).has_value());
+        const bool step = up != resolved && parse_step_name(name) >= 0 && file_exists((up / "manifest.json").string());
+        if (step || unfinished) {
+            fail("%s %s: it is %s%s, %s, which the run that saved it deletes whole %s: give a %s outside it", flag,
+                 dir.c_str(), up == resolved ? "" : "inside ", up.c_str(),
+                 step ? "a checkpoint's step directory" : "an unfinished save's directory",
+                 step ? "when it prunes its old checkpoints (--keep-checkpoints)" : "at its next save", flag);
         }
     }
 }
