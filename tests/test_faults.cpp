@@ -1313,6 +1313,20 @@ TEST(Faults, TheDefaultOutIsNotMovedAsideWithALiveRunInsideIt) {
     expect_refused(run(c.train_gpt_in(cwd, "-x 1")),
                    {"and another run's directory, out/checkpoints, with its checkpoint out/checkpoints/step_00000002"});
     std::filesystem::remove_all(cwd + "/out/checkpoints");
+    // round 37: ... another run's --checkpoint-dir out itself; and newer saves into out/checkpoints
+    // by a resume of out's run whose log is elsewhere (an earlier save there made them out's own)
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 2 --checkpoint-every 2 -o '" + job_out + "2' --checkpoint-dir out")).rc, 0);
+    expect_refused(run(c.train_gpt_in(cwd, "-x 1")),
+                   {"out holds a previous run, which this run would move aside, and checkpoints its log does not "
+                    "know, another run's (out/step_00000002; its --checkpoint-dir out)"});
+    std::filesystem::remove_all(cwd + "/out/step_00000002");
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 2 --checkpoint-every 2 --overwrite-output")).rc, 0);
+    const CommandResult elsewhere_log = run(c.train_gpt_in(
+        cwd, "--resume -x 4 --checkpoint-every 2 -o '" + job_out + "3' --checkpoint-dir out/checkpoints"));
+    ASSERT_EQ(elsewhere_log.rc, 0) << elsewhere_log.output;
+    expect_refused(run(c.train_gpt_in(cwd, "-x 1")),
+                   {"and another run's directory, out/checkpoints, with its checkpoint out/checkpoints/step_00000004"});
+    std::filesystem::remove_all(cwd + "/out/checkpoints");
     // ... nor where its own run kept its checkpoints elsewhere: its log would be parted from them
     const std::string elsewhere = c.dir.file("ck");
     ASSERT_EQ(

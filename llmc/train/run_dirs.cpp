@@ -364,22 +364,19 @@ void fail_unless_movable_aside(const std::string& dir) {
             dir.c_str(), why.c_str());
     };
     std::set<std::pair<dev_t, ino_t>> seen;
-    // the previous run's own checkpoint directories, which move with its log: where its log records
-    // saves (its --checkpoint-dir out/ckpt: round 34, called another run's), and <dir>/checkpoints
-    // where it saved into <its -o>/checkpoints (a copied run's log names the original's). Not by
-    // the name alone: another run's --checkpoint-dir out/checkpoints, its -o elsewhere, was moved
-    // (round 36).
-    std::set<std::pair<dev_t, ino_t>> own;
-    std::vector<std::string> own_dirs;
+    // Another run's checkpoints in the tree, live or not, stop it too: a job waiting to be requeued
+    // with -o out/d48 would find none and start over (round 32). Checkpoints are the previous run's
+    // own (they move with its log) where its log knows the newest of them, by its manifest's hash
+    // (a copied run's log names the original's paths): not by their directory's name, nor by an
+    // earlier save there (round 36: another run's --checkpoint-dir out/checkpoints, its -o
+    // elsewhere, was taken as out's own by name; round 37: --checkpoint-dir out itself, and newer
+    // saves into out/checkpoints by a resume whose log is elsewhere).
     const LoggedRun previous = read_logged_run(dir + "/log.jsonl");
-    for (const auto& saved : previous.checkpoints) {
-        const fs::path parent = fs::path(saved.second).parent_path();
-        own_dirs.push_back(parent.string());
-        if (parent.filename() == "checkpoints" && previous.output_dirs.count(parent.parent_path().string()))
-            own_dirs.push_back(dir + "/checkpoints");
-    }
-    for (const std::string& d : own_dirs)
-        if (struct stat st; ::stat(d.c_str(), &st) == 0) own.insert({st.st_dev, st.st_ino});
+    auto theirs = [&](const std::string& d) -> std::optional<std::string> {
+        const std::optional<std::string> newest = latest_checkpoint(d);
+        if (!newest || previous.knows(*newest, manifest_hash(*newest))) return std::nullopt;
+        return newest;
+    };
     std::vector<std::string> todo = {dir};
     while (!todo.empty()) {
         const std::string at = todo.back();
@@ -395,26 +392,33 @@ void fail_unless_movable_aside(const std::string& dir) {
                 fail("%s holds a previous run, which this run would move aside, with %s inside it: %s", dir.c_str(),
                      at.c_str(), e.what());
             }
-            // ... nor while another run's directory there holds its checkpoints: a job waiting to be
-            // requeued with -o out/d48 would find none and start over (round 32)
-            const bool own_checkpoints = own.count({st.st_dev, st.st_ino}) > 0;
-            if (!own_checkpoints && file_exists(lock_file_of(at))) {
-                // (or its log's, kept elsewhere: moved along, its log would be parted from them,
-                // round 36)
-                std::optional<std::string> newest =
-                    latest_checkpoint(at) ? latest_checkpoint(at) : latest_checkpoint(at + "/checkpoints");
-                const LoggedRun logged = newest ? LoggedRun{} : read_logged_run(at + "/log.jsonl");
-                for (auto saved = logged.checkpoints.rbegin(); !newest && saved != logged.checkpoints.rend(); ++saved)
-                    if (file_exists(saved->second + "/manifest.json")) newest = saved->second;
-                if (newest) {
-                    fail(
-                        "%s holds a previous run, which this run would move aside, and another run's directory, %s, "
-                        "with its checkpoint %s: moved along, that run's restart (a job requeued, or a run resumed "
-                        "to train on) would find no checkpoint, or no log, where it looks. Give this run its own "
-                        "--output-dir (-o), or move %s out of "
-                        "%s",
-                        dir.c_str(), at.c_str(), newest->c_str(), at.c_str(), dir.c_str());
-                }
+        }
+        if (file_exists(lock_file_of(at))) {   // a run's directory (its -o or its --checkpoint-dir)
+            std::optional<std::string> newest = theirs(at);
+            if (!newest && at != dir) newest = theirs(at + "/checkpoints");
+            // (or its log's, kept elsewhere: moved along, its log would be parted from them,
+            // round 36)
+            const LoggedRun logged = newest || at == dir ? LoggedRun{} : read_logged_run(at + "/log.jsonl");
+            for (auto saved = logged.checkpoints.rbegin(); !newest && saved != logged.checkpoints.rend(); ++saved) {
+                if (file_exists(saved->second + "/manifest.json") &&
+                    !previous.knows(saved->second, manifest_hash(saved->second)))
+                    newest = saved->second;
+            }
+            if (newest && at == dir) {
+                fail(
+                    "%s holds a previous run, which this run would move aside, and checkpoints its log does not "
+                    "know, another run's (%s; its --checkpoint-dir %s): moved along, that run's restart (a job "
+                    "requeued, or a run resumed to train on) would find none where it looks. Give this run its own "
+                    "--output-dir (-o)",
+                    dir.c_str(), newest->c_str(), dir.c_str());
+            }
+            if (newest) {
+                fail(
+                    "%s holds a previous run, which this run would move aside, and another run's directory, %s, "
+                    "with its checkpoint %s: moved along, that run's restart (a job requeued, or a run resumed "
+                    "to train on) would find no checkpoint, or no log, where it looks. Give this run its own "
+                    "--output-dir (-o), or move %s out of %s",
+                    dir.c_str(), at.c_str(), newest->c_str(), at.c_str(), dir.c_str());
             }
         }
         std::error_code ec;
