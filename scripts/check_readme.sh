@@ -124,7 +124,7 @@ check "sample a checkpoint" "./train_gpt --init-from out/mpi/checkpoints -x 0 -g
 check "evaluate a checkpoint" "./train_gpt --init-from out/mpi/checkpoints -x 0 -g 0 -j 'data/kjv/kjv_val_*.bin'" \
     "step 0/0 | val loss" -- ./train_gpt --init-from out/mpi/checkpoints -x 0 -g 0 -j 'data/kjv/kjv_val_*.bin'
 check "plot the log" "scripts/plot_run.py out/mpi/log.jsonl" "plot_run: out/mpi/log.png" -- scripts/plot_run.py out/mpi/log.jsonl
-pipeline="python3 -c \"import glob; from transformers import pipeline; step = sorted(glob.glob('out/mpi/checkpoints/step_*'))[-1]; print(pipeline('text-generation', step)('And God said', max_new_tokens=20)[0]['generated_text'])\""
+pipeline="python3 -c \"import glob; from transformers import pipeline; step = sorted(p for p in glob.glob('out/mpi/checkpoints/step_*') if p.rsplit('_', 1)[1].isdigit())[-1]; print(pipeline('text-generation', step)('And God said', max_new_tokens=20)[0]['generated_text'])\""
 check "transformers' pipeline on a step directory" "$pipeline" "And God said" -- bash -c "$pipeline"
 check "prepare_text, a BPE" "build/prepare_text --input book.txt --out-dir data/bpe --tokenizer bpe --vocab-size 4096" \
     "BPE, vocab 4096" -- build/prepare_text --input book.txt --out-dir data/bpe --tokenizer bpe --vocab-size 4096
