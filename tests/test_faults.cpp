@@ -1448,6 +1448,18 @@ TEST(Faults, TheDefaultOutMovesAsideWithItsOwnCheckpointsWhereverTheyLie) {
     ASSERT_EQ(again.rc, 0) << again.output;
     EXPECT_CONTAINS(again.output, "notice: out held a previous run; it is now out.previous-");
     EXPECT_EQ(list_checkpoints(scratch), (std::vector<int64_t>{2}));
+    // a crash between a save and its log record (killed while pruning, say): the checkpoint, of the
+    // log's run and at the step its log ends at, is its own (round 38: refused as another run's)
+    std::filesystem::remove_all(cwd);
+    make_dirs(cwd);
+    ASSERT_EQ(run(c.train_gpt_in(cwd, "-x 2 --checkpoint-every 2")).rc, 0);
+    std::string kept;
+    for (const auto& record : log_records(cwd + "/out/log.jsonl"))
+        if (record["type"] != "checkpoint" && record["type"] != "summary") kept += record.dump() + "\n";
+    write_text(cwd + "/out/log.jsonl", kept);
+    again = run(c.train_gpt_in(cwd, "-x 1"));
+    ASSERT_EQ(again.rc, 0) << again.output;
+    EXPECT_CONTAINS(again.output, "notice: out held a previous run; it is now out.previous-");
     // out a mount point (a container's volume), in a mount namespace of its own
     std::filesystem::remove_all(cwd);
     make_dirs(cwd + "/out");

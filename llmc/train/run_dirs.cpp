@@ -2,6 +2,7 @@
 #include "train/run_dirs.h"
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/train_state.h"
 #include "data/shard.h"
 #include "train/resume.h"
 #include "utils.h"
@@ -375,6 +376,17 @@ void fail_unless_movable_aside(const std::string& dir) {
     auto theirs = [&](const std::string& d) -> std::optional<std::string> {
         const std::optional<std::string> newest = latest_checkpoint(d);
         if (!newest || previous.knows(*newest, manifest_hash(*newest))) return std::nullopt;
+        // ... or where a crash came between its save and the log's record of it: the checkpoint
+        // names the log's run, at the step its log ends at, unfinished (round 38: the quick start
+        // after such a crash called its own checkpoint another run's)
+        try {
+            const CheckpointManifest manifest = read_manifest(*newest);
+            const std::string id = counters_from_json(manifest.extra_json, *newest + "/manifest.json").run_id;
+            if (!id.empty() && previous.run_ids.count(id) && manifest.step == previous.last_step &&
+                previous.summary_step < manifest.step)
+                return std::nullopt;
+        } catch (const Error&) {   // damaged: not known to be the run's
+        }
         return newest;
     };
     std::vector<std::string> todo = {dir};
