@@ -416,15 +416,24 @@ TEST(Faults, NoRunIsKeptInsideACheckpointThatPruningDeletes) {
         run(c.train_gpt(c.dir.file("o"), "-x 2 --checkpoint-every 1 --checkpoint-dir '" + step2 + "/sub/ck'")),
         {"--checkpoint-dir " + step2 + "/sub/ck: it is inside " + step2 + ", a checkpoint's step directory"});
     EXPECT_EQ(directory_snapshot(base), before) << "nothing written";
-    // round 37: ... nor inside (or at) an unfinished save's step_N.tmp, which the next save removes
-    const std::string tmp5 = checkpoint_dir(base + "/checkpoints", 5) + ".tmp";
+    // round 37: ... nor inside (or at) an unfinished save's step_N.tmp, which the next save removes;
+    // round 38: nor a step not saved yet, whose save then fails, losing the steps before it
+    const std::string ckpts = base + "/checkpoints", tmp5 = checkpoint_dir(ckpts, 5) + ".tmp";
     make_dirs(tmp5);
     expect_refused(run(c.train_gpt(tmp5 + "/ft", "-x 2")), {"--output-dir " + tmp5 + "/ft: it is inside " + tmp5 +
-                                                            ", an unfinished save's directory, which "
-                                                            "the run that saved it deletes whole at its next save"});
-    expect_refused(run(c.train_gpt(tmp5, "-x 2")), {"--output-dir " + tmp5 + ": it is " + tmp5 + ", an unfinished"});
+                                                            ", named as a checkpoint's unfinished "
+                                                            "save in the checkpoint directory " +
+                                                            ckpts + ", which its run deletes whole at its next save"});
+    expect_refused(run(c.train_gpt(tmp5, "-x 2")), {"--output-dir " + tmp5 + ": it is " + tmp5 + ", named as"});
     EXPECT_FALSE(file_exists(tmp5 + "/ft")) << "nothing written";
     std::filesystem::remove_all(tmp5);
+    const std::string step9 = checkpoint_dir(ckpts, 9);
+    expect_refused(run(c.train_gpt(step9, "-x 2")), {"--output-dir " + step9 + ": it is " + step9 +
+                                                     ", named as a checkpoint's step in the checkpoint "
+                                                     "directory " +
+                                                     ckpts + ", which its run saves there when it gets to that step"});
+    expect_refused(run(c.train_gpt(step9 + "/x", "-x 2")), {"it is inside " + step9 + ", named as"});
+    EXPECT_FALSE(file_exists(step9)) << "nothing written";
     // put there by hand (a file no manifest lists, round 37; a directory; one in a stale save): kept
     write_text(step2 + "/eval_results.json", "mine");
     const std::string tmp1 = checkpoint_dir(base + "/checkpoints", 1) + ".tmp";

@@ -313,20 +313,30 @@ static void refuse_model_directory(const std::string& dir, const char* flag) {
     // ... nor is any directory inside a step directory: the run that saved it deletes it whole
     // when it prunes its old checkpoints (round 36: a fine-tune kept in its start step's
     // directory, -o <base>/checkpoints/step_2/ft, went with it)
-    // (or inside, or at, an unfinished save's step_N.tmp in a checkpoint directory, which the
-    // next save removes: round 37)
+    // (or inside, or at, a step's name in a checkpoint directory: an unfinished save's step_N.tmp,
+    // which the next save removes (round 37), or a step not saved yet, whose save then fails
+    // "already exists" and loses the steps since the last one (round 38))
     const std::filesystem::path resolved = resolved_path(dir);
     for (std::filesystem::path up = resolved; up.has_relative_path(); up = up.parent_path()) {
         const std::string name = up.filename().string(), parent = up.parent_path().string();
-        const bool unfinished = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0 &&
-                                parse_step_name(name.substr(0, name.size() - 4)) >= 0 &&
-                                (file_exists(lock_file_of(parent)) || latest_checkpoint(parent).has_value());
-        const bool step = up != resolved && parse_step_name(name) >= 0 && file_exists((up / "manifest.json").string());
-        if (step || unfinished) {
-            fail("%s %s: it is %s%s, %s, which the run that saved it deletes whole %s: give a %s outside it", flag,
-                 dir.c_str(), up == resolved ? "" : "inside ", up.c_str(),
-                 step ? "a checkpoint's step directory" : "an unfinished save's directory",
-                 step ? "when it prunes its old checkpoints (--keep-checkpoints)" : "at its next save", flag);
+        const bool tmp_name = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0 &&
+                              parse_step_name(name.substr(0, name.size() - 4)) >= 0;
+        const bool step_name = parse_step_name(name) >= 0;
+        const bool saved = step_name && file_exists((up / "manifest.json").string());
+        const bool in_checkpoints = file_exists(lock_file_of(parent)) || !list_checkpoints(parent).empty();
+        if (saved && up != resolved) {
+            fail(
+                "%s %s: it is inside %s, a checkpoint's step directory, which the run that saved it deletes whole "
+                "when it prunes its old checkpoints (--keep-checkpoints): give a %s outside it",
+                flag, dir.c_str(), up.c_str(), flag);
+        }
+        if (!saved && (tmp_name || step_name) && in_checkpoints) {
+            fail(
+                "%s %s: it is %s%s, named as a checkpoint's %s in the checkpoint directory %s, which its run %s: "
+                "give a %s outside it",
+                flag, dir.c_str(), up == resolved ? "" : "inside ", up.c_str(), tmp_name ? "unfinished save" : "step",
+                parent.c_str(), tmp_name ? "deletes whole at its next save" : "saves there when it gets to that step",
+                flag);
         }
     }
 }
