@@ -449,6 +449,26 @@ TEST(Checkpoint, ManifestRoundTripsEveryField) {
     const std::string tmp = begin_checkpoint(out.path, 2000);
     EXPECT_CONTAINS(error_of([&] { finalize_checkpoint(tmp, checkpoint_dir(out.path, 2000), bad); }),
                     "fp8_json is not valid JSON");
+
+    // every rank's shards must be there: here rank 1 of 2 wrote none
+    const std::string partial = begin_checkpoint(out.path, 3000);
+    const std::vector<float> w = random_vector(num_params(cfg), 4);
+    const State s = random_state(cfg, 5);
+    write_weight_shards(partial, cfg, w.data(), 0, 2);
+    write_state_shard(partial, cfg, 0, 0, num_params(cfg) / 2, s.master.data(), s.m.data(), s.v.data());
+    CheckpointManifest two;
+    two.model = cfg;
+    two.world_size = 2;
+    two.step = 3000;
+    EXPECT_CONTAINS(error_of([&] { finalize_checkpoint(partial, checkpoint_dir(out.path, 3000), two); }),
+                    "lacks state-00001.safetensors, written by rank 1 of 2 (and 1 other file)");
+    EXPECT_FALSE(file_exists(checkpoint_dir(out.path, 3000)));
+    write_weight_shards(partial, cfg, w.data(), 1, 2);   // then rank 1's files: it saves
+    write_state_shard(partial, cfg, 1, num_params(cfg) / 2, num_params(cfg) - num_params(cfg) / 2,
+                      s.master.data() + num_params(cfg) / 2, s.m.data() + num_params(cfg) / 2,
+                      s.v.data() + num_params(cfg) / 2);
+    finalize_checkpoint(partial, checkpoint_dir(out.path, 3000), two);
+    EXPECT_EQ(list_checkpoints(out.path), (std::vector<int64_t>{1000, 3000}));
 }
 
 // latest_checkpoint sees every step directory, damaged ones included (so that resuming names what

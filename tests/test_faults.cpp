@@ -598,6 +598,25 @@ TEST(Faults, EveryRankVerifiesTheCheckpointFilesItReads) {
     EXPECT_EQ(r.rc, 0) << r.output;
 }
 
+// A save is finalized only with every rank's files in it. Rank 1 runs in its own directory (as on
+// a node without the shared file system), where a step_N.tmp of the same name exists: its weight
+// and state shards go there, not into the directory rank 0 finalizes. Before: rank 0 wrote a
+// manifest of what it saw, exit 0, older checkpoints pruned, and every resume failed on the
+// missing shard. Now the save stops naming rank 1's missing file, and the step is not saved.
+TEST(Faults, ASaveLackingARanksFilesIsNeverFinalized) {
+    Corpus c;
+    const std::string a = c.dir.file("node_a"), b = c.dir.file("node_b");
+    make_dirs(a);
+    make_dirs(b + "/out/checkpoints/step_00000002.tmp");
+    const std::string flags = c.flags("out", "--zero 1 --checkpoint-every 2 -x 2");
+    const CommandResult r = run(std::string(kMpirun) + "-np 1 -wdir '" + a + "' " + train_gpt_binary() + flags +
+                                " : -np 1 -wdir '" + b + "' " + train_gpt_binary() + flags);
+    expect_refused(r, {"out/checkpoints/step_00000002.tmp lacks state-00001.safetensors, written by rank 1",
+                       "every rank must see the same directory"});
+    EXPECT_TRUE(list_checkpoints(a + "/out/checkpoints").empty()) << "no checkpoint that lacks a rank's files";
+    EXPECT_FALSE(file_exists(a + "/out/checkpoints/step_00000002")) << r.output;
+}
+
 // ---- 4. every check before anything is written --------------------------------------------------
 
 TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {

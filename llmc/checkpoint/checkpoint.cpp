@@ -412,6 +412,8 @@ void write_weight_shards(const std::string& tmp_dir, const GPTConfig& cfg, const
     }
 }
 
+std::string state_shard_name(int writer) { return format("state-%05d.safetensors", writer); }
+
 const char* state_tensor_name(StateTensor s) {
     switch (s) {
         case StateTensor::Master: return "master";
@@ -442,11 +444,39 @@ void write_state_shard(const std::string& tmp_dir, const GPTConfig& cfg, int wri
                              data[k] + (b - global_begin)});
         }
     }
-    write_safetensors(tmp_dir + format("/state-%05d.safetensors", writer), views,
+    write_safetensors(tmp_dir + "/" + state_shard_name(writer), views,
                       {{"format", "train_gpt state"},
                        {"global_begin", std::to_string(global_begin)},
                        {"global_end", std::to_string(global_begin + n)}});
 }
+
+namespace {
+
+// Every file each of the manifest's world_size ranks writes into a save (write_weight_shards,
+// write_state_shard) is in tmp_dir. One missing means a rank wrote elsewhere: its node does not
+// see this directory (node-local storage under the same path), and the checkpoint would not load.
+void require_every_ranks_files(const std::string& tmp_dir, const CheckpointManifest& manifest) {
+    std::vector<std::pair<std::string, int>> expected;   // (file, the rank that writes it)
+    for (int rank = 0; rank < manifest.world_size; rank++)
+        expected.emplace_back(state_shard_name(rank), rank);
+    const int n_shards = hf_num_shards(manifest.model, manifest.world_size);
+    for (int shard = 0; shard < n_shards; shard++)
+        expected.emplace_back(hf_shard_name(shard, n_shards), shard);
+    std::vector<std::pair<std::string, int>> missing;
+    for (const auto& file : expected)
+        if (manifest.files.count(file.first) == 0) missing.push_back(file);
+    if (missing.empty()) return;
+    const std::string more =
+        missing.size() == 1 ? ""
+                            : format(" (and %zu other file%s)", missing.size() - 1, missing.size() == 2 ? "" : "s");
+    fail(
+        "%s lacks %s, written by rank %d of %d%s: every rank must see the same directory (a file system shared "
+        "by every node), or the checkpoint cannot be loaded; step %lld is not saved",
+        tmp_dir.c_str(), missing[0].first.c_str(), missing[0].second, manifest.world_size, more.c_str(),
+        (long long)manifest.step);
+}
+
+}   // namespace
 
 uint64_t finalize_checkpoint(const std::string& tmp_dir, const std::string& final_dir, CheckpointManifest manifest) {
     if (file_exists(final_dir))
@@ -491,6 +521,7 @@ uint64_t finalize_checkpoint(const std::string& tmp_dir, const std::string& fina
     for (const auto& [name, r] : manifest.files)
         j["files"][name] = {{"bytes", r.bytes}, {"xxh3_64", hex64(r.xxh3)}};
     j["manifest_xxh3"] = manifest_self_checksum(j);
+    require_every_ranks_files(tmp_dir, manifest);
     const std::string text = j.dump(2) + "\n";
     write_file_atomic(tmp_dir + "/" + kManifestName, text.data(), text.size());
     fsync_path(tmp_dir);

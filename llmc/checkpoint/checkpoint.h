@@ -141,8 +141,10 @@ const char* state_tensor_name(StateTensor s);   // "master", "m", "v"
 // n may be 0) as state-%05d.safetensors, one slice per tensor the range touches.
 void write_state_shard(const std::string& tmp_dir, const GPTConfig& cfg, int writer, size_t global_begin, size_t n,
                        const float* master, const float* m, const float* v);
+std::string state_shard_name(int writer);   // "state-00003.safetensors"
 
-// Rank 0, after every rank has written: hashes every file, writes manifest.json (recording the
+// Rank 0, after every rank has written: checks that every rank's weight and state shard is there
+// (manifest.model and world_size say which), hashes every file, writes manifest.json (recording the
 // files), fsyncs, renames tmp_dir → final_dir and fsyncs the parent. Fails if final_dir exists.
 // Returns the XXH3 of the manifest.json it wrote (the checkpoint's identity in the run's log).
 uint64_t finalize_checkpoint(const std::string& tmp_dir, const std::string& final_dir, CheckpointManifest manifest);
