@@ -413,7 +413,13 @@ ResumeState load_checkpoint(const ResumeChoice& from, GPT& model, const RunPlan&
     model.restore_optimizer_state(read_state_range(from.dir, plan.model, StateTensor::Master, begin, end),
                                   read_state_range(from.dir, plan.model, StateTensor::M, begin, end),
                                   read_state_range(from.dir, plan.model, StateTensor::V, begin, end));
-    model.restore_fp8_state(manifest.fp8_json.empty() ? "[]" : manifest.fp8_json);
+    // -p fp8: the dY amax histories are in the saving run's gradient units, d(loss)/d(a token's
+    // loss) = 1 / (a rank's tokens per step); another number of ranks, -b, -t or accumulation
+    // changes them (1 → 2 ranks at one global batch doubles every gradient), and the histories follow
+    const std::optional<int64_t> tokens_then = saved_rank_tokens_per_step(manifest.train_config_json);
+    const int64_t tokens_now = plan.tokens_per_step / plan.world_size;   // B · T · grad_accum_steps
+    model.restore_fp8_state(manifest.fp8_json.empty() ? "[]" : manifest.fp8_json,
+                            tokens_then ? (double)*tokens_then / (double)tokens_now : 1.0);
     if (scaler && !manifest.loss_scaler_json.empty()) {
         loss_scaler_from_json(*scaler, manifest.loss_scaler_json);
         const float saved = scaler->scale();

@@ -225,6 +225,29 @@ TEST(Distributed, ResumeIsBitExactAndReshardsFromFourRanksToTwoAndOne) {
     }
 }
 
+// -p fp8 (delayed scaling) saved on 1 rank resumes on 2 and 4 at the same global batch within the
+// same bound as fp32's resharding: its dY amax histories are rescaled to the new gradient unit (a
+// rank's mean over 2x, 4x fewer tokens: gradients 2x, 4x larger), so the first steps cast with the
+// scales the new rank count would have had. Before (round 39): the old histories, scales 2x, 4x
+// off, losses ~2e-3 and ~1.5e-2 apart.
+TEST(Distributed, Fp8ResumesOnAnotherNumberOfRanksInItsGradientUnits) {
+    Corpus c;
+    const std::string full = c.dir.file("full"), flags = "-p fp8 --fp8-recipe delayed ";
+    run_ok(c.train_gpt(1, 4, full, flags + "-x 8 --checkpoint-every 3 --keep-checkpoints 5"));
+    const auto reference = losses_of(full + "/log.jsonl");
+    for (int ranks : {2, 4}) {
+        const std::string out = c.dir.file(format("reshard%d", ranks));
+        make_dirs(out + "/checkpoints");
+        run_ok("cp -r '" + full + "/checkpoints/step_00000003' '" + out + "/checkpoints/'");
+        run_ok(c.train_gpt(ranks, 4 / ranks, out, flags + "-x 8 --zero 1 --resume"));
+        std::map<int, double> after_resume;
+        for (int step = 4; step <= 8; step++)
+            after_resume[step] = reference.at(step);
+        expect_same_losses(losses_of(out + "/log.jsonl"), after_resume, regrouped_gradient_delta(2, 32, 64), 64,
+                           format("fp8, 1 to %d ranks", ranks).c_str());
+    }
+}
+
 TEST(Distributed, ResumeIsBitExactInEveryPrecision) {
     // the loss scaler's state and the FP8 amax histories and scales travel in the manifest
     Corpus c;

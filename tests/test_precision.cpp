@@ -554,6 +554,50 @@ TEST(Precision, Fp8TelemetryIsLoggedPerScaledTensor) {
     EXPECT_TRUE(names.count("h0.qkv.x") && names.count("h1.fcproj.dy") && names.count("h1.attproj.w"));
 }
 
+// A checkpoint's FP8 state restored where the gradients are in other units (another number of
+// ranks, -b, -t or accumulation: d(loss)/d(a token's loss) = 1 / a rank's tokens per step). Two
+// runs that differ only in that unit, by 2 (an exact power of two: every gradient, amax and scale
+// of the one is exactly 2x or 1/2x the other's, nothing else differs), end with the same X and W
+// state and dY histories 2x apart; restoring one's state with the factor gives exactly the
+// other's, scales included (the delayed rule on the rescaled amaxes). Factor 1 changes nothing.
+TEST(Precision, Fp8StateRestoredInOtherGradientUnitsIsTheOtherRunsState) {
+    const int B = 2, T = 16;
+    const GPTConfig cfg = gpt_config_from_spec("d2", 300, T, 64, 2);
+    const std::vector<float> init = initial_weights(cfg, B, T, 42);
+    const std::vector<int32_t> tokens = random_tokens((size_t)2 * B * T + 1, cfg.vocab_size, 7);
+    PrecisionConfig pc;
+    pc.precision = Precision::FP8;
+    auto backend = make_cpu_backend(activation_dtype(Precision::FP8));
+    auto trained = [&](float unit) {   // two steps (the second on delayed scales), gradients × unit
+        GPT model(cfg, *backend, B, T, pc);
+        model.set_weights(init);
+        for (int step = 0; step < 2; step++) {
+            model.zero_grad();
+            const int32_t* x = tokens.data() + (size_t)step * B * T;
+            model.forward(x, x + 1, B, T, unit / (B * T));
+            model.backward();
+            model.update(1e-3f, AdamWConfig{}, 1.0f / unit, step + 1);   // the same update
+        }
+        return model.fp8_state_json();
+    };
+    const std::string one = trained(1.0f), two = trained(2.0f);
+    const auto a = nlohmann::json::parse(one), b = nlohmann::json::parse(two);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t g = 0; g < a.size(); g++) {   // what the property rests on
+        EXPECT_EQ(a[g]["x"], b[g]["x"]);
+        EXPECT_EQ(a[g]["w"], b[g]["w"]);
+        ASSERT_EQ(a[g]["dy"]["history"].size(), 2u);
+        EXPECT_EQ(2.0f * a[g]["dy"]["history"][0].get<float>(), b[g]["dy"]["history"][0].get<float>()) << g;
+    }
+    GPT restored(cfg, *backend, B, T, pc);
+    restored.restore_fp8_state(one, 2.0);
+    EXPECT_EQ(restored.fp8_state_json(), two);
+    restored.restore_fp8_state(two, 0.5);
+    EXPECT_EQ(restored.fp8_state_json(), one);
+    restored.restore_fp8_state(one);
+    EXPECT_EQ(restored.fp8_state_json(), one);
+}
+
 // --fp8-gemms: only the named GEMMs run in FP8 (and are reported); a bad list is a usage error.
 TEST(Precision, Fp8GemmsSelectsTheGemmsThatRunInFp8) {
     EXPECT_EQ(parse_fp8_gemms("all"), 0xFu);

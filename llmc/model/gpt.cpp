@@ -589,8 +589,8 @@ void GPT::restore_optimizer_state(const std::vector<float>& master, const std::v
 
 std::string GPT::fp8_state_json() const { return fp8_ ? fp8_->to_json() : "[]"; }
 
-void GPT::restore_fp8_state(const std::string& json) {
-    if (fp8_) fp8_->restore_json(json);
+void GPT::restore_fp8_state(const std::string& json, double dy_factor) {
+    if (fp8_) fp8_->restore_json(json, dy_factor);
 }
 
 std::vector<float> GPT::logits_at(int b, int t) const {

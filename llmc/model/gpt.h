@@ -131,9 +131,11 @@ class GPT {
         std::vector<float> master, m, v;
     };
     StateShare checkpoint_share() const;
-    // FP8 scaling state (scales and amax histories) as JSON text ("[]" outside fp8 mode), and back.
+    // FP8 scaling state (scales and amax histories) as JSON text ("[]" outside fp8 mode), and back;
+    // dy_factor: what the gradients are now multiplied by against the saving run's (Fp8State::
+    // restore_json).
     std::string fp8_state_json() const;
-    void restore_fp8_state(const std::string& json);
+    void restore_fp8_state(const std::string& json, double dy_factor = 1.0);
     // Host copy of the logits at (b, t) of the last forward, first V entries (lm_head_chunks 1 only).
     std::vector<float> logits_at(int b, int t) const;
     // Each token's loss (B, T) of the last forward with targets (evaluations that score parts of

@@ -424,7 +424,7 @@ std::string Fp8State::to_json() const {
     return j.dump();
 }
 
-void Fp8State::restore_json(const std::string& text) {
+void Fp8State::restore_json(const std::string& text, double dy_factor) {
     nlohmann::json j = nlohmann::json::parse(text);
     if (j.is_array() && j.empty()) {
         fail(
@@ -442,10 +442,16 @@ void Fp8State::restore_json(const std::string& text) {
             for (Operand op : {kX, kW, kDY}) {
                 const auto& t = j[(size_t)l * kNumBlockGemms + g][kOperandName[op]];
                 const size_t i = slot_index(op, l, g);
-                const std::vector<float> h = t["history"].get<std::vector<float>>();
+                std::vector<float> h = t["history"].get<std::vector<float>>();
                 const size_t len = std::min(h.size(), H);   // a shorter --fp8-amax-history keeps the newest
+                float s = t["scale"].get<float>();
+                if (op == kDY && dy_factor != 1.0) {   // the same rule end_step applies, on the rescaled amaxes
+                    for (float& amax : h)
+                        amax = (float)(amax * dy_factor);
+                    s = fp8_scale_rule(fp8_select_rule(h.data(), (int)len, config_.algo == Fp8AmaxAlgo::MostRecent),
+                                       fp8e5m2::max_finite, config_.margin, (float)(s / dy_factor));
+                }
                 std::copy(h.begin(), h.begin() + len, history.begin() + i * H);
-                const float s = t["scale"].get<float>();
                 scales[i] = Fp8ScaleSlot{1.0f / s, s, (int32_t)len, {}};
                 hist_len_[i] = (int)len;
                 steps_[i] = t["steps"].get<int64_t>();

@@ -149,7 +149,12 @@ class Fp8State {
     std::vector<Fp8TensorReport> report() const;
     // Per GEMM instance (layer-major), its three tensors' scale, history (newest first) and steps.
     std::string to_json() const;
-    void restore_json(const std::string& json);   // then cast_weights()
+    // Then cast_weights(). dy_factor: the gradients of this run are the saving run's times this
+    // (their unit, d(loss)/d(a token's loss) = 1 / (a rank's tokens per step), changed with the
+    // number of ranks, -b, -t or the accumulation): every dY amax history is multiplied by it and
+    // its scale follows by the delayed rule, so the casts map the same values onto the same FP8
+    // codes. 1 restores exactly what was saved.
+    void restore_json(const std::string& json, double dy_factor = 1.0);
 
   private:
     enum Operand { kX = 0, kW = 1, kDY = 2 };

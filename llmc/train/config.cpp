@@ -952,6 +952,20 @@ std::optional<SavedDataOrder> saved_data_order(const std::string& saved_config_j
     return order;
 }
 
+std::optional<int64_t> saved_rank_tokens_per_step(const std::string& saved_config_json) {
+    const auto saved = nlohmann::json::parse(saved_config_json, nullptr, false);
+    if (!saved.is_object()) return std::nullopt;
+    int64_t tokens = 1;
+    for (const char* key : {"batch_size", "seq_len", "grad_accum_steps"}) {
+        const auto field = saved.find(key);
+        if (field == saved.end() || !field->is_number_integer()) return std::nullopt;
+        const int64_t n = field->get<int64_t>();
+        if (n < 1 || n > INT_MAX || n > (INT64_MAX / tokens)) return std::nullopt;
+        tokens *= n;
+    }
+    return tokens;
+}
+
 std::string data_order_change_notice(const SavedDataOrder& then, const DataOrderNow& now, int64_t position_then,
                                      int64_t position_now) {
     const int64_t epoch = now.samples_per_epoch > 0 ? position_now / now.samples_per_epoch : 0;

@@ -269,6 +269,10 @@ struct SavedDataOrder {
     uint64_t seed = 0;
 };
 std::optional<SavedDataOrder> saved_data_order(const std::string& saved_config_json);
+// The tokens one rank's loss averaged over in an optimizer step of the checkpoint's run
+// (batch_size · seq_len · grad_accum_steps, from its recorded config): the backward's gradients
+// are in units of 1 / that (train_gpt.cu: dloss). nullopt where it was not recorded.
+std::optional<int64_t> saved_rank_tokens_per_step(const std::string& saved_config_json);
 
 // A resumed run that reads its data otherwise than the checkpoint's run did: another -t (the data
 // position, a sample index, was moved from `position_then` to `position_now`, see
