@@ -460,6 +460,16 @@ ResumeState load_checkpoint(const ResumeChoice& from, GPT& model, const RunPlan&
     return ResumeState{manifest.step, counters_from_json(manifest.extra_json), manifest.rng_state};
 }
 
+// Collective: every rank read the same `what` (`mine`: its fingerprint of it), or the ranks where
+// it differs fail naming it: the ranks see different `kind` under one path (node-local storage, one
+// node's copy stale or another), and would train on, or save, a mix of them.
+void require_what_rank0_read(Comm& comm, uint64_t mine, const std::string& what, const char* kind) {
+    uint64_t rank0 = mine;
+    comm.broadcast(&rank0, sizeof rank0, 0);
+    if (mine != rank0)
+        fail("%s differs from the one rank 0 read: the ranks see different %s under one path", what.c_str(), kind);
+}
+
 // --resume / --auto-resume: the checkpoint the run continues (train/resume.h), the same on every
 // rank: rank 0 reads and verifies it (and, with --resume-from-intact, steps back past damaged
 // ones), the others take its choice. nullopt: start fresh (--auto-resume finding none).
@@ -498,16 +508,8 @@ std::optional<ResumeChoice> choose_resume(const TrainConfig& cfg, Comm& comm) {
     }
     // every rank reads the manifest rank 0 verified: the same bytes, or the ranks see different
     // checkpoints under one name (node-local storage)
-    if (!chosen.empty()) {
-        uint64_t mine = manifest_checksum(chosen), rank0 = mine;
-        comm.broadcast(&rank0, sizeof rank0, 0);
-        if (mine != rank0) {
-            fail(
-                "%s/manifest.json differs from the one rank 0 read: the ranks see different checkpoints under one "
-                "path",
-                chosen.c_str());
-        }
-    }
+    if (!chosen.empty())
+        require_what_rank0_read(comm, manifest_checksum(chosen), chosen + "/manifest.json", "checkpoints");
     if (!choice && cfg.resume) {
         fail(
             "--resume: no checkpoint in %s (no step_* directory). Start the run without --resume, or give the "
@@ -1018,6 +1020,16 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
     else if (!cfg.init_from.empty())
         run.start_model = find_model_dir(cfg.init_from);
     const std::optional<ModelDir>& start_model = run.start_model;
+    if (start_model && !resume_from) {   // round 40: each rank read its own copy of --init-from, unchecked
+        const GPTConfig& m = start_model->model;
+        const std::string found =
+            format("%s %d %d %d %d %d %d %016llx", start_model->dir.c_str(), m.n_layer, m.n_head, m.n_embd,
+                   m.vocab_size, m.padded_vocab_size, m.max_seq_len,
+                   start_model->checkpoint ? (unsigned long long)manifest_checksum(start_model->dir) : 0ull);
+        require_what_rank0_read(comm, hash_bytes(found.data(), found.size()),
+                                "--init-from " + cfg.init_from + ": the model found (" + start_model->dir + ")",
+                                "models");
+    }
     if (start_model && start_model->checkpoint && start_model->manifest_version < 2) {   // resumed or --init-from
         print0(
             "notice: %s/manifest.json is of version 1, written before manifests held their own checksum: its "
@@ -1175,11 +1187,24 @@ void open_data_and_start(Run& run, Comm& comm) {
         run.val_loader =
             std::make_unique<DataLoader>(run.data.val, B, T, comm.rank(), plan.world_size, false, cfg.seed, vocab_size);
     }
+    // the same data on every rank, as far as its counts tell (round 40: a node's own copy under one -i)
+    for (const auto& [loader, flag, glob] : {std::tuple{run.train_loader.get(), "-i", cfg.train_data},
+                                             std::tuple{run.val_loader.get(), "-j", cfg.val_data}}) {
+        const std::string found =
+            loader ? format("%lld tokens in %d shard(s)", (long long)loader->num_tokens(), loader->num_shards())
+                   : "none";
+        require_what_rank0_read(comm, hash_bytes(found.data(), found.size()),
+                                format("%s %s: the data found (%s)", flag, glob.c_str(), found.c_str()), "data");
+    }
     if (run.resume_from) {
         run.start = load_checkpoint(*run.resume_from, *run.model, plan, run.train_loader.get(), run.scaler, comm,
                                     cfg.auto_resume);
     } else if (run.start_model) {   // fine-tuning, or sampling / evaluating with -x 0: the weights, not the optimizer
-        run.model->set_weights(read_model_weights(*run.start_model));
+        const std::vector<float> weights = read_model_weights(*run.start_model);
+        require_what_rank0_read(comm, hash_bytes(weights.data(), weights.size() * sizeof(float)),
+                                "--init-from " + cfg.init_from + ": the model read from " + run.start_model->dir,
+                                "models");
+        run.model->set_weights(weights);
     }
     // the run's identity: the checkpoint's, or new (a fresh start, or a checkpoint from before it)
     if (run.start.counters.run_id.empty()) run.start.counters.run_id = new_run_id();

@@ -222,6 +222,8 @@ void make_dirs(const std::string& path) {
     }
 }
 
+uint64_t hash_bytes(const void* data, size_t size) { return XXH3_64bits(data, size); }
+
 uint64_t hash_file(const std::string& path, uint64_t* bytes) {
     FILE* f = open_file(path, "rb");
     std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(), XXH3_freeState);

@@ -43,6 +43,8 @@ void write_exact(const void* src, size_t size, size_t count, FILE* f, const std:
 std::string read_file_text(const std::string& path, size_t max_bytes = SIZE_MAX, const char* what = nullptr);
 // XXH3_64bits (seed 0) of a whole file, read in 1 MiB blocks; its size into *bytes.
 uint64_t hash_file(const std::string& path, uint64_t* bytes);
+// XXH3_64bits (seed 0) of `size` bytes in memory.
+uint64_t hash_bytes(const void* data, size_t size);
 
 // write(2) all of `bytes` to fd, or fail naming `path` and the reason (a full disk: "No space left
 // on device"; a file-size limit: "File too large").

@@ -617,6 +617,56 @@ TEST(Faults, ASaveLackingARanksFilesIsNeverFinalized) {
     EXPECT_FALSE(file_exists(a + "/out/checkpoints/step_00000002")) << r.output;
 }
 
+// Every rank starts from the same model and reads the same data. Two ranks, each in its own
+// directory (node-local copies under one relative path), where rank 1's copy differs: another
+// checkpoint under --init-from (its manifest), a transformers directory of the same shape with
+// other weights, or training data with more tokens. Before (round 40): each rank trained its own
+// model, exit 0, and the saved checkpoint mixed their shards; the data went unchecked.
+TEST(Faults, EveryRankStartsFromTheSameModelAndData) {
+    Corpus c;
+    const std::string a = c.dir.file("node_a"), b = c.dir.file("node_b");
+    for (const std::string& node : {a, b}) {   // two bases of one shape, other seeds
+        make_dirs(node);
+        ASSERT_EQ(
+            run(c.train_gpt(node + "/base", "-x 2 --checkpoint-every 2 --seed " + std::string(node == a ? "1" : "2")))
+                .rc,
+            0);
+    }
+    auto two_ranks = [&](const std::string& out, const std::string& extra, const std::string& train = std::string()) {
+        const std::string flags = " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" +
+                                  (train.empty() ? c.dir.file("train_*.bin") : train) + "' --tokenizer '" +
+                                  c.dir.file("tokenizer.bin") + "' -o " + out + " -x 2 --checkpoint-every 2 " + extra;
+        return run(std::string(kMpirun) + "-np 1 -wdir '" + a + "' " + train_gpt_binary() + flags + " : -np 1 -wdir '" +
+                   b + "' " + train_gpt_binary() + flags);
+    };
+    expect_refused(two_ranks("out", "--init-from base/checkpoints"),
+                   {"rank 1: error: --init-from base/checkpoints: the model found",
+                    "differs from the one rank 0 read: the ranks see different models under one path"});
+    EXPECT_FALSE(file_exists(a + "/out/checkpoints/step_00000002"));
+    // transformers directories (no manifest): the same shape, other weights
+    for (const std::string& node : {a, b}) {
+        make_dirs(node + "/hf");
+        ASSERT_EQ(run("sh -c \"cd '" + node +
+                      "/base/checkpoints/step_00000002' && cp config.json model*.safetensors* '" + node + "/hf/'\"")
+                      .rc,
+                  0);
+    }
+    expect_refused(two_ranks("out2", "--init-from hf"),
+                   {"rank 1: error: --init-from hf: the model read from hf differs", "different models"});
+    // the same copies: it trains
+    ASSERT_EQ(run("rm -rf '" + b + "/hf' && cp -r '" + a + "/hf' '" + b + "/hf'").rc, 0);
+    const CommandResult same = two_ranks("'" + a + "/out3'", "--init-from hf");   // one -o for both
+    EXPECT_EQ(same.rc, 0) << same.output;
+    // training data: rank 1's copy of the shard holds more tokens
+    for (const std::string& node : {a, b}) {
+        std::vector<uint32_t> tokens(node == a ? 4000 : 4100, 'a');
+        write_shard(node + "/x_train_000000.bin", tokens.data(), (int64_t)tokens.size(), 2);
+    }
+    expect_refused(two_ranks("out4", "", "x_train_*.bin"),
+                   {"rank 1: error: -i x_train_*.bin: the data found (4100 tokens in 1 shard(s)) differs from the one "
+                    "rank 0 read: the ranks see different data under one path"});
+}
+
 // ---- 4. every check before anything is written --------------------------------------------------
 
 TEST(Faults, EveryCheckComesBeforeAnythingIsWritten) {
