@@ -1108,6 +1108,24 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
         run.hellaswag = load_hellaswag(cfg.hellaswag, *tokenizer, cfg.hellaswag_examples);
         check_hellaswag_fits(run.hellaswag, plan.seq_len, plan.model.max_seq_len);
     }
+    // the tokenizer and HellaSwag's examples as tokenised: the same on every rank (each rank
+    // evaluates its share of the examples, with what its node holds)
+    require_what_rank0_read(comm, tokenizer ? tokenizer->fingerprint() : 0,
+                            "the tokenizer " + (tokenizer ? tokenizer->origin() : std::string("(none)")), "tokenizers");
+    if (!run.hellaswag.empty()) {
+        std::vector<int> tokens;   // label, then each part's length and ids, example by example
+        for (const HellaSwagExample& e : run.hellaswag) {
+            tokens.push_back(e.label);
+            for (const std::vector<int>* part :
+                 {&e.context, &e.endings[0], &e.endings[1], &e.endings[2], &e.endings[3]}) {
+                tokens.push_back((int)part->size());
+                tokens.insert(tokens.end(), part->begin(), part->end());
+            }
+        }
+        require_what_rank0_read(comm, hash_bytes(tokens.data(), tokens.size() * sizeof(int)),
+                                format("--hellaswag %s (%zu examples)", cfg.hellaswag.c_str(), run.hellaswag.size()),
+                                "files");
+    }
     // what config.json and every checkpoint will hold can be written (UTF-8 text), before anything is
     config_json(cfg, plan);
     path_dirs_json(cfg);

@@ -632,10 +632,11 @@ TEST(Faults, EveryRankStartsFromTheSameModelAndData) {
                 .rc,
             0);
     }
+    std::string tokenizer = c.dir.file("tokenizer.bin");
     auto two_ranks = [&](const std::string& out, const std::string& extra, const std::string& train = std::string()) {
         const std::string flags = " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" +
-                                  (train.empty() ? c.dir.file("train_*.bin") : train) + "' --tokenizer '" +
-                                  c.dir.file("tokenizer.bin") + "' -o " + out + " -x 2 --checkpoint-every 2 " + extra;
+                                  (train.empty() ? c.dir.file("train_*.bin") : train) + "' --tokenizer '" + tokenizer +
+                                  "' -o " + out + " -x 2 --checkpoint-every 2 " + extra;
         return run(std::string(kMpirun) + "-np 1 -wdir '" + a + "' " + train_gpt_binary() + flags + " : -np 1 -wdir '" +
                    b + "' " + train_gpt_binary() + flags);
     };
@@ -665,6 +666,21 @@ TEST(Faults, EveryRankStartsFromTheSameModelAndData) {
     expect_refused(two_ranks("out4", "", "x_train_*.bin"),
                    {"rank 1: error: -i x_train_*.bin: the data found (4100 tokens in 1 shard(s)) differs from the one "
                     "rank 0 read: the ranks see different data under one path"});
+    // HellaSwag's examples: rank 1's file has another label
+    const std::string example = R"({"ctx": "He", "label": 0, "endings": ["ran.", "sat.", "hid.", "ate."]})";
+    write_text(a + "/hs.jsonl", example + "\n");
+    write_text(b + "/hs.jsonl", R"({"ctx": "He", "label": 2, "endings": ["ran.", "sat.", "hid.", "ate."]})"
+                                "\n");
+    expect_refused(two_ranks("out5", "--hellaswag hs.jsonl"),
+                   {"rank 1: error: --hellaswag hs.jsonl (1 examples) differs from the one rank 0 read"});
+    // the tokenizer: rank 1's spells one token otherwise (the same vocabulary)
+    for (const std::string& node : {a, b}) {
+        std::string bytes = read_text(c.dir.file("tokenizer.bin"));
+        if (node == b) bytes[bytes.size() - 1] ^= 0x01;
+        write_text(node + "/tok.bin", bytes);
+    }
+    tokenizer = "tok.bin";
+    expect_refused(two_ranks("out6", ""), {"rank 1: error: the tokenizer tok.bin differs from the one rank 0 read"});
 }
 
 // ---- 4. every check before anything is written --------------------------------------------------
