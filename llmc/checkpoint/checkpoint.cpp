@@ -539,7 +539,7 @@ namespace {
 
 // The FP8 scaling state as GPT::fp8_state_json writes it and GPT::restore_fp8_state reads it: an
 // array with one object per FP8 GEMM, {"x" | "w" | "dy": {"scale": s > 0, "history": [amax >= 0,
-// ...], "steps": n >= 0}}, every number within float range; or null.
+// ...], "steps": n >= 0}}, every number within float range, a scale a normal float; or null.
 void check_fp8_state(const nlohmann::json& fp8, const std::string& path) {
     if (fp8.is_null()) return;
     if (!fp8.is_array()) fail("%s: \"fp8\" must be an array of per-GEMM scaling states", path.c_str());
@@ -547,7 +547,7 @@ void check_fp8_state(const nlohmann::json& fp8, const std::string& path) {
         const JsonObject gemm(fp8[g], path, format("fp8[%zu]", g));
         for (const char* operand : {"x", "w", "dy"}) {
             const JsonObject t = gemm.object(operand);
-            t.real("scale", std::numeric_limits<float>::denorm_min(), FLT_MAX);
+            t.real("scale", FLT_MIN, FLT_MAX);   // what the scaling rule gives: 1/s finite (the GEMMs read it)
             t.integer("steps", 0, INT64_MAX);
             const nlohmann::json& history = t.at("history");
             if (!history.is_array()) fail("%s: \"%s\" must be an array", path.c_str(), t.field("history").c_str());

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cfloat>
 
 namespace train_gpt {
 
@@ -448,8 +449,10 @@ void Fp8State::restore_json(const std::string& text, double dy_factor) {
                 if (op == kDY && dy_factor != 1.0) {   // the same rule end_step applies, on the rescaled amaxes
                     for (float& amax : h)
                         amax = (float)(amax * dy_factor);
+                    // the previous scale in the new unit, within the rule's bounds (1/s finite)
+                    const float previous = (float)std::min(std::max(s / dy_factor, (double)FLT_MIN), (double)FLT_MAX);
                     s = fp8_scale_rule(fp8_select_rule(h.data(), (int)len, config_.algo == Fp8AmaxAlgo::MostRecent),
-                                       fp8e5m2::max_finite, config_.margin, (float)(s / dy_factor));
+                                       fp8e5m2::max_finite, config_.margin, previous);
                 }
                 std::copy(h.begin(), h.begin() + len, history.begin() + i * H);
                 scales[i] = Fp8ScaleSlot{1.0f / s, s, (int32_t)len, {}};
