@@ -1061,7 +1061,7 @@ void resolve_configuration(Run& run, int argc, char** argv, Comm& comm) {
         }
     }
     const std::optional<Tokenizer> models_tokenizer =
-        start_model ? read_model_tokenizer(start_model->dir) : std::optional<Tokenizer>();
+        start_model ? read_model_dir_tokenizer(*start_model) : std::optional<Tokenizer>();
     run.tokenizer = choose_run_tokenizer(cfg.tokenizer, models_tokenizer, tokenizer_globs, &run.tokenizer_how);
     const std::optional<Tokenizer>& tokenizer = run.tokenizer;
     // a model without tokenizer files (transformers' save_pretrained writes none): its ids are taken to

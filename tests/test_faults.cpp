@@ -1972,6 +1972,8 @@ TEST(Faults, AnInitFromCheckpointPrunedWhileItIsReadSaysSo) {
     EXPECT_CONTAINS(error_of([&] { read_model_weights(m); }), "--init-from " + out +
                                                                   "/checkpoints: its newest checkpoint, " + m.dir +
                                                                   ", was removed while this run read it");
+    // its tokenizer files, read before the weights (round 40: "cannot open .../merges.txt", or none)
+    EXPECT_CONTAINS(error_of([&] { read_model_dir_tokenizer(m); }), ", was removed while this run read it");
 }
 
 // Round 17: a bit flipped in manifest.json (a data position 8 → 9, a learning rate) was resumed

@@ -2,6 +2,7 @@
 #include "checkpoint/init_from.h"
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/hf_tokenizer.h"
 #include "model/layout.h"
 #include "utils.h"
 
@@ -171,6 +172,15 @@ ModelDir find_model_dir(const std::string& path) {
         }
     });
     return m;
+}
+
+std::optional<Tokenizer> read_model_dir_tokenizer(const ModelDir& m) {
+    std::optional<Tokenizer> tokenizer;
+    reading(m, [&] {
+        tokenizer = read_model_tokenizer(m.dir);
+        if (!tokenizer && !file_exists(m.dir)) fail("%s no longer exists", m.dir.c_str());   // not "no tokenizer"
+    });
+    return tokenizer;
 }
 
 std::vector<float> read_model_weights(const ModelDir& m) {

@@ -10,8 +10,10 @@
 // 1/√head_size; anything else is refused, naming the field.
 #pragma once
 
+#include "data/tokenizer.h"
 #include "model/layout.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,9 @@ ModelDir find_model_dir(const std::string& path);
 
 // The model's weights in the engine's layout (gpt.h's flat vector, FP32, padding rows zero).
 std::vector<float> read_model_weights(const ModelDir& model);
+// The tokenizer its directory holds (checkpoint/hf_tokenizer.h: read_model_tokenizer), or none.
+// Both readers say so where a live run pruned the newest checkpoint of a root while they read it.
+std::optional<Tokenizer> read_model_dir_tokenizer(const ModelDir& model);
 
 // transformers' config.json (GPT2Config) as a model shape; fails naming the file and field.
 GPTConfig gpt_config_from_hf(const std::string& config_json_path);
