@@ -956,7 +956,7 @@ void start_fresh_after_auto_resume(const TrainConfig& cfg, const RunPlan& plan, 
             why = "its log.jsonl holds no record of a train_gpt run's start";
         } else if (file_exists(config)) {
             const std::optional<std::string> differences =
-                config_identity_differences(read_file_text(config, size_t(16) << 20, "a config.json"), cfg, plan);
+                config_identity_differences(read_json_file_text(config, size_t(16) << 20, "a config.json"), cfg, plan);
             why = !differences        ? "its config.json is unreadable or not a train_gpt run's"
                   : !file_exists(log) ? "a config.json without the log.jsonl a start writes before it"
                                       : *differences;

@@ -8,16 +8,11 @@
 
 namespace train_gpt {
 
-namespace {
-
-// The value as it appears in the file, cut short: errors quote it.
-std::string quoted(const nlohmann::json& value) {
+std::string json_excerpt(const nlohmann::json& value) {
     std::string text = value.dump();
     if (text.size() > 40) text = text.substr(0, 37) + "...";
     return text;
 }
-
-}   // namespace
 
 int64_t json_integer(const nlohmann::json& value, int64_t lo, int64_t hi, const std::string& file,
                      const std::string& field) {
@@ -35,7 +30,7 @@ int64_t json_integer(const nlohmann::json& value, int64_t lo, int64_t hi, const 
     }
     if (!in_range) {
         fail("%s: \"%s\" must be an integer in [%lld, %lld], got %s", file.c_str(), field.c_str(), (long long)lo,
-             (long long)hi, quoted(value).c_str());
+             (long long)hi, json_excerpt(value).c_str());
     }
     return x;
 }
@@ -44,7 +39,7 @@ double json_real(const nlohmann::json& value, double lo, double hi, const std::s
     const double x = value.is_number() ? value.get<double>() : NAN;
     if (!std::isfinite(x) || x < lo || x > hi) {
         fail("%s: \"%s\" must be a finite number in [%g, %g], got %s", file.c_str(), field.c_str(), lo, hi,
-             quoted(value).c_str());
+             json_excerpt(value).c_str());
     }
     return x;
 }
@@ -52,8 +47,8 @@ double json_real(const nlohmann::json& value, double lo, double hi, const std::s
 JsonObject::JsonObject(const nlohmann::json& value, std::string file, std::string path)
     : value_(value), file_(std::move(file)), path_(std::move(path)) {
     if (!value_.is_object()) {
-        if (path_.empty()) fail("%s: expected a JSON object, got %s", file_.c_str(), quoted(value_).c_str());
-        fail("%s: \"%s\" must be an object, got %s", file_.c_str(), path_.c_str(), quoted(value_).c_str());
+        if (path_.empty()) fail("%s: expected a JSON object, got %s", file_.c_str(), json_excerpt(value_).c_str());
+        fail("%s: \"%s\" must be an object, got %s", file_.c_str(), path_.c_str(), json_excerpt(value_).c_str());
     }
 }
 
@@ -78,7 +73,7 @@ double JsonObject::real(const std::string& key, double lo, double hi) const {
 std::string JsonObject::string(const std::string& key) const {
     const nlohmann::json& v = at(key);
     if (!v.is_string()) {
-        fail("%s: \"%s\" must be a string, got %s", file_.c_str(), field(key).c_str(), quoted(v).c_str());
+        fail("%s: \"%s\" must be a string, got %s", file_.c_str(), field(key).c_str(), json_excerpt(v).c_str());
     }
     return v.get<std::string>();
 }

@@ -17,6 +17,9 @@
 
 namespace train_gpt {
 
+// The value as it appears in the file, cut short to 40 characters: what errors quote.
+std::string json_excerpt(const nlohmann::json& value);
+
 // `value`, the field called `field` of `file`, as an integer in [lo, hi] or a finite real in
 // [lo, hi]; fails as above.
 int64_t json_integer(const nlohmann::json& value, int64_t lo, int64_t hi, const std::string& file,

@@ -222,6 +222,41 @@ void make_dirs(const std::string& path) {
     }
 }
 
+bool json_depth_within(std::string_view text, int max_depth) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (const char c : text) {
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max_depth) return false;
+        } else if (c == ']' || c == '}') {
+            depth--;   // unbalanced text is the parser's to refuse
+        }
+    }
+    return true;
+}
+
+void check_json_depth(std::string_view text, const std::string& where, const char* what) {
+    if (!json_depth_within(text)) {
+        fail("%s: JSON nested deeper than %d levels, which %s never is (a damaged or hostile file)", where.c_str(),
+             kMaxJsonDepth, what);
+    }
+}
+
+std::string read_json_file_text(const std::string& path, size_t max_bytes, const char* what) {
+    std::string text = read_file_text(path, max_bytes, what);
+    check_json_depth(text, path, what);
+    return text;
+}
+
 uint64_t hash_bytes(const void* data, size_t size) { return XXH3_64bits(data, size); }
 
 uint64_t hash_file(const std::string& path, uint64_t* bytes) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace train_gpt {
@@ -41,6 +42,19 @@ void write_exact(const void* src, size_t size, size_t count, FILE* f, const std:
 // refused before anything is read or allocated, naming it, its size and `what` it should be ("a
 // vocab.bpe"): a reader whose format bounds the file states that bound.
 std::string read_file_text(const std::string& path, size_t max_bytes = SIZE_MAX, const char* what = nullptr);
+// How deep the JSON of a file the engine reads may nest. None of them nests more than a few
+// levels; far deeper (a hostile or garbage file: [[[[...]]]] 100000 deep) would overflow the stack
+// in the recursive functions nlohmann's values are printed, compared and copied with (round 41: a
+// segfault where an error quoted the value). So every JSON text read from a file is checked first.
+constexpr int kMaxJsonDepth = 64;
+// Whether `text`'s arrays and objects nest at most max_depth deep (brackets inside strings do
+// not count); a linear scan, before any parse.
+bool json_depth_within(std::string_view text, int max_depth = kMaxJsonDepth);
+// Fails, naming `where` (a file, or file:line) and `what` it should be ("a config.json"), unless
+// json_depth_within(text).
+void check_json_depth(std::string_view text, const std::string& where, const char* what);
+// read_file_text(path, max_bytes, what), then check_json_depth: every JSON file's reader.
+std::string read_json_file_text(const std::string& path, size_t max_bytes, const char* what);
 // XXH3_64bits (seed 0) of a whole file, read in 1 MiB blocks; its size into *bytes.
 uint64_t hash_file(const std::string& path, uint64_t* bytes);
 // XXH3_64bits (seed 0) of `size` bytes in memory.

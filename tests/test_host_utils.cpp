@@ -24,6 +24,22 @@
 using namespace train_gpt;
 using namespace train_gpt::test;
 
+// The depth every JSON file is checked for before it is parsed: brackets inside strings (escaped
+// quotes included) do not count; exactly the limit passes, one more does not.
+TEST(JsonDepth, CountsNestingOutsideStringsOnly) {
+    auto nested = [](int n) { return std::string(n, '[') + std::string(n, ']'); };
+    EXPECT_TRUE(json_depth_within(nested(64)));
+    EXPECT_FALSE(json_depth_within(nested(65)));
+    EXPECT_TRUE(json_depth_within(nested(3), 3));
+    EXPECT_FALSE(json_depth_within("{\"a\": [{\"b\": 1}]}", 2));
+    EXPECT_TRUE(json_depth_within("{\"a\": \"" + std::string(100, '[') + "\"}", 1));
+    EXPECT_TRUE(json_depth_within(R"({"a": "\" [[[[ \\", "b": 1})", 1)) << "an escaped quote does not end the string";
+    EXPECT_FALSE(json_depth_within(R"({"a": "\\", "b": [[1]]})", 2)) << "an escaped backslash does";
+    EXPECT_TRUE(json_depth_within(std::string(10, ']') + nested(64))) << "unbalanced text: the parser's to refuse";
+    EXPECT_CONTAINS(error_of([&] { check_json_depth(nested(100), "f.json", "a config.json"); }),
+                    "f.json: JSON nested deeper than 64 levels, which a config.json never is");
+}
+
 TEST(Schedule, WarmupIsLinearFromLrOverWarmup) {
     LrSchedule s;
     s.lr = 1.0f;

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <sys/stat.h>
 
 using namespace train_gpt;
@@ -417,6 +418,71 @@ TEST(HostileInputs, ManifestValuesOfTheWrongTypeOrOutOfRangeAreRefused) {
 
 // --resume with a manifest whose step is negative: never a run from a negative step (that trained
 // with a negative learning rate and wrote step_-0000004), and the checkpoint stays as it was.
+// Round 41: a JSON value nested 100000 deep ([[[[...]]]], a 200 kB file) in any JSON file a run
+// reads crashed it (segfault, exit 139, no message): the parse holds it, but printing it into an
+// error recursed past the stack. Every JSON text read from a file is refused past 64 levels first,
+// naming the file; a checkpoint whose manifest is such is damaged like any other, so
+// --resume-from-intact passes over it to the one before.
+TEST(HostileInputs, JsonNestedFarTooDeepIsRefusedNamingTheFile) {
+    Corpus c;
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    auto engine = [&](const std::string& out, const std::string& flags) {
+        return train_gpt_binary() + " --device cpu -e d2 --n-embd 32 -b 2 -t 16 -j '' -g 0 --threads 1 -i '" +
+               c.dir.file("train_*.bin") + "' --tokenizer '" + c.dir.file("tokenizer.bin") + "' -o '" +
+               c.dir.file(out) + "' " + flags;
+    };
+    ASSERT_EQ(run(engine("out", "-x 4 --checkpoint-every 2")).rc, 0);
+    const std::string step2 = c.dir.file("out/checkpoints/step_00000002"),
+                      step4 = c.dir.file("out/checkpoints/step_00000004");
+    // a transformers directory (the step's weights, config and tokenizer) with "n_inner" nested
+    const std::string hf = c.dir.file("hf");
+    make_dirs(hf);
+    ASSERT_EQ(run("sh -c \"cp '" + step2 + "'/*.json '" + step2 + "'/*.txt '" + step2 + "'/model* '" + hf +
+                  "'/ && rm '" + hf + "/manifest.json'\"")
+                  .rc,
+              0);
+    const std::string config = read_text(hf + "/config.json");
+    write_text(hf + "/config.json", "{\"n_inner\": " + deep + ", " + config.substr(config.find('{') + 1));
+    expect_refused(run(engine("o1", "-x 0 -g 4 --init-from '" + hf + "'")),
+                   {hf + "/config.json: JSON nested deeper than 64 levels, which a config.json never is"});
+    write_text(hf + "/config.json", config);
+    // its weight file's safetensors header, a tensor's dtype nested
+    const std::string header = "{\"transformer.wte.weight\": {\"dtype\": " + deep + "}}";
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; i++)
+        file[i] = (char)(header.size() >> (8 * i) & 0xff);
+    write_text(hf + "/model-00001-of-00001.safetensors", file + header);
+    expect_refused(run(engine("o2", "-x 0 -g 4 --init-from '" + hf + "'")),
+                   {"model-00001-of-00001.safetensors: JSON nested deeper than 64 levels, which a safetensors header"});
+    // a HellaSwag example whose label is nested
+    write_text(c.dir.file("hs.jsonl"),
+               "{\"ctx\": \"He\", \"label\": " + deep + ", \"endings\": [\"ran.\", \"sat.\", \"hid.\", \"ate.\"]}\n");
+    expect_refused(run(engine("o3", "-x 2 --hellaswag '" + c.dir.file("hs.jsonl") + "'")),
+                   {c.dir.file("hs.jsonl") + ":1: JSON nested deeper than 64 levels"});
+    // the newest checkpoint's manifest, its step nested: damaged, passed over
+    const std::string manifest = read_text(step4 + "/manifest.json");
+    const size_t at = manifest.find("\"step\": 4");
+    ASSERT_NE(at, std::string::npos);
+    write_text(step4 + "/manifest.json", manifest.substr(0, at) + "\"step\": " + deep + manifest.substr(at + 9));
+    expect_refused(run(engine("o4", "-x 0 -g 4 --init-from '" + step4 + "'")),
+                   {step4 + "/manifest.json: JSON nested deeper than 64 levels"});
+    const CommandResult resumed = run(engine("out", "-x 6 --resume --resume-from-intact"));
+    ASSERT_EQ(resumed.rc, 0) << resumed.output;
+    EXPECT_CONTAINS(resumed.output, "JSON nested deeper than 64 levels");
+    EXPECT_TRUE(file_exists(step4 + ".damaged")) << resumed.output;
+    // the run's own config.json (a start without a checkpoint, restarted by --auto-resume)
+    ASSERT_EQ(run(engine("o5", "-x 2 --auto-resume")).rc, 0);
+    std::string log, line;   // as a SIGKILL before its end leaves it: no summary record
+    std::istringstream records(read_text(c.dir.file("o5/log.jsonl")));
+    while (std::getline(records, line))
+        if (line.find("\"summary\"") == std::string::npos) log += line + "\n";
+    write_text(c.dir.file("o5/log.jsonl"), log);
+    const std::string saved = read_text(c.dir.file("o5/config.json"));
+    write_text(c.dir.file("o5/config.json"), "{\"lr\": " + deep + ", " + saved.substr(saved.find('{') + 1));
+    expect_refused(run(engine("o5", "-x 2 --auto-resume")),
+                   {c.dir.file("o5/config.json") + ": JSON nested deeper than 64 levels"});
+}
+
 TEST(HostileInputs, ResumeNeverTrainsFromANegativeStep) {
     Checkpointed ck;
     ck.set("/step", "-5");

@@ -685,7 +685,7 @@ CheckpointManifest read_manifest(const std::string& dir) {
         throw UnreadableCheckpointError(format("%s: this user cannot read it: %s", path.c_str(), std::strerror(errno)));
     }
     CheckpointManifest m =
-        parse_manifest(read_file_text(path, kMaxManifestBytes, "a checkpoint's manifest.json"), path);
+        parse_manifest(read_json_file_text(path, kMaxManifestBytes, "a checkpoint's manifest.json"), path);
     // a step_<N> directory holds the checkpoint of step N
     std::string name = dir;
     while (name.size() > 1 && name.back() == '/')
@@ -824,7 +824,7 @@ struct WeightFiles {
         } else {
             try {
                 nlohmann::json index = nlohmann::json::parse(
-                    read_file_text(index_path, size_t(64) << 20, "a model.safetensors.index.json"));
+                    read_json_file_text(index_path, size_t(64) << 20, "a model.safetensors.index.json"));
                 if (!index.at("weight_map").is_object()) fail("%s: weight_map is not an object", index_path.c_str());
                 weight_map = index["weight_map"];
             } catch (const nlohmann::json::exception& e) {

@@ -4,6 +4,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/hf_tokenizer.h"
 #include "model/layout.h"
+#include "json_fields.h"
 #include "utils.h"
 
 #include <nlohmann/json.hpp>
@@ -36,7 +37,7 @@ void reading(const ModelDir& m, Read read) {
 }   // namespace
 
 GPTConfig gpt_config_from_hf(const std::string& path) {
-    const std::string bytes = read_file_text(path, size_t(16) << 20, "a config.json");   // transformers': ~1 kB
+    const std::string bytes = read_json_file_text(path, size_t(16) << 20, "a config.json");   // transformers': ~1 kB
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(bytes);
@@ -47,12 +48,13 @@ GPTConfig gpt_config_from_hf(const std::string& path) {
     // a text field, or its default where absent; fails if it is there but not a string
     auto text = [&](const char* key, const char* absent) -> std::string {
         if (!j.contains(key)) return absent;
-        if (!j[key].is_string()) fail("%s: %s must be a string, got %s", path.c_str(), key, j[key].dump().c_str());
+        if (!j[key].is_string())
+            fail("%s: %s must be a string, got %s", path.c_str(), key, json_excerpt(j[key]).c_str());
         return j[key].get<std::string>();
     };
     if (text("model_type", "") != "gpt2") {
         fail("%s: model_type is %s; --init-from takes GPT-2 models (model_type \"gpt2\")", path.c_str(),
-             j.contains("model_type") ? j["model_type"].dump().c_str() : "missing");
+             j.contains("model_type") ? json_excerpt(j["model_type"]).c_str() : "missing");
     }
     auto integer = [&](const char* key) {
         if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 1 ||
@@ -79,17 +81,17 @@ GPTConfig gpt_config_from_hf(const std::string& path) {
     }
     if (j.contains("n_inner") && !j["n_inner"].is_null() &&
         !(j["n_inner"].is_number_integer() && j["n_inner"].get<int64_t>() == 4 * (int64_t)cfg.n_embd)) {
-        fail("%s: n_inner %s; the engine's MLP is 4·n_embd = %d wide", path.c_str(), j["n_inner"].dump().c_str(),
+        fail("%s: n_inner %s; the engine's MLP is 4·n_embd = %d wide", path.c_str(), json_excerpt(j["n_inner"]).c_str(),
              4 * cfg.n_embd);
     }
     if (j.contains("layer_norm_epsilon") &&
         !(j["layer_norm_epsilon"].is_number() && std::fabs(j["layer_norm_epsilon"].get<double>() - 1e-5) < 1e-12)) {
         fail("%s: layer_norm_epsilon %s; the engine's layernorm uses 1e-5", path.c_str(),
-             j["layer_norm_epsilon"].dump().c_str());
+             json_excerpt(j["layer_norm_epsilon"]).c_str());
     }
     for (const char* flag : {"tie_word_embeddings", "scale_attn_weights"}) {
         if (j.contains(flag) && j[flag] != true)
-            fail("%s: %s is %s; the engine's GPT-2 needs true", path.c_str(), flag, j[flag].dump().c_str());
+            fail("%s: %s is %s; the engine's GPT-2 needs true", path.c_str(), flag, json_excerpt(j[flag]).c_str());
     }
     for (const char* flag : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"}) {
         if (j.contains(flag) && j[flag] == true)
@@ -111,7 +113,7 @@ bool foreign_manifest_beside_a_transformers_model(const std::string& dir) {
     if (!has_transformers_files(dir)) return false;
     try {
         const nlohmann::json j =
-            nlohmann::json::parse(read_file_text(dir + "/manifest.json", kMaxManifestBytes, "a manifest.json"));
+            nlohmann::json::parse(read_json_file_text(dir + "/manifest.json", kMaxManifestBytes, "a manifest.json"));
         return j.is_object() && !j.contains("format");
     } catch (const std::exception&) {
         return false;

@@ -139,6 +139,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     data_start_ = 8 + text.size();
     const uint64_t data_size = file_size - data_start_;
 
+    check_json_depth(text, path_, "a safetensors header");
     nlohmann::json header;
     try {
         header = nlohmann::json::parse(text);
@@ -170,19 +171,19 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
             for (const auto& e : kDTypes)
                 if (dt.get<std::string>() == e.name) entry = &e;
         }
-        if (entry == nullptr) fail("%s: tensor '%s' has unsupported dtype %s", p, tn, dt.dump().c_str());
+        if (entry == nullptr) fail("%s: tensor '%s' has unsupported dtype %s", p, tn, json_excerpt(dt).c_str());
         t.dtype = entry->type;
         const nlohmann::json& shape = v["shape"];
         if (!shape.is_array()) fail("%s: tensor '%s': shape is not an array", p, tn);
         for (const auto& d : shape) {
             if (!d.is_number_integer())
-                fail("%s: tensor '%s': shape %s is not a list of integers", p, tn, shape.dump().c_str());
+                fail("%s: tensor '%s': shape %s is not a list of integers", p, tn, json_excerpt(shape).c_str());
             t.shape.push_back(json_integer(d, 0, INT64_MAX, path, name + ".shape"));
         }
         const size_t bytes = checked_numel(t.shape, path, name) * entry->size;
         const nlohmann::json& off = v["data_offsets"];
         if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
-            fail("%s: tensor '%s': data_offsets %s is not [begin, end]", p, tn, off.dump().c_str());
+            fail("%s: tensor '%s': data_offsets %s is not [begin, end]", p, tn, json_excerpt(off).c_str());
         }
         t.begin = (uint64_t)json_integer(off[0], 0, INT64_MAX, path, name + ".data_offsets");
         t.end = (uint64_t)json_integer(off[1], 0, INT64_MAX, path, name + ".data_offsets");

@@ -418,7 +418,7 @@ constexpr size_t kMaxVocabFileBytes = size_t(256) << 20;
 Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe) {
     nlohmann::json encoder;
     try {
-        encoder = nlohmann::json::parse(read_file_text(encoder_json, kMaxVocabFileBytes, "an encoder.json"));
+        encoder = nlohmann::json::parse(read_json_file_text(encoder_json, kMaxVocabFileBytes, "an encoder.json"));
     } catch (const nlohmann::json::exception& e) {
         fail("%s: invalid JSON: %s", encoder_json.c_str(), e.what());
     }

@@ -1,6 +1,7 @@
 // hellaswag_data.cpp — see hellaswag_data.h.
 #include "eval/hellaswag_data.h"
 
+#include "json_fields.h"
 #include "utils.h"
 
 #include <nlohmann/json.hpp>
@@ -30,13 +31,14 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
             fail("%s: a NUL byte, which JSON text does not hold (a binary file, or records joined by NULs?)",
                  ex.source.c_str());
         }
+        check_json_depth(line, ex.source, "a HellaSwag example");
         try {
             const nlohmann::json j = nlohmann::json::parse(line);
             const auto& endings = j.at("endings");
             if (!endings.is_array() || endings.size() != 4) fail("\"endings\" is not an array of four");
             const nlohmann::json& label = j.at("label");
             if (!label.is_number_integer() || label.get<int64_t>() < 0 || label.get<int64_t>() > 3) {
-                fail("\"label\" %s is not 0..3", label.dump().c_str());
+                fail("\"label\" %s is not 0..3", json_excerpt(label).c_str());
             }
             ex.label = (int)label.get<int64_t>();
             ex.context = tokenizer.encode(j.at("ctx").get<std::string>());

@@ -113,7 +113,7 @@ void for_each_log_record(const std::string& path, const std::string& text,
         }
         nlohmann::json j;
         try {
-            j = nlohmann::json::parse(line);
+            if (json_depth_within(line)) j = nlohmann::json::parse(line);   // deeper: not a record of ours
         } catch (const nlohmann::json::exception&) {
         }
         if (!j.is_object()) {

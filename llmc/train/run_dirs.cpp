@@ -93,7 +93,7 @@ bool started_with_auto_resume(const std::string& config_json) {
     if (!file_exists(config_json)) return false;
     try {
         const nlohmann::json j =
-            nlohmann::json::parse(read_file_text(config_json, size_t(16) << 20, "a config.json"), nullptr, false);
+            nlohmann::json::parse(read_json_file_text(config_json, size_t(16) << 20, "a config.json"), nullptr, false);
         return j.is_object() && j.contains("auto_resume") && j["auto_resume"] == true;
     } catch (const Error&) {
         return false;
