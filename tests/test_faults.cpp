@@ -894,6 +894,10 @@ TEST(Faults, ASecondRunInTheSameDirectoryIsRefusedNamingTheFirst) {
     // refused at once: a run that waited for the lock would still be waiting at the timeout (124)
     expect_refused(
         r, {out + " is in use by another run: pid " + std::to_string(first.pid) + " on ", out + "/train_gpt.lock"});
+    // without --overwrite-output: in use, not "a previous run" to --resume or replace (round 41)
+    r = run(c.train_gpt(out, "-x 10"));
+    expect_refused(r, {out + " is in use by another run: pid " + std::to_string(first.pid)});
+    EXPECT_EQ(r.output.find("previous run"), std::string::npos) << r.output;
     r = run(c.train_gpt(c.dir.file("other"), "-x 10 --checkpoint-every 5 --checkpoint-dir '" + out + "/checkpoints'"));
     expect_refused(r, {out + "/checkpoints is in use by another run: pid " + std::to_string(first.pid)});
     EXPECT_FALSE(file_exists(c.dir.file("other"))) << "a refused run creates no directory";

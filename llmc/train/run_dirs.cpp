@@ -246,6 +246,7 @@ void check_previous_run(const RunDirs& dirs, const TrainConfig& cfg, bool resumi
             if (file_exists(dirs.output + "/" + name)) found += std::string(found.empty() ? "" : " and ") + name;
         }
         if (!found.empty()) {
+            DirLock::fail_if_held(dirs.output);   // a live run's, not a previous one (round 41)
             fail(
                 "%s holds the %s of a previous run, which this run would replace. Continue that run with --resume, "
                 "give this one another --output-dir, or add --overwrite-output to replace them",
