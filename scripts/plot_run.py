@@ -23,14 +23,31 @@ import sys
 from collections import defaultdict
 
 
+# The largest files read, as the trainer bounds them: a log.jsonl it resumes, a run's config.json.
+MAX_LOG_BYTES = 4 << 30
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def plain(text):
+    """Text drawn as it is: matplotlib reads $...$ as mathematics (a run directory named
+    'lr_$LR_$SEED' by a sweep's single-quoted -o: a traceback, round 42), and a lone surrogate
+    from JSON cannot be drawn."""
+    return text.encode("utf-8", "replace").decode("utf-8").replace("$", r"\$")
+
+
 def read_log(path):
     """The log's records. A torn last line (a run killed mid-write; the trainer cuts it off when it
     resumes) is left out with a warning; a bad line before the last is an error."""
     try:
+        if os.path.getsize(path) > MAX_LOG_BYTES:
+            sys.exit(f"plot_run: {path}: {os.path.getsize(path)} bytes, larger than any log.jsonl the trainer "
+                     f"reads ({MAX_LOG_BYTES} bytes): not a run's log?")
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = [(n, line.strip()) for n, line in enumerate(f, 1) if line.strip()]
     except OSError as e:
         sys.exit(f"plot_run: {path}: {e.strerror}")
+    except MemoryError:
+        sys.exit(f"plot_run: {path}: out of memory reading it")
     records = []
     for i, (n, line) in enumerate(lines):
         try:
@@ -62,6 +79,8 @@ def number(x):
 def title_of(log_path):
     config = os.path.join(os.path.dirname(os.path.abspath(log_path)), "config.json")
     try:
+        if os.path.getsize(config) > MAX_CONFIG_BYTES:   # not the trainer's: the title is the log's path
+            return log_path
         with open(config, encoding="utf-8") as f:
             c = json.load(f)
         if not isinstance(c, dict):
@@ -143,7 +162,7 @@ def main():
             xs = [r["step"] for r in rs]
             parts = name.split(".")
             gemm, operand = (parts[1], parts[2]) if len(parts) == 3 else ("", "")
-            look = dict(lw=0.6, color=colours.get(operand), ls=styles.get(gemm, "-"), label=name)
+            look = dict(lw=0.6, color=colours.get(operand), ls=styles.get(gemm, "-"), label=plain(name))
             axes["amax"].plot(xs, [number(r.get("amax")) for r in rs], **look)
             axes["saturated"].plot(xs, [number(r.get("saturated")) for r in rs], **look)
         axes["amax"].set_ylabel("FP8 amax")
@@ -160,7 +179,7 @@ def main():
             a.axvline(step, color="gray", ls="--", lw=0.8, label="_resume")
         a.grid(alpha=0.3)
     axes[panels[-1]].set_xlabel("step" + ("   (dashed: resumed)" if resumes else ""))
-    fig.suptitle(title_of(args.log), fontsize=9)
+    fig.suptitle(plain(title_of(args.log)), fontsize=9)
     fig.tight_layout()
     stem = os.path.basename(args.log[:-len(".jsonl")] if args.log.endswith(".jsonl") else args.log)
     out = args.output or os.path.join(os.path.dirname(args.log), stem + ".png")

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <set>
+#include <unistd.h>
 
 using namespace train_gpt;
 using namespace train_gpt::test;
@@ -195,4 +196,23 @@ TEST(PlotRun, BadInputsAreNamedWithoutATraceback) {
         EXPECT_EQ(panel_line(out, "loss"), "train loss 1 | 0 resumes | legend: train loss");
         EXPECT_EQ(out.find("Traceback"), std::string::npos) << out;
     }
+    // round 42: a run directory a sweep named 'lr_$LR_$SEED' (matplotlib read the title's $...$ as
+    // mathematics: a traceback), a config.json whose model is a lone surrogate (one too), a
+    // tensor name with dollars; a config.json far larger than the trainer writes (read whole: out
+    // of memory) leaves the title to the log's path; a log larger than any the trainer reads is refused
+    const std::string sweep = dir.file("lr_$LR_$SEED");
+    make_dirs(sweep);
+    write_text(sweep + "/log.jsonl",
+               good + "{\"type\": \"fp8\", \"step\": 1, \"tensor\": \"h0.$x$.dy\", \"amax\": 1}\n");
+    write_text(sweep + "/config.json", R"({"model": "\ud800\udfff\ud800", "precision": "$fp8$"})");
+    ASSERT_EQ(run_command(script + "'" + sweep + "/log.jsonl'", &out), 0) << out;
+    EXPECT_EQ(panel_line(out, "amax"), "h0.\\$x\\$.dy 1 | 0 resumes | legend: x, w, dy, qkv, attproj, fc, fcproj");
+    EXPECT_TRUE(file_exists(sweep + "/log.png"));
+    ASSERT_EQ(::truncate((dir.file("run/config.json")).c_str(), (off_t)200 << 30), 0);   // sparse: no disk taken
+    ASSERT_EQ(run_command(script + "'" + dir.file("run/log.jsonl") + "'", &out), 0) << out;
+    write_text(dir.file("huge.jsonl"), good);
+    ASSERT_EQ(::truncate(dir.file("huge.jsonl").c_str(), (off_t)5 << 30), 0);
+    EXPECT_EQ(run_command(script + "'" + dir.file("huge.jsonl") + "'", &out), 1) << out;
+    EXPECT_CONTAINS(out, "plot_run: " + dir.file("huge.jsonl") + ": 5368709120 bytes, larger than any log.jsonl");
+    EXPECT_EQ(out.find("Traceback"), std::string::npos) << out;
 }
