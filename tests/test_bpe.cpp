@@ -425,6 +425,18 @@ TEST(Bpe, BadVocabularyFilesNameTheFileAndLine) {
     write_text(vocab, "#version: 0.2\nu g\nh ug\n");
     EXPECT_CONTAINS(error_of([&] { Bpe::load(dir.path); }), "2 merges");
 
+    // round 42: a line of megabytes was quoted whole; an id of 2^64 - 1 was said to be -1
+    write_text(vocab, "#version: 0.2\n" + std::string(1 << 20, 'x') + "\n");
+    msg = error_of([&] { Bpe::load(dir.path); });
+    EXPECT_CONTAINS(msg, "got \"" + std::string(57, 'x') + "...\"");
+    EXPECT_LT(msg.size(), 300u);
+    write_text(vocab, good_vocab);
+    nlohmann::json huge = nlohmann::json::parse(good_encoder);
+    huge["h"] = 18446744073709551615ull;
+    write_text(encoder, huge.dump());
+    EXPECT_CONTAINS(error_of([&] { Bpe::load(dir.path); }), "token \"h\" has id 18446744073709551615 outside [0, 260)");
+    write_text(encoder, good_encoder);
+
     write_text(vocab, good_vocab);
     write_text(encoder, "{\"a\": 0");
     msg = error_of([&] { Bpe::load(dir.path); });

@@ -842,6 +842,21 @@ TEST(DataLoaderPrepareText, ResumesAnInterruptedRun) {
     EXPECT_CONTAINS(output, "starting afresh");
     EXPECT_EQ(Tokenizer::load(dir.file("s/tokenizer.bin")).decode(prepared_stream(dir.file("s"), "data")),
               kEndOfText + sample_text(2900));
+
+    // round 42: a plan.json far larger than its own (read whole: std::bad_alloc), or nested past
+    // any of its own, is none of prepare_text's: it starts afresh
+    for (const std::string& plan : {std::string("huge"), std::string("deep")}) {
+        SCOPED_TRACE(plan);
+        EXPECT_EQ(run_command(base + dir.file("p") + " --stop-after-parts 2", &output), 1);
+        if (plan == "huge") {
+            ASSERT_EQ(::truncate(dir.file("p/data.parts/plan.json").c_str(), (off_t)200 << 30), 0);   // sparse
+        } else {
+            write_text(dir.file("p/data.parts/plan.json"), std::string(100000, '[') + std::string(100000, ']'));
+        }
+        ASSERT_EQ(run_command(base + dir.file("p"), &output), 0) << output;
+        EXPECT_CONTAINS(output, "starting afresh");
+        EXPECT_EQ(prepared_stream(dir.file("p"), "data"), prepared_stream(dir.file("s"), "data"));
+    }
 }
 
 // A resumed run reuses a saved part, or the trained BPE, only as it was written: each is checked

@@ -706,12 +706,16 @@ void run(const Options& opt) {
     const std::string plan_path = parts_dir + "/plan.json";
     bool resuming = false;
     if (file_exists(plan_path)) {
+        struct stat st;
+        // a plan of its own is this plan's size; far larger is none of prepare_text's (round 42: read
+        // whole, std::bad_alloc), and nor is JSON nested deeper than any of its own
+        const int64_t bytes = ::stat(plan_path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+        const int64_t bound = static_cast<int64_t>(plan.dump(1).size()) + 4096;
         try {
-            resuming = nlohmann::json::parse(read_range(plan_path, 0, [&] {
-                           struct stat st;
-                           ::stat(plan_path.c_str(), &st);
-                           return static_cast<int64_t>(st.st_size);
-                       }())) == plan;
+            if (bytes <= bound) {
+                const std::string text = read_range(plan_path, 0, bytes);
+                resuming = json_depth_within(text) && nlohmann::json::parse(text) == plan;
+            }
         } catch (const nlohmann::json::exception&) {
         }
         if (!resuming) {

@@ -413,6 +413,16 @@ std::string to_chars(const std::string& bytes) {
 // vocabulary of a million tokens fits in tens of MB; a larger file is refused before it is read
 constexpr size_t kMaxVocabFileBytes = size_t(256) << 20;
 
+// A token or line an error quotes, cut to 60 bytes (on a UTF-8 character's boundary): a line of
+// megabytes was quoted whole (round 42).
+std::string cut(const std::string& text) {
+    if (text.size() <= 60) return text;
+    size_t end = 57;
+    while (end > 0 && (static_cast<uint8_t>(text[end]) & 0xC0) == 0x80)
+        end--;
+    return text.substr(0, end) + "...";
+}
+
 }   // namespace
 
 Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe) {
@@ -430,13 +440,17 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
     std::vector<char> have(n, 0);
     for (auto it = encoder.begin(); it != encoder.end(); ++it) {
         if (!it.value().is_number_integer()) {
-            fail("%s: token \"%s\" has a non-integer id", encoder_json.c_str(), it.key().c_str());
+            fail("%s: token \"%s\" has a non-integer id", encoder_json.c_str(), cut(it.key()).c_str());
+        }
+        // read in its own type: 18446744073709551615 is not "-1" (round 42)
+        const bool in_range = it.value().is_number_unsigned() ? it.value().get<uint64_t>() < n
+                                                              : it.value().get<int64_t>() >= 0 &&
+                                                                    it.value().get<int64_t>() < static_cast<int64_t>(n);
+        if (!in_range) {
+            fail("%s: token \"%s\" has id %s outside [0, %zu): ids must be 0..N-1", encoder_json.c_str(),
+                 cut(it.key()).c_str(), it.value().dump().c_str(), n);
         }
         const int64_t id = it.value().get<int64_t>();
-        if (id < 0 || id >= static_cast<int64_t>(n)) {
-            fail("%s: token \"%s\" has id %lld outside [0, %zu): ids must be 0..N-1", encoder_json.c_str(),
-                 it.key().c_str(), (long long)id, n);
-        }
         if (have[id]) fail("%s: id %lld is given twice", encoder_json.c_str(), (long long)id);
         have[id] = 1;
         if (it.key() == kEndOfText) {
@@ -447,7 +461,7 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
             }
         } else if (!gpt2_decode_chars(it.key(), &tokens[id])) {
             fail("%s: token \"%s\" has a character outside GPT-2's byte alphabet", encoder_json.c_str(),
-                 it.key().c_str());
+                 cut(it.key()).c_str());
         }
     }
     if (tokens[n - 1] != kEndOfText) fail("%s: no %s entry", encoder_json.c_str(), kEndOfText);
@@ -470,7 +484,7 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
         const size_t space = line.find(' ');
         if (space == std::string::npos || space == 0 || space + 1 == line.size() ||
             line.find(' ', space + 1) != std::string::npos) {
-            fail("%s:%zu: expected \"left right\", got \"%s\"", vocab_bpe.c_str(), line_no, line.c_str());
+            fail("%s:%zu: expected \"left right\", got \"%s\"", vocab_bpe.c_str(), line_no, cut(line).c_str());
         }
         std::string left, right;
         if (!gpt2_decode_chars(std::string_view(line).substr(0, space), &left) ||
@@ -479,13 +493,13 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
         }
         auto l = id_of.find(left), r = id_of.find(right), m = id_of.find(left + right);
         if (l == id_of.end() || r == id_of.end() || m == id_of.end()) {
-            fail("%s:%zu: merge \"%s\" uses or makes a token missing from %s", vocab_bpe.c_str(), line_no, line.c_str(),
-                 encoder_json.c_str());
+            fail("%s:%zu: merge \"%s\" uses or makes a token missing from %s", vocab_bpe.c_str(), line_no,
+                 cut(line).c_str(), encoder_json.c_str());
         }
         const size_t expected = 256 + merges.size();
         if (static_cast<size_t>(m->second) != expected) {
             fail("%s:%zu: merge \"%s\" makes id %d in %s; merge %zu must make id %zu", vocab_bpe.c_str(), line_no,
-                 line.c_str(), m->second, encoder_json.c_str(), merges.size(), expected);
+                 cut(line).c_str(), m->second, encoder_json.c_str(), merges.size(), expected);
         }
         merges.push_back({l->second, r->second});
     }
