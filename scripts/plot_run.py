@@ -68,12 +68,18 @@ def read_log(path):
     return records
 
 
+FLT_MAX = 3.4028234663852886e38   # the largest finite value the trainer logs: it computes in FP32
+
+
 def number(x):
-    """A log value as a float; the trainer writes inf/NaN as strings."""
+    """A log value as a float; the trainer writes inf/NaN as strings. A finite value beyond FP32's
+    range is none of the trainer's, and is a gap (round 43: a span past a double's range, 1e308 and
+    -1e308, was a matplotlib traceback)."""
     try:
-        return float(x)
+        v = float(x)
     except (TypeError, ValueError, OverflowError):   # OverflowError: an integer beyond a double's range
         return math.nan
+    return math.nan if math.isfinite(v) and abs(v) > FLT_MAX else v
 
 
 def title_of(log_path):

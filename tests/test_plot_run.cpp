@@ -208,6 +208,14 @@ TEST(PlotRun, BadInputsAreNamedWithoutATraceback) {
     ASSERT_EQ(run_command(script + "'" + sweep + "/log.jsonl'", &out), 0) << out;
     EXPECT_EQ(panel_line(out, "amax"), "h0.\\$x\\$.dy 1 | 0 resumes | legend: x, w, dy, qkv, attproj, fc, fcproj");
     EXPECT_TRUE(file_exists(sweep + "/log.png"));
+    // round 43: values past FP32's range (the trainer's) are gaps; 1e308 and -1e308 spanned past a
+    // double's range (a matplotlib traceback)
+    write_text(dir.file("wide.jsonl"),
+               "{\"type\": \"step\", \"step\": 1, \"loss\": 1e308, \"lr\": 1, \"grad_norm\": 1}\n"
+               "{\"type\": \"step\", \"step\": 2, \"loss\": -1e308, \"lr\": 1, \"grad_norm\": 1}\n" +
+                   good);
+    ASSERT_EQ(run_command(script + "'" + dir.file("wide.jsonl") + "'", &out), 0) << out;
+    EXPECT_EQ(panel_line(out, "loss"), "train loss 1 | 0 resumes | legend: train loss");
     ASSERT_EQ(::truncate((dir.file("run/config.json")).c_str(), (off_t)200 << 30), 0);   // sparse: no disk taken
     ASSERT_EQ(run_command(script + "'" + dir.file("run/log.jsonl") + "'", &out), 0) << out;
     write_text(dir.file("huge.jsonl"), good);
