@@ -14,6 +14,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
+case $what in   # before anything is installed or built (round 43: a typo ran nothing, exit 0)
+    modes | ablation | all) ;;
+    *) echo "precision_study.sh: '$what' is not a study: give modes, ablation or all" >&2; exit 2 ;;
+esac
+if [[ $# -gt 1 ]]; then
+    echo "precision_study.sh: one argument (modes, ablation or all), got $#" >&2
+    exit 2
+fi
 scripts/setup.sh --study
 make -j"$(nproc)" all
 scripts/prepare_kjv.sh

@@ -220,6 +220,15 @@ TEST(HellaSwag, TheDownloadScriptsFailCleanlyOffline) {
         << output;
     EXPECT_CONTAINS(output, "tinystories: error:");
     EXPECT_FALSE(file_exists(ts)) << "no empty directory left";
+    // ... but one the user made stays (round 43: removed by the failed run's clean-up)
+    make_dirs(dir.file("mine"));
+    for (const char* script : {"tinystories.sh", "hellaswag.sh"}) {
+        EXPECT_NE(run_command("OUT='" + dir.file("mine") + "' URL=http://127.0.0.1:9/none " + repo_root() +
+                                  "/dev/data/" + script,
+                              &output),
+                  0);
+        EXPECT_TRUE(file_exists(dir.file("mine"))) << script;
+    }
     // a mistyped tokenizer is named before the 2.2 GB download, not after it
     EXPECT_NE(run_command(
                   "TOKENIZER=gtp2 OUT='" + ts + "' URL=http://127.0.0.1:9 " + repo_root() + "/dev/data/tinystories.sh",

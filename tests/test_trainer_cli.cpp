@@ -295,6 +295,27 @@ TEST(TrainerCli, EvaluatingACheckpointGivesTheValLossItsRunLogged) {
     EXPECT_CONTAINS(output, "| 32 tokens (1 batches of 2x16)");
 }
 
+// precision_study.sh checks its argument before it installs, builds or trains anything (round 43:
+// a typo, "mode", did all three and ran no study, exit 0). A copy runs beside a stub setup.sh, so
+// that a check gone missing cannot install anything here.
+TEST(TrainerCli, PrecisionStudyRefusesAnUnknownStudyFirst) {
+    ScratchDir dir;
+    make_dirs(dir.file("scripts"));
+    std::string output;
+    ASSERT_EQ(
+        run_command("cp '" + repo_root() + "/scripts/precision_study.sh' '" + dir.file("scripts") + "/'", &output), 0);
+    write_text(dir.file("scripts/setup.sh"), "#!/bin/sh\necho SETUP RAN\nexit 1\n");
+    ASSERT_EQ(run_command("chmod +x '" + dir.file("scripts") + "'/*.sh", &output), 0);
+    for (const std::string& args : {std::string("mode"), std::string("all extra")}) {
+        EXPECT_EQ(run_command(dir.file("scripts/precision_study.sh") + " " + args, &output), 2) << output;
+        EXPECT_CONTAINS(output, args == "mode" ? "'mode' is not a study: give modes, ablation or all"
+                                               : "one argument (modes, ablation or all), got 2");
+        EXPECT_EQ(output.find("SETUP RAN"), std::string::npos) << output;
+    }
+    EXPECT_EQ(run_command(dir.file("scripts/precision_study.sh") + " modes", &output), 1) << "then setup runs";
+    EXPECT_CONTAINS(output, "SETUP RAN");
+}
+
 // The launch scripts start mpirun as root too (containers, cloud images: Open MPI refuses root
 // without --allow-run-as-root), and not with it otherwise. make, mpirun and id are stubs on PATH.
 TEST(TrainerCli, LaunchScriptsStartMpirunAsRoot) {

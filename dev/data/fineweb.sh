@@ -39,8 +39,11 @@ GPT2_DIR=${GPT2_DIR:-../shared/data/gpt2}
 THREADS=${THREADS:-0}
 
 die() { echo "fineweb: error: $*" >&2; exit 1; }
-# a run that fails leaves no empty output directory behind (rmdir removes only an empty one)
-trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
+# a run that fails leaves no empty output directory behind (rmdir removes only an empty one), one
+# it made: not one the user made beforehand (round 43)
+out_existed=0
+[[ -e $OUT || -L $OUT ]] && out_existed=1
+trap '[[ $out_existed == 1 ]] || rmdir "$OUT" 2>/dev/null || true' EXIT
 [[ -x build/prepare_text ]] || die "build/prepare_text is missing; run make"
 # what prepare_text will be given is checked before the download (tens of GB), not after it
 [[ ( -f $GPT2_DIR/encoder.json && -f $GPT2_DIR/vocab.bpe ) || ( -f $GPT2_DIR && $GPT2_DIR == *.tiktoken ) ]] ||

@@ -19,8 +19,11 @@ URL=${URL:-https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellas
 file=$OUT/hellaswag_val.jsonl
 
 die() { echo "hellaswag: error: $*" >&2; exit 1; }
-# a run that fails leaves no empty output directory behind (rmdir removes only an empty one)
-trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
+# a run that fails leaves no empty output directory behind (rmdir removes only an empty one), one
+# it made: not one the user made beforehand (round 43)
+out_existed=0
+[[ -e $OUT || -L $OUT ]] && out_existed=1
+trap '[[ $out_existed == 1 ]] || rmdir "$OUT" 2>/dev/null || true' EXIT
 mkdir -p "$OUT"
 if [[ ! -s $file ]]; then
     command -v curl >/dev/null || die "curl is missing (apt-get install curl)"

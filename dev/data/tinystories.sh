@@ -30,8 +30,11 @@ THREADS=${THREADS:-0}
 URL=${URL:-https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main}
 
 die() { echo "tinystories: error: $*" >&2; exit 1; }
-# a run that fails leaves no empty output directory behind (rmdir removes only an empty one)
-trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
+# a run that fails leaves no empty output directory behind (rmdir removes only an empty one), one
+# it made: not one the user made beforehand (round 43)
+out_existed=0
+[[ -e $OUT || -L $OUT ]] && out_existed=1
+trap '[[ $out_existed == 1 ]] || rmdir "$OUT" 2>/dev/null || true' EXIT
 [[ -x build/prepare_text ]] || die "build/prepare_text is missing; run make"
 # the tokenizer is checked before the 2.2 GB download, not after it
 case $TOKENIZER in
