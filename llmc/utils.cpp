@@ -222,6 +222,14 @@ void make_dirs(const std::string& path) {
     }
 }
 
+std::string cut_text(const std::string& text, size_t max_bytes) {
+    if (text.size() <= max_bytes) return text;
+    size_t end = max_bytes >= 3 ? max_bytes - 3 : 0;
+    while (end > 0 && (static_cast<uint8_t>(text[end]) & 0xC0) == 0x80)   // not inside a character
+        end--;
+    return text.substr(0, end) + "...";
+}
+
 bool json_depth_within(std::string_view text, int max_depth) {
     int depth = 0;
     bool in_string = false, escaped = false;

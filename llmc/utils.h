@@ -55,6 +55,10 @@ bool json_depth_within(std::string_view text, int max_depth = kMaxJsonDepth);
 void check_json_depth(std::string_view text, const std::string& where, const char* what);
 // read_file_text(path, max_bytes, what), then check_json_depth: every JSON file's reader.
 std::string read_json_file_text(const std::string& path, size_t max_bytes, const char* what);
+// `text` cut to at most max_bytes (on a UTF-8 character's boundary, "..." marking the cut): what
+// an error quotes of a file, or of a parser's message that quotes the file (nlohmann's repeats a
+// torn string whole: round 43, 200 kB of error).
+std::string cut_text(const std::string& text, size_t max_bytes = 200);
 // XXH3_64bits (seed 0) of a whole file, read in 1 MiB blocks; its size into *bytes.
 uint64_t hash_file(const std::string& path, uint64_t* bytes);
 // XXH3_64bits (seed 0) of `size` bytes in memory.

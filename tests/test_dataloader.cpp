@@ -1101,6 +1101,14 @@ TEST(DataLoaderPrepareText, JsonlErrorsNameTheFileAndLine) {
                               &output),
                   1);
         EXPECT_CONTAINS(output, "error: " + dir.file("nofield.jsonl") + ":2: no string field \"text\"");
+        // round 43: a string torn at 200 kB was quoted whole by the parser's message
+        write_text(dir.file("torn.jsonl"), "{\"text\": \"" + std::string(200000, 'A') + "\n");
+        EXPECT_EQ(run_command(tool_command("--input " + dir.file("torn.jsonl") + " --out-dir " + dir.file("o") +
+                                           " --tokenizer " + tokenizer),
+                              &output),
+                  1);
+        EXPECT_CONTAINS(output, "error: " + dir.file("torn.jsonl") + ":1: invalid JSON");
+        EXPECT_LT(output.size(), 2000u) << output.size();
     }
     EXPECT_EQ(run_command(tool_command("--input " + dir.file("blank.jsonl") + " --out-dir " + dir.file("o")), &output),
               1);

@@ -224,8 +224,7 @@ void for_each_jsonl_document(std::string_view chunk, const std::string& field, F
         try {
             j = nlohmann::json::parse(line.begin(), line.end());
         } catch (const nlohmann::json::exception& e) {
-            std::string what = e.what();
-            throw LineError{static_cast<int64_t>(line_start), "invalid JSON: " + what};
+            throw LineError{static_cast<int64_t>(line_start), "invalid JSON: " + cut_text(e.what())};
         }
         auto it = j.is_object() ? j.find(field) : j.end();
         if (it == j.end() || !it->is_string()) {

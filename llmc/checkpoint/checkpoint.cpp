@@ -97,7 +97,7 @@ nlohmann::json json_or_null(const std::string& text, const char* what) {
     try {
         return nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-        fail("checkpoint manifest: %s is not valid JSON (%s)", what, e.what());
+        fail("checkpoint manifest: %s is not valid JSON (%s)", what, cut_text(e.what()).c_str());
     }
 }
 
@@ -566,7 +566,7 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
     try {
         j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-        fail("%s: not valid JSON (%s)", p, e.what());
+        fail("%s: not valid JSON (%s)", p, cut_text(e.what()).c_str());
     }
     if (!j.is_object() || !j.contains("format") || j["format"] != kManifestFormat) {
         fail("%s: not a train_gpt checkpoint manifest (no \"format\": \"%s\")", p, kManifestFormat);
@@ -828,7 +828,7 @@ struct WeightFiles {
                 if (!index.at("weight_map").is_object()) fail("%s: weight_map is not an object", index_path.c_str());
                 weight_map = index["weight_map"];
             } catch (const nlohmann::json::exception& e) {
-                fail("%s: malformed index (%s)", index_path.c_str(), e.what());
+                fail("%s: malformed index (%s)", index_path.c_str(), cut_text(e.what()).c_str());
             }
         }
         const std::string model = format("(n_layer %d, n_head %d, n_embd %d, vocab_size %d, n_positions %d)",

@@ -42,7 +42,7 @@ GPTConfig gpt_config_from_hf(const std::string& path) {
     try {
         j = nlohmann::json::parse(bytes);
     } catch (const nlohmann::json::exception& e) {
-        fail("%s: not valid JSON (%s)", path.c_str(), e.what());
+        fail("%s: not valid JSON (%s)", path.c_str(), cut_text(e.what()).c_str());
     }
     if (!j.is_object()) fail("%s: not a JSON object", path.c_str());
     // a text field, or its default where absent; fails if it is there but not a string

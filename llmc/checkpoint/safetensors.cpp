@@ -144,7 +144,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     try {
         header = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-        fail("%s: header is not valid JSON (%s)", p, e.what());
+        fail("%s: header is not valid JSON (%s)", p, cut_text(e.what()).c_str());
     }
     if (!header.is_object()) fail("%s: header is not a JSON object", p);
 

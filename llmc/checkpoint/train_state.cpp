@@ -18,7 +18,7 @@ nlohmann::json parse(const std::string& text, const std::string& origin, const c
     try {
         return nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-        fail("%s: \"%s\" is not valid JSON (%s)", origin.c_str(), field, e.what());
+        fail("%s: \"%s\" is not valid JSON (%s)", origin.c_str(), field, cut_text(e.what()).c_str());
     }
 }
 

@@ -413,15 +413,8 @@ std::string to_chars(const std::string& bytes) {
 // vocabulary of a million tokens fits in tens of MB; a larger file is refused before it is read
 constexpr size_t kMaxVocabFileBytes = size_t(256) << 20;
 
-// A token or line an error quotes, cut to 60 bytes (on a UTF-8 character's boundary): a line of
-// megabytes was quoted whole (round 42).
-std::string cut(const std::string& text) {
-    if (text.size() <= 60) return text;
-    size_t end = 57;
-    while (end > 0 && (static_cast<uint8_t>(text[end]) & 0xC0) == 0x80)
-        end--;
-    return text.substr(0, end) + "...";
-}
+// A token or line an error quotes, cut to 60 bytes: a line of megabytes was quoted whole (round 42).
+std::string cut(const std::string& text) { return cut_text(text, 60); }
 
 }   // namespace
 
@@ -430,7 +423,7 @@ Bpe Bpe::load_gpt2(const std::string& encoder_json, const std::string& vocab_bpe
     try {
         encoder = nlohmann::json::parse(read_json_file_text(encoder_json, kMaxVocabFileBytes, "an encoder.json"));
     } catch (const nlohmann::json::exception& e) {
-        fail("%s: invalid JSON: %s", encoder_json.c_str(), e.what());
+        fail("%s: invalid JSON: %s", encoder_json.c_str(), cut_text(e.what()).c_str());
     }
     if (!encoder.is_object()) fail("%s: expected a JSON object of token -> id", encoder_json.c_str());
     const size_t n = encoder.size();

@@ -48,7 +48,7 @@ std::vector<HellaSwagExample> load_hellaswag(const std::string& path, const Toke
             }
             if (ex.context.empty()) fail("\"ctx\" is empty");
         } catch (const nlohmann::json::exception& e) {
-            fail("%s:%d: not a HellaSwag example (%s)", path.c_str(), line_no, e.what());
+            fail("%s:%d: not a HellaSwag example (%s)", path.c_str(), line_no, cut_text(e.what()).c_str());
         } catch (const Error& e) {
             fail("%s:%d: %s", path.c_str(), line_no, e.what());
         }
