@@ -28,6 +28,7 @@ profiled bench writes this table next to its log.
 """
 import argparse
 import collections
+import os
 import re
 import sys
 
@@ -167,6 +168,18 @@ def main():
     p.add_argument("--steps", type=int, default=0, help="the profiled run's steps (its totals are over all of them)")
     p.add_argument("--trace-lines", action="store_true", help="print the step's ops as --trace-ops writes them")
     args = p.parse_args()
+    # round 44: bad values were tracebacks, or tables of zeros
+    if args.model not in SHAPES and not re.fullmatch(r"d[1-9][0-9]{0,3}", args.model):
+        p.error(f"--model {args.model}: expected d<layers> (d12) or one of {', '.join(sorted(SHAPES))}")
+    for flag, value in (("-B", args.B), ("-T", args.T), ("--vocab", args.vocab)):
+        if value < 1:
+            p.error(f"{flag} {value}: expected a positive number")
+    if args.steps < 0 or args.n_embd < 0 or args.n_head < 0 or args.max_seq_len < 0:
+        p.error("--steps, --n-embd, --n-head and --max-seq-len are 0 (the default) or positive")
+    if (args.n_embd or args.n_head) and not args.trace_lines:
+        p.error("--n-embd and --n-head apply with --trace-lines only")
+    if args.profile and not os.path.isfile(args.profile):
+        p.error(f"--profile {args.profile}: no such file")
     if args.trace_lines:
         L, C, NH = shape_of(args.model)
         C, NH = args.n_embd or C, args.n_head or NH

@@ -133,9 +133,10 @@ TEST(Distributed, OneTwoAndFourRanksGiveTheSameLossesWithAndWithoutZero) {
     }
 }
 
-// fp16: the loss-scaling decisions agree on every rank; fp8: amaxes are MAX-reduced so every rank
-// casts with the scales one rank would use on the whole batch. What is asserted, 2 ranks against
-// 1 on the same global batch:
+// fp16: the loss-scaling decisions agree on every rank; fp8: amaxes are MAX-reduced at the end of
+// each step, so from the second step on every rank casts with the delayed scales one rank would
+// use on the whole batch (the first step's just-in-time scales are each rank's own). What is
+// asserted, 2 ranks against 1 on the same global batch:
 //   fp16: the same loss scale and the same skipped steps at every step, exactly (the decisions);
 //     the losses within trained_loss_bounds for the δ of 16-bit storage: the regrouped FP32 sums
 //     flip an occasional 16-bit rounding, each by 2u, in quadrature over the chain of n stored

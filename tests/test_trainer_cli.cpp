@@ -316,6 +316,26 @@ TEST(TrainerCli, PrecisionStudyRefusesAnUnknownStudyFirst) {
     EXPECT_CONTAINS(output, "SETUP RAN");
 }
 
+// scripts/op_budget.py refuses a bad flag in one line naming it (round 44: tracebacks for --model
+// 124M or a missing --profile; tables of zeros for -B 0; --n-embd without --trace-lines ignored).
+TEST(TrainerCli, OpBudgetRefusesBadFlagsNamingThem) {
+    const std::string script = "/usr/bin/python3 " + repo_root() + "/scripts/op_budget.py ";
+    for (const auto& [args, says] :
+         {std::pair<std::string, std::string>{"--model 124M", "--model 124M: expected d<layers>"},
+          {"--profile /nonexistent --steps 1", "--profile /nonexistent: no such file"},
+          {"-B 0", "-B 0: expected a positive number"},
+          {"--steps -1", "--steps, --n-embd, --n-head and --max-seq-len are 0 (the default) or positive"},
+          {"--n-embd 64", "--n-embd and --n-head apply with --trace-lines only"}}) {
+        std::string output;
+        EXPECT_EQ(run_command(script + args, &output), 2) << args << "\n" << output;
+        EXPECT_CONTAINS(output, "op_budget.py: error: " + says);
+        EXPECT_EQ(output.find("Traceback"), std::string::npos) << output;
+    }
+    std::string output;
+    ASSERT_EQ(run_command(script + "--model d2 -B 2 -T 64", &output), 0) << output;
+    EXPECT_CONTAINS(output, "**d2** (L=2, C=128, NH=2), B=2, T=64");
+}
+
 // The launch scripts start mpirun as root too (containers, cloud images: Open MPI refuses root
 // without --allow-run-as-root), and not with it otherwise. make, mpirun and id are stubs on PATH.
 TEST(TrainerCli, LaunchScriptsStartMpirunAsRoot) {
