@@ -1766,6 +1766,10 @@ TEST(Faults, AResumeWhoseEvaluationCoversOtherTokensSaysSo) {
                     "notice: an evaluation now covers 8 batches of 2x16, 256 tokens of the validation set; the "
                     "checkpoint's run covered 8 batches of 1x16, 128 tokens. Val losses before and after this step "
                     "are means over other tokens. To keep the checkpoint's, give -m 4.");
+    // ... but not where this run evaluates no val loss (round 44: -v 0, said anyway)
+    const CommandResult none = run(c.train_gpt(out, "-x 8 --resume -b 1 -d 32 -m 8" + val + " -v 0"));
+    ASSERT_EQ(none.rc, 0) << none.output;
+    EXPECT_EQ(none.output.find("an evaluation now covers"), std::string::npos) << none.output;
 }
 
 // A signal during the validation at the start step, before any step, ends the run at once (as

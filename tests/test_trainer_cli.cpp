@@ -728,6 +728,16 @@ TEST(TrainerCli, AFlagThisRunDoesNotUseSaysItHasNoEffect) {
     const auto kept = nlohmann::json::parse(read_text(corpus.dir.file("out/config.json")));
     EXPECT_EQ(kept.at("wsd_decay_frac"), 0.5);
     EXPECT_EQ(kept.at("master_weights"), false);
+    // round 44: the amax history and its algorithm set the delayed recipe's scales only
+    ASSERT_EQ(run_command(run + " -g 0 -p fp8 --fp8-recipe current --fp8-amax-history 1 --fp8-amax-algo most_recent "
+                                "--overwrite-output",
+                          &output),
+              0)
+        << output;
+    EXPECT_CONTAINS(output,
+                    "notice: --fp8-amax-history has no effect in this run: it applies with -p fp8 "
+                    "--fp8-recipe delayed only");
+    EXPECT_CONTAINS(output, "notice: --fp8-amax-algo has no effect in this run");
     ASSERT_EQ(run_command(run + " -g 0 -k constant -q 0.5 --overwrite-output", &output), 0) << output;
     EXPECT_CONTAINS(output,
                     "notice: --final-lr-frac has no effect in this run: it applies with -k cosine, linear or wsd only");

@@ -1020,7 +1020,7 @@ std::string batch_change_notice(const TrainConfig& c, const RunPlan& now, const 
 }
 
 std::string val_set_change_notice(const TrainConfig& c, const RunPlan& now, const std::string& saved_config_json) {
-    if (c.val_data.empty()) return "";
+    if (c.val_data.empty() || c.val_every == 0) return "";   // no val loss now (round 44: said anyway)
     const auto saved = nlohmann::json::parse(saved_config_json, nullptr, false);
     if (!saved.is_object()) return "";
     for (const char* key : {"val_batches", "batch_size", "seq_len"}) {

@@ -111,6 +111,10 @@ using P = RunPlan;
 
 // The runs some flags apply to (Flag::only_for): the others show "-" for them.
 bool fp8_run(const C&, const P& p) { return p.precision.precision == Precision::FP8; }
+// the amax history sets the scales of the delayed recipe only (current scales each cast by its own)
+bool fp8_delayed_run(const C&, const P& p) {
+    return p.precision.precision == Precision::FP8 && p.precision.fp8.recipe == Fp8Recipe::Delayed;
+}
 bool fp16_scaled(const C& c, const P& p) { return p.precision.precision == Precision::FP16 && c.loss_scaling; }
 bool fp16_run(const C&, const P& p) { return p.precision.precision == Precision::FP16; }
 bool hellaswag_run(const C& c, const P&) { return !c.hellaswag.empty(); }
@@ -288,13 +292,13 @@ std::vector<Flag> make_table() {
             .checked(numeric(1, kMaxAmaxHistory), "1 to " + std::to_string(kMaxAmaxHistory))
             .config(one_row(
                 [](const C&, const P& p) { return integer_row("fp8_amax_history", p.precision.fp8.amax_history); }))
-            .only_for(fp8_run, "-p fp8"),
+            .effective_only_for(fp8_delayed_run, "-p fp8 --fp8-recipe delayed"),
         Flag("--fp8-amax-algo", precision, "KIND", "fp8: scale from the history's max | most_recent", &C::fp8_amax_algo)
             .one_of({"max", "most_recent"})
             .config(one_row([](const C&, const P& p) {
                 return text_row("fp8_amax_algo", fp8_amax_algo_name(p.precision.fp8.algo));
             }))
-            .only_for(fp8_run, "-p fp8"),
+            .effective_only_for(fp8_delayed_run, "-p fp8 --fp8-recipe delayed"),
         Flag("--fp8-margin", precision, "N", "fp8: back the scale off by 2^-margin", &C::fp8_margin)
             .checked(numeric(0, 64), "0 to 64")
             .config(one_row([](const C&, const P& p) { return integer_row("fp8_margin", p.precision.fp8.margin); }))
