@@ -8,11 +8,7 @@
 
 namespace train_gpt {
 
-std::string json_excerpt(const nlohmann::json& value) {
-    std::string text = value.dump();
-    if (text.size() > 40) text = text.substr(0, 37) + "...";
-    return text;
-}
+std::string json_excerpt(const nlohmann::json& value) { return cut_text(value.dump(), 40); }
 
 int64_t json_integer(const nlohmann::json& value, int64_t lo, int64_t hi, const std::string& file,
                      const std::string& field) {
